@@ -1,0 +1,3 @@
+module offhours.dev/launcher
+
+go 1.22

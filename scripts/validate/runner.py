@@ -1,0 +1,72 @@
+"""Load manifests from files and folders and run the schema check and the lint on each document."""
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from offhours.scripts.validate.crd import schema_problems
+from offhours.scripts.validate.lint import build_catalog, lint_problems
+from offhours.scripts.validate.problems import Problem
+
+MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+
+Document = tuple[str, int, dict[str, Any]]
+
+
+def _files(paths: Iterable[str | Path]) -> list[Path]:
+    files: list[Path] = []
+    for path in map(Path, paths):
+        if path.is_dir():
+            files.extend(sorted(p for p in path.rglob("*") if p.suffix in MANIFEST_SUFFIXES and p.is_file()))
+        else:
+            files.append(path)
+    return files
+
+
+def load_documents(paths: Iterable[str | Path]) -> tuple[list[Document], list[Problem]]:
+    """Read every YAML document under `paths`; unreadable files and non-mapping documents are problems."""
+    docs: list[Document] = []
+    problems: list[Problem] = []
+    for file in _files(paths):
+        name = str(file)
+        try:
+            loaded = list(yaml.safe_load_all(file.read_text()))
+        except OSError as err:
+            problems.append(Problem(name, 0, ".", f"cannot read: {err.strerror}"))
+            continue
+        except yaml.YAMLError as err:
+            problems.append(Problem(name, 0, ".", f"not valid YAML: {str(err).splitlines()[0]}"))
+            continue
+        for index, doc in enumerate(loaded):
+            if doc is None:
+                continue
+            if not isinstance(doc, dict):
+                problems.append(Problem(name, index, ".", "a manifest must be a mapping"))
+                continue
+            docs.append((name, index, doc))
+    return docs, problems
+
+
+def library_documents() -> list[dict[str, Any]]:
+    """The manifests the library itself renders (templateRef targets are found among them too)."""
+    from offhours.workflows.render import manifests
+
+    return list(manifests().values())
+
+
+def validate_documents(docs: Sequence[Document], include_library: bool = True) -> list[Problem]:
+    """Check documents against the CRD schemas and the lint; return the problems found."""
+    catalog = build_catalog([*(library_documents() if include_library else []), *(d for _, _, d in docs)])
+    problems: list[Problem] = []
+    for file, index, doc in docs:
+        problems += schema_problems(doc, file, index)
+        problems += lint_problems(doc, file, index, catalog)
+    return problems
+
+
+def validate_paths(paths: Iterable[str | Path]) -> list[Problem]:
+    """Validate every manifest under `paths`."""
+    docs, problems = load_documents(paths)
+    return problems + validate_documents(docs)

@@ -1,0 +1,15 @@
+"""The `eval` step: evaluate a model on one suite (the pipeline fans out over a list of suites)."""
+
+from hera.workflows import Container
+
+from offhours.steps.contract import StepInput
+from offhours.steps.research import research_step
+
+DESCRIPTION = "Evaluate the model at input-uri on one suite; results go to output-uri."
+
+SUITE = StepInput("suite", "Name of the eval suite, exported to the job as OFFHOURS_SUITE.", "default")
+
+
+def template() -> Container:
+    """Build the `eval` step template."""
+    return research_step("eval", DESCRIPTION, extra_inputs=(SUITE,))

@@ -1,0 +1,12 @@
+"""The generic `job` step: any image, any command, under the preemptible contract."""
+
+from hera.workflows import Container
+
+from offhours.steps.research import research_step
+
+DESCRIPTION = "Run any image's command on borrowed GPUs, preemptible and resumable."
+
+
+def template() -> Container:
+    """Build the generic `job` step template."""
+    return research_step("job", DESCRIPTION)

@@ -1,0 +1,12 @@
+"""The `preprocess` step: turn raw data into a training set (often CPU only: set gpus to 0)."""
+
+from hera.workflows import Container
+
+from offhours.steps.research import research_step
+
+DESCRIPTION = "Preprocess raw data into a training set at output-uri."
+
+
+def template() -> Container:
+    """Build the `preprocess` step template."""
+    return research_step("preprocess", DESCRIPTION)

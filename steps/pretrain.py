@@ -1,0 +1,12 @@
+"""The `pretrain` step: (continued) pre-training on the preprocessed corpus."""
+
+from hera.workflows import Container
+
+from offhours.steps.research import research_step
+
+DESCRIPTION = "Pre-train (or continue pre-training) a model on input-uri; checkpoints under checkpoint-uri."
+
+
+def template() -> Container:
+    """Build the `pretrain` step template."""
+    return research_step("pretrain", DESCRIPTION)

@@ -1,0 +1,12 @@
+"""The `rl` step: reinforcement learning (RLHF, GRPO, ...) on the fine-tuned model."""
+
+from hera.workflows import Container
+
+from offhours.steps.research import research_step
+
+DESCRIPTION = "Reinforcement learning on the model at input-uri; the policy goes to output-uri."
+
+
+def template() -> Container:
+    """Build the `rl` step template."""
+    return research_step("rl", DESCRIPTION)

@@ -1,0 +1,32 @@
+"""Every rendered manifest matches its committed golden YAML (regenerate with --regen-golden)."""
+
+from pathlib import Path
+
+import pytest
+
+from offhours.workflows.render import rendered_files
+
+GOLDEN = Path(__file__).parent / "golden"
+RENDERED = rendered_files()
+
+
+@pytest.mark.parametrize("name", sorted(RENDERED))
+def test_rendered_manifest_matches_golden(name: str, regen_golden: bool) -> None:
+    golden = GOLDEN / name
+    if regen_golden:
+        GOLDEN.mkdir(exist_ok=True)
+        golden.write_text(RENDERED[name])
+    assert golden.exists(), f"no golden for {name}: run `make golden`"
+    assert RENDERED[name] == golden.read_text(), f"{name} differs from its golden: run `make golden` and review"
+
+
+def test_no_stale_goldens() -> None:
+    assert sorted(p.name for p in GOLDEN.glob("*.yaml")) == sorted(RENDERED)
+
+
+def test_render_command_writes_the_goldens(tmp_path: Path) -> None:
+    from offhours.scripts.cli import main
+
+    assert main(["render", "--out", str(tmp_path)]) == 0
+    for name in RENDERED:
+        assert (tmp_path / name).read_text() == (GOLDEN / name).read_text()
