@@ -106,6 +106,6 @@ def research_step(stage: str, description: str, extra_inputs: tuple[StepInput, .
             limit=_param("retry-limit"),
             retry_policy=RetryPolicy.always,
             expression=PREEMPTION_RETRY_EXPRESSION,
-            backoff=m.Backoff(duration="30s", factor="2", max_duration="1h"),
+            backoff=m.Backoff(duration="30s", factor=m.IntOrString("2"), max_duration="1h"),
         ),
     )

@@ -38,6 +38,6 @@ def template() -> Container:
         retry_strategy=RetryStrategy(
             limit=5,
             retry_policy=RetryPolicy.always,
-            backoff=m.Backoff(duration="5s", factor="2", max_duration="5m"),
+            backoff=m.Backoff(duration="5s", factor=m.IntOrString("2"), max_duration="5m"),
         ),
     )

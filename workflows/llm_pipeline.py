@@ -50,7 +50,7 @@ def pipeline() -> Pipeline:
     previous: Step | None = None
     for stage in STAGES:
         run = p.add_parameter(f"run-{stage}", "true", f"Run the {stage} stage (true/false).")
-        args = {
+        args: dict[str, str] = {
             "image": image,
             "input_uri": input_uri_expression(stage),
             "command": p.add_parameter(
@@ -68,7 +68,7 @@ def pipeline() -> Pipeline:
             depends=previous,
             when=f"{run} == true",
             with_param="{{workflow.parameters.eval-suites}}" if stage == "eval" else None,
-            **args,
+            **args,  # type: ignore[arg-type]  # str values only; mypy cannot split **kwargs by name
         )
     return p
 

@@ -66,19 +66,23 @@ def _drop_nulls(node: Any) -> Any:
     return node
 
 
+def _schema(error: jsonschema.ValidationError) -> dict[str, Any]:
+    return error.schema if isinstance(error.schema, dict) else {}
+
+
 def _message(error: jsonschema.ValidationError) -> str:
     if error.validator == "additionalProperties" and isinstance(error.instance, dict):
-        allowed = set(error.schema.get("properties", {}))
+        allowed = set(_schema(error).get("properties", {}))
         unknown = sorted(k for k in error.instance if k not in allowed)
         return "unknown field " + ", ".join(repr(k) for k in unknown)
-    if error.validator == "anyOf" and error.schema.get("x-kubernetes-int-or-string"):
+    if error.validator == "anyOf" and _schema(error).get("x-kubernetes-int-or-string"):
         return f"{error.instance!r} is neither an integer nor a string"
     return error.message
 
 
 def _deepest(error: jsonschema.ValidationError) -> jsonschema.ValidationError:
     # An anyOf failure's useful cause is the branch that got furthest into the instance.
-    if error.context and not error.schema.get("x-kubernetes-int-or-string"):
+    if error.context and not _schema(error).get("x-kubernetes-int-or-string"):
         return _deepest(max(error.context, key=lambda e: len(e.absolute_path)))
     return error
 

@@ -39,7 +39,7 @@ class Catalog:
             return
         key = (kind == "ClusterWorkflowTemplate", str((doc.get("metadata") or {}).get("name")))
         spec = doc.get("spec") or {}
-        self.templates[key] = {t.get("name"): t for t in spec.get("templates") or [] if isinstance(t, dict)}
+        self.templates[key] = {str(t.get("name")): t for t in spec.get("templates") or [] if isinstance(t, dict)}
         self.arguments[key] = {p.get("name") for p in (spec.get("arguments") or {}).get("parameters") or []}
 
 
@@ -80,7 +80,9 @@ class _DocumentLint:
         if kind == "CronWorkflow":
             spec = spec.get("workflowSpec") or {}
         self.spec: dict[str, Any] = spec if isinstance(spec, dict) else {}
-        self.local = {t.get("name"): t for t in self.spec.get("templates") or [] if isinstance(t, dict)}
+        self.local: dict[str, dict[str, Any]] = {
+            str(t.get("name")): t for t in self.spec.get("templates") or [] if isinstance(t, dict)
+        }
         self.workflow_params = _names((self.spec.get("arguments") or {}).get("parameters"))
         ref = self.spec.get("workflowTemplateRef")
         if ref:
@@ -128,13 +130,13 @@ class _DocumentLint:
         nodes: dict[str, dict[str, Any]] = {}
         if template.get("dag"):
             tasks = template["dag"].get("tasks") or []
-            nodes = {t.get("name"): t for t in tasks if isinstance(t, dict)}
+            nodes = {str(t.get("name")): t for t in tasks if isinstance(t, dict)}
             self.check_dag(tasks, [*path, "dag", "tasks"])
         if template.get("steps"):
             for g, group in enumerate(template["steps"]):
                 for s, step in enumerate(group or []):
                     if isinstance(step, dict):
-                        nodes[step.get("name")] = step
+                        nodes[str(step.get("name"))] = step
                         self.check_call(step, [*path, "steps", g, s])
         for t, task in enumerate((template.get("dag") or {}).get("tasks") or []):
             if isinstance(task, dict):
@@ -173,7 +175,7 @@ class _DocumentLint:
                                 " patch the quantity in through podSpecPatch")
 
     def check_dag(self, tasks: list[Any], path: Path) -> None:
-        names = [t.get("name") for t in tasks if isinstance(t, dict)]
+        names = [str(t.get("name")) for t in tasks if isinstance(t, dict)]
         edges: dict[str, set[str]] = {n: set() for n in names}
         for i, task in enumerate(tasks):
             if not isinstance(task, dict):
@@ -192,7 +194,7 @@ class _DocumentLint:
                     if name not in edges:
                         self.report([*path, i, "depends"], f"depends on unknown task {name!r}")
                     deps.add(name)
-            edges[task.get("name")] = deps & set(edges)
+            edges[str(task.get("name"))] = deps & set(edges)
         cycle = _find_cycle(edges)
         if cycle:
             self.report(path, "dependency cycle: " + " -> ".join(cycle))

@@ -50,7 +50,7 @@ def load_documents(paths: Iterable[str | Path]) -> tuple[list[Document], list[Pr
 
 
 def library_documents() -> list[dict[str, Any]]:
-    """The manifests the library itself renders (templateRef targets are found among them too)."""
+    """Return the manifests the library itself renders (templateRef targets are found among them too)."""
     from offhours.workflows.render import manifests
 
     return list(manifests().values())

@@ -1,0 +1,43 @@
+# offhours — `make help` lists the targets.
+PYTHON ?= python3
+PYTEST ?= $(PYTHON) -m pytest
+TYPECHECK_ROOT := build/typecheck
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## List the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
+
+.PHONY: install
+install: ## Install offhours (editable) with its development tools
+	$(PYTHON) -m pip install -q -e ".[dev]"
+
+.PHONY: test
+test: ## Run the fast offline tests
+	$(PYTEST) -q
+
+.PHONY: golden
+golden: ## Regenerate tests/golden from the templates (review the diff!)
+	$(PYTEST) -q tests/test_golden.py --regen-golden
+
+.PHONY: render
+render: ## Render every manifest into build/manifests
+	offhours render --out build/manifests
+
+.PHONY: lint
+lint: ## ruff (E, F, I, D) and mypy
+	$(PYTHON) -m ruff check .
+	@rm -rf $(TYPECHECK_ROOT) && mkdir -p $(TYPECHECK_ROOT)/offhours
+	@# mypy sees the installed layout: one package `offhours` mapped from the top-level folders.
+	@cp scripts/_root/__init__.py $(TYPECHECK_ROOT)/offhours/__init__.py
+	@for d in steps workflows cronworkflows scripts schemas; do ln -s $(CURDIR)/$$d $(TYPECHECK_ROOT)/offhours/$$d; done
+	cd $(TYPECHECK_ROOT) && $(PYTHON) -m mypy --config-file $(CURDIR)/pyproject.toml -p offhours
+	cd scripts/launcher && gofmt -l . | (! grep .) && go vet .
+
+.PHONY: bench
+bench: ## Run the benchmarks; results go to bench/results/
+	$(PYTHON) bench/bench_templates.py
+
+.PHONY: ci
+ci: install lint test ## What CI runs: install, lint, tests
