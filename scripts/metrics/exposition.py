@@ -1,0 +1,147 @@
+"""A strict parser of the Prometheus text exposition format (version 0.0.4), as vLLM serves it.
+
+Strict on purpose: a page the gate cannot read exactly must not turn into a silent zero, so any
+line that is not a comment, a HELP/TYPE line or a well-formed sample raises `ExpositionError`
+naming the line.
+"""
+
+import math
+import re
+from dataclasses import dataclass
+
+_NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
+_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+_SAMPLE_HEAD = re.compile(rf"^({_NAME})(\{{|\s)")
+_TYPES = {"counter", "gauge", "histogram", "summary", "untyped"}
+_ESCAPES = {"\\": "\\", '"': '"', "n": "\n"}
+
+
+class ExpositionError(ValueError):
+    """A metrics page is not valid exposition format; names the line and what is wrong."""
+
+    def __init__(self, line_number: int, line: str, problem: str) -> None:
+        shown = line if len(line) <= 120 else line[:117] + "..."
+        super().__init__(f"line {line_number}: {problem}: {shown!r}")
+        self.line_number = line_number
+        self.problem = problem
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One sample: metric name, labels (sorted name/value pairs), value."""
+
+    name: str
+    labels: tuple[tuple[str, str], ...]
+    value: float
+
+    def label(self, name: str) -> str | None:
+        """Return the value of label `name`, or None."""
+        for key, value in self.labels:
+            if key == name:
+                return value
+        return None
+
+
+@dataclass
+class Page:
+    """A parsed metrics page: samples in order, and the declared type of each family."""
+
+    samples: list[Sample]
+    types: dict[str, str]
+
+
+def _parse_value(text: str) -> float:
+    lowered = text.lower()
+    if lowered in ("nan",):
+        return math.nan
+    if lowered in ("+inf", "inf"):
+        return math.inf
+    if lowered == "-inf":
+        return -math.inf
+    if not re.fullmatch(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?", text):
+        raise ValueError(text)
+    return float(text)
+
+
+def _parse_labels(text: str, pos: int, number: int, line: str) -> tuple[tuple[tuple[str, str], ...], int]:
+    labels: dict[str, str] = {}
+    while True:
+        while pos < len(text) and text[pos] in " \t":
+            pos += 1
+        if pos < len(text) and text[pos] == "}":
+            return tuple(sorted(labels.items())), pos + 1
+        match = _LABEL_NAME.match(text, pos)
+        if not match:
+            raise ExpositionError(number, line, "bad label name")
+        name = match.group(0)
+        pos = match.end()
+        if text[pos:pos + 2] != '="':
+            raise ExpositionError(number, line, f"label {name} has no quoted value")
+        pos += 2
+        value = []
+        while True:
+            if pos >= len(text):
+                raise ExpositionError(number, line, f"label {name} value is not terminated")
+            ch = text[pos]
+            if ch == "\\":
+                escaped = text[pos + 1:pos + 2]
+                if escaped not in _ESCAPES:
+                    raise ExpositionError(number, line, f"bad escape in label {name}")
+                value.append(_ESCAPES[escaped])
+                pos += 2
+            elif ch == '"':
+                pos += 1
+                break
+            else:
+                value.append(ch)
+                pos += 1
+        if name in labels:
+            raise ExpositionError(number, line, f"label {name} repeated")
+        labels[name] = "".join(value)
+        while pos < len(text) and text[pos] in " \t":
+            pos += 1
+        if pos < len(text) and text[pos] == ",":
+            pos += 1
+        elif pos < len(text) and text[pos] == "}":
+            continue
+        else:
+            raise ExpositionError(number, line, "expected ',' or '}' after a label")
+
+
+def parse(text: str) -> Page:
+    """Parse a whole metrics page; raise `ExpositionError` at the first line that is not valid."""
+    samples: list[Sample] = []
+    types: dict[str, str] = {}
+    for number, raw in enumerate(text.split("\n"), start=1):
+        line = raw.rstrip("\r")
+        if not line.strip():
+            continue
+        if line.startswith("#"):
+            parts = line.split(None, 3)
+            if len(parts) >= 2 and parts[1] == "TYPE":
+                if len(parts) != 4 or parts[3].strip() not in _TYPES or not re.fullmatch(_NAME, parts[2]):
+                    raise ExpositionError(number, line, "bad TYPE line")
+                types[parts[2]] = parts[3].strip()
+            elif len(parts) >= 2 and parts[1] == "HELP":
+                if len(parts) < 3 or not re.fullmatch(_NAME, parts[2]):
+                    raise ExpositionError(number, line, "bad HELP line")
+            continue
+        head = _SAMPLE_HEAD.match(line)
+        if not head:
+            raise ExpositionError(number, line, "not a sample, comment, HELP or TYPE line")
+        name = head.group(1)
+        pos = head.end(1)
+        labels: tuple[tuple[str, str], ...] = ()
+        if line[pos] == "{":
+            labels, pos = _parse_labels(line, pos + 1, number, line)
+        rest = line[pos:].split()
+        if len(rest) not in (1, 2):
+            raise ExpositionError(number, line, "expected a value and an optional timestamp")
+        try:
+            value = _parse_value(rest[0])
+        except ValueError:
+            raise ExpositionError(number, line, f"value {rest[0]!r} is not a number") from None
+        if len(rest) == 2 and not re.fullmatch(r"-?\d+", rest[1]):
+            raise ExpositionError(number, line, f"timestamp {rest[1]!r} is not an integer")
+        samples.append(Sample(name, labels, value))
+    return Page(samples, types)
