@@ -2,6 +2,7 @@
 
 import argparse
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -9,9 +10,15 @@ Command = Callable[[argparse.Namespace], int]
 
 
 def _render(args: argparse.Namespace) -> int:
+    from offhours.scripts.policy.config import ConfigError, load_config
     from offhours.workflows.render import write
 
-    for path in write(Path(args.out)):
+    try:
+        config = load_config(args.gate_config) if args.gate_config else None
+    except ConfigError as err:
+        print(err, file=sys.stderr)
+        return 2
+    for path in write(Path(args.out), config):
         print(path)
     return 0
 
@@ -30,6 +37,55 @@ def _validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _gate(args: argparse.Namespace) -> int:
+    from offhours.scripts.cluster.kube import KubeCluster, load_client_config
+    from offhours.scripts.gate import Gate
+    from offhours.scripts.metrics.sources import source_from_config
+    from offhours.scripts.policy.config import ConfigError, load_config
+
+    try:
+        config = load_config(args.config)
+    except ConfigError as err:
+        print(err, file=sys.stderr)
+        return 2
+    load_client_config()
+    gate = Gate(config, KubeCluster(), source_from_config(config.metrics))
+    while True:
+        outcomes = gate.tick(dry_run=args.dry_run)
+        if args.once or args.dry_run:
+            return 1 if any(o.error for o in outcomes) else 0
+        time.sleep(config.tick_seconds)
+
+
+def _return_gpus(args: argparse.Namespace) -> int:
+    import os
+
+    from offhours.scripts.cluster.base import ClusterError
+    from offhours.scripts.cluster.kube import KubeCluster, load_client_config
+    from offhours.scripts.exit_hook import return_gpus
+    from offhours.scripts.policy.config import ConfigError, load_config
+
+    workflow_ns = args.namespace or os.environ.get("OFFHOURS_NAMESPACE", "default")
+    serving_ns, deployment = workflow_ns, None
+    if args.config and Path(args.config).exists():
+        try:
+            config = load_config(args.config)
+        except ConfigError as err:
+            print(err, file=sys.stderr)
+            return 2
+        serving_ns = config.namespace
+        deployment = next((s.deployment for s in config.services if s.name == args.service), None)
+    load_client_config()
+    try:
+        return_gpus(KubeCluster(), namespace=serving_ns, workflow_namespace=workflow_ns,
+                    workflow_name=args.workflow_name, service=args.service, status=args.status,
+                    failures=args.failures, deployment=deployment)
+    except ClusterError as err:
+        print(f"return-gpus: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     """Build the argument parser of `offhours`."""
     root = argparse.ArgumentParser(
@@ -40,11 +96,30 @@ def parser() -> argparse.ArgumentParser:
 
     render = sub.add_parser("render", help="write every manifest of the library and a kustomization.yaml")
     render.add_argument("--out", required=True, help="folder to write into (created if missing)")
+    render.add_argument("--gate-config", help="gate configuration whose Deployments and namespaces the RBAC names "
+                        "(default: the bundled example)")
     render.set_defaults(func=_render)
 
     validate = sub.add_parser("validate", help="check Argo manifests: v4.0.5 CRD schemas and reference lint")
     validate.add_argument("paths", nargs="+", help="YAML/JSON files or folders (multi-document YAML allowed)")
     validate.set_defaults(func=_validate)
+
+    gate = sub.add_parser("gate", help="lend idle serving replicas to parked research jobs; reclaim them on load")
+    gate.add_argument("--config", required=True, help="gate configuration (YAML, schemas/gate-config.schema.json)")
+    gate.add_argument("--once", action="store_true", help="run one tick and exit (what the CronWorkflow does)")
+    gate.add_argument("--dry-run", action="store_true", help="print the plan of one tick; change nothing")
+    gate.set_defaults(func=_gate)
+
+    ret = sub.add_parser("return-gpus", help="exit hook: give a finished workflow's replicas back to its service")
+    ret.add_argument("--workflow-name", required=True)
+    ret.add_argument("--status", required=True)
+    ret.add_argument("--failures", default="[]")
+    ret.add_argument("--service", required=True)
+    ret.add_argument("--replicas", type=int, required=True, help="replicas the workflow borrowed (for the record)")
+    ret.add_argument("--namespace", help="namespace of the workflow (default: $OFFHOURS_NAMESPACE)")
+    ret.add_argument("--config", default="/etc/offhours/gate.yaml",
+                     help="gate configuration, for the serving namespace (default: the mounted ConfigMap)")
+    ret.set_defaults(func=_return_gpus)
     return root
 
 

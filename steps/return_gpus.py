@@ -30,6 +30,11 @@ def template() -> Container:
         command=["offhours", "return-gpus"],
         args=flags,
         env=[FieldEnv(name="OFFHOURS_NAMESPACE", field_path="metadata.namespace")],
+        # The gate's configuration names the serving namespace; optional, so a missing ConfigMap
+        # falls back to the workflow's own namespace instead of blocking the hook.
+        volume_mounts=[m.VolumeMount(name="gate-config", mount_path="/etc/offhours", read_only=True)],
+        volumes=[m.Volume(name="gate-config", config_map=m.ConfigMapVolumeSource(name="offhours-gate-config",
+                                                                                 optional=True))],
         service_account_name=GATE_SERVICE_ACCOUNT,
         resources=m.ResourceRequirements(
             requests={"cpu": m.Quantity("50m"), "memory": m.Quantity("128Mi")},

@@ -1,22 +1,39 @@
 """Render every manifest the library defines, and write them with a kustomization.yaml."""
 
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from offhours.cronworkflows.gate import gate_cron_workflow
+from offhours.cronworkflows.rbac import rbac_manifests
+from offhours.scripts.policy.config import GateConfig, parse_config
 from offhours.steps.library import steps_workflow_template
 from offhours.workflows import job, llm_pipeline
 from offhours.workflows.priority_class import priority_class
 
 
-def manifests() -> dict[str, dict[str, Any]]:
-    """Return each manifest of the library by its file name, in install order."""
+def example_gate_config() -> GateConfig:
+    """Return the bundled example gate configuration (what `render` uses unless given one)."""
+    text = resources.files("offhours.cronworkflows").joinpath("gate-config.example.yaml").read_text()
+    return parse_config(yaml.safe_load(text))
+
+
+def manifests(gate_config: GateConfig | None = None) -> dict[str, dict[str, Any]]:
+    """Return each manifest of the library by its file name, in install order.
+
+    The RBAC names the Deployments and namespaces of `gate_config` (default: the bundled example).
+    """
+    config = gate_config or example_gate_config()
+    rbac = {f"{m['kind'].lower()}-{m['metadata']['name']}.yaml": m for m in rbac_manifests(config)}
     return {
         "priorityclass-offhours-best-effort.yaml": priority_class(),
+        **rbac,
         "workflowtemplate-offhours-steps.yaml": steps_workflow_template().to_dict(),
         "workflowtemplate-offhours-llm-pipeline.yaml": llm_pipeline.workflow_template().to_dict(),
         "workflowtemplate-offhours-job.yaml": job.workflow_template().to_dict(),
+        "cronworkflow-offhours-gate.yaml": gate_cron_workflow().to_dict(),
     }
 
 
@@ -30,19 +47,19 @@ def kustomization(files: list[str]) -> dict[str, Any]:
     return {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "resources": files}
 
 
-def rendered_files() -> dict[str, str]:
+def rendered_files(gate_config: GateConfig | None = None) -> dict[str, str]:
     """Return the text of every file `offhours render` writes, by file name."""
-    docs = manifests()
+    docs = manifests(gate_config)
     files = {name: to_yaml(doc) for name, doc in docs.items()}
     files["kustomization.yaml"] = to_yaml(kustomization(list(docs)))
     return files
 
 
-def write(out: Path) -> list[Path]:
+def write(out: Path, gate_config: GateConfig | None = None) -> list[Path]:
     """Write the manifests and kustomization.yaml into `out`; return the paths written."""
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, text in rendered_files().items():
+    for name, text in rendered_files(gate_config).items():
         path = out / name
         path.write_text(text)
         written.append(path)

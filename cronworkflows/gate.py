@@ -1,0 +1,68 @@
+"""The `offhours-gate` CronWorkflow: one gate tick every few minutes, never two at once.
+
+It runs `gate_tick` from the offhours image through Hera's runner (`python -m
+hera.workflows.runner -e offhours.cronworkflows.gate:gate_tick`), with the gate configuration
+mounted from the ConfigMap `offhours-gate-config`. `concurrencyPolicy: Forbid` and the Lease
+keep ticks from overlapping; `startingDeadlineSeconds` drops a tick that could not start in time
+rather than running it late.
+"""
+
+from collections.abc import Sequence
+
+from hera.workflows import CronWorkflow, FieldEnv, Steps, script
+from hera.workflows import models as m
+
+from offhours.steps.contract import GATE_SERVICE_ACCOUNT, LABEL_MANAGED, OFFHOURS_IMAGE
+
+NAME = "offhours-gate"
+CONFIG_MAP = "offhours-gate-config"
+CONFIG_DIR = "/etc/offhours"
+DEFAULT_SCHEDULES = ("*/5 * * * *",)
+
+
+@script(
+    constructor="runner",
+    image=OFFHOURS_IMAGE,
+    name="tick",
+    service_account_name=GATE_SERVICE_ACCOUNT,
+    env=[FieldEnv(name="OFFHOURS_NAMESPACE", field_path="metadata.namespace")],
+    volume_mounts=[m.VolumeMount(name="config", mount_path=CONFIG_DIR, read_only=True)],
+    resources=m.ResourceRequirements(
+        requests={"cpu": m.Quantity("100m"), "memory": m.Quantity("256Mi")},
+        limits={"memory": m.Quantity("512Mi")},
+    ),
+    active_deadline_seconds=240,
+)
+def gate_tick(config: str = f"{CONFIG_DIR}/gate.yaml", dry_run: bool = False) -> None:
+    """Run one gate tick (the CronWorkflow's only step)."""
+    import sys
+
+    from offhours.scripts.cli import main
+
+    code = main(["gate", "--config", config, "--once", *(["--dry-run"] if dry_run else [])])
+    if code:
+        sys.exit(code)
+
+
+def gate_cron_workflow(schedules: Sequence[str] = DEFAULT_SCHEDULES, timezone: str = "UTC",
+                       config: str = f"{CONFIG_DIR}/gate.yaml") -> CronWorkflow:
+    """Build the gate CronWorkflow for `schedules` (cron lines) in `timezone`, reading `config`."""
+    with CronWorkflow(
+        name=NAME,
+        labels={LABEL_MANAGED: "true"},
+        annotations={"workflows.argoproj.io/description": "offhours gate: lend idle serving GPUs, reclaim on load."},
+        schedules=list(schedules),
+        timezone=timezone,
+        concurrency_policy="Forbid",
+        starting_deadline_seconds=60,
+        successful_jobs_history_limit=3,
+        failed_jobs_history_limit=5,
+        entrypoint="gate",
+        service_account_name=GATE_SERVICE_ACCOUNT,
+        arguments={"config": config, "dry-run": "false"},
+        volumes=[m.Volume(name="config", config_map=m.ConfigMapVolumeSource(name=CONFIG_MAP))],
+        pod_gc=m.PodGC(strategy="OnPodSuccess"),
+    ) as cron:
+        with Steps(name="gate"):
+            gate_tick(arguments={"config": "{{workflow.parameters.config}}", "dry_run": "{{workflow.parameters.dry-run}}"})
+    return cron

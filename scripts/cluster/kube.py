@@ -1,0 +1,241 @@
+"""`Cluster` over the Kubernetes API (the `kubernetes` client; Argo workflows as custom objects).
+
+Conflicts (409), throttling (429) and server errors (5xx) are retried with exponential backoff;
+when the retries run out the call raises `ClusterError` naming the call and the answer. Every
+write is idempotent, so the next tick finishes what a failed one left.
+"""
+
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+from typing import Any, TypeVar
+
+import urllib3
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from offhours.scripts.cluster.base import (
+    LABEL_SERVICE,
+    LABEL_STATE,
+    LEASE_NAME,
+    STATE_ADMITTED,
+    STATE_PREEMPTED,
+    ClusterError,
+    Deployment,
+    Pod,
+)
+from offhours.scripts.cluster.memory import build_parked_copy, workflow_job
+from offhours.scripts.policy.plan import Job
+
+T = TypeVar("T")
+GROUP, VERSION, PLURAL = "argoproj.io", "v1alpha1", "workflows"
+RETRIED_STATUSES = {409, 429, 500, 502, 503, 504}
+
+
+def load_client_config() -> None:
+    """Use the in-cluster configuration in a pod, the kubeconfig elsewhere."""
+    try:
+        config.load_incluster_config()
+    except config.ConfigException:
+        config.load_kube_config()
+
+
+class KubeCluster:
+    """The real cluster."""
+
+    def __init__(self, api_client: client.ApiClient | None = None, retries: int = 5, backoff: float = 0.2,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.api = api_client or client.ApiClient()
+        self.apps = client.AppsV1Api(self.api)
+        self.core = client.CoreV1Api(self.api)
+        self.custom = client.CustomObjectsApi(self.api)
+        self.coordination = client.CoordinationV1Api(self.api)
+        self.retries = retries
+        self.backoff = backoff
+        self.sleep = sleep
+
+    def _call(self, what: str, fn: Callable[[], T]) -> T:
+        delay = self.backoff
+        for attempt in range(self.retries + 1):
+            try:
+                return fn()
+            except ApiException as err:
+                if err.status not in RETRIED_STATUSES or attempt == self.retries:
+                    raise ClusterError(f"{what}: HTTP {err.status} {err.reason}: {_message(err)}") from None
+            except urllib3.exceptions.HTTPError as err:
+                if attempt == self.retries:
+                    raise ClusterError(f"{what}: {type(err).__name__}: {err}") from None
+            self.sleep(delay)
+            delay *= 2
+        raise AssertionError("unreachable")
+
+    # -- Deployments and pods ---------------------------------------------------------------
+    def deployment(self, namespace: str, service: str, name: str | None = None) -> Deployment:
+        """Return the Deployment of `service`."""
+        if name:
+            obj = self._call(f"get deployment {namespace}/{name}",
+                             lambda: self.apps.read_namespaced_deployment(name, namespace))
+        else:
+            items = self._call(f"list deployments {LABEL_SERVICE}={service}", lambda: self.apps.list_namespaced_deployment(
+                namespace, label_selector=f"{LABEL_SERVICE}={service}")).items
+            if len(items) != 1:
+                raise ClusterError(f"expected one Deployment labelled {LABEL_SERVICE}={service} in {namespace}, "
+                                   f"found {len(items)}")
+            obj = items[0]
+        return Deployment(
+            namespace=namespace,
+            name=obj.metadata.name,
+            service=service,
+            replicas=int(obj.spec.replicas or 0),
+            annotations=dict(obj.metadata.annotations or {}),
+            selector=dict(obj.spec.selector.match_labels or {}),
+        )
+
+    def annotate_deployment(self, dep: Deployment, annotations: dict[str, str]) -> None:
+        """Merge annotations into the Deployment."""
+        self._call(f"annotate deployment {dep.namespace}/{dep.name}", lambda: self.apps.patch_namespaced_deployment(
+            dep.name, dep.namespace, {"metadata": {"annotations": annotations}}))
+        dep.annotations.update(annotations)
+
+    def scale(self, dep: Deployment, replicas: int) -> None:
+        """Set replicas through the scale subresource."""
+        self._call(f"scale deployment {dep.namespace}/{dep.name} to {replicas}",
+                   lambda: self.apps.patch_namespaced_deployment_scale(dep.name, dep.namespace,
+                                                                       {"spec": {"replicas": replicas}}))
+        dep.replicas = replicas
+
+    def ready_pods(self, dep: Deployment) -> list[Pod]:
+        """Return the Deployment's ready, not terminating pods."""
+        selector = ",".join(f"{k}={v}" for k, v in sorted(dep.selector.items()))
+        pods = self._call(f"list pods {selector}", lambda: self.core.list_namespaced_pod(
+            dep.namespace, label_selector=selector)).items
+        ready = []
+        for pod in pods:
+            conditions = {c.type: c.status for c in (pod.status.conditions or [])}
+            if pod.metadata.deletion_timestamp is None and conditions.get("Ready") == "True" and pod.status.pod_ip:
+                ready.append(Pod(pod.metadata.name, pod.status.pod_ip))
+        return sorted(ready, key=lambda p: p.name)
+
+    # -- Workflows --------------------------------------------------------------------------
+    def jobs(self, namespace: str, service: str) -> list[Job]:
+        """Return the unfinished offhours workflows of `service`."""
+        items = self._call(f"list workflows {LABEL_SERVICE}={service}", lambda: self.custom.list_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, label_selector=f"{LABEL_SERVICE}={service}"))["items"]
+        return [job for wf in items if (job := workflow_job(wf, service)) is not None]
+
+    def workflow(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """Return a workflow, or None if it is gone."""
+        try:
+            return dict(self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name))
+        except ApiException as err:
+            if err.status == 404:
+                return None
+        return self._call(f"get workflow {namespace}/{name}", lambda: dict(
+            self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)))
+
+    def _patch_workflow(self, what: str, namespace: str, name: str, body: dict[str, Any]) -> None:
+        self._call(f"{what} workflow {namespace}/{name}", lambda: self.custom.patch_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, name, body))
+
+    def admit(self, namespace: str, job: Job) -> None:
+        """Resume a parked workflow (spec.suspend removed) and mark it admitted."""
+        self._patch_workflow("admit", namespace, job.name,
+                             {"metadata": {"labels": {LABEL_STATE: STATE_ADMITTED}}, "spec": {"suspend": None}})
+
+    def adopt(self, namespace: str, job: Job) -> None:
+        """Mark a running workflow admitted."""
+        self._patch_workflow("adopt", namespace, job.name, {"metadata": {"labels": {LABEL_STATE: STATE_ADMITTED}}})
+
+    def stop(self, namespace: str, job: Job) -> None:
+        """Stop (never Terminate: Stop runs the exit handlers) and mark preempted."""
+        self._patch_workflow("stop", namespace, job.name,
+                             {"metadata": {"labels": {LABEL_STATE: STATE_PREEMPTED}}, "spec": {"shutdown": "Stop"}})
+
+    def park_copy(self, namespace: str, job: Job) -> str:
+        """Create the parked copy; if it exists already (a retried tick), that is success."""
+        old = self.workflow(namespace, job.name)
+        if old is None:
+            raise ClusterError(f"park workflow {namespace}/{job.name}: it no longer exists")
+        new = build_parked_copy(old)
+        name = str(new["metadata"]["name"])
+        try:
+            self.custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, new)
+        except ApiException as err:
+            if err.status != 409:
+                self._call(f"create parked copy {namespace}/{name}", lambda: self.custom.create_namespaced_custom_object(
+                    GROUP, VERSION, namespace, PLURAL, new))
+        return name
+
+    def annotate_workflow(self, namespace: str, name: str, annotations: dict[str, str], labels: dict[str, str]) -> None:
+        """Merge annotations and labels into a workflow."""
+        self._patch_workflow("annotate", namespace, name, {"metadata": {"annotations": annotations, "labels": labels}})
+
+    # -- Events and the Lease -----------------------------------------------------------------
+    def record_event(self, namespace: str, kind: str, name: str, reason: str, message: str, warning: bool = False) -> None:
+        """Record a core/v1 Event on an object."""
+        now = datetime.now(timezone.utc)
+        api_version = "apps/v1" if kind == "Deployment" else f"{GROUP}/{VERSION}"
+        event = client.CoreV1Event(
+            metadata=client.V1ObjectMeta(generate_name=f"{name}.offhours-"),
+            involved_object=client.V1ObjectReference(kind=kind, name=name, namespace=namespace, api_version=api_version),
+            reason=reason,
+            message=message[:1024],
+            type="Warning" if warning else "Normal",
+            source=client.V1EventSource(component="offhours-gate"),
+            first_timestamp=now,
+            last_timestamp=now,
+            count=1,
+        )
+        self._call(f"record event {reason}", lambda: self.core.create_namespaced_event(namespace, event))
+
+    def acquire_lease(self, namespace: str, holder: str, seconds: int) -> bool:
+        """Take the Lease if it is free, expired or ours; optimistic concurrency decides a race."""
+        now = datetime.now(timezone.utc)
+        try:
+            lease = self.coordination.read_namespaced_lease(LEASE_NAME, namespace)
+        except ApiException as err:
+            if err.status != 404:
+                raise ClusterError(f"read lease {namespace}/{LEASE_NAME}: HTTP {err.status} {err.reason}") from None
+            body = client.V1Lease(metadata=client.V1ObjectMeta(name=LEASE_NAME), spec=client.V1LeaseSpec(
+                holder_identity=holder, lease_duration_seconds=seconds, acquire_time=now, renew_time=now))
+            try:
+                self.coordination.create_namespaced_lease(namespace, body)
+                return True
+            except ApiException as create_err:
+                if create_err.status == 409:
+                    return False
+                raise ClusterError(f"create lease: HTTP {create_err.status} {create_err.reason}") from None
+        spec = lease.spec
+        renewed = spec.renew_time or spec.acquire_time
+        expired = renewed is None or (now - renewed).total_seconds() > (spec.lease_duration_seconds or 0)
+        if spec.holder_identity not in (None, "", holder) and not expired:
+            return False
+        if spec.holder_identity != holder or expired:
+            spec.acquire_time = now
+        spec.holder_identity, spec.lease_duration_seconds, spec.renew_time = holder, seconds, now
+        try:
+            self.coordination.replace_namespaced_lease(LEASE_NAME, namespace, lease)
+            return True
+        except ApiException as err:
+            if err.status == 409:  # someone else took it between our read and write
+                return False
+            raise ClusterError(f"take lease: HTTP {err.status} {err.reason}") from None
+
+    def release_lease(self, namespace: str, holder: str) -> None:
+        """Give the Lease back (clear the holder) if we hold it."""
+        try:
+            lease = self.coordination.read_namespaced_lease(LEASE_NAME, namespace)
+            if lease.spec.holder_identity == holder:
+                lease.spec.holder_identity = ""
+                self.coordination.replace_namespaced_lease(LEASE_NAME, namespace, lease)
+        except ApiException:
+            pass  # an unreleased lease expires by itself
+
+
+def _message(err: ApiException) -> str:
+    import json
+
+    try:
+        return str(json.loads(err.body or "{}").get("message", ""))[:300]
+    except ValueError:
+        return str(err.body or "")[:300]

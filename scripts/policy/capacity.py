@@ -1,0 +1,57 @@
+"""The capacity model: how many replicas a service needs for its load, with headroom."""
+
+import math
+from dataclasses import dataclass
+
+from offhours.scripts.policy.config import ServicePolicy
+
+
+@dataclass(frozen=True)
+class Load:
+    """A service's load over the observation window, summed over its ready pods.
+
+    Rates come from counters' increase over the window (positive evidence, rule 1); the gauges
+    are the current values. `pods_read` of `pods_expected` ready pods answered; `age_seconds`
+    is how old the newest data point is.
+    """
+
+    request_rate: float
+    prompt_token_rate: float
+    generation_token_rate: float
+    running: float
+    waiting: float
+    kv_cache_usage: float
+    pods_read: int
+    pods_expected: int
+    age_seconds: float = 0.0
+
+    @property
+    def complete(self) -> bool:
+        """Whether every ready pod was read."""
+        return self.pods_expected > 0 and self.pods_read >= self.pods_expected
+
+
+def replicas_for_rates(load: Load, policy: ServicePolicy) -> float:
+    """Return the fractional replica count the load's rates take at the configured capacity."""
+    cap = policy.capacity
+    needs = [0.0]
+    if cap.requests_per_second:
+        needs.append(load.request_rate / cap.requests_per_second)
+    if cap.prompt_tokens_per_second:
+        needs.append(load.prompt_token_rate / cap.prompt_tokens_per_second)
+    if cap.generation_tokens_per_second:
+        needs.append(load.generation_token_rate / cap.generation_tokens_per_second)
+    return max(needs)
+
+
+def required_replicas(load: Load, policy: ServicePolicy, in_service: int) -> int:
+    """Return the replicas the service needs now: capacity model, headroom, minimum, queue guard.
+
+    The queue guard: sustained waiting requests above `max_waiting_per_replica` per replica in
+    service mean the replicas are short, whatever the rates say, so one more is required.
+    """
+    needed = math.ceil(replicas_for_rates(load, policy) * (1.0 + policy.headroom) - 1e-9)
+    needed = max(needed, policy.min_replicas)
+    if in_service > 0 and load.waiting > policy.max_waiting_per_replica * in_service:
+        needed = max(needed, in_service + 1)
+    return needed

@@ -1,0 +1,189 @@
+"""The gate's configuration: a YAML file validated by schemas/gate-config.schema.json."""
+
+import json
+from dataclasses import dataclass, field
+from datetime import time as clock
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import jsonschema
+import yaml
+
+
+class ConfigError(ValueError):
+    """The gate configuration is invalid; the message names the field."""
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """What one replica serves within its latency target; None means that dimension is not modelled."""
+
+    requests_per_second: float | None = None
+    prompt_tokens_per_second: float | None = None
+    generation_tokens_per_second: float | None = None
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """When lending is allowed: always (`continuous`) or in a daily window in a time zone."""
+
+    mode: str = "continuous"
+    start: clock | None = None
+    end: clock | None = None
+    timezone: str = "UTC"
+
+
+@dataclass(frozen=True)
+class ServicePolicy:
+    """The scaling policy of one inference service."""
+
+    name: str
+    capacity: Capacity
+    deployment: str | None = None
+    gpus_per_replica: int = 4
+    headroom: float = 0.3
+    min_replicas: int = 1
+    max_waiting_per_replica: float = 5.0
+    stabilization_seconds: float = 900.0
+    max_lend_step: int = 2
+    schedule: Schedule = field(default_factory=Schedule)
+
+
+@dataclass(frozen=True)
+class MetricsConfig:
+    """Where the gate reads load: Prometheus (PromQL) or the pods' /metrics directly."""
+
+    source: str = "prometheus"
+    max_age_seconds: float = 180.0
+    prometheus_url: str | None = None
+    window: str = "5m"
+    service_label: str = "service"
+    extra_selector: str = ""
+    prometheus_timeout_seconds: float = 10.0
+    port: int = 8000
+    path: str = "/metrics"
+    scrape_timeout_seconds: float = 2.0
+    concurrency: int = 64
+
+
+@dataclass(frozen=True)
+class GateConfig:
+    """The whole gate configuration."""
+
+    namespace: str
+    workflow_namespace: str
+    tick_seconds: int
+    metrics: MetricsConfig
+    failed_ticks_before_reclaim: int
+    services: tuple[ServicePolicy, ...]
+
+    def service(self, name: str) -> ServicePolicy:
+        """Return the policy of service `name`."""
+        for policy in self.services:
+            if policy.name == name:
+                return policy
+        raise KeyError(name)
+
+
+@cache
+def schema() -> dict[str, Any]:
+    """Return the JSON Schema of the gate configuration."""
+    return dict(json.loads(resources.files("offhours.schemas").joinpath("gate-config.schema.json").read_text()))
+
+
+def _path(error: jsonschema.ValidationError) -> str:
+    parts = [str(p) for p in error.absolute_path]
+    return ".".join(parts) or "(top level)"
+
+
+def _capacity(raw: dict[str, Any]) -> Capacity:
+    return Capacity(raw.get("requestsPerSecond"), raw.get("promptTokensPerSecond"), raw.get("generationTokensPerSecond"))
+
+
+def _schedule(raw: dict[str, Any] | None, where: str) -> Schedule:
+    if not raw:
+        return Schedule()
+    tz = raw.get("timezone", "UTC")
+    try:
+        ZoneInfo(tz)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ConfigError(f"gate config: {where}.timezone: unknown time zone {tz!r}") from None
+    if raw["mode"] == "continuous":
+        return Schedule(timezone=tz)
+    start, end = (clock.fromisoformat(raw[k]) for k in ("start", "end"))
+    if start == end:
+        raise ConfigError(f"gate config: {where}: start and end are equal; use mode continuous")
+    return Schedule("window", start, end, tz)
+
+
+_POLICY_KEYS = {
+    "headroom": "headroom",
+    "minReplicas": "min_replicas",
+    "maxWaitingPerReplica": "max_waiting_per_replica",
+    "stabilizationSeconds": "stabilization_seconds",
+    "maxLendStep": "max_lend_step",
+}
+
+
+def parse_config(raw: Any) -> GateConfig:
+    """Validate a decoded YAML document against the schema and build the configuration."""
+    errors = sorted(jsonschema.Draft7Validator(schema()).iter_errors(raw), key=lambda e: list(e.absolute_path))
+    if errors:
+        first = errors[0]
+        raise ConfigError(f"gate config: {_path(first)}: {first.message}")
+    defaults = raw.get("defaults", {})
+    default_schedule = _schedule(raw.get("schedule"), "schedule")
+    services = []
+    for name, svc in raw["services"].items():
+        merged = {**defaults, **svc}
+        if "capacity" not in merged:
+            raise ConfigError(f"gate config: services.{name}.capacity: required (here or in defaults)")
+        kwargs = {py: merged[key] for key, py in _POLICY_KEYS.items() if key in merged}
+        services.append(ServicePolicy(
+            name=name,
+            capacity=_capacity(merged["capacity"]),
+            deployment=svc.get("deployment"),
+            gpus_per_replica=svc.get("gpusPerReplica", 4),
+            schedule=_schedule(svc["schedule"], f"services.{name}.schedule") if "schedule" in svc else default_schedule,
+            **kwargs,
+        ))
+    metrics = raw.get("metrics", {})
+    prom, direct = metrics.get("prometheus", {}), metrics.get("direct", {})
+    source = metrics.get("source", "prometheus" if prom else "direct")
+    if source == "prometheus" and not prom.get("url"):
+        raise ConfigError("gate config: metrics.prometheus.url: required when metrics.source is prometheus")
+    namespace = raw.get("namespace", "default")
+    return GateConfig(
+        namespace=namespace,
+        workflow_namespace=raw.get("workflowNamespace", namespace),
+        tick_seconds=raw.get("tickSeconds", 300),
+        metrics=MetricsConfig(
+            source=source,
+            max_age_seconds=metrics.get("maxAgeSeconds", 180.0),
+            prometheus_url=prom.get("url"),
+            window=prom.get("window", "5m"),
+            service_label=prom.get("serviceLabel", "service"),
+            extra_selector=prom.get("extraSelector", ""),
+            prometheus_timeout_seconds=prom.get("timeoutSeconds", 10.0),
+            port=direct.get("port", 8000),
+            path=direct.get("path", "/metrics"),
+            scrape_timeout_seconds=direct.get("timeoutSeconds", 2.0),
+            concurrency=direct.get("concurrency", 64),
+        ),
+        failed_ticks_before_reclaim=raw.get("failSafe", {}).get("failedTicksBeforeReclaim", 3),
+        services=tuple(services),
+    )
+
+
+def load_config(path: str | Path) -> GateConfig:
+    """Read and validate a gate configuration file."""
+    try:
+        raw = yaml.safe_load(Path(path).read_text())
+    except OSError as err:
+        raise ConfigError(f"gate config: cannot read {path}: {err.strerror}") from None
+    except yaml.YAMLError as err:
+        raise ConfigError(f"gate config: {path} is not valid YAML: {str(err).splitlines()[0]}") from None
+    return parse_config(raw)
