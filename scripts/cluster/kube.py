@@ -46,10 +46,11 @@ class KubeCluster:
     def __init__(self, api_client: client.ApiClient | None = None, retries: int = 5, backoff: float = 0.2,
                  sleep: Callable[[float], None] = time.sleep) -> None:
         self.api = api_client or client.ApiClient()
-        self.apps = client.AppsV1Api(self.api)
-        self.core = client.CoreV1Api(self.api)
-        self.custom = client.CustomObjectsApi(self.api)
-        self.coordination = client.CoordinationV1Api(self.api)
+        # Typed Any: the client's models make every field Optional; the API server fills them.
+        self.apps: Any = client.AppsV1Api(self.api)
+        self.core: Any = client.CoreV1Api(self.api)
+        self.custom: Any = client.CustomObjectsApi(self.api)
+        self.coordination: Any = client.CoordinationV1Api(self.api)
         self.retries = retries
         self.backoff = backoff
         self.sleep = sleep

@@ -175,8 +175,8 @@ class Fleet:
 
     async def _start(self) -> None:
         for host, port, server in self.servers:
-            def handler(r: asyncio.StreamReader, w: asyncio.StreamWriter, s: EmulatedServer = server) -> object:
-                return self._handle(s, r, w)
+            async def handler(r: asyncio.StreamReader, w: asyncio.StreamWriter, s: EmulatedServer = server) -> None:
+                await self._handle(s, r, w)
             self._started.append(await asyncio.start_server(handler, host, port, backlog=256))
 
     def start(self) -> "Fleet":

@@ -1,0 +1,49 @@
+"""Test helpers: a fleet of emulated vLLM servers on loopback, wired into a MemoryCluster."""
+
+import socket
+from dataclasses import dataclass, field
+
+from offhours.scripts.cluster.memory import MemoryCluster
+from offhours.scripts.metrics.emulator import EmulatedServer, Fleet
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class EmulatedService:
+    """One inference service: its emulated pods on 127.0.<subnet>.<i>, all on one port."""
+
+    name: str
+    replicas: int
+    subnet: int
+    port: int
+    servers: list[EmulatedServer] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.servers = [EmulatedServer(engines=2) for _ in range(self.replicas)]
+
+    @property
+    def ips(self) -> list[str]:
+        return [f"127.0.{self.subnet}.{i + 1}" for i in range(self.replicas)]
+
+    def feed(self, rps: float, seconds: float, serving: int | None = None, waiting: float = 0.0) -> None:
+        """Spread `rps` over the first `serving` pods (those in service) for `seconds`."""
+        serving = serving or self.replicas
+        for server in self.servers[:serving]:
+            server.feed(rps * seconds / serving, rps * seconds * 122 / serving, rps * seconds * 15 / serving, seconds,
+                        waiting=waiting / serving)
+
+
+def start_fleet(services: list[EmulatedService]) -> Fleet:
+    return Fleet([(ip, s.port, server) for s in services for ip, server in zip(s.ips, s.servers)]).start()
+
+
+def cluster_for(services: list[EmulatedService], namespace: str = "serving") -> MemoryCluster:
+    cluster = MemoryCluster()
+    for s in services:
+        cluster.add_deployment(namespace, s.name, s.replicas, pod_ips=s.ips)
+    return cluster

@@ -1,0 +1,174 @@
+"""The gate's pure decision logic: capacity model, schedule, decision, plan."""
+
+from datetime import datetime, time, timezone
+from typing import Any
+
+import pytest
+
+from offhours.scripts.policy.capacity import Load, required_replicas
+from offhours.scripts.policy.config import Capacity, Schedule, ServicePolicy
+from offhours.scripts.policy.decide import Decision, ServiceState, decide
+from offhours.scripts.policy.plan import ADMITTED, PARKED, Job, plan
+from offhours.scripts.policy.schedule import lending_allowed
+
+POLICY = ServicePolicy("chat", Capacity(requests_per_second=10, generation_tokens_per_second=1000), headroom=0.25,
+                       min_replicas=1, max_waiting_per_replica=5, stabilization_seconds=600, max_lend_step=2)
+
+
+def load(rps: float, gen: float = 0.0, waiting: float = 0.0, read: int = 8, expected: int = 8, age: float = 0.0) -> Load:
+    return Load(rps, 0.0, gen, running=rps, waiting=waiting, kv_cache_usage=0.1, pods_read=read,
+                pods_expected=expected, age_seconds=age)
+
+
+def tick(now: float, lent: int, ld: Load | None, state: ServiceState, error: str | None = None,
+         baseline: int = 8, allowed: bool = True, **kw: Any) -> Decision:
+    return decide(now=now, policy=POLICY, baseline=baseline, lent=lent, load=ld, load_error=error,
+                  lending_allowed=allowed, max_age_seconds=120, failed_ticks_before_reclaim=3, state=state, **kw)
+
+
+# -- capacity ----------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "ld, in_service, expected",
+    [
+        (load(0), 8, 1),              # the minimum
+        (load(40), 8, 5),             # 4 replicas of requests x 1.25 headroom = 5
+        (load(10, gen=6000), 8, 8),   # tokens dominate: 6 x 1.25 = 7.5 -> 8
+        (load(8), 8, 1),              # 0.8 x 1.25 = 1.0 exactly: no extra replica for rounding noise
+        (load(0, waiting=41), 8, 9),  # sustained queue beyond 5 per replica: one more than in service
+        (load(0, waiting=40), 8, 1),
+    ],
+)
+def test_required_replicas(ld: Load, in_service: int, expected: int) -> None:
+    assert required_replicas(ld, POLICY, in_service) == expected
+
+
+# -- schedule ----------------------------------------------------------------------------------
+NIGHT = Schedule("window", time(20, 0), time(8, 0), "Asia/Shanghai")
+
+
+@pytest.mark.parametrize(
+    "utc, allowed",
+    [
+        (datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc), True),   # 20:00 in Shanghai
+        (datetime(2026, 11, 30, 11, 59, tzinfo=timezone.utc), False),  # 19:59
+        (datetime(2026, 11, 30, 23, 59, tzinfo=timezone.utc), True),   # 07:59 next day
+        (datetime(2026, 12, 1, 0, 0, tzinfo=timezone.utc), False),     # 08:00: window closed
+    ],
+)
+def test_night_window_crosses_midnight_in_its_time_zone(utc: datetime, allowed: bool) -> None:
+    assert lending_allowed(NIGHT, utc) is allowed
+    assert lending_allowed(Schedule(), utc) is True
+
+
+# -- decide ------------------------------------------------------------------------------------
+def run(loads: list[Load | None], lent: int = 0, period: float = 300.0) -> list[Decision]:
+    state, out = ServiceState(), []
+    for i, ld in enumerate(loads):
+        d = tick(i * period, lent, ld, state, None if ld else "scrape failed")
+        out.append(d)
+        state, lent = d.state, d.target_lent
+    return out
+
+
+def test_lends_only_after_the_stabilisation_window_and_one_step_at_a_time() -> None:
+    decisions = run([load(10)] * 6)  # needs 2 of 8 every tick
+    assert [d.target_lent for d in decisions] == [0, 0, 2, 4, 6, 6]
+    assert decisions[1].reason == "load is low but not yet for 600 s"
+
+
+def test_reclaims_on_the_first_tick_that_needs_it_all_at_once() -> None:
+    decisions = run([load(10)] * 5 + [load(60)])
+    assert decisions[4].target_lent == 6
+    assert decisions[5].action == "reclaim" and decisions[5].target_lent == 0  # 60 rps -> 8 of 8
+
+
+def test_a_spike_bounds_lending_while_it_is_inside_the_window() -> None:
+    decisions = run([load(10), load(10), load(40), load(10), load(10), load(10)])
+    # The 40 rps tick (t=600) needs 5: nothing beyond 3 may be lent until it leaves the window.
+    assert [d.target_lent for d in decisions] == [0, 0, 2, 3, 3, 5]
+
+
+def test_missing_data_never_lends_and_fails_safe_after_n_ticks() -> None:
+    d0 = tick(0, 4, None, ServiceState(), "scrape failed")
+    assert d0.action == "hold" and d0.target_lent == 4 and "no lending" in d0.reason
+    d2 = tick(600, 4, None, ServiceState((), 2), "scrape failed")
+    assert d2.action == "reclaim" and d2.target_lent == 0 and "3 failed ticks in a row" in d2.reason
+
+
+def test_stale_data_counts_as_missing() -> None:
+    d = tick(0, 0, load(0, age=600), ServiceState(((-900.0, 1), (-300.0, 1)), 0))
+    assert d.target_lent == 0 and "600 s old" in d.reason and d.state.failed_ticks == 1
+
+
+def test_partial_data_never_lends_but_still_reclaims_what_it_proves() -> None:
+    low = tick(0, 2, load(1, read=4), ServiceState(((-900.0, 1),)))
+    assert low.target_lent == 2 and "partial data: 4 of 8" in low.reason
+    high = tick(0, 4, load(50, read=4), ServiceState())  # half the pods already need 7
+    assert high.action == "reclaim" and high.target_lent == 1
+
+
+def test_outside_the_window_everything_comes_back() -> None:
+    d = tick(0, 6, load(1), ServiceState(), allowed=False)
+    assert d.action == "reclaim" and d.target_lent == 0 and d.reason == "outside the lending window"
+
+
+def test_a_good_tick_resets_the_failure_count() -> None:
+    d = tick(0, 0, load(1), ServiceState((), 2))
+    assert d.state.failed_ticks == 0
+
+
+def test_forecast_can_only_make_the_gate_more_careful() -> None:
+    state = ServiceState(((-600.0, 1), (-300.0, 1)))
+    assert tick(0, 0, load(1), state).target_lent == 2
+    assert tick(0, 0, load(1), state, forecast_required=7).target_lent == 1
+    assert tick(0, 0, load(1), state, forecast_required=8).target_lent == 0
+    assert tick(0, 4, load(1), state, forecast_required=7).action == "reclaim"
+    assert tick(0, 0, load(1), state, forecast_required=0).target_lent == 2
+
+
+# -- plan ----------------------------------------------------------------------------------------
+def decision(target: int, lent: int, ceiling: int | None = None) -> Decision:
+    action = "lend" if target > lent else "reclaim" if target < lent else "hold"
+    return Decision("chat", action, target, lent, 1, "test", ServiceState(), ceiling=ceiling or target)
+
+
+def test_plan_admits_by_priority_then_age_skipping_what_does_not_fit() -> None:
+    jobs = [Job("old-small", "chat", 1, PARKED, priority=0, created=1),
+            Job("new-big", "chat", 4, PARKED, priority=9, created=5),
+            Job("old-mid", "chat", 2, PARKED, priority=9, created=2)]
+    p = plan(decision(3, 0, ceiling=3), 8, jobs, now=100)
+    assert [j.name for j in p.admit] == ["old-mid", "old-small"]
+    assert p.scale_to == 5 and p.lent_after == 3
+
+
+def test_plan_lets_one_large_job_exceed_the_step_under_the_ceiling() -> None:
+    jobs = [Job("big", "chat", 4, PARKED, priority=1)]
+    assert [j.name for j in plan(decision(2, 0, ceiling=6), 8, jobs, 0).admit] == ["big"]
+    assert plan(decision(2, 0, ceiling=3), 8, jobs, 0).admit == ()
+
+
+def test_plan_stops_the_jobs_whose_loss_costs_least() -> None:
+    jobs = [Job("fresh-ckpt", "chat", 2, ADMITTED, priority=0, created=0, progress_at=990),
+            Job("stale-ckpt", "chat", 2, ADMITTED, priority=0, created=0, progress_at=100),
+            Job("important", "chat", 2, ADMITTED, priority=5, created=0, progress_at=999)]
+    p = plan(decision(3, 6), 8, jobs, now=1000)
+    assert [j.name for j in p.stop] == ["fresh-ckpt", "stale-ckpt"]
+    assert p.scale_to == 6 and p.lent_after == 2
+
+
+def test_plan_scale_converges_whatever_the_deployment_shows() -> None:
+    jobs = [Job("a", "chat", 3, ADMITTED)]
+    assert plan(decision(3, 3), 8, jobs, 0).scale_to == 5
+
+
+def test_plan_stops_unadmitted_running_jobs_that_do_not_fit() -> None:
+    jobs = [Job("rogue", "chat", 4, "unmanaged")]
+    p = plan(decision(0, 0), 8, jobs, 0)
+    assert [j.name for j in p.stop] == ["rogue"] and p.scale_to == 8
+    adopted = plan(decision(4, 0), 8, jobs, 0)
+    assert [j.name for j in adopted.adopt] == ["rogue"] and adopted.scale_to == 4
+
+
+def test_plan_holds_a_parked_copy_while_its_original_still_runs() -> None:
+    jobs = [Job("a", "chat", 2, ADMITTED), Job("a-p1", "chat", 2, PARKED, parked_from="a")]
+    assert plan(decision(4, 2), 8, jobs, 0).admit == ()
