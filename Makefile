@@ -9,6 +9,11 @@ TYPECHECK_ROOT := build/typecheck
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
+.PHONY: deps
+deps: ## Install system packages the tests need (Debian: prometheus)
+	@command -v prometheus >/dev/null || { apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
+	@prometheus --version 2>&1 | head -1
+
 .PHONY: install
 install: ## Install offhours (editable) with its development tools
 	$(PYTHON) -m pip install -q -e ".[dev]"

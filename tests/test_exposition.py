@@ -123,6 +123,7 @@ def test_nan_and_inf_parse_but_cannot_be_read_as_load() -> None:
         ('vllm:x{a="1",a="2"} 1', "label a repeated"),
         ("# TYPE vllm:x flavour", "bad TYPE line"),
         ('vllm:x{a="\\q"} 1', "bad escape"),
+        ('vllm:num_requests_running{engine="0",model_name="Qwen/Qwen3-8B"} 9.0', "duplicate series"),
     ],
 )
 def test_malformed_line_is_named(line: str, problem: str) -> None:
@@ -159,7 +160,8 @@ def _escape(value: str) -> str:
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(_name, st.dictionaries(_label_name, _label_value, max_size=4),
-                          st.floats(allow_nan=False, allow_infinity=True, width=64)), max_size=20))
+                          st.floats(allow_nan=False, allow_infinity=True, width=64)), max_size=20,
+                unique_by=lambda s: (s[0], tuple(sorted(s[1].items())))))
 def test_fuzz_valid_pages_round_trip(samples: list[tuple[str, dict[str, str], float]]) -> None:
     lines = []
     for name, labels, value in samples:

@@ -112,6 +112,7 @@ def parse(text: str) -> Page:
     """Parse a whole metrics page; raise `ExpositionError` at the first line that is not valid."""
     samples: list[Sample] = []
     types: dict[str, str] = {}
+    seen: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
     for number, raw in enumerate(text.split("\n"), start=1):
         line = raw.rstrip("\r")
         if not line.strip():
@@ -143,5 +144,8 @@ def parse(text: str) -> Page:
             raise ExpositionError(number, line, f"value {rest[0]!r} is not a number") from None
         if len(rest) == 2 and not re.fullmatch(r"-?\d+", rest[1]):
             raise ExpositionError(number, line, f"timestamp {rest[1]!r} is not an integer")
+        if (name, labels) in seen:
+            raise ExpositionError(number, line, "duplicate series (same name and labels as an earlier line)")
+        seen.add((name, labels))
         samples.append(Sample(name, labels, value))
     return Page(samples, types)

@@ -36,8 +36,9 @@ def queries(label: str, window: str, extra: str = "") -> dict[str, str]:
         "generation_token_rate": f"{by} (rate({vllm.GENERATION_TOKENS}{sel}[{window}]))",
         "running": f"{by} ({vllm.RUNNING}{sel})",
         "waiting": f"{by} ({vllm.WAITING}{sel})",
-        # The new name wins where a server exposes both; older servers only have the legacy one.
-        "kv_cache_usage": f"max by ({label}) ({vllm.KV_CACHE}{sel}) or max by ({label}) ({vllm.KV_CACHE_LEGACY}{sel})",
+        # Per pod the new name wins where a server exposes both; older servers have only the legacy one.
+        "kv_cache_usage": (f"max by ({label}) (max by ({label}, instance) ({vllm.KV_CACHE}{sel})"
+                           f" or max by ({label}, instance) ({vllm.KV_CACHE_LEGACY}{sel}))"),
         "pods": f"count by ({label}) (count by ({label}, instance) ({vllm.RUNNING}{sel}))",
         "newest_sample_age": f"time() - max by ({label}) (timestamp({vllm.RUNNING}{sel}))",
     }

@@ -1,0 +1,90 @@
+"""Per-minute serving traces (requests, input and output tokens per minute) and the bundled one.
+
+The bundled trace is 14 days of real LLM serving load (ServeGen, Apache-2.0; see
+scripts/data/SOURCE.md). A malformed trace is refused with an error naming the line and column.
+"""
+
+import csv
+import io
+import math
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+BUNDLED = "servegen_m_small_per_minute.csv"
+COLUMNS = ("minute", "requests", "input_tokens", "output_tokens")
+
+
+class TraceError(ValueError):
+    """A trace file is malformed; names the line and what is wrong."""
+
+
+@dataclass(frozen=True)
+class Trace:
+    """Per-minute load: arrays indexed by minute since the trace's start (local midnight)."""
+
+    requests: np.ndarray
+    input_tokens: np.ndarray
+    output_tokens: np.ndarray
+    name: str = "trace"
+
+    @property
+    def minutes(self) -> int:
+        """Number of minutes the trace covers."""
+        return int(self.requests.shape[0])
+
+    def scaled(self, factor: float) -> "Trace":
+        """Return the trace with every quantity multiplied by `factor` (e.g. one service's share)."""
+        return Trace(self.requests * factor, self.input_tokens * factor, self.output_tokens * factor,
+                     f"{self.name} x{factor:g}")
+
+
+def parse_trace(text: str, name: str = "trace") -> Trace:
+    """Parse CSV text with the header minute,requests,input_tokens,output_tokens; minutes 0, 1, 2, ..."""
+    reader = csv.reader(io.StringIO(text))
+    try:
+        header = next(reader)
+    except StopIteration:
+        raise TraceError(f"{name}: empty file") from None
+    if tuple(h.strip() for h in header) != COLUMNS:
+        raise TraceError(f"{name}: line 1: header must be {','.join(COLUMNS)}, got {','.join(header)}")
+    rows: list[tuple[float, float, float]] = []
+    for line_no, row in enumerate(reader, start=2):
+        if not row or all(not c.strip() for c in row):
+            continue
+        if len(row) != 4:
+            raise TraceError(f"{name}: line {line_no}: expected 4 columns, got {len(row)}")
+        values = []
+        for column, cell in zip(COLUMNS, row):
+            try:
+                value = float(cell)
+            except ValueError:
+                raise TraceError(f"{name}: line {line_no}: {column} {cell!r} is not a number") from None
+            if math.isnan(value) or math.isinf(value) or value < 0:
+                raise TraceError(f"{name}: line {line_no}: {column} {cell!r} must be a finite number >= 0")
+            values.append(value)
+        if values[0] != len(rows):
+            raise TraceError(f"{name}: line {line_no}: minute {cell_text(values[0])} out of order (expected {len(rows)})")
+        rows.append((values[1], values[2], values[3]))
+    if not rows:
+        raise TraceError(f"{name}: no data rows")
+    data = np.array(rows, dtype=np.float64)
+    return Trace(data[:, 0], data[:, 1], data[:, 2], name)
+
+
+def cell_text(value: float) -> str:
+    """Format a number as it would be written in the trace."""
+    return str(int(value)) if value == int(value) else str(value)
+
+
+def load_trace(path: str | Path | None = None) -> Trace:
+    """Load a trace file, or the bundled 14-day trace when `path` is None."""
+    if path is None:
+        text = resources.files("offhours.scripts").joinpath("data", BUNDLED).read_text()
+        return parse_trace(text, BUNDLED)
+    try:
+        return parse_trace(Path(path).read_text(), str(path))
+    except OSError as err:
+        raise TraceError(f"{path}: cannot read: {err.strerror}") from None

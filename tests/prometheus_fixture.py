@@ -1,0 +1,68 @@
+"""A real Prometheus (Debian's package) scraping emulated vLLM pods on loopback."""
+
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import requests
+import yaml
+
+from .fleet import EmulatedService, free_port
+
+
+@contextmanager
+def running_prometheus(services: Sequence[EmulatedService], workdir: Path, interval: str = "1s") -> Iterator[str]:
+    """Start Prometheus scraping every emulated pod (label service=<name>); yield its URL."""
+    binary = shutil.which("prometheus")
+    assert binary, "prometheus is not installed: apt-get install prometheus (make deps does it)"
+    config = {
+        "global": {"scrape_interval": interval, "evaluation_interval": interval},
+        "scrape_configs": [{
+            "job_name": "vllm",
+            "static_configs": [{"targets": [f"{ip}:{s.port}" for ip in s.ips], "labels": {"service": s.name}}
+                               for s in services],
+        }],
+    }
+    (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
+    port = free_port()
+    log = (workdir / "prometheus.log").open("w")
+    proc = subprocess.Popen(
+        [binary, f"--config.file={workdir / 'prometheus.yml'}", f"--storage.tsdb.path={workdir / 'data'}",
+         f"--web.listen-address=127.0.0.1:{port}", "--storage.tsdb.retention.time=1h"],
+        stdout=log, stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            assert proc.poll() is None, (workdir / "prometheus.log").read_text()[-2000:]
+            try:
+                if requests.get(f"{url}/-/ready", timeout=1).status_code == 200:
+                    break
+            except requests.RequestException:
+                pass
+            time.sleep(0.2)
+        else:
+            raise AssertionError("prometheus did not become ready in 60 s")
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+def wait_for_targets(url: str, count: int, timeout: float = 60) -> None:
+    """Wait until `count` targets are up."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        active = requests.get(f"{url}/api/v1/targets", timeout=2).json()["data"]["activeTargets"]
+        if sum(t["health"] == "up" for t in active) >= count:
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"fewer than {count} targets up after {timeout} s")
