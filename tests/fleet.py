@@ -15,12 +15,13 @@ def free_port() -> int:
 
 @dataclass
 class EmulatedService:
-    """One inference service: its emulated pods on 127.0.<subnet>.<i>, all on one port."""
+    """One inference service: its emulated pods on <ip_prefix>.<subnet>.<i>, all on one port."""
 
     name: str
     replicas: int
     subnet: int
     port: int
+    ip_prefix: str = "127.0"
     servers: list[EmulatedServer] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -28,7 +29,7 @@ class EmulatedService:
 
     @property
     def ips(self) -> list[str]:
-        return [f"127.0.{self.subnet}.{i + 1}" for i in range(self.replicas)]
+        return [f"{self.ip_prefix}.{self.subnet}.{i + 1}" for i in range(self.replicas)]
 
     def feed(self, rps: float, seconds: float, serving: int | None = None, waiting: float = 0.0) -> None:
         """Spread `rps` over the first `serving` pods (those in service) for `seconds`."""

@@ -13,6 +13,15 @@ _NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 _SAMPLE_HEAD = re.compile(rf"^({_NAME})(\{{|\s)")
 _TYPES = {"counter", "gauge", "histogram", "summary", "untyped"}
+_FAST_PAIR = r'[a-zA-Z_][a-zA-Z0-9_]*="[^"\\]*"'
+# The common case, checked in one match: label values without escapes, a plain value, no timestamp
+# or an integer one. Anything else takes the careful path below, which names what is wrong.
+_FAST_SAMPLE = re.compile(
+    rf'^({_NAME})(?:\{{((?:{_FAST_PAIR}(?:,{_FAST_PAIR})*,?)?)\}})?[ \t]+'
+    r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|NaN|[-+]?Inf)(?:[ \t]+-?\d+)?[ \t]*$"
+)
+_FAST_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="([^"\\]*)"')
+_SPECIAL = {"NaN": math.nan, "+Inf": math.inf, "Inf": math.inf, "-Inf": -math.inf}
 _ESCAPES = {"\\": "\\", '"': '"', "n": "\n"}
 
 
@@ -126,6 +135,20 @@ def parse(text: str) -> Page:
             elif len(parts) >= 2 and parts[1] == "HELP":
                 if len(parts) < 3 or not re.fullmatch(_NAME, parts[2]):
                     raise ExpositionError(number, line, "bad HELP line")
+            continue
+        fast = _FAST_SAMPLE.match(line)
+        if fast:
+            name, body, text_value = fast.groups()
+            pairs = _FAST_LABEL.findall(body) if body else []
+            labels = tuple(sorted(pairs))
+            if len(labels) != len({k for k, _ in pairs}):
+                repeated = next(k for i, (k, _) in enumerate(labels) if i and labels[i - 1][0] == k)
+                raise ExpositionError(number, line, f"label {repeated} repeated")
+            value = _SPECIAL[text_value] if text_value in _SPECIAL else float(text_value)
+            if (name, labels) in seen:
+                raise ExpositionError(number, line, "duplicate series (same name and labels as an earlier line)")
+            seen.add((name, labels))
+            samples.append(Sample(name, labels, value))
             continue
         head = _SAMPLE_HEAD.match(line)
         if not head:

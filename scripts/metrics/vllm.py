@@ -46,8 +46,15 @@ class PodMetrics:
         return (self.requests_total, self.prompt_tokens_total, self.generation_tokens_total)
 
 
-def _sum(page: Page, name: str) -> float:
-    values = [s.value for s in page.samples if s.name == name]
+def _by_name(page: Page) -> dict[str, list[float]]:
+    values: dict[str, list[float]] = {}
+    for sample in page.samples:
+        values.setdefault(sample.name, []).append(sample.value)
+    return values
+
+
+def _sum(families: dict[str, list[float]], name: str) -> float:
+    values = families.get(name, [])
     if not values:
         raise MetricsIncomplete(f"metric family {name} is missing")
     for value in values:
@@ -56,9 +63,9 @@ def _sum(page: Page, name: str) -> float:
     return float(sum(values))
 
 
-def _kv(page: Page) -> float:
-    name = KV_CACHE if any(s.name == KV_CACHE for s in page.samples) else KV_CACHE_LEGACY
-    values = [s.value for s in page.samples if s.name == name]
+def _kv(families: dict[str, list[float]]) -> float:
+    name = KV_CACHE if KV_CACHE in families else KV_CACHE_LEGACY
+    values = families.get(name, [])
     if not values:
         raise MetricsIncomplete(f"metric family {KV_CACHE} (or {KV_CACHE_LEGACY}) is missing")
     if any(math.isnan(v) or math.isinf(v) or v < 0 for v in values):
@@ -68,14 +75,15 @@ def _kv(page: Page) -> float:
 
 def read_pod(page: Page) -> PodMetrics:
     """Extract a pod's load from a parsed page; raise `MetricsIncomplete` if a needed family is absent."""
+    families = _by_name(page)
     engines = {s.label("engine") for s in page.samples if s.name == RUNNING}
     return PodMetrics(
-        requests_total=_sum(page, REQUESTS),
-        prompt_tokens_total=_sum(page, PROMPT_TOKENS),
-        generation_tokens_total=_sum(page, GENERATION_TOKENS),
-        running=_sum(page, RUNNING),
-        waiting=_sum(page, WAITING),
-        kv_cache_usage=_kv(page),
+        requests_total=_sum(families, REQUESTS),
+        prompt_tokens_total=_sum(families, PROMPT_TOKENS),
+        generation_tokens_total=_sum(families, GENERATION_TOKENS),
+        running=_sum(families, RUNNING),
+        waiting=_sum(families, WAITING),
+        kv_cache_usage=_kv(families),
         engines=max(1, len(engines)),
     )
 

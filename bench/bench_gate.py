@@ -1,0 +1,91 @@
+"""Benchmark: one gate read over 1,000 emulated vLLM replicas in 50 services.
+
+Direct scrape path (1,000 HTTP GETs, parse, compute load) and PromQL path (Prometheus scraping
+the same 1,000 endpoints), time and peak memory of the reading process. Baselines measured in
+the same run: fetching the 1,000 pages without parsing them, and one trivial PromQL query.
+Goals: <= 2 s direct, <= 0.5 s PromQL, < 200 MB. Writes bench/results/gate.json.
+"""
+
+import json
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+RESULTS = REPO / "bench" / "results" / "gate.json"
+SERVICES, REPLICAS = 50, 20
+
+READER = r"""
+import json, resource, sys, time
+from offhours.scripts.cluster.base import Pod
+from offhours.scripts.metrics.sources import DirectSource, PrometheusSource, ServiceTarget
+from offhours.scripts.metrics.scrape import Target
+import requests
+from concurrent.futures import ThreadPoolExecutor
+mode, port, url = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+targets = [ServiceTarget(f"svc-{s}", [Pod(f"svc-{s}-{i}", f"127.1.{s}.{i + 1}") for i in range({replicas})])
+           for s in range({services})]
+runs = []
+for _ in range(5):
+    t0 = time.perf_counter()
+    if mode == "direct":
+        out = DirectSource(port=port, concurrency=64).read(targets, time.time())
+        assert all(r.load is not None and r.load.pods_expected == {replicas} for r in out.values()), out
+    elif mode == "fetch-only":
+        with requests.Session() as s, ThreadPoolExecutor(64) as pool:
+            s.mount("http://", requests.adapters.HTTPAdapter(pool_connections=64, pool_maxsize=64))
+            pages = list(pool.map(lambda p: s.get(f"http://{p.ip}:{port}/metrics", timeout=5).text,
+                                  [p for t in targets for p in t.pods]))
+        assert len(pages) == {services} * {replicas}
+    elif mode == "promql":
+        out = PrometheusSource(url, window="1m").read(targets, time.time())
+        assert all(r.error is None for r in out.values()), [r.error for r in out.values()][:3]
+    elif mode == "promql-baseline":
+        requests.get(f"{url}/api/v1/query", params={"query": "vector(1)"}, timeout=5).json()
+    runs.append(time.perf_counter() - t0)
+print(json.dumps({"runs": runs, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+""".replace("{services}", str(SERVICES)).replace("{replicas}", str(REPLICAS))
+
+
+def _reader(mode: str, port: int, url: str = "") -> dict[str, float]:
+    out = subprocess.run([sys.executable, "-c", READER, mode, str(port), url], check=True, capture_output=True,
+                         text=True, timeout=600)
+    data = json.loads(out.stdout)
+    return {"median_s": statistics.median(data["runs"]), "min_s": min(data["runs"]), "peak_rss_mb": data["peak_rss_mb"]}
+
+
+def main() -> None:
+    """Run the benchmark and write its results."""
+    from tests.fleet import EmulatedService, free_port, start_fleet
+    from tests.prometheus_fixture import running_prometheus, wait_for_targets
+
+    port = free_port()
+    services = [EmulatedService(f"svc-{s}", REPLICAS, subnet=s, port=port, ip_prefix="127.1") for s in range(SERVICES)]
+    for svc in services:
+        svc.feed(REPLICAS * 10, 60)
+    fleet = start_fleet(services)
+    try:
+        result: dict[str, object] = {"machine": f"{platform.machine()} {platform.python_version()}",
+                                     "endpoints": SERVICES * REPLICAS, "services": SERVICES}
+        result["direct"] = _reader("direct", port)
+        result["direct_baseline_fetch_only"] = _reader("fetch-only", port)
+        with tempfile.TemporaryDirectory() as tmp, running_prometheus(services, Path(tmp), interval="5s") as url:
+            wait_for_targets(url, SERVICES * REPLICAS, timeout=120)
+            time.sleep(12)  # two scrapes of every target, so rate() has two points
+            result["promql"] = _reader("promql", port, url)
+            result["promql_baseline_trivial_query"] = _reader("promql-baseline", port, url)
+        result["goals"] = {"direct_s": 2.0, "promql_s": 0.5, "peak_rss_mb": 200}
+    finally:
+        fleet.stop()
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
