@@ -117,6 +117,36 @@ def _parse_labels(text: str, pos: int, number: int, line: str) -> tuple[tuple[tu
             raise ExpositionError(number, line, "expected ',' or '}' after a label")
 
 
+def _sample(line: str, number: int) -> tuple[str, tuple[tuple[str, str], ...], float]:
+    fast = _FAST_SAMPLE.match(line)
+    if fast:
+        name, body, text_value = fast.groups()
+        pairs = _FAST_LABEL.findall(body) if body else []
+        labels = tuple(sorted(pairs))
+        if len(labels) != len({k for k, _ in pairs}):
+            repeated = next(k for i, (k, _) in enumerate(labels) if i and labels[i - 1][0] == k)
+            raise ExpositionError(number, line, f"label {repeated} repeated")
+        return name, labels, _SPECIAL[text_value] if text_value in _SPECIAL else float(text_value)
+    head = _SAMPLE_HEAD.match(line)
+    if not head:
+        raise ExpositionError(number, line, "not a sample, comment, HELP or TYPE line")
+    name = head.group(1)
+    pos = head.end(1)
+    labels: tuple[tuple[str, str], ...] = ()
+    if line[pos] == "{":
+        labels, pos = _parse_labels(line, pos + 1, number, line)
+    rest = line[pos:].split()
+    if len(rest) not in (1, 2):
+        raise ExpositionError(number, line, "expected a value and an optional timestamp")
+    try:
+        value = _parse_value(rest[0])
+    except ValueError:
+        raise ExpositionError(number, line, f"value {rest[0]!r} is not a number") from None
+    if len(rest) == 2 and not re.fullmatch(r"-?\d+", rest[1]):
+        raise ExpositionError(number, line, f"timestamp {rest[1]!r} is not an integer")
+    return name, labels, value
+
+
 def parse(text: str) -> Page:
     """Parse a whole metrics page; raise `ExpositionError` at the first line that is not valid."""
     samples: list[Sample] = []
@@ -136,37 +166,7 @@ def parse(text: str) -> Page:
                 if len(parts) < 3 or not re.fullmatch(_NAME, parts[2]):
                     raise ExpositionError(number, line, "bad HELP line")
             continue
-        fast = _FAST_SAMPLE.match(line)
-        if fast:
-            name, body, text_value = fast.groups()
-            pairs = _FAST_LABEL.findall(body) if body else []
-            labels = tuple(sorted(pairs))
-            if len(labels) != len({k for k, _ in pairs}):
-                repeated = next(k for i, (k, _) in enumerate(labels) if i and labels[i - 1][0] == k)
-                raise ExpositionError(number, line, f"label {repeated} repeated")
-            value = _SPECIAL[text_value] if text_value in _SPECIAL else float(text_value)
-            if (name, labels) in seen:
-                raise ExpositionError(number, line, "duplicate series (same name and labels as an earlier line)")
-            seen.add((name, labels))
-            samples.append(Sample(name, labels, value))
-            continue
-        head = _SAMPLE_HEAD.match(line)
-        if not head:
-            raise ExpositionError(number, line, "not a sample, comment, HELP or TYPE line")
-        name = head.group(1)
-        pos = head.end(1)
-        labels: tuple[tuple[str, str], ...] = ()
-        if line[pos] == "{":
-            labels, pos = _parse_labels(line, pos + 1, number, line)
-        rest = line[pos:].split()
-        if len(rest) not in (1, 2):
-            raise ExpositionError(number, line, "expected a value and an optional timestamp")
-        try:
-            value = _parse_value(rest[0])
-        except ValueError:
-            raise ExpositionError(number, line, f"value {rest[0]!r} is not a number") from None
-        if len(rest) == 2 and not re.fullmatch(r"-?\d+", rest[1]):
-            raise ExpositionError(number, line, f"timestamp {rest[1]!r} is not an integer")
+        name, labels, value = _sample(line, number)
         if (name, labels) in seen:
             raise ExpositionError(number, line, "duplicate series (same name and labels as an earlier line)")
         seen.add((name, labels))
