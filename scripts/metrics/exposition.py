@@ -122,11 +122,11 @@ def _sample(line: str, number: int) -> tuple[str, tuple[tuple[str, str], ...], f
     if fast:
         name, body, text_value = fast.groups()
         pairs = _FAST_LABEL.findall(body) if body else []
-        labels = tuple(sorted(pairs))
-        if len(labels) != len({k for k, _ in pairs}):
-            repeated = next(k for i, (k, _) in enumerate(labels) if i and labels[i - 1][0] == k)
+        ordered = tuple(sorted(pairs))
+        if len(ordered) != len({k for k, _ in pairs}):
+            repeated = next(k for i, (k, _) in enumerate(ordered) if i and ordered[i - 1][0] == k)
             raise ExpositionError(number, line, f"label {repeated} repeated")
-        return name, labels, _SPECIAL[text_value] if text_value in _SPECIAL else float(text_value)
+        return name, ordered, _SPECIAL[text_value] if text_value in _SPECIAL else float(text_value)
     head = _SAMPLE_HEAD.match(line)
     if not head:
         raise ExpositionError(number, line, "not a sample, comment, HELP or TYPE line")
