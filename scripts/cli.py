@@ -50,11 +50,15 @@ def _gate(args: argparse.Namespace) -> int:
         return 2
     load_client_config()
     gate = Gate(config, KubeCluster(), source_from_config(config.metrics))
+    deadline = time.monotonic() + args.for_seconds if args.for_seconds else None
     while True:
+        started = time.monotonic()
         outcomes = gate.tick(dry_run=args.dry_run)
-        if args.once or args.dry_run:
-            return 1 if any(o.error for o in outcomes) else 0
-        time.sleep(config.tick_seconds)
+        failed = any(o.error for o in outcomes)
+        next_tick = started + config.tick_seconds
+        if args.once or args.dry_run or (deadline is not None and next_tick > deadline):
+            return 1 if failed else 0
+        time.sleep(max(0.0, next_tick - time.monotonic()))
 
 
 def _return_gpus(args: argparse.Namespace) -> int:
@@ -86,6 +90,36 @@ def _return_gpus(args: argparse.Namespace) -> int:
     return 0
 
 
+def _simulate(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    from offhours.scripts.simulate.fleet import FleetError, default_fleet, generated_jobs, load_fleet, load_jobs
+    from offhours.scripts.simulate.report import simulate, text_table, write_json, write_plot
+    from offhours.scripts.trace import TraceError, load_trace
+
+    try:
+        trace = load_trace(args.trace)
+        fleet = load_fleet(args.fleet) if args.fleet else default_fleet(trace)
+        jobs = load_jobs(args.jobs) if args.jobs else generated_jobs(fleet)
+    except (TraceError, FleetError) as err:
+        print(err, file=sys.stderr)
+        return 2
+    known = {s.name for s in fleet.services}
+    unknown = sorted({j.service for j in jobs} - known)
+    if unknown:
+        print(f"jobs: service(s) {', '.join(unknown)} not in the fleet ({', '.join(sorted(known))})", file=sys.stderr)
+        return 2
+    if args.price is not None:
+        fleet = dataclasses.replace(fleet, gpu_hour_price=args.price)
+    result = simulate(trace, fleet, jobs)
+    print(text_table(result, fleet.gpu_hour_price))
+    if args.json:
+        write_json(result, Path(args.json))
+    if args.plot:
+        write_plot(result, Path(args.plot))
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     """Build the argument parser of `offhours`."""
     root = argparse.ArgumentParser(
@@ -106,9 +140,21 @@ def parser() -> argparse.ArgumentParser:
 
     gate = sub.add_parser("gate", help="lend idle serving replicas to parked research jobs; reclaim them on load")
     gate.add_argument("--config", required=True, help="gate configuration (YAML, schemas/gate-config.schema.json)")
-    gate.add_argument("--once", action="store_true", help="run one tick and exit (what the CronWorkflow does)")
+    gate.add_argument("--once", action="store_true", help="run one tick and exit")
+    gate.add_argument("--for", dest="for_seconds", type=float, metavar="SECONDS",
+                      help="tick every tickSeconds until SECONDS have passed, then exit (what each CronWorkflow run does)")
     gate.add_argument("--dry-run", action="store_true", help="print the plan of one tick; change nothing")
     gate.set_defaults(func=_gate)
+
+    sim = sub.add_parser("simulate", help="replay a traffic trace through the gate's policy; compare with the "
+                         "fixed nightly window and an oracle (default: the bundled 14-day trace)")
+    sim.add_argument("--trace", help="per-minute CSV: minute,requests,input_tokens,output_tokens (default: bundled)")
+    sim.add_argument("--fleet", help="fleet file (YAML/JSON, schemas/fleet.schema.json); default: calibrated fleet")
+    sim.add_argument("--jobs", help="research jobs file (schemas/jobs.schema.json); default: a generated queue")
+    sim.add_argument("--price", type=float, help="GPU-hour price for the saving (default: the fleet's, 2.0)")
+    sim.add_argument("--json", help="write the reports as JSON here")
+    sim.add_argument("--plot", help="write a PNG of load, capacity in service and GPUs lent here")
+    sim.set_defaults(func=_simulate)
 
     ret = sub.add_parser("return-gpus", help="exit hook: give a finished workflow's replicas back to its service")
     ret.add_argument("--workflow-name", required=True)

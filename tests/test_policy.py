@@ -12,7 +12,8 @@ from offhours.scripts.policy.plan import ADMITTED, PARKED, Job, plan
 from offhours.scripts.policy.schedule import lending_allowed
 
 POLICY = ServicePolicy("chat", Capacity(requests_per_second=10, generation_tokens_per_second=1000), headroom=0.25,
-                       min_replicas=1, max_waiting_per_replica=5, stabilization_seconds=600, max_lend_step=2)
+                       min_replicas=1, max_waiting_per_replica=5, stabilization_seconds=600, max_lend_step=2,
+                       lend_hysteresis=0)
 
 
 def load(rps: float, gen: float = 0.0, waiting: float = 0.0, read: int = 8, expected: int = 8, age: float = 0.0) -> Load:
@@ -172,3 +173,19 @@ def test_plan_stops_unadmitted_running_jobs_that_do_not_fit() -> None:
 def test_plan_holds_a_parked_copy_while_its_original_still_runs() -> None:
     jobs = [Job("a", "chat", 2, ADMITTED), Job("a-p1", "chat", 2, PARKED, parked_from="a")]
     assert plan(decision(4, 2), 8, jobs, 0).admit == ()
+
+
+def test_hysteresis_keeps_spare_replicas_before_lending_more() -> None:
+    from dataclasses import replace
+
+    state = ServiceState(((-600.0, 2), (-300.0, 2)))
+    spare = replace(POLICY, lend_hysteresis=1)
+    d = decide(now=0, policy=spare, baseline=8, lent=4, load=load(10), load_error=None, lending_allowed=True,
+               max_age_seconds=120, failed_ticks_before_reclaim=3, state=state)
+    assert d.target_lent == 5 and d.ceiling == 5  # needs 2: 6 lendable, one kept spare
+    held = decide(now=0, policy=spare, baseline=8, lent=5, load=load(10), load_error=None, lending_allowed=True,
+                  max_age_seconds=120, failed_ticks_before_reclaim=3, state=state)
+    assert held.action == "hold"
+    # Reclaiming ignores the spare: a replica more than the load needs is given back only when needed.
+    assert decide(now=0, policy=spare, baseline=8, lent=6, load=load(10), load_error=None, lending_allowed=True,
+                  max_age_seconds=120, failed_ticks_before_reclaim=3, state=state).action == "hold"

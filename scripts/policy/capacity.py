@@ -1,9 +1,13 @@
 """The capacity model: how many replicas a service needs for its load, with headroom."""
 
-import math
 from dataclasses import dataclass
+from typing import TypeVar
 
-from offhours.scripts.policy.config import ServicePolicy
+import numpy as np
+
+from offhours.scripts.policy.config import Capacity, ServicePolicy
+
+Rate = TypeVar("Rate", float, np.ndarray)
 
 
 @dataclass(frozen=True)
@@ -31,17 +35,32 @@ class Load:
         return self.pods_expected > 0 and self.pods_read >= self.pods_expected
 
 
+def replicas_needed(request_rate: Rate, prompt_token_rate: Rate, generation_token_rate: Rate, cap: Capacity) -> Rate:
+    """Return the fractional replicas these rates take at capacity `cap` (floats or numpy arrays alike).
+
+    The gate calls it with one tick's rates; the simulator with a whole trace at once.
+    """
+    need = request_rate * 0.0
+    if cap.requests_per_second:
+        need = np.maximum(need, request_rate / cap.requests_per_second)
+    if cap.prompt_tokens_per_second:
+        need = np.maximum(need, prompt_token_rate / cap.prompt_tokens_per_second)
+    if cap.generation_tokens_per_second:
+        need = np.maximum(need, generation_token_rate / cap.generation_tokens_per_second)
+    return need
+
+
 def replicas_for_rates(load: Load, policy: ServicePolicy) -> float:
     """Return the fractional replica count the load's rates take at the configured capacity."""
-    cap = policy.capacity
-    needs = [0.0]
-    if cap.requests_per_second:
-        needs.append(load.request_rate / cap.requests_per_second)
-    if cap.prompt_tokens_per_second:
-        needs.append(load.prompt_token_rate / cap.prompt_tokens_per_second)
-    if cap.generation_tokens_per_second:
-        needs.append(load.generation_token_rate / cap.generation_tokens_per_second)
-    return max(needs)
+    return float(replicas_needed(load.request_rate, load.prompt_token_rate, load.generation_token_rate, policy.capacity))
+
+
+def replicas_with_headroom(need: Rate, policy: ServicePolicy) -> Rate:
+    """Return whole replicas for a fractional need: headroom on top, rounded up, at least the minimum.
+
+    Works on one need or a numpy array of them (the simulator precomputes every tick at once).
+    """
+    return np.maximum(np.ceil(need * (1.0 + policy.headroom) - 1e-9), policy.min_replicas)
 
 
 def required_replicas(load: Load, policy: ServicePolicy, in_service: int) -> int:
@@ -50,8 +69,7 @@ def required_replicas(load: Load, policy: ServicePolicy, in_service: int) -> int
     The queue guard: sustained waiting requests above `max_waiting_per_replica` per replica in
     service mean the replicas are short, whatever the rates say, so one more is required.
     """
-    needed = math.ceil(replicas_for_rates(load, policy) * (1.0 + policy.headroom) - 1e-9)
-    needed = max(needed, policy.min_replicas)
+    needed = int(replicas_with_headroom(replicas_for_rates(load, policy), policy))
     if in_service > 0 and load.waiting > policy.max_waiting_per_replica * in_service:
         needed = max(needed, in_service + 1)
     return needed

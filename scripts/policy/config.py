@@ -44,11 +44,12 @@ class ServicePolicy:
     capacity: Capacity
     deployment: str | None = None
     gpus_per_replica: int = 4
-    headroom: float = 0.3
+    headroom: float = 1.0
     min_replicas: int = 1
     max_waiting_per_replica: float = 5.0
     stabilization_seconds: float = 900.0
     max_lend_step: int = 2
+    lend_hysteresis: int = 0
     schedule: Schedule = field(default_factory=Schedule)
 
 
@@ -125,6 +126,7 @@ _POLICY_KEYS = {
     "maxWaitingPerReplica": "max_waiting_per_replica",
     "stabilizationSeconds": "stabilization_seconds",
     "maxLendStep": "max_lend_step",
+    "lendHysteresis": "lend_hysteresis",
 }
 
 
@@ -159,7 +161,7 @@ def parse_config(raw: Any) -> GateConfig:
     return GateConfig(
         namespace=namespace,
         workflow_namespace=raw.get("workflowNamespace", namespace),
-        tick_seconds=raw.get("tickSeconds", 300),
+        tick_seconds=raw.get("tickSeconds", 60),
         metrics=MetricsConfig(
             source=source,
             max_age_seconds=metrics.get("maxAgeSeconds", 180.0),

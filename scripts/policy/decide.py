@@ -6,7 +6,7 @@ grows by at most `max_lend_step` replicas a tick. No lending on missing, stale o
 (rule 1); after `failed_ticks_before_reclaim` such ticks in a row, everything is reclaimed.
 """
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from offhours.scripts.policy.capacity import Load, required_replicas
 from offhours.scripts.policy.config import ServicePolicy
@@ -95,19 +95,29 @@ def decide(
 
     assert required is not None
     window_start = now - policy.stabilization_seconds
-    recs = tuple((t, r) for t, r in state.recommendations if t >= window_start) + ((now, required),)
-    new_state = replace(state, recommendations=recs, failed_ticks=0)
+    # One pass over the window: the ticks still inside it, whether history reaches its start, the peak.
+    kept: list[tuple[float, int]] = []
+    covered, peak = False, required
+    for t, r in state.recommendations:
+        if t <= window_start:
+            covered = True
+        if t >= window_start:
+            kept.append((t, r))
+            peak = max(peak, r)
+    kept.append((now, required))
+    new_state = ServiceState(tuple(kept), 0)
     allowed_now = max(0, baseline - required)
     if allowed_now < lent:
         return Decision(name, "reclaim", allowed_now, lent, required,
                         f"load needs {required} of {baseline} replicas", new_state)
 
-    covered = state.recommendations and min(t for t, _ in state.recommendations) <= window_start
-    allowed_stable = max(0, baseline - max(r for _, r in recs))
+    # Hysteresis: lend only what stays lendable with `lend_hysteresis` replicas to spare, so a load
+    # that wavers by a replica does not stop and restart a research job every few minutes.
+    allowed_stable = max(0, baseline - peak - policy.lend_hysteresis)
     if covered and allowed_stable > lent:
         target = min(allowed_stable, lent + policy.max_lend_step)
         return Decision(name, "lend", target, lent, required,
-                        f"load has needed at most {baseline - allowed_stable} of {baseline} replicas "
+                        f"load has needed at most {peak} of {baseline} replicas "
                         f"for {policy.stabilization_seconds:.0f} s", new_state, ceiling=allowed_stable)
     if allowed_stable > lent:
         reason = f"load is low but not yet for {policy.stabilization_seconds:.0f} s"

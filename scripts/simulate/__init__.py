@@ -1,0 +1,1 @@
+"""Replay a serving trace through the gate's own policy against an in-memory fleet."""

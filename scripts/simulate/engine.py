@@ -1,0 +1,339 @@
+"""The simulator's engine: one service at a time, tick by tick, skipping the ticks where nothing can change.
+
+At every tick the controller decides how many replicas may be lent. The gate controller runs the
+gate's own `decide` and `plan` (never a copy). To replay 14 days of a large fleet in seconds, the
+required replicas of every tick are computed at once with the gate's capacity model, and `decide`
+is called only at ticks where its answer can differ from "hold": where the load needs replicas
+back, where lending more became possible, where a queue builds, or where a job or a replica
+changes state. At every other tick the gate would hold, so skipping it changes nothing.
+
+Fleet mechanics: a scale-down takes capacity away at once; a scale-up serves after the vLLM cold
+start, plus the pod grace period when the GPUs come from a stopped job. A stopped job loses the
+work since its last checkpoint and is parked again; a finished job's exit hook gives its replicas
+back at once.
+"""
+
+import bisect
+import math
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from offhours.scripts.policy.capacity import Load, replicas_needed, replicas_with_headroom
+from offhours.scripts.policy.decide import Decision, ServiceState, decide
+from offhours.scripts.policy.plan import ADMITTED, PARKED, Job, plan
+from offhours.scripts.simulate.fleet import Fleet, JobSpec, ServiceSpec
+from offhours.scripts.trace import Trace
+
+QUEUE_VIEW = 24  # parked jobs the planner sees per tick: the head of the queue by priority and age
+
+
+@dataclass
+class SimJob:
+    """A research job's progress in the simulation (minutes of work at its size)."""
+
+    spec: JobSpec
+    progress: float = 0.0
+    started_at: float | None = None
+    preemptions: int = 0
+    lost_minutes: float = 0.0
+    gpu_minutes_used: float = 0.0
+    done_at: float | None = None
+    parked_view: Job | None = None  # how the planner sees it while parked (it never changes)
+
+    @property
+    def work_minutes(self) -> float:
+        """Total work in minutes."""
+        return self.spec.work_hours * 60.0
+
+    def progress_at(self, t: float) -> float:
+        """Progress at minute `t` (running jobs progress one minute per minute)."""
+        return self.progress + (t - self.started_at if self.started_at is not None else 0.0)
+
+    def finishes_at(self) -> float:
+        """The minute a running job completes if left alone."""
+        assert self.started_at is not None
+        return self.started_at + self.work_minutes - self.progress
+
+    def saved(self, progress: float) -> float:
+        """Progress kept by the last complete checkpoint."""
+        step = self.spec.checkpoint_minutes
+        return math.floor(progress / step + 1e-9) * step
+
+
+def _queue_order(job: SimJob) -> tuple[int, int]:
+    return (-job.spec.priority, job.spec.submit_minute)
+
+
+def service_rates(trace: Trace, spec: ServiceSpec) -> np.ndarray:
+    """Return the service's share of the trace as per-second rates, shape (3, minutes)."""
+    return np.stack([np.roll(a, spec.shift_minutes) * spec.share / 60.0
+                     for a in (trace.requests, trace.input_tokens, trace.output_tokens)])
+
+
+def service_demand(rates: np.ndarray, spec: ServiceSpec) -> np.ndarray:
+    """Return the demand in fractional replicas per minute, via the gate's capacity model."""
+    return np.asarray(replicas_needed(rates[0], rates[1], rates[2], spec.policy.capacity), dtype=np.float64)
+
+
+class Controller(Protocol):
+    """Decides the replicas lent at each tick; `lo`/`hi` say where its answer can change.
+
+    At tick i the answer can only differ from "hold" if lo[i] < lent (a reclaim) or
+    hi[i] > lent (a lend).
+    """
+
+    lo: np.ndarray
+    hi: np.ndarray
+
+    def target(self, sim: "ServiceSim", i: int) -> tuple[int, int]:
+        """Return (replicas lent after tick i, the most that may be lent)."""
+        ...
+
+
+@dataclass
+class ServiceSim:
+    """One service's replay: its load, its fleet state, its jobs and the record of changes."""
+
+    spec: ServiceSpec
+    fleet: Fleet
+    rates: np.ndarray
+    jobs: list[SimJob]
+    demand: np.ndarray = field(init=False)
+    ticks: np.ndarray = field(init=False)
+    window_rates: np.ndarray = field(init=False)
+    ready: int = 0
+    pending: list[tuple[float, int]] = field(default_factory=list)
+    running: list[SimJob] = field(default_factory=list)
+    queue: list[SimJob] = field(default_factory=list)
+    capacity_events: list[tuple[float, int]] = field(default_factory=list)
+    lent_events: list[tuple[float, int]] = field(default_factory=list)
+    lent: int = 0  # replicas held by running jobs
+
+    def __post_init__(self) -> None:
+        self.demand = service_demand(self.rates, self.spec)
+        tick = self.fleet.tick_minutes
+        minutes = self.rates.shape[1]
+        self.ticks = np.arange(tick, minutes, tick)
+        # Mean rate over the `tick` minutes before each tick: what rate() over the gate's window reads.
+        csum = np.concatenate((np.zeros((3, 1)), np.cumsum(self.rates, axis=1)), axis=1)
+        self.window_rates = (csum[:, self.ticks] - csum[:, self.ticks - tick]) / tick
+        self.ready = self.spec.baseline
+        self.incoming = sorted(self.jobs, key=lambda j: (j.spec.submit_minute, -j.spec.priority))
+        for job in self.jobs:
+            job.parked_view = Job(job.spec.name, self.spec.name, job.spec.replicas, PARKED, job.spec.priority,
+                                  job.spec.submit_minute)
+
+    def _park(self, job: SimJob, front: bool = False) -> None:
+        if front:
+            self.queue.insert(0, job)
+        else:
+            bisect.insort(self.queue, job, key=_queue_order)
+
+    # -- events between ticks ---------------------------------------------------------------
+    def next_event(self) -> float:
+        """The next minute something changes by itself: a replica ready, a job done, a job submitted."""
+        times = [at for at, _ in self.pending] + [j.finishes_at() for j in self.running]
+        if self.incoming:
+            times.append(float(self.incoming[0].spec.submit_minute))
+        return min(times) if times else math.inf
+
+    def process_events(self, t: float) -> bool:
+        """Apply what happened up to minute `t`; return whether the job queue or the lent replicas changed."""
+        changed = False
+        for job in [j for j in self.running if j.finishes_at() <= t]:
+            done = job.finishes_at()
+            job.gpu_minutes_used += (done - (job.started_at or done)) * job.spec.replicas * self.spec.policy.gpus_per_replica
+            job.progress, job.started_at, job.done_at = job.work_minutes, None, done
+            self.running.remove(job)
+            self.lent -= job.spec.replicas
+            self.lent_events.append((done, -job.spec.replicas))
+            # The exit hook gives the replicas back at once; they serve after a cold start.
+            self.pending.append((done + self.fleet.cold_start_minutes, job.spec.replicas))
+            changed = True
+        for at, count in sorted(p for p in self.pending if p[0] <= t):
+            self.ready += count
+            self.capacity_events.append((at, count))
+            self.pending.remove((at, count))
+        while self.incoming and self.incoming[0].spec.submit_minute <= t:
+            self._park(self.incoming.pop(0))
+            changed = True
+        return changed
+
+    # -- one decision ---------------------------------------------------------------------------
+    def apply(self, t: float, target: int, ceiling: int) -> bool:
+        """Carry out the plan for `target`; return False if a lend found no job to admit."""
+        lent = self.lent
+        jobs = [Job(j.spec.name, self.spec.name, j.spec.replicas, ADMITTED, j.spec.priority, j.spec.submit_minute,
+                    progress_at=t - (j.progress_at(t) - j.saved(j.progress_at(t)))) for j in self.running]
+        jobs += [j.parked_view for j in self.queue[:QUEUE_VIEW]]
+        decision = Decision(self.spec.name, "lend" if target > lent else "reclaim", target, lent, None, "",
+                            ServiceState(), ceiling=ceiling)
+        p = plan(decision, self.spec.baseline, jobs, t)
+        by_name = {j.spec.name: j for j in (*self.running, *self.queue[:QUEUE_VIEW])}
+        gpus = self.spec.policy.gpus_per_replica
+        for job in p.stop:
+            sim = by_name[job.name]
+            progress = sim.progress_at(t)
+            sim.gpu_minutes_used += (t - (sim.started_at or t)) * sim.spec.replicas * gpus
+            sim.lost_minutes += progress - sim.saved(progress)
+            sim.progress, sim.started_at = sim.saved(progress), None
+            sim.preemptions += 1
+            self.running.remove(sim)
+            self.lent -= sim.spec.replicas
+            self._park(sim)  # parked again; it resumes from its checkpoint
+            self.lent_events.append((t, -job.replicas))
+        for job in p.admit:
+            sim = by_name[job.name]
+            self.queue.remove(sim)
+            sim.started_at = t
+            self.running.append(sim)
+            self.lent += sim.spec.replicas
+            self.lent_events.append((t, job.replicas))
+        self._scale(t, p.scale_to, stopped=bool(p.stop))
+        return not (target > lent and not p.admit)
+
+    def _scale(self, t: float, scale_to: int, stopped: bool) -> None:
+        in_service = self.ready + sum(c for _, c in self.pending)
+        change = scale_to - in_service
+        if change < 0:  # capacity leaves at once; replicas still starting go first
+            take = -change
+            for at, count in sorted(self.pending, reverse=True):
+                if take == 0:
+                    break
+                used = min(count, take)
+                self.pending.remove((at, count))
+                if count > used:
+                    self.pending.append((at, count - used))
+                take -= used
+            if take:
+                self.ready -= take
+                self.capacity_events.append((t, -take))
+        elif change > 0:
+            delay = self.fleet.cold_start_minutes + (self.fleet.grace_minutes if stopped else 0.0)
+            self.pending.append((t + delay, change))
+
+    def run(self, controller: Controller) -> None:
+        """Replay every tick, deciding only where the decision can change."""
+        ticks, tick = self.ticks, self.fleet.tick_minutes
+        n = len(ticks)
+        queue_short = self.demand[ticks - 1]
+        # After a lend that found no job to admit, lending is worth another look only once more can
+        # be lent than then, or the queue changes.
+        i, blocked_at = 0, -1
+        while i < n:
+            lent, ready = self.lent, self.ready
+            floor = max(lent, blocked_at)
+            j = _first_true(lambda a, b: (controller.lo[a:b] < lent) | (controller.hi[a:b] > floor)
+                            | (queue_short[a:b] > ready), i, n)
+            event = self.next_event()
+            if event < math.inf:
+                j = min(j, max(i, math.ceil(event / tick) - 1))
+            if j >= n:
+                break
+            t = float(ticks[j])
+            if self.process_events(t):
+                blocked_at = -1
+            target, ceiling = controller.target(self, j)
+            if target != self.lent:
+                before = self.lent
+                admitted = self.apply(t, target, ceiling)
+                blocked_at = ceiling if not admitted else -1 if self.lent != before else blocked_at
+            i = j + 1
+        end = float(self.rates.shape[1])
+        self.process_events(end)
+        for job in self.running:
+            job.gpu_minutes_used += (end - (job.started_at or end)) * job.spec.replicas * self.spec.policy.gpus_per_replica
+            job.progress = job.progress_at(end)
+
+
+def _first_true(cond, start: int, stop: int) -> int:  # type: ignore[no-untyped-def]
+    """Return the first index in [start, stop) where `cond(a, b)` (a boolean array for [a, b)) holds, else stop."""
+    chunk = 64
+    while start < stop:
+        end = min(stop, start + chunk)
+        hits = cond(start, end)
+        k = int(np.argmax(hits))
+        if hits[k]:
+            return start + k
+        start, chunk = end, chunk * 2
+    return stop
+
+
+# -- controllers ---------------------------------------------------------------------------------
+class GateController:
+    """The gate's own policy: `decide` from the load the gate would read at each tick."""
+
+    def __init__(self, sim: ServiceSim) -> None:
+        policy = sim.spec.policy
+        self.policy = policy
+        need = replicas_needed(sim.window_rates[0], sim.window_rates[1], sim.window_rates[2], policy.capacity)
+        self.required = np.asarray(replicas_with_headroom(need, policy), dtype=np.int64)
+        tick_s = sim.fleet.tick_minutes * 60.0
+        self.window_ticks = int(policy.stabilization_seconds // tick_s)
+        k = self.window_ticks
+        padded = np.concatenate((np.full(k, np.iinfo(np.int64).max), self.required))
+        window_max = np.lib.stride_tricks.sliding_window_view(padded, k + 1).max(axis=1)
+        baseline = sim.spec.baseline
+        self.lo = baseline - self.required
+        # Lending needs every tick of the window to allow it (and a full window of history), with the
+        # hysteresis spare: where `decide` could lend. The test of the engine checks it against
+        # calling `decide` at every tick.
+        lendable = baseline - np.minimum(window_max, baseline) - policy.lend_hysteresis
+        self.hi = np.where(np.arange(len(self.required)) >= k, lendable, -1)
+        self._rec_times = [float(t) * 60.0 for t in sim.ticks]
+        self._required = self.required.tolist()
+
+    def target(self, sim: ServiceSim, i: int) -> tuple[int, int]:
+        """Call `decide` as the gate would at tick i, with the window's recommendations as its state."""
+        rps, prompt, gen = sim.window_rates[:, i]
+        cap = self.policy.capacity
+        t = float(sim.ticks[i])
+        # Requests beyond the capacity in service queue up: what vllm:num_requests_waiting shows.
+        waiting = max(0.0, float(sim.demand[int(t) - 1]) - sim.ready) * (cap.requests_per_second or 1.0) * 60.0
+        pods = max(sim.ready, 1)
+        load = Load(float(rps), float(prompt), float(gen), running=float(rps), waiting=waiting, kv_cache_usage=0.0,
+                    pods_read=pods, pods_expected=pods)
+        first = max(0, i - self.window_ticks)
+        state = ServiceState(tuple(zip(self._rec_times[first:i], self._required[first:i])))
+        d = decide(now=t * 60.0, policy=self.policy, baseline=sim.spec.baseline, lent=sim.lent, load=load,
+                   load_error=None, lending_allowed=True, max_age_seconds=math.inf, failed_ticks_before_reclaim=3,
+                   state=state)
+        return d.target_lent, max(d.ceiling, d.target_lent)
+
+
+class FixedWindowController:
+    """The original practice: a fixed number of replicas lent every night from start to end hour."""
+
+    def __init__(self, sim: ServiceSim) -> None:
+        fleet = sim.fleet
+        hours = (sim.ticks // 60) % 24
+        start, end = fleet.fixed_window_start_hour, fleet.fixed_window_end_hour
+        inside = (hours >= start) | (hours < end) if start > end else (hours >= start) & (hours < end)
+        self.desired = np.where(inside, fleet.fixed_window_replicas.get(sim.spec.name, 0), 0)
+        self.lo = self.hi = self.desired
+
+    def target(self, sim: ServiceSim, i: int) -> tuple[int, int]:
+        """Lend the fixed amount inside the window, nothing outside."""
+        return int(self.desired[i]), int(self.desired[i])
+
+
+def oracle_lendable(demand: np.ndarray, spec: ServiceSpec, fleet: Fleet) -> np.ndarray:
+    """Replicas that could be lent each minute knowing the future, at the policy's headroom.
+
+    Enough is kept for the largest demand of the coming reaction time (a tick to see the rise,
+    the grace period, the cold start), so the oracle never breaks the SLO.
+    """
+    horizon = int(math.ceil(fleet.tick_minutes + fleet.grace_minutes + fleet.cold_start_minutes))
+    padded = np.concatenate((demand, np.repeat(demand[-1:], horizon)))
+    future = np.lib.stride_tricks.sliding_window_view(padded, horizon + 1)[: demand.shape[0]].max(axis=1)
+    return np.maximum(0.0, spec.baseline - replicas_with_headroom(future, spec.policy))
+
+
+def events_to_array(events: list[tuple[float, int]], start: int, minutes: int) -> np.ndarray:
+    """Turn (minute, change) events into a per-minute level starting at `start`."""
+    delta = np.zeros(minutes + 1)
+    for at, change in events:
+        delta[min(minutes, max(0, math.ceil(at - 1e-9)))] += change
+    return start + np.cumsum(delta)[:minutes]
