@@ -34,7 +34,8 @@ def test_runner_entrypoint_runs_the_gate_with_argo_style_inputs(tmp_path: Path) 
     bad_config = tmp_path / "gate.yaml"
     bad_config.write_text("services: {chat: {headroom: -1}}\n")
     inputs = tmp_path / "inputs.json"
-    inputs.write_text(json.dumps([{"name": "config", "value": str(bad_config)}, {"name": "dry_run", "value": "true"}]))
+    inputs.write_text(json.dumps([{"name": "config", "value": str(bad_config)}, {"name": "dry_run", "value": "true"},
+                                  {"name": "seconds", "value": "240"}]))
     run = subprocess.run([sys.executable, "-m", "hera.workflows.runner", "-e", "offhours.cronworkflows.gate:gate_tick",
                           str(inputs)], capture_output=True, text=True, timeout=60)
     assert run.returncode == 2, run.stderr

@@ -52,7 +52,7 @@ class SimJob:
         return self.progress + (t - self.started_at if self.started_at is not None else 0.0)
 
     def finishes_at(self) -> float:
-        """The minute a running job completes if left alone."""
+        """Return the minute a running job completes if left alone."""
         assert self.started_at is not None
         return self.started_at + self.work_minutes - self.progress
 
@@ -133,7 +133,7 @@ class ServiceSim:
 
     # -- events between ticks ---------------------------------------------------------------
     def next_event(self) -> float:
-        """The next minute something changes by itself: a replica ready, a job done, a job submitted."""
+        """Return the next minute something changes by itself: a replica ready, a job done or submitted."""
         times = [at for at, _ in self.pending] + [j.finishes_at() for j in self.running]
         if self.incoming:
             times.append(float(self.incoming[0].spec.submit_minute))
@@ -167,7 +167,7 @@ class ServiceSim:
         lent = self.lent
         jobs = [Job(j.spec.name, self.spec.name, j.spec.replicas, ADMITTED, j.spec.priority, j.spec.submit_minute,
                     progress_at=t - (j.progress_at(t) - j.saved(j.progress_at(t)))) for j in self.running]
-        jobs += [j.parked_view for j in self.queue[:QUEUE_VIEW]]
+        jobs += [j.parked_view for j in self.queue[:QUEUE_VIEW] if j.parked_view is not None]
         decision = Decision(self.spec.name, "lend" if target > lent else "reclaim", target, lent, None, "",
                             ServiceState(), ceiling=ceiling)
         p = plan(decision, self.spec.baseline, jobs, t)
