@@ -79,7 +79,7 @@ class PrometheusSource:
 
     url: str
     label: str = "service"
-    window: str = "5m"
+    window: str = "1m"
     extra_selector: str = ""
     timeout: float = 10.0
 

@@ -60,7 +60,7 @@ class MetricsConfig:
     source: str = "prometheus"
     max_age_seconds: float = 180.0
     prometheus_url: str | None = None
-    window: str = "5m"
+    window: str = "1m"
     service_label: str = "service"
     extra_selector: str = ""
     prometheus_timeout_seconds: float = 10.0
@@ -166,7 +166,7 @@ def parse_config(raw: Any) -> GateConfig:
             source=source,
             max_age_seconds=metrics.get("maxAgeSeconds", 180.0),
             prometheus_url=prom.get("url"),
-            window=prom.get("window", "5m"),
+            window=prom.get("window", "1m"),
             service_label=prom.get("serviceLabel", "service"),
             extra_selector=prom.get("extraSelector", ""),
             prometheus_timeout_seconds=prom.get("timeoutSeconds", 10.0),

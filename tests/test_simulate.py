@@ -1,0 +1,206 @@
+"""The simulator's accounting on hand-made traces with known answers, its references, and its inputs."""
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from offhours.scripts.cli import main
+from offhours.scripts.simulate import engine as E
+from offhours.scripts.simulate.fleet import FleetError, JobSpec, default_fleet, parse_fleet, parse_jobs
+from offhours.scripts.simulate.report import simulate
+from offhours.scripts.trace import Trace, TraceError, load_trace, parse_trace
+
+
+def trace_of(rps: list[float], name: str = "hand-made") -> Trace:
+    """A trace whose minute i carries rps[i] requests per second (and no tokens)."""
+    lines = ["minute,requests,input_tokens,output_tokens"] + [f"{i},{r * 60},0,0" for i, r in enumerate(rps)]
+    return parse_trace("\n".join(lines) + "\n", name)
+
+
+def fleet_of(**service: Any) -> Any:
+    svc = {"baseline": 10, "capacity": {"requestsPerSecond": 1.0}, "headroom": 0.0, "minReplicas": 1,
+           "stabilizationSeconds": 300, "maxLendStep": 10, **service}
+    return parse_fleet({"tickMinutes": 1, "coldStartMinutes": 4, "graceMinutes": 2, "gpuHourPrice": 3.0,
+                        "fixedWindow": {"startHour": 20, "endHour": 8, "replicas": {"chat": 3}},
+                        "services": {"chat": svc}})
+
+
+def jobs_of(*jobs: tuple[int, float, float]) -> list[JobSpec]:
+    return [JobSpec(f"job-{i}", "chat", replicas, hours, ckpt) for i, (replicas, hours, ckpt) in enumerate(jobs)]
+
+
+def run(trace: Trace, fleet: Any, jobs: list[JobSpec]) -> E.ServiceSim:
+    spec = fleet.services[0]
+    sim = E.ServiceSim(spec, fleet, E.service_rates(trace, spec), [E.SimJob(j) for j in jobs])
+    sim.run(E.GateController(sim))
+    return sim
+
+
+def capacity(sim: E.ServiceSim) -> np.ndarray:
+    return E.events_to_array(sim.capacity_events, sim.spec.baseline, sim.rates.shape[1])
+
+
+def lent(sim: E.ServiceSim) -> np.ndarray:
+    return E.events_to_array(sim.lent_events, 0, sim.rates.shape[1])
+
+
+def test_step_down_lends_after_the_stabilisation_window() -> None:
+    sim = run(trace_of([8.0] * 10 + [2.0] * 50), fleet_of(), jobs_of((4, 100, 30), (4, 100, 30)))
+    level = lent(sim)
+    # The 5-minute window must be clear of the 8-replica minutes (rates up to tick 10 include them).
+    assert level[:16].max() == 0
+    assert level[16] == 8 and level[-1] == 8
+    assert capacity(sim)[16] == 2
+
+
+def test_step_up_reclaims_at_the_first_tick_and_counts_the_slo_minutes_it_cannot_avoid() -> None:
+    sim = run(trace_of([2.0] * 30 + [6.0] * 30), fleet_of(), jobs_of((4, 100, 30), (4, 100, 30)))
+    cap, level = capacity(sim), lent(sim)
+    assert level[29] == 8
+    # The rise at minute 30 is seen at the tick of minute 31; stopped jobs free their GPUs after the
+    # 2-minute grace, the replicas serve after a 4-minute cold start: capacity back at minute 37.
+    assert level[31] == 4 and cap[36] == 2 and cap[37] == 6
+    short = sim.demand > cap + 1e-9
+    assert int(short.sum()) == 7  # minutes 30..36: the price of no headroom
+
+
+def test_headroom_covering_the_step_means_no_slo_minute() -> None:
+    sim = run(trace_of([2.0] * 30 + [3.0] * 30), fleet_of(headroom=0.5), jobs_of((1, 100, 30)) * 1
+              + [JobSpec(f"small-{i}", "chat", 1, 100, 30) for i in range(10)])
+    assert int((sim.demand > capacity(sim) + 1e-9).sum()) == 0
+    assert lent(sim).max() == 7  # 10 - ceil(2 x 1.5)
+
+
+def test_spike_shorter_than_the_cold_start() -> None:
+    rps = [2.0] * 20 + [6.0] * 2 + [2.0] * 38
+    sim = run(trace_of(rps), fleet_of(), [JobSpec(f"j{i}", "chat", 1, 100, 30) for i in range(10)])
+    cap = capacity(sim)
+    short = sim.demand > cap + 1e-9
+    assert list(np.flatnonzero(short)) == [20, 21]  # over before any replica came back
+    # Reclaimed at the first tick that saw it (minute 21: the last minute's rate needs 6) and, while
+    # the queue lasts through the cold start, one replica more a tick (the waiting-requests guard).
+    assert lent(sim)[20] == 8 and lent(sim)[21] == 4 and lent(sim)[22] == 3
+    assert lent(sim)[-1] == 8  # and lent again once the window is clear
+
+
+def test_job_preempted_just_before_its_checkpoint_loses_that_much_work() -> None:
+    rps = [2.0] * 40 + [9.0] * 20  # the job starts at the tick of minute 6 (window clear), stopped at 41
+    sim = run(trace_of(rps), fleet_of(), jobs_of((2, 10, 30)))
+    job = sim.jobs[0]
+    assert job.preemptions == 1
+    assert job.lost_minutes == pytest.approx(35 - 30)  # ran 35 minutes, checkpoint at 30
+    assert job.progress == pytest.approx(30)
+
+
+def test_a_finished_job_gives_its_replicas_back_at_once() -> None:
+    sim = run(trace_of([2.0] * 60), fleet_of(), jobs_of((3, 0.25, 5)))  # 15 minutes of work
+    job = sim.jobs[0]
+    assert job.done_at == pytest.approx(6 + 15)
+    cap = capacity(sim)
+    assert cap[20] == 7 and cap[21 + 4] == 10  # exit hook at minute 21, cold start 4
+
+
+def test_skipping_ticks_changes_nothing() -> None:
+    trace = load_trace()
+    fleet = default_fleet(trace)
+    spec = fleet.services[2]
+    jobs = [j for j in __import__("offhours.scripts.simulate.fleet", fromlist=["x"]).generated_jobs(fleet)
+            if j.service == spec.name]
+    outcomes = []
+    for every_tick in (False, True):
+        sim = E.ServiceSim(spec, fleet, E.service_rates(trace, spec), [E.SimJob(j) for j in jobs])
+        controller = E.GateController(sim)
+        if every_tick:
+            controller.lo = np.full_like(controller.lo, -(10**9))  # every tick "may reclaim": decide everywhere
+        sim.run(controller)
+        outcomes.append((sim.lent_events, sim.capacity_events, [j.preemptions for j in sim.jobs]))
+    assert outcomes[0] == outcomes[1]
+
+
+def test_report_references_and_sums_on_a_hand_made_day() -> None:
+    day = [2.0] * (20 * 60) + [8.0] * (4 * 60)  # quiet until 20:00, busy after
+    trace = trace_of(day)
+    fleet = fleet_of(headroom=0.25)
+    result = simulate(trace, fleet, [JobSpec(f"j{i}", "chat", 1, 2, 30) for i in range(40)])
+    gate, fixed, oracle = (result.reports[m] for m in ("gate", "fixed-window", "oracle"))
+    # The fixed window lends 3 replicas (12 GPUs) from 20:00, exactly when the load needs them all.
+    assert fixed.avg_gpus_lent == pytest.approx(3 * 4 * 12 / 24, rel=0.02)
+    assert fixed.slo_minutes > 0 and gate.slo_minutes == 0
+    assert gate.gpu_hours_lent > fixed.gpu_hours_lent
+    assert gate.gpu_hours_lent <= oracle.gpu_hours_lent + 1e-6
+    assert gate.work_done_gpu_hours <= gate.gpu_hours_used + 1e-6
+    assert gate.saving == pytest.approx(gate.gpu_hours_used * 3.0)
+
+
+def test_default_fleet_frees_52_gpus_in_the_fixed_window() -> None:
+    fleet = default_fleet(load_trace())
+    assert sum(fleet.fixed_window_replicas.values()) * 4 == 52
+    assert all(s.policy.gpus_per_replica == 4 for s in fleet.services)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("minute,requests\n0,1\n", "line 1: header must be minute,requests,input_tokens,output_tokens"),
+        ("minute,requests,input_tokens,output_tokens\n0,1,2,3\n1,x,2,3\n", "line 3: requests 'x' is not a number"),
+        ("minute,requests,input_tokens,output_tokens\n0,1,2,3\n2,1,2,3\n", "line 3: minute 2 out of order"),
+        ("minute,requests,input_tokens,output_tokens\n0,-1,2,3\n", "line 2: requests '-1' must be a finite number"),
+        ("minute,requests,input_tokens,output_tokens\n0,1,2\n", "line 2: expected 4 columns, got 3"),
+        ("minute,requests,input_tokens,output_tokens\n", "no data rows"),
+    ],
+)
+def test_malformed_trace_is_named(text: str, message: str) -> None:
+    with pytest.raises(TraceError, match=message):
+        parse_trace(text, "t.csv")
+
+
+@pytest.mark.parametrize(
+    "raw, message",
+    [
+        ({"services": {"chat": {"baseline": 0, "capacity": {"requestsPerSecond": 1}}}}, "services.chat.baseline: 0"),
+        ({"services": {"chat": {"baseline": 4}}}, "services.chat: 'capacity' is a required property"),
+        ({"services": {}}, "services: {} should be non-empty"),
+        ({"coldStartMinutes": -1, "services": {"c": {"baseline": 1, "capacity": {"requestsPerSecond": 1}}}},
+         "coldStartMinutes: -1 is less than the minimum"),
+    ],
+)
+def test_malformed_fleet_is_named(raw: dict[str, Any], message: str) -> None:
+    with pytest.raises(FleetError, match=message):
+        parse_fleet(raw)
+
+
+def test_malformed_jobs_are_named() -> None:
+    with pytest.raises(FleetError, match=r"jobs.1.replicas: 0 is less than the minimum"):
+        parse_jobs({"jobs": [{"service": "chat", "replicas": 1, "workHours": 1},
+                             {"service": "chat", "replicas": 0, "workHours": 1}]})
+
+
+def test_cli_simulates_files_and_writes_json_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "t.csv").write_text("minute,requests,input_tokens,output_tokens\n"
+                                    + "".join(f"{i},{120 if i < 600 else 480},0,0\n" for i in range(1440)))
+    (tmp_path / "fleet.json").write_text(json.dumps({"services": {"chat": {
+        "baseline": 10, "capacity": {"requestsPerSecond": 1}}}}))
+    (tmp_path / "jobs.yaml").write_text("jobs:\n" + "".join(
+        f"  - {{service: chat, replicas: 1, workHours: 3, checkpointMinutes: 20}}\n" for _ in range(12)))
+    code = main(["simulate", "--trace", str(tmp_path / "t.csv"), "--fleet", str(tmp_path / "fleet.json"),
+                 "--jobs", str(tmp_path / "jobs.yaml"), "--json", str(tmp_path / "out.json"),
+                 "--plot", str(tmp_path / "out.png"), "--price", "2.5"])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "SLO-minutes" in out and "share of the oracle's GPU-hours" in out
+    report = json.loads((tmp_path / "out.json").read_text())
+    assert set(report["modes"]) == {"gate", "fixed-window", "oracle"}
+    assert (tmp_path / "out.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_cli_refuses_a_bad_trace_and_jobs_for_unknown_services(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "t.csv").write_text("minute,requests,input_tokens,output_tokens\n0,1,1,oops\n")
+    assert main(["simulate", "--trace", str(tmp_path / "t.csv")]) == 2
+    assert "line 2: output_tokens 'oops' is not a number" in capsys.readouterr().err
+    (tmp_path / "jobs.yaml").write_text("jobs: [{service: nope, replicas: 1, workHours: 1}]\n")
+    assert main(["simulate", "--jobs", str(tmp_path / "jobs.yaml")]) == 2
+    assert "service(s) nope not in the fleet" in capsys.readouterr().err
