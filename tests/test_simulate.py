@@ -9,7 +9,14 @@ import pytest
 
 from offhours.scripts.cli import main
 from offhours.scripts.simulate import engine as E
-from offhours.scripts.simulate.fleet import FleetError, JobSpec, default_fleet, parse_fleet, parse_jobs
+from offhours.scripts.simulate.fleet import (
+    FleetError,
+    JobSpec,
+    default_fleet,
+    generated_jobs,
+    parse_fleet,
+    parse_jobs,
+)
 from offhours.scripts.simulate.report import simulate
 from offhours.scripts.trace import Trace, TraceError, load_trace, parse_trace
 
@@ -107,8 +114,7 @@ def test_skipping_ticks_changes_nothing() -> None:
     trace = load_trace()
     fleet = default_fleet(trace)
     spec = fleet.services[2]
-    jobs = [j for j in __import__("offhours.scripts.simulate.fleet", fromlist=["x"]).generated_jobs(fleet)
-            if j.service == spec.name]
+    jobs = [j for j in generated_jobs(fleet) if j.service == spec.name]
     outcomes = []
     for every_tick in (False, True):
         sim = E.ServiceSim(spec, fleet, E.service_rates(trace, spec), [E.SimJob(j) for j in jobs])
@@ -184,7 +190,7 @@ def test_cli_simulates_files_and_writes_json_and_plot(tmp_path: Path, capsys: py
     (tmp_path / "fleet.json").write_text(json.dumps({"services": {"chat": {
         "baseline": 10, "capacity": {"requestsPerSecond": 1}}}}))
     (tmp_path / "jobs.yaml").write_text("jobs:\n" + "".join(
-        f"  - {{service: chat, replicas: 1, workHours: 3, checkpointMinutes: 20}}\n" for _ in range(12)))
+        "  - {service: chat, replicas: 1, workHours: 3, checkpointMinutes: 20}\n" for _ in range(12)))
     code = main(["simulate", "--trace", str(tmp_path / "t.csv"), "--fleet", str(tmp_path / "fleet.json"),
                  "--jobs", str(tmp_path / "jobs.yaml"), "--json", str(tmp_path / "out.json"),
                  "--plot", str(tmp_path / "out.png"), "--price", "2.5"])

@@ -98,12 +98,13 @@ def decide(
     # One pass over the window: the ticks still inside it, whether history reaches its start, the peak.
     kept: list[tuple[float, int]] = []
     covered, peak = False, required
-    for t, r in state.recommendations:
-        if t <= window_start:
+    for rec in state.recommendations:
+        if rec[0] <= window_start:
             covered = True
-        if t >= window_start:
-            kept.append((t, r))
-            peak = max(peak, r)
+        if rec[0] >= window_start:
+            kept.append(rec)
+            if rec[1] > peak:
+                peak = rec[1]
     kept.append((now, required))
     new_state = ServiceState(tuple(kept), 0)
     allowed_now = max(0, baseline - required)

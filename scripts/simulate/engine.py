@@ -218,15 +218,26 @@ class ServiceSim:
         """Replay every tick, deciding only where the decision can change."""
         ticks, tick = self.ticks, self.fleet.tick_minutes
         n = len(ticks)
-        queue_short = self.demand[ticks - 1]
+        short = self.demand[ticks - 1]
+        # For a level L, the next tick at or after i where the controller may reclaim (lo < L), may
+        # lend (hi > L), or requests queue (demand > L ready replicas): built once per level seen.
+        tables: dict[tuple[str, int], np.ndarray] = {}
+
+        def next_tick(kind: str, level: int, at: int) -> int:
+            table = tables.get((kind, level))
+            if table is None:
+                mask = controller.lo < level if kind == "reclaim" else controller.hi > level if kind == "lend" \
+                    else short > level
+                table = tables[(kind, level)] = _next_index(mask)
+            return int(table[at])
+
         # After a lend that found no job to admit, lending is worth another look only once more can
         # be lent than then, or the queue changes.
         i, blocked_at = 0, -1
         while i < n:
             lent, ready = self.lent, self.ready
-            floor = max(lent, blocked_at)
-            j = _first_true(lambda a, b: (controller.lo[a:b] < lent) | (controller.hi[a:b] > floor)
-                            | (queue_short[a:b] > ready), i, n)
+            j = min(next_tick("reclaim", lent, i), next_tick("lend", max(lent, blocked_at), i),
+                    next_tick("queue", ready, i))
             event = self.next_event()
             if event < math.inf:
                 j = min(j, max(i, math.ceil(event / tick) - 1))
@@ -248,17 +259,11 @@ class ServiceSim:
             job.progress = job.progress_at(end)
 
 
-def _first_true(cond, start: int, stop: int) -> int:  # type: ignore[no-untyped-def]
-    """Return the first index in [start, stop) where `cond(a, b)` (a boolean array for [a, b)) holds, else stop."""
-    chunk = 64
-    while start < stop:
-        end = min(stop, start + chunk)
-        hits = cond(start, end)
-        k = int(np.argmax(hits))
-        if hits[k]:
-            return start + k
-        start, chunk = end, chunk * 2
-    return stop
+def _next_index(mask: np.ndarray) -> np.ndarray:
+    """For each i, the first index j >= i where `mask` holds (len(mask) where none does)."""
+    n = mask.shape[0]
+    at = np.where(mask, np.arange(n), n)
+    return np.minimum.accumulate(at[::-1])[::-1]
 
 
 # -- controllers ---------------------------------------------------------------------------------
@@ -284,20 +289,20 @@ class GateController:
         self.hi = np.where(np.arange(len(self.required)) >= k, lendable, -1)
         self._rec_times = [float(t) * 60.0 for t in sim.ticks]
         self._required = self.required.tolist()
+        self._demand_before = sim.demand[sim.ticks - 1]
 
     def target(self, sim: ServiceSim, i: int) -> tuple[int, int]:
         """Call `decide` as the gate would at tick i, with the window's recommendations as its state."""
-        rps, prompt, gen = sim.window_rates[:, i]
+        rps, prompt, gen = sim.window_rates[:, i].tolist()
         cap = self.policy.capacity
-        t = float(sim.ticks[i])
         # Requests beyond the capacity in service queue up: what vllm:num_requests_waiting shows.
-        waiting = max(0.0, float(sim.demand[int(t) - 1]) - sim.ready) * (cap.requests_per_second or 1.0) * 60.0
+        waiting = max(0.0, self._demand_before.item(i) - sim.ready) * (cap.requests_per_second or 1.0) * 60.0
         pods = max(sim.ready, 1)
-        load = Load(float(rps), float(prompt), float(gen), running=float(rps), waiting=waiting, kv_cache_usage=0.0,
-                    pods_read=pods, pods_expected=pods)
+        load = Load(rps, prompt, gen, running=rps, waiting=waiting, kv_cache_usage=0.0, pods_read=pods,
+                    pods_expected=pods)
         first = max(0, i - self.window_ticks)
         state = ServiceState(tuple(zip(self._rec_times[first:i], self._required[first:i])))
-        d = decide(now=t * 60.0, policy=self.policy, baseline=sim.spec.baseline, lent=sim.lent, load=load,
+        d = decide(now=self._rec_times[i], policy=self.policy, baseline=sim.spec.baseline, lent=sim.lent, load=load,
                    load_error=None, lending_allowed=True, max_age_seconds=math.inf, failed_ticks_before_reclaim=3,
                    state=state)
         return d.target_lent, max(d.ceiling, d.target_lent)
