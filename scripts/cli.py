@@ -120,6 +120,40 @@ def _simulate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _report(args: argparse.Namespace) -> int:
+    import json
+
+    from offhours.scripts.cluster.base import ClusterError
+    from offhours.scripts.cluster.kube import KubeCluster, load_client_config
+    from offhours.scripts.policy.config import ConfigError, load_config
+    from offhours.scripts.usage_report import render_table, usage
+
+    gpus: dict[str, int] = {}
+    namespace = args.namespace
+    if args.config:
+        try:
+            config = load_config(args.config)
+        except ConfigError as err:
+            print(err, file=sys.stderr)
+            return 2
+        gpus = {s.name: s.gpus_per_replica for s in config.services}
+        namespace = namespace or config.workflow_namespace
+    load_client_config()
+    try:
+        workflows = KubeCluster().list_workflows(namespace or "default")
+    except ClusterError as err:
+        print(f"report: {err}", file=sys.stderr)
+        return 1
+    rows = usage(workflows, gpus)
+    print(render_table(rows, args.price))
+    if args.json:
+        Path(args.json).write_text(json.dumps([{
+            "service": r.service, "month": r.month, "jobs": len(r.run_ids), "workflows": r.workflows,
+            "preemptions": r.preemptions, "gpuHoursUsed": r.gpu_hours_used, "gpuHoursLent": r.gpu_hours_lent,
+            "equivalentGpus": r.equivalent_gpus(), "saving": r.gpu_hours_used * args.price} for r in rows], indent=2))
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     """Build the argument parser of `offhours`."""
     root = argparse.ArgumentParser(
@@ -155,6 +189,14 @@ def parser() -> argparse.ArgumentParser:
     sim.add_argument("--json", help="write the reports as JSON here")
     sim.add_argument("--plot", help="write a PNG of load, capacity in service and GPUs lent here")
     sim.set_defaults(func=_simulate)
+
+    rep = sub.add_parser("report", help="GPU-hours lent and used, jobs, preemptions and saving, per service and "
+                         "month, from the cluster's offhours workflows")
+    rep.add_argument("--namespace", help="workflow namespace (default: the config's, else default)")
+    rep.add_argument("--config", help="gate configuration (for GPUs per replica and the namespace)")
+    rep.add_argument("--price", type=float, default=2.0, help="GPU-hour price for the saving (default 2.0)")
+    rep.add_argument("--json", help="write the rows as JSON here")
+    rep.set_defaults(func=_report)
 
     ret = sub.add_parser("return-gpus", help="exit hook: give a finished workflow's replicas back to its service")
     ret.add_argument("--workflow-name", required=True)

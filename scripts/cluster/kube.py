@@ -15,6 +15,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from offhours.scripts.cluster.base import (
+    ANNOTATION_ADMITTED_AT,
     LABEL_SERVICE,
     LABEL_STATE,
     LEASE_NAME,
@@ -140,12 +141,16 @@ class KubeCluster:
 
     def admit(self, namespace: str, job: Job) -> None:
         """Resume a parked workflow (spec.suspend removed) and mark it admitted."""
-        self._patch_workflow("admit", namespace, job.name,
-                             {"metadata": {"labels": {LABEL_STATE: STATE_ADMITTED}}, "spec": {"suspend": None}})
+        self._patch_workflow("admit", namespace, job.name, {"metadata": _admitted(), "spec": {"suspend": None}})
 
     def adopt(self, namespace: str, job: Job) -> None:
         """Mark a running workflow admitted."""
-        self._patch_workflow("adopt", namespace, job.name, {"metadata": {"labels": {LABEL_STATE: STATE_ADMITTED}}})
+        self._patch_workflow("adopt", namespace, job.name, {"metadata": _admitted()})
+
+    def list_workflows(self, namespace: str, selector: str = "offhours.io/managed=true") -> list[dict[str, Any]]:
+        """Return every workflow matching `selector`, finished ones included (for the usage report)."""
+        return list(self._call(f"list workflows {selector}", lambda: self.custom.list_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, label_selector=selector))["items"])
 
     def stop(self, namespace: str, job: Job) -> None:
         """Stop (never Terminate: Stop runs the exit handlers) and mark preempted."""
@@ -231,6 +236,11 @@ class KubeCluster:
                 self.coordination.replace_namespaced_lease(LEASE_NAME, namespace, lease)
         except ApiException:
             pass  # an unreleased lease expires by itself
+
+
+def _admitted() -> dict[str, Any]:
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {"labels": {LABEL_STATE: STATE_ADMITTED}, "annotations": {ANNOTATION_ADMITTED_AT: now}}
 
 
 def _message(err: ApiException) -> str:

@@ -6,9 +6,11 @@ answers with conflicts or server errors.
 
 import copy
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any
 
 from offhours.scripts.cluster.base import (
+    ANNOTATION_ADMITTED_AT,
     ANNOTATION_PARKED_FROM,
     ANNOTATION_PREEMPTIONS,
     ANNOTATION_PRIORITY,
@@ -135,12 +137,17 @@ class MemoryCluster:
         self._call(f"admit {job.name}")
         wf = self.workflows[(namespace, job.name)]
         wf["spec"].pop("suspend", None)
-        wf["metadata"]["labels"][LABEL_STATE] = STATE_ADMITTED
+        self._mark_admitted(wf)
 
     def adopt(self, namespace: str, job: Job) -> None:
         """Mark admitted."""
         self._call(f"adopt {job.name}")
-        self.workflows[(namespace, job.name)]["metadata"]["labels"][LABEL_STATE] = STATE_ADMITTED
+        self._mark_admitted(self.workflows[(namespace, job.name)])
+
+    def _mark_admitted(self, wf: dict[str, Any]) -> None:
+        wf["metadata"]["labels"][LABEL_STATE] = STATE_ADMITTED
+        stamp = datetime.fromtimestamp(self.clock, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        wf["metadata"].setdefault("annotations", {})[ANNOTATION_ADMITTED_AT] = stamp
 
     def stop(self, namespace: str, job: Job) -> None:
         """Stop and mark preempted."""
@@ -233,8 +240,6 @@ def _timestamp(value: Any) -> float:
         return float(value)
     if not value:
         return 0.0
-    from datetime import datetime
-
     try:
         return float(value)
     except ValueError:
