@@ -27,14 +27,17 @@ def manifests(gate_config: GateConfig | None = None) -> dict[str, dict[str, Any]
     """
     config = gate_config or example_gate_config()
     rbac = {f"{m['kind'].lower()}-{m['metadata']['name']}.yaml": m for m in rbac_manifests(config)}
-    return {
-        "priorityclass-offhours-best-effort.yaml": priority_class(),
-        **rbac,
+    argo = {
         "workflowtemplate-offhours-steps.yaml": steps_workflow_template().to_dict(),
         "workflowtemplate-offhours-llm-pipeline.yaml": llm_pipeline.workflow_template().to_dict(),
         "workflowtemplate-offhours-job.yaml": job.workflow_template().to_dict(),
         "cronworkflow-offhours-gate.yaml": gate_cron_workflow().to_dict(),
     }
+    # Namespaced explicitly (the RBAC spans two namespaces), so `kubectl apply -k DIR` needs no -n.
+    for manifest in argo.values():
+        manifest["metadata"] = {"name": manifest["metadata"].pop("name"), "namespace": config.workflow_namespace,
+                                **manifest["metadata"]}
+    return {"priorityclass-offhours-best-effort.yaml": priority_class(), **rbac, **argo}
 
 
 def to_yaml(manifest: dict[str, Any]) -> str:

@@ -1,5 +1,5 @@
 // offhours-kube runs the Kubernetes control plane of offhours' end-to-end tests from one binary:
-// kube-apiserver, kube-controller-manager, kube-scheduler and etcd. One binary links the shared
+// kube-apiserver, kube-controller-manager, kube-scheduler, etcd, and kubectl to drive them. One binary links the shared
 // dependencies once, which is what keeps a cold build inside CI's time on two cores.
 //
 //	offhours-kube kube-apiserver --etcd-servers=... ...
@@ -17,6 +17,7 @@ import (
 	_ "k8s.io/component-base/logs/json/register"
 	_ "k8s.io/component-base/metrics/prometheus/clientgo"
 	_ "k8s.io/component-base/metrics/prometheus/version"
+	kubectl "k8s.io/kubectl/pkg/cmd"
 	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
 	controllermanager "k8s.io/kubernetes/cmd/kube-controller-manager/app"
 	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
@@ -29,7 +30,7 @@ func run(cmd *cobra.Command, args []string) int {
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: offhours-kube {kube-apiserver|kube-controller-manager|kube-scheduler|etcd} [flags]")
+		fmt.Fprintln(os.Stderr, "usage: offhours-kube {kube-apiserver|kube-controller-manager|kube-scheduler|etcd|kubectl} [flags]")
 		os.Exit(2)
 	}
 	component, args := os.Args[1], os.Args[2:]
@@ -40,6 +41,8 @@ func main() {
 		os.Exit(run(controllermanager.NewControllerManagerCommand(), args))
 	case "kube-scheduler":
 		os.Exit(run(scheduler.NewSchedulerCommand(), args))
+	case "kubectl":
+		os.Exit(run(kubectl.NewDefaultKubectlCommand(), args))
 	case "etcd":
 		etcdmain.Main(append([]string{"etcd"}, args...))
 	default:

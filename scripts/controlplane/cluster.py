@@ -1,0 +1,231 @@
+#!/usr/bin/env python3
+"""The local control plane for offhours' end-to-end tests: real Kubernetes, kwok GPU nodes, real Argo.
+
+    python scripts/controlplane/cluster.py up      # build (cached) and start everything on 127.0.0.1
+    python scripts/controlplane/cluster.py down    # stop every process it started
+    python scripts/controlplane/cluster.py env     # print KUBECONFIG=... for a shell
+
+Everything runs as local processes bound to loopback: etcd, kube-apiserver,
+kube-controller-manager, kube-scheduler (one binary, offhours-kube), kwok managing fake nodes
+with nvidia.com/gpu capacity, and the Argo Workflows controller with the v4.0.5 CRDs applied
+server-side. Certificates and the kubeconfig are generated on start. No Docker.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+STATE = Path(os.environ.get("OFFHOURS_CLUSTER_DIR", "/tmp/offhours-cluster"))
+ARGO_CRDS = Path(os.environ.get("OFFHOURS_ARGO_CRDS", REPO.parent / "shared" / "argo" / "v4.0.5" / "crds" / "full"))
+ETCD_PORT = int(os.environ.get("OFFHOURS_ETCD_PORT", "23790"))
+API_PORT = int(os.environ.get("OFFHOURS_API_PORT", "16443"))
+NODES = int(os.environ.get("OFFHOURS_KWOK_NODES", "16"))
+GPUS_PER_NODE = int(os.environ.get("OFFHOURS_GPUS_PER_NODE", "4"))
+POD_CIDR = os.environ.get("OFFHOURS_POD_CIDR", "127.200.0.1/16")
+NAMESPACES = ("argo", "serving", "research", "other")
+
+
+def log(message: str) -> None:
+    print(f"[cluster] {message}", flush=True)
+
+
+def run(*cmd: str, **kw: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, check=True, text=True, capture_output=True, **kw)  # type: ignore[call-overload]
+
+
+def build() -> Path:
+    t0 = time.monotonic()
+    out = subprocess.run(["bash", str(HERE / "build.sh")], check=True, text=True, stdout=subprocess.PIPE)
+    bin_dir = Path(out.stdout.strip().splitlines()[-1])
+    log(f"binaries ready in {time.monotonic() - t0:.1f} s: {bin_dir}")
+    return bin_dir
+
+
+def certificates(pki: Path) -> None:
+    pki.mkdir(parents=True, exist_ok=True)
+    if (pki / "admin.crt").exists():
+        return
+    run("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(pki / "ca.key"),
+        "-out", str(pki / "ca.crt"), "-days", "3650", "-subj", "/CN=offhours-local-ca")
+    (pki / "san.cnf").write_text(
+        "subjectAltName=IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,"
+        "DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local\n")
+    for name, subject, ext in (("apiserver", "/CN=kube-apiserver", True),
+                               ("admin", "/O=system:masters/CN=offhours-admin", False)):
+        run("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", str(pki / f"{name}.key"),
+            "-out", str(pki / f"{name}.csr"), "-subj", subject)
+        cmd = ["openssl", "x509", "-req", "-in", str(pki / f"{name}.csr"), "-CA", str(pki / "ca.crt"),
+               "-CAkey", str(pki / "ca.key"), "-CAcreateserial", "-out", str(pki / f"{name}.crt"), "-days", "3650"]
+        run(*cmd, *(["-extfile", str(pki / "san.cnf")] if ext else []))
+    run("openssl", "genrsa", "-out", str(pki / "sa.key"), "2048")
+    run("openssl", "rsa", "-in", str(pki / "sa.key"), "-pubout", "-out", str(pki / "sa.pub"))
+
+
+def kubeconfig(pki: Path, path: Path, namespace: str = "default") -> None:
+    config = {
+        "apiVersion": "v1", "kind": "Config", "current-context": "offhours",
+        "clusters": [{"name": "offhours", "cluster": {"server": f"https://127.0.0.1:{API_PORT}",
+                                                      "certificate-authority": str(pki / "ca.crt")}}],
+        "users": [{"name": "admin", "user": {"client-certificate": str(pki / "admin.crt"),
+                                             "client-key": str(pki / "admin.key")}}],
+        "contexts": [{"name": "offhours", "context": {"cluster": "offhours", "user": "admin", "namespace": namespace}}],
+    }
+    path.write_text(json.dumps(config, indent=2))
+
+
+def start(name: str, cmd: list[str], env: dict[str, str] | None = None) -> None:
+    logfile = (STATE / "logs" / f"{name}.log").open("a")
+    proc = subprocess.Popen(cmd, stdout=logfile, stderr=subprocess.STDOUT, start_new_session=True,
+                            env={**os.environ, **(env or {})})
+    (STATE / "pids").mkdir(exist_ok=True)
+    (STATE / "pids" / name).write_text(str(proc.pid))
+    log(f"started {name} (pid {proc.pid})")
+
+
+def wait_for(what: str, check, timeout: float = 120.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            if check():
+                return
+        except Exception as err:  # noqa: BLE001 - any failure means "not yet"
+            last = err
+        time.sleep(0.5)
+    raise SystemExit(f"{what} not ready after {timeout:.0f} s ({last}); see {STATE / 'logs'}")
+
+
+def kubectl(bin_dir: Path, *args: str, stdin: str | None = None) -> str:
+    out = subprocess.run([str(bin_dir / "offhours-kube"), "kubectl", "--kubeconfig", str(STATE / "admin.kubeconfig"),
+                          *args], input=stdin, text=True, capture_output=True)
+    if out.returncode:
+        raise RuntimeError(f"kubectl {' '.join(args)}: {out.stderr.strip()}")
+    return out.stdout
+
+
+def nodes_manifest() -> str:
+    docs = []
+    for i in range(NODES):
+        docs.append(json.dumps({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": f"gpu-{i:02d}", "annotations": {"kwok.x-k8s.io/node": "fake"},
+                         "labels": {"type": "kwok", "kubernetes.io/hostname": f"gpu-{i:02d}",
+                                    "offhours.io/pool": "inference", "nvidia.com/gpu.present": "true"}},
+            "spec": {},
+            "status": {"capacity": {"cpu": "64", "memory": "512Gi", "pods": "110",
+                                    "nvidia.com/gpu": str(GPUS_PER_NODE)}},
+        }))
+    return "\n---\n".join(docs)
+
+
+def up() -> None:
+    t0 = time.monotonic()
+    bin_dir = build()
+    for sub in ("logs", "pids", "pki", "etcd"):
+        (STATE / sub).mkdir(parents=True, exist_ok=True)
+    pki = STATE / "pki"
+    certificates(pki)
+    kubeconfig(pki, STATE / "admin.kubeconfig")
+    kubeconfig(pki, STATE / "argo.kubeconfig", namespace="argo")
+    kube = str(bin_dir / "offhours-kube")
+    t_start = time.monotonic()
+    start("etcd", [kube, "etcd", "--data-dir", str(STATE / "etcd"), "--name", "offhours",
+                   f"--listen-client-urls=http://127.0.0.1:{ETCD_PORT}",
+                   f"--advertise-client-urls=http://127.0.0.1:{ETCD_PORT}",
+                   f"--listen-peer-urls=http://127.0.0.1:{ETCD_PORT + 10}",
+                   f"--initial-advertise-peer-urls=http://127.0.0.1:{ETCD_PORT + 10}",
+                   f"--initial-cluster=offhours=http://127.0.0.1:{ETCD_PORT + 10}",
+                   "--quota-backend-bytes=4294967296", "--log-level=warn"])
+    wait_for("etcd", lambda: urllib.request.urlopen(f"http://127.0.0.1:{ETCD_PORT}/health", timeout=2).status == 200)
+    start("kube-apiserver", [
+        kube, "kube-apiserver", f"--etcd-servers=http://127.0.0.1:{ETCD_PORT}",
+        "--bind-address=127.0.0.1", f"--secure-port={API_PORT}", "--advertise-address=127.0.0.1",
+        f"--tls-cert-file={pki / 'apiserver.crt'}", f"--tls-private-key-file={pki / 'apiserver.key'}",
+        f"--client-ca-file={pki / 'ca.crt'}", f"--service-account-key-file={pki / 'sa.pub'}",
+        f"--service-account-signing-key-file={pki / 'sa.key'}",
+        "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+        "--service-cluster-ip-range=10.96.0.0/16", "--authorization-mode=Node,RBAC", "--allow-privileged=true",
+        "--profiling=false", "--v=1",
+    ])
+    admin = str(STATE / "admin.kubeconfig")
+    wait_for("kube-apiserver", lambda: "ok" in kubectl(bin_dir, "get", "--raw", "/readyz"), timeout=180)
+    start("kube-controller-manager", [
+        kube, "kube-controller-manager", f"--kubeconfig={admin}", "--leader-elect=false",
+        "--bind-address=127.0.0.1", "--secure-port=0", f"--service-account-private-key-file={pki / 'sa.key'}",
+        f"--root-ca-file={pki / 'ca.crt'}", f"--cluster-signing-cert-file={pki / 'ca.crt'}",
+        f"--cluster-signing-key-file={pki / 'ca.key'}", "--use-service-account-credentials=false", "--v=1",
+    ])
+    start("kube-scheduler", [kube, "kube-scheduler", f"--kubeconfig={admin}", "--leader-elect=false",
+                             "--bind-address=127.0.0.1", "--secure-port=0", "--v=1"])
+    for ns in NAMESPACES:
+        kubectl(bin_dir, "create", "namespace", ns, "--dry-run=client", "-o", "yaml")
+        kubectl(bin_dir, "apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "Namespace",
+                                                               "metadata": {"name": ns}}))
+    kubectl(bin_dir, "apply", "--server-side", "-f", str(ARGO_CRDS))
+    wait_for("Argo CRDs", lambda: "workflows.argoproj.io" in kubectl(bin_dir, "get", "crd", "-o", "name"))
+    kubectl(bin_dir, "apply", "-f", "-", stdin=nodes_manifest())
+    start("kwok", [str(bin_dir / "kwok"), f"--kubeconfig={admin}", "--config", str(HERE / "kwok-stages.yaml"),
+                   "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake", f"--cidr={POD_CIDR}",
+                   "--node-ip=127.0.0.1"])
+    wait_for("kwok nodes", lambda: kubectl(bin_dir, "get", "nodes", "-o", "jsonpath={.items[*].status.conditions[?(@.type=='Ready')].status}").split().count("True") == NODES)
+    kubectl(bin_dir, "apply", "-f", "-", stdin=json.dumps({
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "workflow-controller-configmap",
+                                                             "namespace": "argo"}, "data": {}}))
+    start("workflow-controller", [str(bin_dir / "workflow-controller"), f"--kubeconfig={STATE / 'argo.kubeconfig'}",
+                                  "--executor-image=quay.io/argoproj/argoexec:v4.0.5", "--loglevel=info"],
+          env={"ARGO_NAMESPACE": "argo", "LEADER_ELECTION_DISABLE": "true"})
+    (STATE / "env").write_text(f"KUBECONFIG={admin}\nOFFHOURS_CLUSTER_BIN={bin_dir}\n")
+    log(f"control plane up in {time.monotonic() - t0:.1f} s ({time.monotonic() - t_start:.1f} s after the build)")
+    log(f"export KUBECONFIG={admin}")
+
+
+def down() -> None:
+    pids = STATE / "pids"
+    if not pids.exists():
+        log("nothing to stop")
+        return
+    order = ["workflow-controller", "kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"]
+    for name in order + sorted(p.name for p in pids.iterdir() if p.name not in order):
+        path = pids / name
+        if not path.exists():
+            continue
+        pid = int(path.read_text())
+        try:
+            os.killpg(pid, signal.SIGTERM)
+            for _ in range(100):
+                os.killpg(pid, 0)
+                time.sleep(0.1)
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        path.unlink()
+        log(f"stopped {name}")
+    import shutil
+
+    shutil.rmtree(STATE / "etcd", ignore_errors=True)
+
+
+def main() -> None:
+    command = sys.argv[1] if len(sys.argv) > 1 else "help"
+    if command == "up":
+        up()
+    elif command == "down":
+        down()
+    elif command == "env":
+        print((STATE / "env").read_text(), end="")
+    elif command == "build":
+        print(build())
+    else:
+        print(__doc__)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()
