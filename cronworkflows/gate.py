@@ -27,6 +27,7 @@ RUN_SECONDS = 240
     constructor="runner",
     image=OFFHOURS_IMAGE,
     name="tick",
+    labels={"offhours.io/role": "gate"},
     service_account_name=GATE_SERVICE_ACCOUNT,
     env=[FieldEnv(name="OFFHOURS_NAMESPACE", field_path="metadata.namespace")],
     volume_mounts=[m.VolumeMount(name="config", mount_path=CONFIG_DIR, read_only=True)],

@@ -7,6 +7,7 @@ gate: both compute the same number, and the Lease serialises their writes. It ne
 service down: lending is the gate's decision alone.
 """
 
+import json
 import sys
 import time
 from collections.abc import Callable
@@ -38,6 +39,19 @@ def gpu_seconds(workflow: dict[str, Any]) -> float | None:
     durations = (workflow.get("status") or {}).get("resourcesDuration") or {}
     value = durations.get("nvidia.com/gpu")
     return float(value) if value is not None else None
+
+
+def failed_nodes(failures: str) -> list[dict[str, Any]]:
+    """Decode `{{workflow.failures}}` (a JSON list, sometimes JSON-quoted once more, or null)."""
+    value: Any = failures
+    for _ in range(2):
+        if not isinstance(value, str):
+            break
+        try:
+            value = json.loads(value) if value.strip() else None
+        except ValueError:
+            return []
+    return [n for n in value if isinstance(n, dict)] if isinstance(value, list) else []
 
 
 def return_gpus(
@@ -80,8 +94,9 @@ def return_gpus(
         gpu_text = f"{used:.0f} GPU-seconds" if used is not None else "GPU-seconds not recorded"
         message = (f"workflow {workflow_name} ended {status}; {gpu_text}; "
                    f"{service} at {scaled_to if scaled_to is not None else dep.replicas} of baseline {baseline} replicas")
-        if failures not in ("", "[]", "null"):
-            message += f"; failures: {failures[:300]}"
+        failed = failed_nodes(failures)
+        if failed:
+            message += f"; {len(failed)} failed node(s): " + ", ".join(str(n.get("displayName", "?")) for n in failed[:5])
         cluster.record_event(namespace, "Deployment", dep.name, "GPUsReturned", message)
         print(message, file=out)
         return Returned(workflow_name, service, scaled_to, used)

@@ -12,6 +12,7 @@ from hera.workflows import models as m
 from offhours.steps.contract import GATE_SERVICE_ACCOUNT, RETURN_GPUS, RETURN_GPUS_INPUTS
 from offhours.steps.research import as_parameter
 
+CONFIG_DIR = "/etc/offhours"
 DESCRIPTION = "Exit hook: give the workflow's borrowed replicas back to the service and record its GPU-seconds."
 
 
@@ -21,6 +22,7 @@ def template() -> Container:
     for spec in RETURN_GPUS_INPUTS:
         if spec.name != "offhours-image":
             flags += [f"--{spec.name}", "{{inputs.parameters." + spec.name + "}}"]
+    flags += ["--config", f"{CONFIG_DIR}/gate.yaml"]
     return Container(
         name=RETURN_GPUS,
         annotations={"workflows.argoproj.io/description": DESCRIPTION},
@@ -32,7 +34,7 @@ def template() -> Container:
         env=[FieldEnv(name="OFFHOURS_NAMESPACE", field_path="metadata.namespace")],
         # The gate's configuration names the serving namespace; optional, so a missing ConfigMap
         # falls back to the workflow's own namespace instead of blocking the hook.
-        volume_mounts=[m.VolumeMount(name="gate-config", mount_path="/etc/offhours", read_only=True)],
+        volume_mounts=[m.VolumeMount(name="gate-config", mount_path=CONFIG_DIR, read_only=True)],
         volumes=[m.Volume(name="gate-config", config_map=m.ConfigMapVolumeSource(name="offhours-gate-config",
                                                                                  optional=True))],
         service_account_name=GATE_SERVICE_ACCOUNT,

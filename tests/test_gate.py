@@ -202,3 +202,14 @@ def test_exit_hook_waits_for_the_lease_then_gives_up_cleanly(harness: Harness) -
         return_gpus(h.cluster, namespace="serving", workflow_namespace="serving", workflow_name="sft-a",
                     service="chat", status="Failed", lease_wait_seconds=4, sleep=lambda s: None)
     assert h.dep.replicas == 8 and h.state("sft-a") == "parked"
+
+
+@pytest.mark.parametrize("text, names", [
+    ('[{"displayName":"sft(0)","message":"OOMKilled"}]', ["sft(0)"]),
+    ('"[{\\"displayName\\":\\"rl\\"}]"', ["rl"]),
+    ('"null"', []), ("null", []), ("", []), ("not json", []),
+])
+def test_exit_hook_reads_workflow_failures(text: str, names: list[str]) -> None:
+    from offhours.scripts.exit_hook import failed_nodes
+
+    assert [n["displayName"] for n in failed_nodes(text)] == names

@@ -179,6 +179,16 @@ class Fleet:
                 await self._handle(s, r, w)
             self._started.append(await asyncio.start_server(handler, host, port, backlog=256))
 
+    def add(self, host: str, port: int, server: EmulatedServer) -> None:
+        """Serve one more emulated server while running (a pod that appeared)."""
+        async def start_one() -> None:
+            async def handler(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+                await self._handle(server, r, w)
+            self._started.append(await asyncio.start_server(handler, host, port, backlog=256))
+
+        self.servers.append((host, port, server))
+        asyncio.run_coroutine_threadsafe(start_one(), self._loop).result(timeout=30)
+
     def start(self) -> "Fleet":
         """Start serving in a background thread."""
         self._thread.start()

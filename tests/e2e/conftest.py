@@ -1,0 +1,128 @@
+"""Fixtures of the end-to-end tier: the local control plane (make cluster-up), offhours installed on it."""
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client, config
+
+from offhours.scripts.policy.config import parse_config
+from offhours.workflows.render import write
+
+from .runner import LocalPodRunner
+
+STATE = Path(os.environ.get("OFFHOURS_CLUSTER_DIR", "/tmp/offhours-cluster"))
+SERVING, RESEARCH = "serving", "research"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # Every test of this folder needs the cluster (the hook sees all items: mark only ours).
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.cluster)
+
+
+@pytest.fixture(scope="session")
+def cluster_env() -> dict[str, str]:
+    env_file = STATE / "env"
+    if not env_file.exists():
+        pytest.fail(f"no local control plane: run `make cluster-up` first ({env_file} missing)")
+    return dict(line.split("=", 1) for line in env_file.read_text().split())
+
+
+@pytest.fixture(scope="session")
+def api(cluster_env: dict[str, str]) -> client.ApiClient:
+    api = config.new_client_from_config(cluster_env["KUBECONFIG"])
+    assert client.VersionApi(api).get_code().git_version.startswith("v1.34"), "expected Kubernetes v1.34"
+    return api
+
+
+@pytest.fixture(scope="session")
+def kubectl(cluster_env: dict[str, str]) -> Callable[..., str]:
+    def run(*args: str, stdin: str | None = None) -> str:
+        out = subprocess.run([f"{cluster_env['OFFHOURS_CLUSTER_BIN']}/offhours-kube", "kubectl",
+                              "--kubeconfig", cluster_env["KUBECONFIG"], *args],
+                             input=stdin, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, f"kubectl {' '.join(args)}: {out.stderr}"
+        return out.stdout
+    return run
+
+
+def gate_config_raw(port: int) -> dict[str, Any]:
+    return {
+        "namespace": SERVING, "workflowNamespace": RESEARCH, "tickSeconds": 10,
+        "metrics": {"source": "direct", "maxAgeSeconds": 600, "direct": {"port": port, "timeoutSeconds": 2}},
+        "failSafe": {"failedTicksBeforeReclaim": 3},
+        "services": {"chat": {"deployment": "chat", "gpusPerReplica": 4, "capacity": {"requestsPerSecond": 10},
+                              "headroom": 0.25, "stabilizationSeconds": 1, "maxLendStep": 4, "minReplicas": 1}},
+    }
+
+
+@pytest.fixture(scope="session")
+def installed(kubectl: Callable[..., str], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """offhours rendered for the e2e gate config and applied server-side with kubectl -k."""
+    out = tmp_path_factory.mktemp("manifests")
+    write(out, parse_config(gate_config_raw(8000)))
+    kubectl("apply", "--server-side", "--force-conflicts", "-k", str(out))
+    kubectl("apply", "-f", "-", stdin=json.dumps({
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "offhours-gate-config", "namespace": RESEARCH},
+        "data": {"gate.yaml": yaml.safe_dump(gate_config_raw(8000))}}))
+    # The tests drive the gate tick by tick; the CronWorkflow's own schedule would race them.
+    kubectl("-n", RESEARCH, "patch", "cronworkflow", "offhours-gate", "--type=merge", "-p", '{"spec":{"suspend":true}}')
+    return out
+
+
+def serving_deployment(name: str, replicas: int, gpus: int = 4) -> dict[str, Any]:
+    """An inference Deployment as offhours expects it: labelled with its service, GPUs per replica."""
+    labels = {"app": name, "offhours.io/service": name}
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": SERVING, "labels": labels},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                 "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": "100%"}},
+                 "template": {"metadata": {"labels": labels}, "spec": {
+                     "terminationGracePeriodSeconds": 5,
+                     "nodeSelector": {"offhours.io/pool": "inference"},
+                     "containers": [{"name": "vllm", "image": "vllm/vllm-openai:v0.12.0",
+                                     "resources": {"requests": {"nvidia.com/gpu": str(gpus), "cpu": "4"},
+                                                   "limits": {"nvidia.com/gpu": str(gpus)}}}]}}},
+    }
+
+
+@pytest.fixture
+def chat_service(kubectl: Callable[..., str], api: client.ApiClient) -> Iterator[Callable[[int], None]]:
+    """Create the `chat` inference Deployment with n replicas (4 GPUs each); removed afterwards."""
+    def create(replicas: int) -> None:
+        kubectl("apply", "-f", "-", stdin=json.dumps(serving_deployment("chat", replicas)))
+        apps = client.AppsV1Api(api)
+        wait("chat to be ready", lambda: (apps.read_namespaced_deployment("chat", SERVING).status.ready_replicas or 0)
+             == replicas, timeout=60)
+    yield create
+    kubectl("-n", SERVING, "delete", "deployment", "chat", "--ignore-not-found", "--wait=true")
+
+
+@pytest.fixture(scope="session")
+def runner(api: client.ApiClient, cluster_env: dict[str, str]) -> Iterator[LocalPodRunner]:
+    kube = yaml.safe_load(Path(cluster_env["KUBECONFIG"]).read_text())
+    cluster = kube["clusters"][0]["cluster"]
+    pods = LocalPodRunner(api, cluster["server"], cluster["certificate-authority"], (RESEARCH,)).start()
+    yield pods
+    pods.stop()
+
+
+def wait(what: str, check: Callable[[], Any], timeout: float = 120.0, every: float = 1.0) -> Any:
+    deadline = time.monotonic() + timeout
+    value = None
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} (last: {value!r})")
