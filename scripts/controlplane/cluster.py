@@ -174,7 +174,8 @@ def up() -> None:
     start("kwok", [str(bin_dir / "kwok"), f"--kubeconfig={admin}", "--config", str(HERE / "kwok-stages.yaml"),
                    "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake", f"--cidr={POD_CIDR}",
                    "--node-ip=127.0.0.1"])
-    wait_for("kwok nodes", lambda: kubectl(bin_dir, "get", "nodes", "-o", "jsonpath={.items[*].status.conditions[?(@.type=='Ready')].status}").split().count("True") == NODES)
+    ready = "jsonpath={.items[*].status.conditions[?(@.type=='Ready')].status}"
+    wait_for("kwok nodes", lambda: kubectl(bin_dir, "get", "nodes", "-o", ready).split().count("True") == NODES)
     kubectl(bin_dir, "apply", "-f", "-", stdin=json.dumps({
         "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "workflow-controller-configmap",
                                                              "namespace": "argo"}, "data": {}}))

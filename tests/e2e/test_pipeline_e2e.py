@@ -5,6 +5,7 @@ Real: API server, scheduler, controller-manager, Argo controller v4.0.5, the exi
 the research pods.
 """
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -40,19 +41,20 @@ def test_pipeline_runs_from_its_template_with_parameters_only(api: client.ApiCli
         "sft-gpus": "4", "rl-gpus": "2", "eval-gpus": "1", "eval-suites": '["mmlu","gsm8k"]',
         "node-selector": '{"offhours.io/pool": "inference"}',
     }
+    name = f"e2e-pipe-{int(time.time())}"
     custom.create_namespaced_custom_object(GROUP, VERSION, RESEARCH, "workflows",
-                                           workflow("e2e-pipe", "offhours-llm-pipeline", params))
+                                           workflow(name, "offhours-llm-pipeline", params))
     wf = wait("the pipeline to succeed", lambda: (lambda w: w if w.get("status", {}).get("phase") in
                                                    ("Succeeded", "Failed", "Error") else None)(
-        custom.get_namespaced_custom_object(GROUP, VERSION, RESEARCH, "workflows", "e2e-pipe")), timeout=180)
+        custom.get_namespaced_custom_object(GROUP, VERSION, RESEARCH, "workflows", name)), timeout=180)
     assert wf["status"]["phase"] == "Succeeded", wf["status"].get("message")
     nodes = wf["status"]["nodes"].values()
-    phases = {n["displayName"]: n["phase"] for n in nodes if n["type"] in ("Pod", "Skipped")}
+    phases = {n["displayName"]: n["phase"] for n in nodes}
     assert phases["preprocess"] == "Succeeded" and phases["pretrain"] == "Skipped"
     assert phases["sft"] == "Succeeded" and phases["rl"] == "Succeeded"
     assert phases["eval(0:mmlu)"] == "Succeeded" and phases["eval(1:gsm8k)"] == "Succeeded"
 
-    pods = core.list_namespaced_pod(RESEARCH, label_selector="workflows.argoproj.io/workflow=e2e-pipe").items
+    pods = core.list_namespaced_pod(RESEARCH, label_selector=f"workflows.argoproj.io/workflow={name}").items
     research = {p.metadata.labels.get("offhours.io/stage"): p for p in pods if p.metadata.labels.get("offhours.io/stage")}
     gpus = {stage: next(c for c in p.spec.containers if c.name == "main").resources.requests.get("nvidia.com/gpu")
             for stage, p in research.items()}
@@ -63,9 +65,9 @@ def test_pipeline_runs_from_its_template_with_parameters_only(api: client.ApiCli
         assert pod.spec.termination_grace_period_seconds == 120
 
     # The exit hook ran for real: it marked the workflow returned and recorded its GPU-seconds.
-    hook = wait("the exit hook to run", lambda: [r for r in runner.ran if r.pod.startswith("e2e-pipe")], timeout=60)
+    hook = wait("the exit hook to run", lambda: [r for r in runner.ran if r.pod.startswith(name)], timeout=60)
     assert hook[0].argv[:2] == ["offhours", "return-gpus"] and hook[0].exit_code == 0, hook[0].output
-    final = custom.get_namespaced_custom_object(GROUP, VERSION, RESEARCH, "workflows", "e2e-pipe")
+    final = custom.get_namespaced_custom_object(GROUP, VERSION, RESEARCH, "workflows", name)
     assert final["metadata"]["labels"]["offhours.io/state"] == "returned"
     assert "offhours.io/gpu-seconds" in final["metadata"]["annotations"]
     assert int(final["metadata"]["annotations"]["offhours.io/gpu-seconds"]) > 0
