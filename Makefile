@@ -44,5 +44,17 @@ lint: ## ruff (E, F, I, D) and mypy
 bench: ## Run the benchmarks; results go to bench/results/
 	$(PYTHON) bench/bench_templates.py
 
+.PHONY: cluster-up
+cluster-up: ## Build (cached) and start the local control plane: Kubernetes, etcd, kwok GPU nodes, Argo
+	$(PYTHON) scripts/controlplane/cluster.py up
+
+.PHONY: cluster-down
+cluster-down: ## Stop every process of the local control plane
+	$(PYTHON) scripts/controlplane/cluster.py down
+
+.PHONY: e2e
+e2e: ## Run the end-to-end tier against the local control plane (make cluster-up first)
+	$(PYTEST) -q -m cluster tests/e2e
+
 .PHONY: ci
-ci: install lint test ## What CI runs: install, lint, tests
+ci: install lint test ## What CI runs: install, lint, tests (then .ci/run runs the e2e tier)
