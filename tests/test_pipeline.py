@@ -63,7 +63,9 @@ def test_only_identity_and_placement_parameters_are_required() -> None:
     required = {p["name"] for p in PIPELINE["spec"]["arguments"]["parameters"] if "value" not in p}
     assert required == {"service", "run-id", "output-uri", "checkpoint-uri", "image"}
     required_job = {p["name"] for p in JOB["spec"]["arguments"]["parameters"] if "value" not in p}
-    assert required_job == {"service", "run-id", "output-uri", "checkpoint-uri", "image", "command"}
+    assert required_job == {"service", "run-id", "output-uri", "checkpoint-uri"}
+    defaults = {p["name"]: p.get("value") for p in JOB["spec"]["arguments"]["parameters"]}
+    assert defaults["image"].startswith("ghcr.io/offhours/reference-job:")  # the preemptible reference
 
 
 def test_no_environment_specific_default() -> None:

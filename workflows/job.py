@@ -2,9 +2,12 @@
 
 from hera.workflows import WorkflowTemplate
 
+from offhours import __version__
 from offhours.workflows.compose import Pipeline
 
 NAME = "offhours-job"
+REFERENCE_IMAGE = f"ghcr.io/offhours/reference-job:{__version__}"
+"""The reference preemptible job (examples/reference-job): what the job runs unless told otherwise."""
 
 
 def pipeline() -> Pipeline:
@@ -12,9 +15,10 @@ def pipeline() -> Pipeline:
     p = Pipeline(NAME, description="One research job (any image) on borrowed inference GPUs.")
     p.step(
         "job",
-        image=p.add_parameter("image", description="Image of the job."),
-        command=p.add_parameter("command", description="JSON list: the program and its fixed arguments."),
-        args=p.add_parameter("args", "[]", "JSON list of further arguments."),
+        image=p.add_parameter("image", REFERENCE_IMAGE, "Image of the job (default: the reference preemptible job)."),
+        command=p.add_parameter("command", '["python", "/app/train.py"]',
+                                "JSON list: the program and its fixed arguments."),
+        args=p.add_parameter("args", '["--steps", "20000", "--every", "500"]', "JSON list of further arguments."),
         gpus=p.add_parameter("gpus", "4", "GPUs of the job's pod."),
         cpu=p.add_parameter("cpu", "8", "CPU request of the job's pod."),
         memory=p.add_parameter("memory", "64Gi", "Memory of the job's pod."),
