@@ -154,6 +154,26 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _submit(args: argparse.Namespace) -> int:
+    from offhours.scripts.cluster.kube import KubeCluster, load_client_config
+    from offhours.scripts.submit import GROUP, VERSION, SubmitError, parked_workflow, parse_params
+
+    try:
+        params = parse_params(args.param or [])
+        load_client_config()
+        cluster = KubeCluster()
+        template = cluster.custom.get_namespaced_custom_object(GROUP, VERSION, args.namespace, "workflowtemplates",
+                                                               args.template)
+        body = parked_workflow(template, params, args.namespace, args.priority)
+    except SubmitError as err:
+        print(f"submit: {err}", file=sys.stderr)
+        return 2
+    created = cluster.custom.create_namespaced_custom_object(GROUP, VERSION, args.namespace, "workflows", body)
+    print(f"{created['metadata']['name']} parked: the gate admits it when {body['metadata']['labels']['offhours.io/service']}"
+          f" can lend {body['metadata']['labels']['offhours.io/replicas']} replica(s)")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     """Build the argument parser of `offhours`."""
     root = argparse.ArgumentParser(
@@ -179,6 +199,14 @@ def parser() -> argparse.ArgumentParser:
                       help="tick every tickSeconds until SECONDS have passed, then exit (what each CronWorkflow run does)")
     gate.add_argument("--dry-run", action="store_true", help="print the plan of one tick; change nothing")
     gate.set_defaults(func=_gate)
+
+    submit = sub.add_parser("submit", help="create a research workflow from a template, parked until the gate "
+                            "admits it")
+    submit.add_argument("template", help="WorkflowTemplate name, e.g. offhours-llm-pipeline or offhours-job")
+    submit.add_argument("-p", "--param", action="append", help="workflow parameter name=value (repeatable)")
+    submit.add_argument("-n", "--namespace", default="default", help="workflow namespace")
+    submit.add_argument("--priority", type=int, default=0, help="admission priority (higher first)")
+    submit.set_defaults(func=_submit)
 
     sim = sub.add_parser("simulate", help="replay a traffic trace through the gate's policy; compare with the "
                          "fixed nightly window and an oracle (default: the bundled 14-day trace)")

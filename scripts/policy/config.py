@@ -104,6 +104,19 @@ def _capacity(raw: dict[str, Any]) -> Capacity:
     return Capacity(raw.get("requestsPerSecond"), raw.get("promptTokensPerSecond"), raw.get("generationTokensPerSecond"))
 
 
+def service_policy(name: str, raw: dict[str, Any], schedule: "Schedule | None" = None) -> ServicePolicy:
+    """Build a service's policy from its (schema-validated) camelCase settings; unset ones take the defaults."""
+    kwargs = {py: raw[key] for key, py in _POLICY_KEYS.items() if key in raw}
+    return ServicePolicy(
+        name=name,
+        capacity=_capacity(raw["capacity"]),
+        deployment=raw.get("deployment"),
+        gpus_per_replica=raw.get("gpusPerReplica", 4),
+        schedule=schedule or Schedule(),
+        **kwargs,
+    )
+
+
 def _schedule(raw: dict[str, Any] | None, where: str) -> Schedule:
     if not raw:
         return Schedule()
@@ -143,15 +156,8 @@ def parse_config(raw: Any) -> GateConfig:
         merged = {**defaults, **svc}
         if "capacity" not in merged:
             raise ConfigError(f"gate config: services.{name}.capacity: required (here or in defaults)")
-        kwargs = {py: merged[key] for key, py in _POLICY_KEYS.items() if key in merged}
-        services.append(ServicePolicy(
-            name=name,
-            capacity=_capacity(merged["capacity"]),
-            deployment=svc.get("deployment"),
-            gpus_per_replica=svc.get("gpusPerReplica", 4),
-            schedule=_schedule(svc["schedule"], f"services.{name}.schedule") if "schedule" in svc else default_schedule,
-            **kwargs,
-        ))
+        schedule = _schedule(svc["schedule"], f"services.{name}.schedule") if "schedule" in svc else default_schedule
+        services.append(service_policy(name, merged, schedule))
     metrics = raw.get("metrics", {})
     prom, direct = metrics.get("prometheus", {}), metrics.get("direct", {})
     source = metrics.get("source", "prometheus" if prom else "direct")

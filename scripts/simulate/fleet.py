@@ -12,7 +12,7 @@ import jsonschema
 import numpy as np
 import yaml
 
-from offhours.scripts.policy.config import Capacity, ServicePolicy
+from offhours.scripts.policy.config import Capacity, ServicePolicy, service_policy
 from offhours.scripts.trace import Trace
 
 
@@ -88,20 +88,8 @@ def parse_fleet(raw: Any, what: str = "fleet") -> Fleet:
     _validate(raw, "fleet.schema.json", what)
     services = []
     for name, svc in raw["services"].items():
-        cap = svc["capacity"]
-        policy = ServicePolicy(
-            name=name,
-            capacity=Capacity(cap.get("requestsPerSecond"), cap.get("promptTokensPerSecond"),
-                              cap.get("generationTokensPerSecond")),
-            gpus_per_replica=svc.get("gpusPerReplica", 4),
-            headroom=svc.get("headroom", 1.0),
-            min_replicas=svc.get("minReplicas", 1),
-            max_waiting_per_replica=svc.get("maxWaitingPerReplica", 5.0),
-            stabilization_seconds=svc.get("stabilizationSeconds", 900.0),
-            max_lend_step=svc.get("maxLendStep", 2),
-            lend_hysteresis=svc.get("lendHysteresis", 0),
-        )
-        services.append(ServiceSpec(policy, svc["baseline"], svc.get("share", 1.0), svc.get("shiftMinutes", 0)))
+        services.append(ServiceSpec(service_policy(name, svc), svc["baseline"], svc.get("share", 1.0),
+                                    svc.get("shiftMinutes", 0)))
     fixed = raw.get("fixedWindow", {})
     return Fleet(
         services=tuple(services),

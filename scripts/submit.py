@@ -1,0 +1,71 @@
+"""`offhours submit`: create a research workflow from an offhours template, parked for the gate.
+
+Parked means created with `spec.suspend: true` and the labels the gate reads (service, replicas,
+run id, state); the gate resumes it when the service can lend that many replicas. Parameters are
+checked against the template's declared arguments first: an unknown or missing one is refused
+before anything is created.
+"""
+
+import re
+from typing import Any
+
+from offhours.scripts.cluster.base import ANNOTATION_PRIORITY, LABEL_REPLICAS, LABEL_SERVICE, LABEL_STATE, STATE_PARKED
+
+GROUP, VERSION = "argoproj.io", "v1alpha1"
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+class SubmitError(ValueError):
+    """The submission is invalid; names the parameter."""
+
+
+def declared_arguments(template: dict[str, Any]) -> dict[str, str | None]:
+    """Return a WorkflowTemplate's workflow parameters and their defaults (None: required)."""
+    params = ((template.get("spec") or {}).get("arguments") or {}).get("parameters") or []
+    return {p["name"]: p.get("value") for p in params}
+
+
+def parked_workflow(template: dict[str, Any], params: dict[str, str], namespace: str, priority: int = 0) -> dict[str, Any]:
+    """Build the parked Workflow that runs `template` with `params`."""
+    name = template["metadata"]["name"]
+    declared = declared_arguments(template)
+    unknown = sorted(set(params) - set(declared))
+    if unknown:
+        raise SubmitError(f"{name} has no parameter {', '.join(unknown)}; it takes: {', '.join(declared)}")
+    missing = sorted(k for k, v in declared.items() if v is None and k not in params)
+    if missing:
+        raise SubmitError(f"{name} needs -p {' -p '.join(m + '=...' for m in missing)}")
+    values = {k: (params[k] if k in params else v) for k, v in declared.items()}
+    replicas = str(values.get("replicas") or "1")
+    if not replicas.isdigit() or int(replicas) < 1:
+        raise SubmitError(f"replicas must be a whole number >= 1, got {replicas!r}")
+    run_id = str(values.get("run-id") or "")
+    if not _NAME.match(run_id) or len(run_id) > 50:
+        raise SubmitError(f"run-id must be a DNS label of at most 50 characters, got {run_id!r}")
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "Workflow",
+        "metadata": {
+            "generateName": f"{run_id}-",
+            "namespace": namespace,
+            "labels": {LABEL_SERVICE: str(values["service"]), LABEL_REPLICAS: replicas,
+                       "offhours.io/run-id": run_id, LABEL_STATE: STATE_PARKED, "offhours.io/managed": "true"},
+            "annotations": {ANNOTATION_PRIORITY: str(priority)},
+        },
+        "spec": {
+            "workflowTemplateRef": {"name": name},
+            "arguments": {"parameters": [{"name": k, "value": v} for k, v in params.items()]},
+            "suspend": True,
+        },
+    }
+
+
+def parse_params(pairs: list[str]) -> dict[str, str]:
+    """Parse `-p name=value` pairs."""
+    out: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise SubmitError(f"-p {pair!r}: expected name=value")
+        out[key] = value
+    return out
