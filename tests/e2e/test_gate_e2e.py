@@ -243,3 +243,12 @@ def test_stop_runs_the_exit_hook_and_a_workflow_that_cannot_be_stopped_is_report
     assert hook[0].exit_code == 0 and "ended Failed" in hook[0].output
     with pytest.raises(ClusterError, match="stop workflow research/gone: HTTP 404"):
         cluster.stop(RESEARCH, Job("gone", "chat", 1, "admitted"))
+
+
+def test_lease_serialises_writers_on_the_real_api_server(api: client.ApiClient, gate_setup: dict[str, Any]) -> None:
+    gate_side, hook_side = KubeCluster(gate_setup["gate_api"]), KubeCluster(gate_setup["gate_api"])
+    assert gate_side.acquire_lease(SERVING, "gate/one", 30)
+    assert not hook_side.acquire_lease(SERVING, "exit-hook/two", 30)  # held: the second writer waits
+    gate_side.release_lease(SERVING, "gate/one")
+    assert hook_side.acquire_lease(SERVING, "exit-hook/two", 30)
+    hook_side.release_lease(SERVING, "exit-hook/two")
