@@ -173,6 +173,32 @@ class _S3Backend:
         self.s3.put_object(Bucket=self.bucket, Key=self._key(name), Body=data)
 
 
+def latest_progress_time(prefix_uri: str, endpoint_url: str | None = None) -> float | None:
+    """Return the newest `progress.json` time under a run's prefix (any step), or None.
+
+    What the gate reads to choose the victims whose stop loses least work.
+    """
+    parsed = urlparse(prefix_uri)
+    texts: list[bytes] = []
+    if parsed.scheme == "file":
+        root = Path(parsed.path)
+        texts = [p.read_bytes() for p in root.rglob(PROGRESS)] if root.is_dir() else []
+    elif parsed.scheme == "s3" and parsed.netloc:
+        backend = _S3Backend(parsed.netloc, parsed.path, endpoint_url)
+        for page in backend.s3.get_paginator("list_objects_v2").paginate(Bucket=backend.bucket,
+                                                                         Prefix=backend._key("")):
+            for obj in page.get("Contents", []):
+                if obj["Key"].endswith("/" + PROGRESS):
+                    texts.append(bytes(backend.s3.get_object(Bucket=backend.bucket, Key=obj["Key"])["Body"].read()))
+    times = []
+    for text in texts:
+        try:
+            times.append(float(json.loads(text)["time"]))
+        except (ValueError, KeyError, TypeError):
+            continue
+    return max(times) if times else None
+
+
 class CheckpointStore:
     """Checkpoints of one run under a `file://` or `s3://` URI."""
 

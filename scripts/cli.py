@@ -39,7 +39,7 @@ def _validate(args: argparse.Namespace) -> int:
 
 def _gate(args: argparse.Namespace) -> int:
     from offhours.scripts.cluster.kube import KubeCluster, load_client_config
-    from offhours.scripts.gate import Gate
+    from offhours.scripts.gate import Gate, store_progress
     from offhours.scripts.metrics.sources import source_from_config
     from offhours.scripts.policy.config import ConfigError, load_config
 
@@ -49,7 +49,7 @@ def _gate(args: argparse.Namespace) -> int:
         print(err, file=sys.stderr)
         return 2
     load_client_config()
-    gate = Gate(config, KubeCluster(), source_from_config(config.metrics))
+    gate = Gate(config, KubeCluster(), source_from_config(config.metrics), progress=store_progress)
     deadline = time.monotonic() + args.for_seconds if args.for_seconds else None
     while True:
         started = time.monotonic()

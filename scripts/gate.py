@@ -11,7 +11,7 @@ import socket
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, TextIO
 
@@ -101,6 +101,7 @@ class Gate:
     clock: Callable[[], float] = time.time
     holder: str = field(default_factory=lambda: f"gate/{socket.gethostname()}")
     out: TextIO = sys.stdout
+    progress: Callable[[Job], float | None] | None = None  # last checkpoint time of a running job
 
     def tick(self, dry_run: bool = False) -> list[ServiceOutcome]:
         """Run one observe -> decide -> act pass over every service."""
@@ -166,6 +167,8 @@ class Gate:
             failed_ticks_before_reclaim=self.config.failed_ticks_before_reclaim,
             state=stored.decision,
         )
+        if decision.target_lent < lent and self.progress is not None:
+            jobs = [self._with_progress(j) for j in jobs]  # only when a stop is coming: it costs I/O
         p = plan(decision, baseline, jobs, now)
         outcome.decision, outcome.plan = decision, p
         if dry_run:
@@ -173,6 +176,18 @@ class Gate:
         self._act(policy, dep, decision, p, outcome)
         samples = reading.samples or stored.samples
         self.cluster.annotate_deployment(dep, {ANNOTATION_GATE_STATE: StoredState(decision.state, samples).to_json()})
+
+    def _with_progress(self, job: Job) -> Job:
+        if job.state != ADMITTED or self.progress is None:
+            return job
+        try:
+            at = self.progress(job)
+        except Exception as err:  # noqa: BLE001 - progress is advisory: a stop must never wait on it
+            print(f"progress of {job.name} unreadable: {err}", file=self.out)
+            return job
+        if at is None or (job.progress_at is not None and job.progress_at >= at):
+            return job
+        return replace(job, progress_at=at)
 
     def _act(self, policy: ServicePolicy, dep: Deployment, decision: Decision, p: Plan, outcome: ServiceOutcome) -> None:
         wf_ns = self.config.workflow_namespace
@@ -205,6 +220,17 @@ class Gate:
             self.cluster.record_event(dep.namespace, "Deployment", dep.name, reason, message, warning)
         except ClusterError as err:  # an event is a record, not an action: never let it undo a tick
             print(f"could not record event {reason}: {err}", file=self.out)
+
+
+def store_progress(job: Job) -> float | None:
+    """Read a job's last checkpoint time from its checkpoint store (`progress.json`, see offhours.scripts.checkpoint)."""
+    import os
+
+    from offhours.scripts.checkpoint import latest_progress_time
+
+    if not job.checkpoint_prefix or not job.checkpoint_prefix.startswith(("file://", "s3://")):
+        return None
+    return latest_progress_time(job.checkpoint_prefix, os.environ.get("OFFHOURS_S3_ENDPOINT_URL"))
 
 
 def outcome_as_dict(outcome: ServiceOutcome) -> dict[str, Any]:

@@ -7,6 +7,7 @@ parser, the policy. The cluster is the in-memory implementation of the same inte
 
 import io
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -213,3 +214,26 @@ def test_exit_hook_reads_workflow_failures(text: str, names: list[str]) -> None:
     from offhours.scripts.exit_hook import failed_nodes
 
     assert [n["displayName"] for n in failed_nodes(text)] == names
+
+
+def test_reclaim_stops_the_job_whose_last_checkpoint_loses_least(harness: Harness, tmp_path: Path) -> None:
+    from offhours.scripts.checkpoint import CheckpointStore
+    from offhours.scripts.gate import store_progress
+
+    h = harness
+    for name in ("sft-a", "eval-b"):
+        h.cluster.workflows[("serving", name)]["spec"]["arguments"]["parameters"] += [
+            {"name": "checkpoint-uri", "value": f"file://{tmp_path}/ckpt"}, {"name": "run-id", "value": name}]
+    h.gate.progress = store_progress
+    lend_all(h)
+    import time as clock
+
+    # eval-b checkpointed a moment ago (through the job library); sft-a never did since its start an hour ago.
+    CheckpointStore(f"file://{tmp_path}/ckpt/eval-b/eval/default").save(100, b"state")
+    assert store_progress(next(j for j in h.cluster.jobs("serving", "chat") if j.name == "eval-b")) == \
+        pytest.approx(clock.time(), abs=5)
+    h.cluster.workflows[("serving", "eval-b")]["metadata"]["annotations"]["offhours.io/priority"] = "0"
+    for name in ("sft-a", "eval-b"):
+        h.cluster.workflows[("serving", name)]["status"]["startedAt"] = h.now - 3600
+    out = h.tick(28)  # needs 4 of 8 replicas: one of the two jobs must go
+    assert out.plan is not None and [j.name for j in out.plan.stop] == ["eval-b"], h.log.getvalue()

@@ -225,7 +225,15 @@ def workflow_job(wf: dict[str, Any], service: str | None = None) -> Job | None:
         progress_at=_timestamp(progress) if progress else None,
         started=_timestamp(started) if started else None,
         parked_from=annotations.get(ANNOTATION_PARKED_FROM),
+        checkpoint_prefix=_checkpoint_prefix(wf),
     )
+
+
+def _checkpoint_prefix(wf: dict[str, Any]) -> str | None:
+    params = {p.get("name"): p.get("value") for p in ((wf.get("spec") or {}).get("arguments") or {}).get("parameters")
+              or [] if isinstance(p, dict)}
+    uri, run_id = params.get("checkpoint-uri"), params.get("run-id")
+    return f"{str(uri).rstrip('/')}/{run_id}" if uri and run_id else None
 
 
 def _int(value: str | None, default: int) -> int:

@@ -32,6 +32,7 @@ class Job:
     progress_at: float | None = None
     started: float | None = None
     parked_from: str | None = None
+    checkpoint_prefix: str | None = None  # <checkpoint-uri>/<run-id>: where its steps record progress
 
 
 @dataclass(frozen=True)
