@@ -246,6 +246,10 @@ class ServiceSim:
             t = float(ticks[j])
             if self.process_events(t):
                 blocked_at = -1
+            lent, ready = self.lent, self.ready
+            if not (controller.lo[j] < lent or controller.hi[j] > max(lent, blocked_at) or short[j] > ready):
+                i = j + 1  # the event changed nothing the gate would act on: it holds
+                continue
             target, ceiling = controller.target(self, j)
             if target != self.lent:
                 before = self.lent
@@ -281,7 +285,7 @@ class GateController:
         padded = np.concatenate((np.full(k, np.iinfo(np.int64).max), self.required))
         window_max = np.lib.stride_tricks.sliding_window_view(padded, k + 1).max(axis=1)
         baseline = sim.spec.baseline
-        self.lo = baseline - self.required
+        self.lo = np.maximum(0, baseline - self.required)  # what `decide` may keep lent (never below 0)
         # Lending needs every tick of the window to allow it (and a full window of history), with the
         # hysteresis spare: where `decide` could lend. The test of the engine checks it against
         # calling `decide` at every tick.
