@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
-from typing import Any, TextIO
+from typing import TextIO
 
 from offhours.scripts.cluster.base import (
     ANNOTATION_BASELINE,
@@ -231,21 +231,3 @@ def store_progress(job: Job) -> float | None:
     if not job.checkpoint_prefix or not job.checkpoint_prefix.startswith(("file://", "s3://")):
         return None
     return latest_progress_time(job.checkpoint_prefix, os.environ.get("OFFHOURS_S3_ENDPOINT_URL"))
-
-
-def outcome_as_dict(outcome: ServiceOutcome) -> dict[str, Any]:
-    """Return a JSON-able view of an outcome (for --json and tests)."""
-    d, p = outcome.decision, outcome.plan
-    return {
-        "service": outcome.service,
-        "baseline": outcome.baseline,
-        "action": d.action if d else None,
-        "lent": d.lent if d else None,
-        "lentAfter": p.lent_after if p else None,
-        "required": d.required if d else None,
-        "reason": d.reason if d else None,
-        "scaleTo": p.scale_to if p else None,
-        "admit": [j.name for j in p.admit] if p else [],
-        "stop": [j.name for j in p.stop] if p else [],
-        "error": outcome.error,
-    }

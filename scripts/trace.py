@@ -66,17 +66,12 @@ def parse_trace(text: str, name: str = "trace") -> Trace:
                 raise TraceError(f"{name}: line {line_no}: {column} {cell!r} must be a finite number >= 0")
             values.append(value)
         if values[0] != len(rows):
-            raise TraceError(f"{name}: line {line_no}: minute {cell_text(values[0])} out of order (expected {len(rows)})")
+            raise TraceError(f"{name}: line {line_no}: minute {row[0].strip()} out of order (expected {len(rows)})")
         rows.append((values[1], values[2], values[3]))
     if not rows:
         raise TraceError(f"{name}: no data rows")
     data = np.array(rows, dtype=np.float64)
     return Trace(data[:, 0], data[:, 1], data[:, 2], name)
-
-
-def cell_text(value: float) -> str:
-    """Format a number as it would be written in the trace."""
-    return str(int(value)) if value == int(value) else str(value)
 
 
 def load_trace(path: str | Path | None = None) -> Trace:

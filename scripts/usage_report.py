@@ -8,7 +8,6 @@ and the estimated saving at a GPU-hour price: the shape of the original operatio
 """
 
 import calendar
-from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -99,11 +98,3 @@ def render_table(rows: list[UsageRow], price: float) -> str:
                  f"{total.gpu_hours_used:>11,.1f} {total.gpu_hours_lent:>11,.1f} {'':>10} "
                  f"{total.gpu_hours_used * price:>10,.0f}")
     return "\n".join(lines)
-
-
-def group_by_service(rows: Iterable[UsageRow]) -> dict[str, float]:
-    """Return GPU-hours used per service over every month."""
-    out: dict[str, float] = defaultdict(float)
-    for r in rows:
-        out[r.service] += r.gpu_hours_used
-    return dict(out)

@@ -8,7 +8,6 @@ ServiceAccount, so RBAC applies as in the cluster. The pod's status follows the 
 then Succeeded or Failed with the exit code.
 """
 
-import base64
 import json
 import os
 import subprocess
@@ -169,7 +168,3 @@ class LocalPodRunner:
                 return
             except client.ApiException:
                 time.sleep(0.5)
-
-
-def b64(text: str) -> str:
-    return base64.b64encode(text.encode()).decode()
