@@ -47,3 +47,10 @@ def test_permanent_answers_are_not_retried(status: int) -> None:
     with pytest.raises(ClusterError, match=f"HTTP {status}"):
         cluster._call("patch workflow research/x", call)
     assert calls["n"] == 1 and sleeps == []
+
+
+def test_accepted_statuses_are_results_not_errors() -> None:
+    cluster, sleeps = cluster_with_sleeps()
+    call, calls = failing([404])
+    assert cluster._call("get workflow research/gone", call, accept={404: None}) is None
+    assert calls["n"] == 1 and sleeps == []

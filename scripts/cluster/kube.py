@@ -56,12 +56,15 @@ class KubeCluster:
         self.backoff = backoff
         self.sleep = sleep
 
-    def _call(self, what: str, fn: Callable[[], T]) -> T:
+    def _call(self, what: str, fn: Callable[[], T], accept: dict[int, T] | None = None) -> T:
+        """Call the API, retrying transient answers; `accept` maps statuses that are a result, not an error."""
         delay = self.backoff
         for attempt in range(self.retries + 1):
             try:
                 return fn()
             except ApiException as err:
+                if accept is not None and err.status in accept:
+                    return accept[err.status]
                 if err.status not in RETRIED_STATUSES or attempt == self.retries:
                     raise ClusterError(f"{what}: HTTP {err.status} {err.reason}: {_message(err)}") from None
             except urllib3.exceptions.HTTPError as err:
@@ -127,13 +130,10 @@ class KubeCluster:
 
     def workflow(self, namespace: str, name: str) -> dict[str, Any] | None:
         """Return a workflow, or None if it is gone."""
-        try:
+        def get() -> dict[str, Any] | None:
             return dict(self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name))
-        except ApiException as err:
-            if err.status == 404:
-                return None
-        return self._call(f"get workflow {namespace}/{name}", lambda: dict(
-            self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)))
+
+        return self._call(f"get workflow {namespace}/{name}", get, accept={404: None})
 
     def _patch_workflow(self, what: str, namespace: str, name: str, body: dict[str, Any]) -> None:
         self._call(f"{what} workflow {namespace}/{name}", lambda: self.custom.patch_namespaced_custom_object(
@@ -164,12 +164,9 @@ class KubeCluster:
             raise ClusterError(f"park workflow {namespace}/{job.name}: it no longer exists")
         new = build_parked_copy(old)
         name = str(new["metadata"]["name"])
-        try:
-            self.custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, new)
-        except ApiException as err:
-            if err.status != 409:
-                self._call(f"create parked copy {namespace}/{name}", lambda: self.custom.create_namespaced_custom_object(
-                    GROUP, VERSION, namespace, PLURAL, new))
+        # 409 AlreadyExists: a retried tick finds the copy it made before; that is success.
+        self._call(f"create parked copy {namespace}/{name}", lambda: self.custom.create_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, new), accept={409: None})
         return name
 
     def annotate_workflow(self, namespace: str, name: str, annotations: dict[str, str], labels: dict[str, str]) -> None:
