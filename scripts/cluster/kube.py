@@ -133,7 +133,8 @@ class KubeCluster:
         def get() -> dict[str, Any] | None:
             return dict(self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name))
 
-        return self._call(f"get workflow {namespace}/{name}", get, accept={404: None})
+        gone: dict[int, dict[str, Any] | None] = {404: None}
+        return self._call(f"get workflow {namespace}/{name}", get, accept=gone)
 
     def _patch_workflow(self, what: str, namespace: str, name: str, body: dict[str, Any]) -> None:
         self._call(f"{what} workflow {namespace}/{name}", lambda: self.custom.patch_namespaced_custom_object(
