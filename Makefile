@@ -7,7 +7,7 @@ TYPECHECK_ROOT := build/typecheck
 
 .PHONY: help
 help: ## List the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
 .PHONY: deps
 deps: ## Install what the tests need beyond Python: Prometheus (Debian), s3proxy (Maven Central)
@@ -21,7 +21,7 @@ install: ## Install offhours (editable) with its development tools
 	$(PYTHON) -m pip install -q -e ".[dev]"
 
 .PHONY: test
-test: ## Run the fast offline tests
+test: ## Run the tests without the cluster (Prometheus and s3proxy on loopback: make deps first)
 	$(PYTEST) -q
 
 .PHONY: golden
@@ -45,6 +45,8 @@ lint: ## ruff (E, F, I, D) and mypy
 .PHONY: bench
 bench: ## Run the benchmarks; results go to bench/results/
 	$(PYTHON) bench/bench_templates.py
+	$(PYTHON) bench/bench_gate.py
+	$(PYTHON) bench/bench_simulate.py
 
 .PHONY: cluster-up
 cluster-up: ## Build (cached) and start the local control plane: Kubernetes, etcd, kwok GPU nodes, Argo
