@@ -12,7 +12,7 @@ cache="${OFFHOURS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/offhours}/controlplane"
 key="k8s-${KUBERNETES_VERSION}_kwok-${KWOK_VERSION}_argo-${ARGO_VERSION}_$(cat "$here/kube/go.mod" "$here/kube/main.go" | sha256sum | cut -c1-12)"
 bin="$cache/$key/bin"
 mkdir -p "$bin"
-export CGO_ENABLED=0 GOFLAGS=-trimpath
+export CGO_ENABLED=0 GOFLAGS="-trimpath -buildvcs=false"
 ldflags_common="-s -w"
 
 if [ ! -x "$bin/offhours-kube" ]; then
