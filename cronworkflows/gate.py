@@ -63,10 +63,11 @@ def gate_cron_workflow(schedules: Sequence[str] = DEFAULT_SCHEDULES, timezone: s
         failed_jobs_history_limit=5,
         entrypoint="gate",
         service_account_name=GATE_SERVICE_ACCOUNT,
-        arguments={"config": config, "dry-run": "false"},
+        arguments={"config": config, "dry-run": "false", "run-seconds": str(RUN_SECONDS)},
         volumes=[m.Volume(name="config", config_map=m.ConfigMapVolumeSource(name=CONFIG_MAP))],
         pod_gc=m.PodGC(strategy="OnPodSuccess"),
     ) as cron:
         with Steps(name="gate"):
-            gate_tick(arguments={"config": "{{workflow.parameters.config}}", "dry_run": "{{workflow.parameters.dry-run}}"})
+            gate_tick(arguments={"config": "{{workflow.parameters.config}}", "dry_run": "{{workflow.parameters.dry-run}}",
+                                 "seconds": "{{workflow.parameters.run-seconds}}"})
     return cron

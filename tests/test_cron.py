@@ -22,7 +22,7 @@ def test_cron_workflow_runs_one_tick_at_a_time() -> None:
     assert wf["volumes"] == [{"name": "config", "configMap": {"name": CONFIG_MAP}}]
     tick = next(t for t in wf["templates"] if t["name"] == "tick")
     assert tick["script"]["args"] == ["-m", "hera.workflows.runner", "-e", "offhours.cronworkflows.gate:gate_tick"]
-    assert {p["name"] for p in wf["arguments"]["parameters"]} == {"config", "dry-run"}
+    assert {p["name"] for p in wf["arguments"]["parameters"]} == {"config", "dry-run", "run-seconds"}
 
 
 def test_default_schedule_is_every_five_minutes() -> None:

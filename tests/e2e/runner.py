@@ -112,11 +112,11 @@ class LocalPodRunner:
                 elif var.value_from and var.value_from.field_ref:
                     path = var.value_from.field_ref.field_path
                     env[var.name] = {"metadata.namespace": ns, "metadata.name": name}.get(path, "")
-            template = json.loads(env.get("ARGO_TEMPLATE", "{}") or "{}")
-            if "/argo/staging/script" in argv and template.get("script"):
-                script = work / "script"
-                script.write_text(template["script"]["source"])
-                argv = [str(script) if a == "/argo/staging/script" else a for a in argv]
+            # Argo's init container gets the resolved template (and writes the script where main reads it).
+            argo_template = next((e.value for c in (*(pod.spec.init_containers or []), *pod.spec.containers)
+                                  for e in c.env or [] if e.name == "ARGO_TEMPLATE" and e.value), "{}")
+            template = json.loads(argo_template)
+            mounts: dict[str, str] = {}
             volumes = {v.name: v for v in pod.spec.volumes or []}
             for mount in main.volume_mounts or []:
                 volume = volumes.get(mount.name)
@@ -130,7 +130,18 @@ class LocalPodRunner:
                     data = {}
                 for key, text in data.items():
                     (local / key).write_text(text)
-                argv = [a.replace(mount.mount_path, str(local)) for a in argv]
+                mounts[mount.mount_path] = str(local)
+
+            def local_paths(text: str) -> str:
+                for mount_path, local_dir in mounts.items():
+                    text = text.replace(mount_path, local_dir)
+                return text
+
+            if "/argo/staging/script" in argv and template.get("script"):
+                script = work / "script"
+                script.write_text(local_paths(template["script"]["source"]))
+                argv = [str(script) if a == "/argo/staging/script" else a for a in argv]
+            argv = [local_paths(a) for a in argv]
             if argv and argv[0] == "python":
                 argv[0] = sys.executable
             env["KUBECONFIG"] = str(self._kubeconfig(ns, pod.spec.service_account_name or "default", work))

@@ -252,3 +252,29 @@ def test_lease_serialises_writers_on_the_real_api_server(api: client.ApiClient, 
     gate_side.release_lease(SERVING, "gate/one")
     assert hook_side.acquire_lease(SERVING, "exit-hook/two", 30)
     hook_side.release_lease(SERVING, "exit-hook/two")
+
+
+def test_cron_workflow_runs_the_gate_through_hera_runner(api: client.ApiClient, installed: Path,
+                                                        runner: LocalPodRunner,
+                                                        chat_service: Callable[[int], None]) -> None:
+    """A run of the installed CronWorkflow: its tick pod runs `python -m hera.workflows.runner` for real."""
+    chat_service(2)
+    custom = client.CustomObjectsApi(api)
+    cron = custom.get_namespaced_custom_object(GROUP, VERSION, RESEARCH, "cronworkflows", "offhours-gate")
+    spec = cron["spec"]["workflowSpec"]
+    spec["arguments"]["parameters"] = [{"name": "config", "value": "/etc/offhours/gate.yaml"},
+                                       {"name": "dry-run", "value": "true"}, {"name": "run-seconds", "value": "1"}]
+    name = f"gate-run-{int(time.time())}"
+    custom.create_namespaced_custom_object(GROUP, VERSION, RESEARCH, "workflows", {
+        "apiVersion": f"{GROUP}/{VERSION}", "kind": "Workflow",
+        "metadata": {"name": name, "namespace": RESEARCH}, "spec": spec})
+    done = wait("the gate run to end", lambda: (lambda w: w if w.get("status", {}).get("phase") in
+                                                ("Succeeded", "Failed", "Error") else None)(
+        custom.get_namespaced_custom_object(GROUP, VERSION, RESEARCH, "workflows", name)), timeout=120)
+    ran = [r for r in runner.ran if r.pod.startswith(name)]
+    assert ran and ran[0].argv[1:5] == ["-m", "hera.workflows.runner", "-e", "offhours.cronworkflows.gate:gate_tick"]
+    assert done["status"]["phase"] == "Succeeded", ran[0].output
+    # The dry run read the service as the gate's ServiceAccount and planned without changing anything.
+    assert "chat: " in ran[0].output and "baseline 2" in ran[0].output, ran[0].output
+    dep = client.AppsV1Api(api).read_namespaced_deployment("chat", SERVING)
+    assert "offhours.io/baseline-replicas" not in (dep.metadata.annotations or {})
