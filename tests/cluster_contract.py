@@ -1,0 +1,82 @@
+"""The `Cluster` contract: the same checks run on the in-memory cluster and on the real API server.
+
+A harness creates the objects (an inference Deployment, parked workflows) the way each world
+does; the checks only use the `Cluster` interface.
+"""
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from offhours.scripts.cluster.base import ANNOTATION_BASELINE, Cluster
+from offhours.scripts.policy.plan import ADMITTED, PARKED
+
+
+class Harness(Protocol):
+    cluster: Cluster
+    serving: str
+    research: str
+
+    def add_service(self, name: str, replicas: int) -> None: ...
+    def add_parked(self, name: str, service: str, replicas: int) -> None: ...
+    def read_workflow(self, name: str) -> dict[str, Any]: ...
+    def replicas(self, deployment: str) -> int: ...
+
+
+def deployment_found_by_label_scaled_and_annotated(h: Harness) -> None:
+    h.add_service("contract-svc", 3)
+    dep = h.cluster.deployment(h.serving, "contract-svc")
+    assert dep.name == "contract-svc" and dep.replicas == 3 and dep.baseline is None
+    h.cluster.annotate_deployment(dep, {ANNOTATION_BASELINE: "3"})
+    h.cluster.scale(dep, 2)
+    again = h.cluster.deployment(h.serving, "contract-svc")
+    assert again.baseline == 3 and again.replicas == 2 == h.replicas("contract-svc")
+
+
+def parked_job_is_admitted_then_stopped(h: Harness) -> None:
+    h.add_parked("contract-a", "contract-svc2", 2)
+    jobs = {j.name: j for j in h.cluster.jobs(h.research, "contract-svc2")}
+    assert jobs["contract-a"].state == PARKED and jobs["contract-a"].replicas == 2
+    h.cluster.admit(h.research, jobs["contract-a"])
+    wf = h.read_workflow("contract-a")
+    assert not wf["spec"].get("suspend") and wf["metadata"]["labels"]["offhours.io/state"] == "admitted"
+    assert "offhours.io/admitted-at" in wf["metadata"]["annotations"]
+    assert [j.state for j in h.cluster.jobs(h.research, "contract-svc2") if j.name == "contract-a"] in ([ADMITTED], [])
+    h.cluster.stop(h.research, jobs["contract-a"])
+    wf = h.read_workflow("contract-a")
+    assert wf["spec"]["shutdown"] == "Stop" and wf["metadata"]["labels"]["offhours.io/state"] == "preempted"
+    assert "contract-a" not in {j.name for j in h.cluster.jobs(h.research, "contract-svc2")}
+
+
+def parking_a_copy_is_idempotent(h: Harness) -> None:
+    h.add_parked("contract-b", "contract-svc3", 1)
+    job = next(j for j in h.cluster.jobs(h.research, "contract-svc3") if j.name == "contract-b")
+    first = h.cluster.park_copy(h.research, job)
+    second = h.cluster.park_copy(h.research, job)
+    assert first == second == "contract-b-p1"
+    copy = h.read_workflow(first)
+    assert copy["spec"]["suspend"] is True and copy["metadata"]["annotations"]["offhours.io/preemptions"] == "1"
+    assert copy["metadata"]["annotations"]["offhours.io/parked-from"] == "contract-b"
+    names = [j.name for j in h.cluster.jobs(h.research, "contract-svc3")]
+    assert names.count("contract-b-p1") == 1
+
+
+def missing_workflow_is_none(h: Harness) -> None:
+    assert h.cluster.workflow(h.research, "contract-no-such-workflow") is None
+
+
+def lease_admits_one_writer_at_a_time(h: Harness) -> None:
+    assert h.cluster.acquire_lease(h.serving, "contract/one", 30)
+    assert h.cluster.acquire_lease(h.serving, "contract/one", 30)  # renewing is fine
+    assert not h.cluster.acquire_lease(h.serving, "contract/two", 30)
+    h.cluster.release_lease(h.serving, "contract/one")
+    assert h.cluster.acquire_lease(h.serving, "contract/two", 30)
+    h.cluster.release_lease(h.serving, "contract/two")
+
+
+CONTRACT: list[Callable[[Harness], None]] = [
+    deployment_found_by_label_scaled_and_annotated,
+    parked_job_is_admitted_then_stopped,
+    parking_a_copy_is_idempotent,
+    missing_workflow_is_none,
+    lease_admits_one_writer_at_a_time,
+]
