@@ -8,7 +8,7 @@ executor needs to report a step's result. Nothing cluster-wide.
 
 from typing import Any
 
-from offhours.scripts.cluster.base import LEASE_NAME
+from offhours.scripts.cluster.base import HOLD_REASON, LEASE_NAME, aggregated_event_name
 from offhours.scripts.policy.config import GateConfig
 from offhours.steps.contract import GATE_SERVICE_ACCOUNT, LABEL_MANAGED
 
@@ -40,6 +40,9 @@ def rbac_manifests(config: GateConfig) -> list[dict[str, Any]]:
          "verbs": ["get", "patch", "update"]},
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
         {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
+        # The one counted hold Event per Deployment is read and updated in place.
+        {"apiGroups": [""], "resources": ["events"], "resourceNames": [aggregated_event_name(d, HOLD_REASON)
+                                                                     for d in deployments], "verbs": ["get", "update"]},
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [LEASE_NAME],
          "verbs": ["get", "update"]},

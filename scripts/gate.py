@@ -18,6 +18,7 @@ from typing import TextIO
 from offhours.scripts.cluster.base import (
     ANNOTATION_BASELINE,
     ANNOTATION_GATE_STATE,
+    HOLD_REASON,
     Cluster,
     ClusterError,
     Deployment,
@@ -212,12 +213,14 @@ class Gate:
         if p.notes:
             message += "; " + "; ".join(p.notes)
         reason = ("GPUsLent" if p.lent_after > decision.lent
-                  else "GPUsReclaimed" if p.lent_after < decision.lent else "GateHold")
+                  else "GPUsReclaimed" if p.lent_after < decision.lent else HOLD_REASON)
         self._event(dep, reason, message, warning=decision.action == "reclaim" and "failed ticks" in decision.reason)
 
     def _event(self, dep: Deployment, reason: str, message: str, warning: bool = False) -> None:
         try:
-            self.cluster.record_event(dep.namespace, "Deployment", dep.name, reason, message, warning)
+            # A hold repeats every tick while nothing changes: one Event per Deployment, counted.
+            self.cluster.record_event(dep.namespace, "Deployment", dep.name, reason, message, warning,
+                                      aggregate=reason == HOLD_REASON)
         except ClusterError as err:  # an event is a record, not an action: never let it undo a tick
             print(f"could not record event {reason}: {err}", file=self.out)
 

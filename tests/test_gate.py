@@ -237,3 +237,11 @@ def test_reclaim_stops_the_job_whose_last_checkpoint_loses_least(harness: Harnes
         h.cluster.workflows[("serving", name)]["status"]["startedAt"] = h.now - 3600
     out = h.tick(28)  # needs 4 of 8 replicas: one of the two jobs must go
     assert out.plan is not None and [j.name for j in out.plan.stop] == ["eval-b"], h.log.getvalue()
+
+
+def test_holds_are_one_counted_event_not_one_per_tick(harness: Harness) -> None:
+    h = harness
+    for _ in range(3):
+        h.tick(10)  # the first ticks only hold (no full window yet)
+    holds = [e for e in h.cluster.events if e.reason == "GateHold"]
+    assert len(holds) == 1 and holds[0].count == 3

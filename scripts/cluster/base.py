@@ -27,6 +27,12 @@ STATE_PREEMPTED = "preempted"
 STATE_RETURNED = "returned"
 FINISHED_PHASES = ("Succeeded", "Failed", "Error")
 LEASE_NAME = "offhours-gate"
+HOLD_REASON = "GateHold"
+
+
+def aggregated_event_name(name: str, reason: str) -> str:
+    """Name of the one Event kept per object and reason when repeats are counted."""
+    return f"{name}.{reason.lower()}"
 
 
 class ClusterError(RuntimeError):
@@ -106,8 +112,13 @@ class Cluster(Protocol):
         """Merge annotations and labels into a workflow."""
         ...
 
-    def record_event(self, namespace: str, kind: str, name: str, reason: str, message: str, warning: bool = False) -> None:
-        """Record a Kubernetes Event on an object."""
+    def record_event(self, namespace: str, kind: str, name: str, reason: str, message: str, warning: bool = False,
+                     aggregate: bool = False) -> None:
+        """Record a Kubernetes Event on an object.
+
+        `aggregate`: keep one Event per object and reason (named `<object>.<reason>`) and count the
+        repeats, as the kubelet does: for what the gate says every tick while nothing changes.
+        """
         ...
 
     def acquire_lease(self, namespace: str, holder: str, seconds: int) -> bool:

@@ -24,6 +24,7 @@ from offhours.scripts.cluster.base import (
     ClusterError,
     Deployment,
     Pod,
+    aggregated_event_name,
 )
 from offhours.scripts.cluster.memory import build_parked_copy, workflow_job
 from offhours.scripts.policy.plan import Job
@@ -175,12 +176,25 @@ class KubeCluster:
         self._patch_workflow("annotate", namespace, name, {"metadata": {"annotations": annotations, "labels": labels}})
 
     # -- Events and the Lease -----------------------------------------------------------------
-    def record_event(self, namespace: str, kind: str, name: str, reason: str, message: str, warning: bool = False) -> None:
-        """Record a core/v1 Event on an object."""
+    def record_event(self, namespace: str, kind: str, name: str, reason: str, message: str, warning: bool = False,
+                     aggregate: bool = False) -> None:
+        """Record a core/v1 Event on an object; with `aggregate`, one Event per object and reason, counted."""
         now = datetime.now(timezone.utc)
         api_version = "apps/v1" if kind == "Deployment" else f"{GROUP}/{VERSION}"
+        if aggregate:
+            event_name = aggregated_event_name(name, reason)
+            existing = self._call(f"read event {event_name}", lambda: self.core.read_namespaced_event(event_name, namespace),
+                                  accept={404: None})
+            if existing is not None:
+                existing.count = (existing.count or 1) + 1
+                existing.message, existing.last_timestamp = message[:1024], now
+                existing.type = "Warning" if warning else "Normal"
+                self._call(f"update event {event_name}",
+                           lambda: self.core.replace_namespaced_event(event_name, namespace, existing))
+                return
         event = client.CoreV1Event(
-            metadata=client.V1ObjectMeta(generate_name=f"{name}.offhours-"),
+            metadata=client.V1ObjectMeta(name=aggregated_event_name(name, reason)) if aggregate
+            else client.V1ObjectMeta(generate_name=f"{name}.offhours-"),
             involved_object=client.V1ObjectReference(kind=kind, name=name, namespace=namespace, api_version=api_version),
             reason=reason,
             message=message[:1024],

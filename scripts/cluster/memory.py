@@ -40,6 +40,7 @@ class Event:
     reason: str
     message: str
     warning: bool
+    count: int = 1
 
 
 @dataclass
@@ -173,8 +174,15 @@ class MemoryCluster:
         meta.setdefault("annotations", {}).update(annotations)
         meta.setdefault("labels", {}).update(labels)
 
-    def record_event(self, namespace: str, kind: str, name: str, reason: str, message: str, warning: bool = False) -> None:
-        """Record an event."""
+    def record_event(self, namespace: str, kind: str, name: str, reason: str, message: str, warning: bool = False,
+                     aggregate: bool = False) -> None:
+        """Record an event (one per object and reason, counted, when `aggregate`)."""
+        if aggregate:
+            for event in self.events:
+                if (event.namespace, event.kind, event.name, event.reason) == (namespace, kind, name, reason):
+                    event.count += 1
+                    event.message, event.warning = message, warning
+                    return
         self.events.append(Event(namespace, kind, name, reason, message, warning))
 
     def acquire_lease(self, namespace: str, holder: str, seconds: int) -> bool:

@@ -167,6 +167,8 @@ def test_gate_lends_reclaims_and_restores_the_baseline(api: client.ApiClient, ga
     events = core.list_namespaced_event(SERVING, field_selector="involvedObject.name=chat").items
     assert any(e.reason == "GPUsReclaimed" and "scale to 16" in e.message for e in events)
     assert any(e.reason == "GPUsLent" for e in events)
+    hold = core.read_namespaced_event("chat.gatehold", SERVING)  # holds: one Event, counted (RBAC allows it)
+    assert hold.reason == "GateHold" and hold.count >= 2
 
     load.rps = 5.0  # quiet again: the parked copy resumes from its checkpoints (same run id)
     for _ in range(4):
