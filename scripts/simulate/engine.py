@@ -56,6 +56,14 @@ class SimJob:
         assert self.started_at is not None
         return self.started_at + self.work_minutes - self.progress
 
+    def pause(self, t: float, gpus_per_replica: int) -> float:
+        """Stop the job's clock at minute `t`: count the GPU-minutes it held; return the progress it reached."""
+        reached = self.progress_at(t)
+        if self.started_at is not None:
+            self.gpu_minutes_used += (t - self.started_at) * self.spec.replicas * gpus_per_replica
+        self.started_at = None
+        return reached
+
     def saved(self, progress: float) -> float:
         """Progress kept by the last complete checkpoint."""
         step = self.spec.checkpoint_minutes
@@ -144,8 +152,8 @@ class ServiceSim:
         changed = False
         for job in [j for j in self.running if j.finishes_at() <= t]:
             done = job.finishes_at()
-            job.gpu_minutes_used += (done - (job.started_at or done)) * job.spec.replicas * self.spec.policy.gpus_per_replica
-            job.progress, job.started_at, job.done_at = job.work_minutes, None, done
+            job.pause(done, self.spec.policy.gpus_per_replica)
+            job.progress, job.done_at = job.work_minutes, done
             self.running.remove(job)
             self.lent -= job.spec.replicas
             self.lent_events.append((done, -job.spec.replicas))
@@ -175,10 +183,9 @@ class ServiceSim:
         gpus = self.spec.policy.gpus_per_replica
         for job in p.stop:
             sim = by_name[job.name]
-            progress = sim.progress_at(t)
-            sim.gpu_minutes_used += (t - (sim.started_at or t)) * sim.spec.replicas * gpus
+            progress = sim.pause(t, gpus)
             sim.lost_minutes += progress - sim.saved(progress)
-            sim.progress, sim.started_at = sim.saved(progress), None
+            sim.progress = sim.saved(progress)
             sim.preemptions += 1
             self.running.remove(sim)
             self.lent -= sim.spec.replicas
@@ -234,10 +241,14 @@ class ServiceSim:
         # After a lend that found no job to admit, lending is worth another look only once more can
         # be lent than then, or the queue changes.
         i, blocked_at = 0, -1
+
+        def next_decision(at: int) -> int:
+            """Return the next tick at or after `at` where the gate may do anything but hold, in the current state."""
+            return min(next_tick("reclaim", self.lent, at), next_tick("lend", max(self.lent, blocked_at), at),
+                       next_tick("queue", self.ready, at))
+
         while i < n:
-            lent, ready = self.lent, self.ready
-            j = min(next_tick("reclaim", lent, i), next_tick("lend", max(lent, blocked_at), i),
-                    next_tick("queue", ready, i))
+            j = next_decision(i)
             event = self.next_event()
             if event < math.inf:
                 j = min(j, max(i, math.ceil(event / tick) - 1))
@@ -246,8 +257,7 @@ class ServiceSim:
             t = float(ticks[j])
             if self.process_events(t):
                 blocked_at = -1
-            lent, ready = self.lent, self.ready
-            if not (controller.lo[j] < lent or controller.hi[j] > max(lent, blocked_at) or short[j] > ready):
+            if next_decision(j) != j:
                 i = j + 1  # the event changed nothing the gate would act on: it holds
                 continue
             target, ceiling = controller.target(self, j)
@@ -259,8 +269,7 @@ class ServiceSim:
         end = float(self.rates.shape[1])
         self.process_events(end)
         for job in self.running:
-            job.gpu_minutes_used += (end - (job.started_at or end)) * job.spec.replicas * self.spec.policy.gpus_per_replica
-            job.progress = job.progress_at(end)
+            job.progress = job.pause(end, self.spec.policy.gpus_per_replica)
 
 
 def _next_index(mask: np.ndarray) -> np.ndarray:
