@@ -95,6 +95,8 @@ class _Backend(Protocol):
     def read(self, step: int, name: str) -> bytes | None: ...
     def commit(self, step: int, data: bytes, marker: bytes) -> None: ...
     def put(self, name: str, data: bytes) -> None: ...
+    def get(self, name: str) -> bytes | None: ...
+    def find(self, name: str) -> list[bytes]: ...
 
 
 class _FileBackend:
@@ -129,6 +131,13 @@ class _FileBackend:
         tmp.write_bytes(data)
         os.replace(tmp, self.root / name)
 
+    def get(self, name: str) -> bytes | None:
+        path = self.root / name
+        return path.read_bytes() if path.is_file() else None
+
+    def find(self, name: str) -> list[bytes]:
+        return [p.read_bytes() for p in self.root.rglob(name)] if self.root.is_dir() else []
+
 
 class _S3Backend:
     def __init__(self, bucket: str, prefix: str, endpoint_url: str | None) -> None:
@@ -154,15 +163,18 @@ class _S3Backend:
                     found.add(int(name[5:]))
         return sorted(found)
 
-    def read(self, step: int, name: str) -> bytes | None:
+    def _object(self, key: str) -> bytes | None:
         from botocore.exceptions import ClientError
 
         try:
-            return bytes(self.s3.get_object(Bucket=self.bucket, Key=self._key(_step_name(step), name))["Body"].read())
+            return bytes(self.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read())
         except ClientError as err:
             if err.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
                 return None
             raise
+
+    def read(self, step: int, name: str) -> bytes | None:
+        return self._object(self._key(_step_name(step), name))
 
     def commit(self, step: int, data: bytes, marker: bytes) -> None:
         # S3 has no rename: the data goes first, the marker that vouches for it last.
@@ -172,26 +184,36 @@ class _S3Backend:
     def put(self, name: str, data: bytes) -> None:
         self.s3.put_object(Bucket=self.bucket, Key=self._key(name), Body=data)
 
+    def get(self, name: str) -> bytes | None:
+        return self._object(self._key(name))
+
+    def find(self, name: str) -> list[bytes]:
+        found = []
+        for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=self._key("")):
+            for obj in page.get("Contents", []):
+                if obj["Key"].endswith("/" + name):
+                    found.append(self._object(obj["Key"]))
+        return [data for data in found if data is not None]
+
+
+def _backend_for(uri: str, endpoint_url: str | None) -> _Backend:
+    parsed = urlparse(uri)
+    if parsed.scheme == "file":
+        return _FileBackend(Path(parsed.path))
+    if parsed.scheme == "s3":
+        if not parsed.netloc:
+            raise CheckpointError(f"{uri}: an s3:// URI needs a bucket")
+        return _S3Backend(parsed.netloc, parsed.path, endpoint_url)
+    raise CheckpointError(f"{uri}: checkpoint URIs must be file:// or s3:// (got {parsed.scheme or 'none'}://)")
+
 
 def latest_progress_time(prefix_uri: str, endpoint_url: str | None = None) -> float | None:
     """Return the newest `progress.json` time under a run's prefix (any step), or None.
 
     What the gate reads to choose the victims whose stop loses least work.
     """
-    parsed = urlparse(prefix_uri)
-    texts: list[bytes] = []
-    if parsed.scheme == "file":
-        root = Path(parsed.path)
-        texts = [p.read_bytes() for p in root.rglob(PROGRESS)] if root.is_dir() else []
-    elif parsed.scheme == "s3" and parsed.netloc:
-        backend = _S3Backend(parsed.netloc, parsed.path, endpoint_url)
-        for page in backend.s3.get_paginator("list_objects_v2").paginate(Bucket=backend.bucket,
-                                                                         Prefix=backend._key("")):
-            for obj in page.get("Contents", []):
-                if obj["Key"].endswith("/" + PROGRESS):
-                    texts.append(bytes(backend.s3.get_object(Bucket=backend.bucket, Key=obj["Key"])["Body"].read()))
     times = []
-    for text in texts:
+    for text in _backend_for(prefix_uri, endpoint_url).find(PROGRESS):
         try:
             times.append(float(json.loads(text)["time"]))
         except (ValueError, KeyError, TypeError):
@@ -203,16 +225,8 @@ class CheckpointStore:
     """Checkpoints of one run under a `file://` or `s3://` URI."""
 
     def __init__(self, uri: str, endpoint_url: str | None = None) -> None:
-        parsed = urlparse(uri)
         self.uri = uri
-        if parsed.scheme == "file":
-            self._backend: _Backend = _FileBackend(Path(parsed.path))
-        elif parsed.scheme == "s3":
-            if not parsed.netloc:
-                raise CheckpointError(f"{uri}: an s3:// URI needs a bucket")
-            self._backend = _S3Backend(parsed.netloc, parsed.path, endpoint_url)
-        else:
-            raise CheckpointError(f"{uri}: checkpoint URIs must be file:// or s3:// (got {parsed.scheme or 'none'}://)")
+        self._backend = _backend_for(uri, endpoint_url)
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> "CheckpointStore":
@@ -240,15 +254,7 @@ class CheckpointStore:
     def progress(self) -> dict[str, Any] | None:
         """Return the last recorded progress (step and time of the newest checkpoint), if any."""
         try:
-            text = self._read_progress()
+            text = self._backend.get(PROGRESS)
         except Exception:  # noqa: BLE001 - progress is advisory
             return None
         return json.loads(text) if text else None
-
-    def _read_progress(self) -> bytes | None:
-        backend = self._backend
-        if isinstance(backend, _FileBackend):
-            path = backend.root / PROGRESS
-            return path.read_bytes() if path.is_file() else None
-        assert isinstance(backend, _S3Backend)
-        return bytes(backend.s3.get_object(Bucket=backend.bucket, Key=backend._key(PROGRESS))["Body"].read())

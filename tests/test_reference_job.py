@@ -141,3 +141,8 @@ def test_s3_half_written_checkpoint_is_skipped(s3: dict[str, str], monkeypatch: 
     client.put_object(Bucket="lab", Key="runs/partial/step-000000000020/data", Body=b"no marker yet")
     latest = store.latest()
     assert latest is not None and (latest.step, latest.data) == (10, b"ten")
+    # The progress the gate reads to pick victims, on S3 as on files.
+    from offhours.scripts.checkpoint import latest_progress_time
+
+    assert store.progress()["step"] == 10
+    assert latest_progress_time("s3://lab/runs", s3["OFFHOURS_S3_ENDPOINT_URL"]) == pytest.approx(time.time(), abs=60)
