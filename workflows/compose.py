@@ -128,24 +128,21 @@ def _encode(kind: str, spec: StepInput | None, name: str, value: Any) -> str:
 class Pipeline:
     """A DAG of offhours steps, rendered as a WorkflowTemplate or a Workflow.
 
-    `parameters` adds workflow parameters of the pipeline's own (name -> default; None for a
-    required one), `descriptions` documents them.
+    `parameters` are the workflow parameters of the pipeline's own, beside the shared ones
+    (see `add_parameter`).
     """
 
     name: str
     description: str = ""
-    parameters: dict[str, str | None] = field(default_factory=dict)
-    descriptions: dict[str, str] = field(default_factory=dict)
+    parameters: list[StepInput] = field(default_factory=list)
     labels: dict[str, str] = field(default_factory=dict)
     steps: list[Step] = field(default_factory=list)
 
     def add_parameter(self, name: str, default: str | None = None, description: str = "") -> str:
         """Declare a workflow parameter of this pipeline and return its reference."""
-        shared = {s.name for s in SHARED_PARAMETERS}
-        if name in shared or name in self.parameters:
+        if any(spec.name == name for spec in (*SHARED_PARAMETERS, *self.parameters)):
             raise CompositionError(f"workflow parameter {name!r} is declared twice")
-        self.parameters[name] = default
-        self.descriptions[name] = description
+        self.parameters.append(StepInput(name, description, default))
         return workflow_parameter(name)
 
     def step(
@@ -193,13 +190,10 @@ class Pipeline:
 
     def _arguments(self) -> list[Parameter]:
         params = []
-        for spec in SHARED_PARAMETERS:
-            params.append(Parameter(name=spec.name, value=spec.default, description=spec.description)
-                          if not spec.required else Parameter(name=spec.name, description=spec.description))
-        for name, default in self.parameters.items():
-            desc = self.descriptions.get(name) or None
-            params.append(Parameter(name=name, value=default, description=desc)
-                          if default is not None else Parameter(name=name, description=desc))
+        for spec in (*SHARED_PARAMETERS, *self.parameters):
+            description = spec.description or None
+            params.append(Parameter(name=spec.name, description=description) if spec.required
+                          else Parameter(name=spec.name, value=spec.default, description=description))
         return params
 
     def _spec(self) -> dict[str, Any]:
