@@ -1,7 +1,13 @@
 """Test helpers: a fleet of emulated vLLM servers on loopback, wired into a MemoryCluster."""
 
 import socket
+import subprocess
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
+
+import requests
 
 from offhours.scripts.cluster.memory import MemoryCluster
 from offhours.scripts.metrics.emulator import EmulatedServer, Fleet
@@ -48,3 +54,18 @@ def cluster_for(services: list[EmulatedService], namespace: str = "serving") -> 
     for s in services:
         cluster.add_deployment(namespace, s.name, s.replicas, pod_ips=s.ips)
     return cluster
+
+
+def wait_until_serving(proc: "subprocess.Popen[bytes]", url: str, log: Path, what: str, timeout: float,
+                       ready: Callable[["requests.Response"], bool] = lambda r: True) -> None:
+    """Wait until `url` answers (and `ready` accepts the answer); fail with the log if the process dies."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        assert proc.poll() is None, log.read_text()[-2000:]
+        try:
+            if ready(requests.get(url, timeout=1)):
+                return
+        except requests.RequestException:
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"{what} did not answer at {url} in {timeout:.0f} s")

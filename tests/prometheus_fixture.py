@@ -10,7 +10,7 @@ from pathlib import Path
 import requests
 import yaml
 
-from .fleet import EmulatedService, free_port
+from .fleet import EmulatedService, free_port, wait_until_serving
 
 
 @contextmanager
@@ -36,17 +36,8 @@ def running_prometheus(services: Sequence[EmulatedService], workdir: Path, inter
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            assert proc.poll() is None, (workdir / "prometheus.log").read_text()[-2000:]
-            try:
-                if requests.get(f"{url}/-/ready", timeout=1).status_code == 200:
-                    break
-            except requests.RequestException:
-                pass
-            time.sleep(0.2)
-        else:
-            raise AssertionError("prometheus did not become ready in 60 s")
+        wait_until_serving(proc, f"{url}/-/ready", workdir / "prometheus.log", "prometheus", 60,
+                           ready=lambda r: r.status_code == 200)
         yield url
     finally:
         proc.terminate()

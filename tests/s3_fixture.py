@@ -3,14 +3,11 @@
 import os
 import shutil
 import subprocess
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import requests
-
-from .fleet import free_port
+from .fleet import free_port, wait_until_serving
 
 S3PROXY_VERSION = "2.4.1"
 S3PROXY_JAR = (Path.home() / ".m2" / "repository" / "org" / "gaul" / "s3proxy" / S3PROXY_VERSION
@@ -35,16 +32,7 @@ def running_s3proxy(workdir: Path) -> Iterator[str]:
                             stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.time() + 90
-        while time.time() < deadline:
-            assert proc.poll() is None, (workdir / "s3proxy.log").read_text()[-2000:]
-            try:
-                requests.get(url, timeout=1)
-                break
-            except requests.RequestException:
-                time.sleep(0.3)
-        else:
-            raise AssertionError("s3proxy did not answer in 90 s")
+        wait_until_serving(proc, url, workdir / "s3proxy.log", "s3proxy", 90)
         yield url
     finally:
         proc.terminate()
