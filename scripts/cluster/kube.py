@@ -207,22 +207,21 @@ class KubeCluster:
         self._call(f"record event {reason}", lambda: self.core.create_namespaced_event(namespace, event))
 
     def acquire_lease(self, namespace: str, holder: str, seconds: int) -> bool:
-        """Take the Lease if it is free, expired or ours; optimistic concurrency decides a race."""
+        """Take the Lease if it is free, expired or ours; optimistic concurrency decides a race (409: not ours)."""
         now = datetime.now(timezone.utc)
-        try:
-            lease = self.coordination.read_namespaced_lease(LEASE_NAME, namespace)
-        except ApiException as err:
-            if err.status != 404:
-                raise ClusterError(f"read lease {namespace}/{LEASE_NAME}: HTTP {err.status} {err.reason}") from None
+        absent: dict[int, Any] = {404: None}
+        lost: dict[int, bool] = {409: False}
+        lease = self._call(f"read lease {namespace}/{LEASE_NAME}",
+                           lambda: self.coordination.read_namespaced_lease(LEASE_NAME, namespace), accept=absent)
+        if lease is None:
             body = client.V1Lease(metadata=client.V1ObjectMeta(name=LEASE_NAME), spec=client.V1LeaseSpec(
                 holder_identity=holder, lease_duration_seconds=seconds, acquire_time=now, renew_time=now))
-            try:
+
+            def create() -> bool:
                 self.coordination.create_namespaced_lease(namespace, body)
                 return True
-            except ApiException as create_err:
-                if create_err.status == 409:
-                    return False
-                raise ClusterError(f"create lease: HTTP {create_err.status} {create_err.reason}") from None
+
+            return self._call(f"create lease {namespace}/{LEASE_NAME}", create, accept=lost)
         spec = lease.spec
         renewed = spec.renew_time or spec.acquire_time
         expired = renewed is None or (now - renewed).total_seconds() > (spec.lease_duration_seconds or 0)
@@ -231,13 +230,12 @@ class KubeCluster:
         if spec.holder_identity != holder or expired:
             spec.acquire_time = now
         spec.holder_identity, spec.lease_duration_seconds, spec.renew_time = holder, seconds, now
-        try:
+
+        def take() -> bool:
             self.coordination.replace_namespaced_lease(LEASE_NAME, namespace, lease)
             return True
-        except ApiException as err:
-            if err.status == 409:  # someone else took it between our read and write
-                return False
-            raise ClusterError(f"take lease: HTTP {err.status} {err.reason}") from None
+
+        return self._call(f"take lease {namespace}/{LEASE_NAME}", take, accept=lost)
 
     def release_lease(self, namespace: str, holder: str) -> None:
         """Give the Lease back (clear the holder) if we hold it."""
