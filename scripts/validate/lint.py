@@ -152,8 +152,8 @@ class _DocumentLint:
         node: Any = None
         if len(rel) >= 3 and rel[0] == "dag" and rel[1] == "tasks":
             node = template["dag"]["tasks"][rel[2]]
-        elif len(rel) >= 3 and rel[0] == "steps":
-            node = template["steps"][rel[1]][rel[2]] if len(rel) >= 3 and isinstance(rel[2], int) else None
+        elif len(rel) >= 3 and rel[0] == "steps" and isinstance(rel[2], int):
+            node = template["steps"][rel[1]][rel[2]]
         return isinstance(node, dict) and any(f in node for f in _LOOP_FIELDS)
 
     def check_resources(self, template: dict[str, Any], path: Path) -> None:
