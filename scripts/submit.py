@@ -9,7 +9,6 @@ when one is given. The workflow sets only the template, the parameter values and
 image, ServiceAccount or pod-spec field can come from a submission.
 """
 
-import json
 import re
 from collections.abc import Collection
 from typing import Any

@@ -204,7 +204,6 @@ class Pipeline:
         declared = _by_name(inputs[kind])
         given = {key.replace("_", "-"): _encode(kind, declared.get(key.replace("_", "-")), key, value)
                  for key, value in arguments.items()}
-        self._adopt_kinds(declared, given)
 
         item = "{{item}}" if with_param else ""
         resolved: dict[str, str] = {n: workflow_parameter(n) for n in _FORWARDED if n in declared}
@@ -217,6 +216,7 @@ class Pipeline:
         if missing:
             raise CompositionError(f"step {task!r} ({kind}) is missing required argument(s): {', '.join(missing)}")
 
+        self._adopt_kinds(declared, given)
         step = Step(task, kind, resolved, _depends(depends, input_from), when, with_param)
         self.steps.append(step)
         return step
