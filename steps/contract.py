@@ -129,7 +129,7 @@ CHECK_PARAMETERS_INPUTS: tuple[StepInput, ...] = (
 # preemption: retrying it would only wait for the same refusal.
 PREEMPTION_RETRY_EXPRESSION = (
     '(lastRetry.status == "Error"'
-    " && !(lastRetry.message matches '(?i)podspecpatch|failed to evaluate|is invalid|quantities must match'))"
+    " && !(lastRetry.message matches '(?i)podspecpatch|failed to evaluate|is invalid|is forbidden|quantities must match'))"
     f' || lastRetry.exitCode == "{PREEMPTED_EXIT_CODE}"'
     ' || lastRetry.exitCode == "143"'
     " || lastRetry.message matches '(?i)evict|preempt|pod deleted|node shutdown'"

@@ -1,11 +1,14 @@
 """Run the pods whose program matters as real local processes, on a cluster whose nodes are kwok fakes.
 
-kwok runs no containers. The pods of the `return-gpus` exit hook and of the gate's tick (labels
-offhours.io/role=exit-hook|gate; the cluster's kwok stages leave them alone) are run here: their
+kwok runs no containers. The pods of the `return-gpus` exit hook, of the gate's tick and of the
+parameter check (labels offhours.io/role=exit-hook|gate|check-parameters; the cluster's kwok
+stages leave them alone, or a workflow annotated offhours.io/e2e-run-for keeps them Running) are run here: their
 main container's command (what Argo's emissary would exec) as a local process, with the pod's
 environment, its ConfigMap volumes materialised, and a kubeconfig holding a token of the pod's
 ServiceAccount, so RBAC applies as in the cluster. The pod's status follows the process: Running,
-then Succeeded or Failed with the exit code.
+then Succeeded or Failed with the exit code on the main container (Argo's wait container exits 0);
+like the kubelet, a failed main container with terminationMessagePolicy FallbackToLogsOnError gets
+the tail of its output as its termination message.
 """
 
 import json
@@ -22,7 +25,8 @@ from typing import Any
 
 from kubernetes import client
 
-ROLES = ("exit-hook", "gate")
+ROLES = ("exit-hook", "gate", "check-parameters")
+_MESSAGE_BYTES = 2048  # what the kubelet keeps of a log as a termination message
 
 
 def _now() -> str:
@@ -75,7 +79,7 @@ class LocalPodRunner:
                     continue
                 for pod in pods:
                     key = f"{ns}/{pod.metadata.name}"
-                    if key in self._seen or not pod.spec.node_name or pod.status.phase != "Pending":
+                    if key in self._seen or not pod.spec.node_name or pod.status.phase not in ("Pending", "Running"):
                         continue
                     self._seen.add(key)
                     worker = threading.Thread(target=self._run, args=(pod,), daemon=True)
@@ -153,20 +157,30 @@ class LocalPodRunner:
             except (OSError, subprocess.TimeoutExpired) as err:
                 code, output = 127, str(err)
         self.ran.append(Ran(ns, name, argv, code, output))
-        self._status(core, ns, name, "Succeeded" if code == 0 else "Failed", code, started)
+        message = ""
+        if code and main.termination_message_policy == "FallbackToLogsOnError":
+            message = output.encode()[-_MESSAGE_BYTES:].decode(errors="replace").strip()
+        self._status(core, ns, name, "Succeeded" if code == 0 else "Failed", code, started, message)
 
     @staticmethod
-    def _status(core: client.CoreV1Api, ns: str, name: str, phase: str, code: int | None, started: str) -> None:
+    def _status(core: client.CoreV1Api, ns: str, name: str, phase: str, code: int | None, started: str,
+                message: str = "") -> None:
         now = _now()
-        state: dict[str, Any] = ({"running": {"startedAt": started}} if code is None else
-                                 {"terminated": {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
-                                                 "startedAt": started, "finishedAt": now}})
+
+        def state(container: str) -> dict[str, Any]:
+            if code is None:
+                return {"running": {"startedAt": started}}
+            own = code if container == "main" else 0
+            return {"terminated": {"exitCode": own, "reason": "Completed" if own == 0 else "Error",
+                                   "startedAt": started, "finishedAt": now,
+                                   **({"message": message} if own and message else {})}}
+
         pod = core.read_namespaced_pod(name, ns)
         body = {"status": {
             "phase": phase,
             "conditions": [{"type": "Ready", "status": "True" if code is None else "False", "lastTransitionTime": now}],
             "containerStatuses": [{"name": c.name, "image": c.image, "ready": code is None, "restartCount": 0,
-                                   "state": state} for c in pod.spec.containers],
+                                   "state": state(c.name)} for c in pod.spec.containers],
             "initContainerStatuses": [{"name": c.name, "image": c.image, "ready": True, "restartCount": 0,
                                        "state": {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": now,
                                                                 "finishedAt": now}}}
