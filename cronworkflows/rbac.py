@@ -14,7 +14,7 @@
 
 from typing import Any
 
-from offhours.scripts.cluster.base import HOLD_REASON, LEASE_NAME, aggregated_event_name
+from offhours.scripts.cluster.base import HOLD_REASON, LEASE_NAME, aggregated_event_name, state_configmap_name
 from offhours.scripts.policy.config import ConfigError, GateConfig
 from offhours.steps.contract import (
     EXIT_HOOK_SERVICE_ACCOUNT,
@@ -24,8 +24,6 @@ from offhours.steps.contract import (
 )
 
 _META = {"labels": {LABEL_MANAGED: "true"}}
-STATE_CONFIG_MAP_PREFIX = "offhours-state-"
-"""The gate keeps one ConfigMap of state per service, `offhours-state-<service>`, in the serving namespace."""
 
 _EXECUTOR_RULE: dict[str, Any] = {"apiGroups": ["argoproj.io"], "resources": ["workflowtaskresults"],
                                   "verbs": ["create", "patch"]}
@@ -52,7 +50,7 @@ def _binding(name: str, namespace: str, service_account: str, sa_namespace: str)
 def gate_serving_rules(config: GateConfig) -> list[dict[str, Any]]:
     """Return the gate's rights in the serving namespace: scale subresource, never a Deployment patch."""
     deployments = sorted({s.deployment or s.name for s in config.services})
-    state = sorted(STATE_CONFIG_MAP_PREFIX + s.name for s in config.services)
+    state = sorted(state_configmap_name(s.name) for s in config.services)
     return [
         {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "list", "watch"]},
         {"apiGroups": ["apps"], "resources": ["deployments/scale"], "resourceNames": deployments,
