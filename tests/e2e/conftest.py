@@ -109,7 +109,8 @@ def chat_service(kubectl: Callable[..., str], api: client.ApiClient) -> Iterator
 def runner(api: client.ApiClient, cluster_env: dict[str, str]) -> Iterator[LocalPodRunner]:
     kube = yaml.safe_load(Path(cluster_env["KUBECONFIG"]).read_text())
     cluster = kube["clusters"][0]["cluster"]
-    pods = LocalPodRunner(api, cluster["server"], cluster["certificate-authority"], (RESEARCH,)).start()
+    # Research pods (exit hooks, parameter checks) and the gate's tick pods (serving namespace).
+    pods = LocalPodRunner(api, cluster["server"], cluster["certificate-authority"], (RESEARCH, SERVING)).start()
     yield pods
     pods.stop()
 
