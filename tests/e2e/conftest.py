@@ -70,6 +70,12 @@ def installed(kubectl: Callable[..., str], tmp_path_factory: pytest.TempPathFact
     out = tmp_path_factory.mktemp("manifests")
     # The gate config becomes the ConfigMap in the serving namespace, beside the gate's CronWorkflow.
     write(out, yaml.safe_dump(gate_config_raw(8000)))
+    # A reinstall on a shared cluster: RBAC and CronWorkflows of an earlier offhours install (say, the
+    # gate's account in the research namespace) go first, so the cluster holds exactly this install's.
+    for ns in (SERVING, RESEARCH):
+        if kubectl("get", "namespace", ns, "--ignore-not-found", "-o", "name").strip():
+            kubectl("-n", ns, "delete", "serviceaccount,role,rolebinding,cronworkflow", "-l", "offhours.io/managed=true",
+                    "--ignore-not-found", "--wait=true")
     kubectl("apply", "--server-side", "--force-conflicts", "-k", str(out))
     # The tests drive the gate tick by tick; the CronWorkflow's own schedule would race them.
     kubectl("-n", SERVING, "patch", "cronworkflow", "offhours-gate", "--type=merge", "-p", '{"spec":{"suspend":true}}')

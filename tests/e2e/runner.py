@@ -175,7 +175,10 @@ class LocalPodRunner:
                                    "startedAt": started, "finishedAt": now,
                                    **({"message": message} if own and message else {})}}
 
-        pod = core.read_namespaced_pod(name, ns)
+        try:
+            pod = core.read_namespaced_pod(name, ns)
+        except client.ApiException:
+            return  # the pod is gone (its workflow was deleted): nothing to report
         body = {"status": {
             "phase": phase,
             "conditions": [{"type": "Ready", "status": "True" if code is None else "False", "lastTransitionTime": now}],

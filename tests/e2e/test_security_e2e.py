@@ -90,9 +90,11 @@ def test_a_bad_parameter_fails_the_pipeline_at_its_check_naming_it(
     body = workflow(name, "offhours-llm-pipeline", {**BASE, "image": "ghcr.io/lab/train:1", param: value},
                     annotations=HOLD)
     workflows(body)
-    nodes = wait("the DAG to fail at check-parameters", lambda: (lambda n: n if n.get("main", {}).get("phase") in
+    # The DAG (its node's display name is the workflow's) fails; the workflow then runs its exit hook.
+    nodes = wait("the DAG to fail at check-parameters", lambda: (lambda n: n if n.get(name, {}).get("phase") in
                                                                    ("Failed", "Error") else None)(_nodes(_get(api, name))),
                  timeout=120)
+    assert nodes[name]["phase"] == "Failed", nodes[name]
     check = nodes["check-parameters"]
     assert check["phase"] == "Failed"
     assert f"parameter {param}=" in check["message"] and "exit code 64" in check["message"], check["message"]
@@ -138,7 +140,7 @@ def test_no_research_pod_runs_as_the_gate_even_bypassing_the_check(
     messages = " | ".join(n.get("message", "") for n in attempts)
     print(f"{case}: {wf['status'].get('message')} :: {messages}")
     assert len(attempts) == 1, f"a refused pod spec is not a preemption, never retried: {messages}"
-    expected = {"grace": "failed to evaluate expression", "cpu": "quantities must match",
+    expected = {"grace": "Error applying PodSpecPatch", "cpu": "Error applying PodSpecPatch",
                 "whole-workflow": "offhours-gate"}[case]
     assert expected in messages or expected in wf["status"].get("message", ""), messages
     assert [p.spec.service_account_name for p in _pods(api, name)] == []
@@ -153,8 +155,10 @@ def _allowed(api: client.ApiClient, user: str, verb: str, name: str, subresource
 
 def test_only_the_gate_may_scale_serving_and_only_its_deployments(api: client.ApiClient, installed: Path) -> None:
     table = {}
+    accounts = {sa.metadata.name for sa in client.CoreV1Api(api).list_namespaced_service_account(RESEARCH).items}
+    assert accounts == {"default", "offhours-exit-hook", "offhours-research"}
     for account in ("research:offhours-research", "research:offhours-exit-hook", "research:default",
-                    "serving:offhours-gate"):
+                    "research:offhours-gate", "serving:offhours-gate"):
         user = f"system:serviceaccount:{account}"
         table[account] = {
             "scale chat": _allowed(api, user, "patch", "chat") and _allowed(api, user, "update", "chat"),
@@ -166,6 +170,7 @@ def test_only_the_gate_may_scale_serving_and_only_its_deployments(api: client.Ap
         "research:offhours-research": {"scale chat": False, "scale other": False, "patch chat": False},
         "research:offhours-exit-hook": {"scale chat": False, "scale other": False, "patch chat": False},
         "research:default": {"scale chat": False, "scale other": False, "patch chat": False},
+        "research:offhours-gate": {"scale chat": False, "scale other": False, "patch chat": False},
         "serving:offhours-gate": {"scale chat": True, "scale other": False, "patch chat": False},
     }
 
