@@ -140,7 +140,12 @@ class Gate:
         ns = self.config.namespace
         self._dry_run, self._advisory_spent = dry_run, 0.0
         if not dry_run:
-            if not self.cluster.acquire_lease(ns, self.holder, self.lease_seconds):
+            try:
+                held = self.cluster.acquire_lease(ns, self.holder, self.lease_seconds)
+            except Exception as err:  # noqa: BLE001 - without the Lease nothing may be written: skip, never crash
+                print(f"could not take the offhours lease: {_describe(err)}: skipping this tick", file=self.out)
+                return []
+            if not held:
                 print("another gate or exit hook holds the offhours lease: skipping this tick", file=self.out)
                 return []
             self._renewed = self.monotonic()
