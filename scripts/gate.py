@@ -408,8 +408,12 @@ class Gate:
             if record.deployment_uid and dep.uid and dep.uid != record.deployment_uid:
                 return record  # a new incarnation: nothing of ours to restore on it
             obs = Observed(policy, dep, self.cluster.autoscaler(dep), record, [], [])
-        if obs.current < record.baseline:
-            record = self._apply(obs, record, record.baseline)
+        # What someone else set during the failed ticks is theirs: restore the adopted baseline, not the stored one.
+        lent = sum(j.replicas for j in obs.jobs if j.state == ADMITTED)
+        owned = own_baseline(record, obs.dep.uid, obs.writes_to, obs.current, lent)
+        record = owned.record
+        if obs.current < owned.baseline:
+            record = self._apply(obs, record, owned.baseline)
         return record
 
     def _fence(self) -> None:
