@@ -167,7 +167,9 @@ class SimCluster(MemoryCluster):
 def complete(cluster: MemoryCluster, name: str, phase: str) -> None:
     """The job's work ended: Argo runs its exit hook (which marks it), then finishes it."""
     wf = cluster.workflows.get((NS, name))
-    if wf is None or wf["status"].get("phase") in FINISHED_PHASES:
+    if wf is not None:
+        wf.setdefault("status", {"phase": "Running"})  # a copy the gate just created: Argo picks it up
+    if wf is None or wf.get("status", {}).get("phase") in FINISHED_PHASES:
         return
     wf["status"]["nodes"] = {f"{name}-x": {"name": f"{name}.onExit", "phase": "Running"}}
     try:
@@ -295,12 +297,12 @@ class World:
     def argo(self) -> None:
         """Argo: a stopped workflow runs its exit hook and ends Failed; a finishing one ends Succeeded."""
         for (_, name), wf in list(self.cluster.workflows.items()):
-            phase = wf["status"].get("phase")
+            phase = wf.setdefault("status", {"phase": "Running"}).get("phase")  # Argo picks up a new copy
             if phase in FINISHED_PHASES:
                 continue
             if wf["spec"].get("shutdown") == "Stop":
                 complete(self.cluster, name, "Failed")
-            elif wf["status"].get("nodes"):
+            elif wf.get("status", {}).get("nodes"):
                 self.cluster.finish(NS, name, "Succeeded")
 
     def workflows(self, service: str | None = None) -> list[dict[str, Any]]:
@@ -313,14 +315,14 @@ class World:
         total = 0
         for wf in self.workflows(service):
             meta, spec = wf["metadata"], wf["spec"]
-            if (meta["labels"].get(LABEL_STATE) == ADMITTED and wf["status"].get("phase") not in FINISHED_PHASES
-                    and not spec.get("shutdown") and not spec.get("suspend") and not wf["status"].get("nodes")
+            if (meta["labels"].get(LABEL_STATE) == ADMITTED and wf.get("status", {}).get("phase") not in FINISHED_PHASES
+                    and not spec.get("shutdown") and not spec.get("suspend") and not wf.get("status", {}).get("nodes")
                     and meta.get("annotations", {}).get(ANNOTATION_BORROWED_FROM) == uid):
                 total += self.submitted.get(run_of(wf), 0)
         return total
 
     def finishing(self, service: str) -> bool:
-        return any(wf["status"].get("nodes") and wf["status"].get("phase") not in FINISHED_PHASES
+        return any(wf.get("status", {}).get("nodes") and wf.get("status", {}).get("phase") not in FINISHED_PHASES
                    for wf in self.workflows(service))
 
     def tick(self, second: bool = False) -> dict[str, bool]:
@@ -361,7 +363,7 @@ def run_of(wf: dict[str, Any]) -> str:
 
 def live(wf: dict[str, Any]) -> bool:
     """Its pods run: not finished, not stopped, not parked."""
-    return (wf["status"].get("phase") not in FINISHED_PHASES and not wf["spec"].get("shutdown")
+    return (wf.get("status", {}).get("phase") not in FINISHED_PHASES and not wf["spec"].get("shutdown")
             and not wf["spec"].get("suspend"))
 
 
@@ -370,7 +372,7 @@ def view(world: World, service: str) -> tuple[Any, ...]:
     record = ServiceRecord.from_json(world.cluster.states.get((NS, service)))
     scaler = world.scaler(service)
     wfs = tuple((wf["metadata"]["name"], wf["metadata"]["labels"].get(LABEL_STATE), bool(wf["spec"].get("suspend")),
-                 wf["spec"].get("shutdown"), wf["status"].get("phase")) for wf in world.workflows(service))
+                 wf["spec"].get("shutdown"), wf.get("status", {}).get("phase")) for wf in world.workflows(service))
     return (world.dep(service).replicas, scaler.max_replicas if scaler else None, record.baseline, record.applied,
             record.decision.failed_ticks, record.decision.recommendations, wfs)
 
@@ -551,7 +553,7 @@ class GateCampaign(RuleBasedStateMachine):
     def tenant_writes_a_bad_value(self, pick: int, value: tuple[str, str, str]) -> None:
         """A researcher writes a malformed label or annotation on one of the faulty service's workflows."""
         self._step()
-        wfs = [wf for wf in self.main.workflows(FAULTY) if wf["status"].get("phase") not in FINISHED_PHASES]
+        wfs = [wf for wf in self.main.workflows(FAULTY) if wf.get("status", {}).get("phase") not in FINISHED_PHASES]
         if wfs:
             wf = wfs[pick % len(wfs)]
             where, key, text = value
@@ -582,7 +584,7 @@ class GateCampaign(RuleBasedStateMachine):
         """A faulty-service job completes (exit hook and all) just as the gate's next write to it arrives."""
         self._step()
         names = [wf["metadata"]["name"] for wf in self.main.workflows(FAULTY)
-                 if wf["status"].get("phase") not in FINISHED_PHASES]
+                 if wf.get("status", {}).get("phase") not in FINISHED_PHASES]
         if names:
             self.main.cluster.race_at = names[pick % len(names)]
 
@@ -651,7 +653,7 @@ class GateCampaign(RuleBasedStateMachine):
             for run, wfs in runs.items():
                 alive = [wf["metadata"]["name"] for wf in wfs if live(wf)]
                 assert len(alive) <= 1, f"run {run}: two live workflows {alive}"
-                done = [wf["metadata"]["name"] for wf in wfs if wf["status"].get("phase") == "Succeeded"]
+                done = [wf["metadata"]["name"] for wf in wfs if wf.get("status", {}).get("phase") == "Succeeded"]
                 assert len(done) <= 1, f"run {run}: its job succeeded twice: {done}"
                 if done:
                     assert not alive, f"run {run}: {alive} runs after {done[0]} succeeded"
@@ -697,7 +699,7 @@ def drain(machine: GateCampaign, ticks: int = 60) -> None:
         w.argo()
         machine.no_work_lost_or_duplicated()
         if not any(live(wf) or wf["spec"].get("suspend") for wf in w.workflows()
-                   if run_of(wf) not in w.tampered and wf["status"].get("phase") not in FINISHED_PHASES):
+                   if run_of(wf) not in w.tampered and wf.get("status", {}).get("phase") not in FINISHED_PHASES):
             break
     ended: dict[str, list[str]] = {}
     for wf in w.workflows():
@@ -705,7 +707,12 @@ def drain(machine: GateCampaign, ticks: int = 60) -> None:
         if run in w.tampered:
             continue
         ended.setdefault(run, [])
-        if wf["status"].get("phase") in FINISHED_PHASES and wf["spec"].get("shutdown") != "Stop":
+        if wf.get("status", {}).get("phase") in FINISHED_PHASES and wf["spec"].get("shutdown") != "Stop":
             ended[run].append(wf["metadata"]["name"])
     stuck = {run: names for run, names in ended.items() if len(names) != 1}
-    assert not stuck, f"runs that did not end exactly once after the drain: {stuck}\n{w.log.getvalue()[-3000:]}"
+    if stuck:
+        detail = [(wf["metadata"]["name"], wf["metadata"]["labels"], wf["metadata"].get("annotations"), wf["spec"],
+                   wf.get("status", {}).get("phase")) for wf in w.workflows() if run_of(wf) in stuck]
+        state = {s: (w.baseline[s], w.value(s), w.scaler(s), w.cluster.states.get((NS, s))) for s in w.services}
+        raise AssertionError(f"runs that did not end exactly once after the drain: {stuck}\n{detail}\n"
+                             f"model/state: {state}\n{w.log.getvalue()[-1500:]}")

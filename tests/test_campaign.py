@@ -31,3 +31,19 @@ def test_an_api_error_on_the_lease_skips_the_tick_instead_of_crashing_the_gate()
     assert w.cluster.states == {} and w.cluster.lease_holder is None
     assert w.tick() == {"chat": True}
     assert (NS, "chat") in w.cluster.states
+
+
+def test_the_fail_safe_restores_the_owners_baseline_not_a_stale_one() -> None:
+    # Found by the campaign: on-call scaled the Deployment from 8 to 3 while the gate's ticks were
+    # failing (here: listing workflows raised); the third failed tick's fail-safe "restored" the
+    # stored baseline 8, undoing the owner's change. It must adopt the change like any tick does.
+    from .campaign import World
+
+    w = World(("code",))
+    assert [w.tick(), w.tick()] == [{"code": True}, {"code": True}]
+    w.dep("code").replicas = 3
+    w.cluster.fail_next["list-workflows"] = [ValueError("unexpected answer from the API server")] * 3
+    assert [w.tick() for _ in range(3)] == [{"code": False}] * 3
+    assert w.dep("code").replicas == 3
+    assert [c for c in w.cluster.calls if c.startswith("scale")] == []
+    assert "3 failed ticks in a row: serving restored to its baseline 3" in w.log.getvalue()
