@@ -316,8 +316,12 @@ class Gate:
         self.cluster.stop(namespace, job)
 
     def _incarnation(self, job: Job, uid: str) -> Job:
-        """Treat a job admitted against another incarnation of the Deployment as lending nothing to this one."""
-        if job.state == ADMITTED and job.borrowed_from and uid and job.borrowed_from != uid:
+        """Count a job as lent only if the gate admitted it against this incarnation of the Deployment.
+
+        One admitted against another incarnation lends nothing to this one; one labelled admitted without
+        the gate's `borrowed-from` mark is a tenant's label (anyone can write it), not an admission.
+        """
+        if job.state == ADMITTED and uid and job.borrowed_from != uid:
             return replace(job, state="unmanaged")
         return job
 
