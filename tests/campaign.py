@@ -348,7 +348,9 @@ class World:
             clean[s] = (not killed and o is not None and o.error is None and o.decision is not None
                         and s not in c.faulted and "*" not in c.faulted and s not in self.source.bad)
             if clean[s]:
-                self.clean[s].append(min(required(self.source.demand[s], self.floor(s)), self.baseline[s]))
+                scaler = self.scaler(s)  # with an HPA, its owner's minimum is what low load needs
+                floor = scaler.min_replicas if scaler else MIN_REPLICAS
+                self.clean[s].append(min(required(self.source.demand[s], floor), self.baseline[s]))
         return clean
 
     def rebase(self, service: str) -> None:
@@ -611,7 +613,7 @@ class GateCampaign(RuleBasedStateMachine):
             return
         for s in self.main.services:
             if self.clean.get(s):
-                assert self.main.lent(s) <= self.main.baseline[s] - self.main.floor(s), (
+                assert self.main.lent(s) <= max(0, self.main.baseline[s] - self.main.floor(s)), (
                     f"{s}: {self.main.lent(s)} lent of baseline {self.main.baseline[s]}")
 
     @invariant()
@@ -668,7 +670,8 @@ class GateCampaign(RuleBasedStateMachine):
     def a_fault_in_one_service_never_changes_another(self) -> None:
         """chat's outcome (replicas, the gate's memory of it, its workflows) is the same with the faulty
         neighbour as in the twin cluster where the neighbour does not exist."""
-        assert view(self.main, CLEAN) == view(self.twin, CLEAN)
+        main, twin = view(self.main, CLEAN), view(self.twin, CLEAN)
+        assert main == twin, f"chat with a faulty neighbour: {main}\nchat alone: {twin}\n{self.main.log.getvalue()[-800:]}"
 
     def teardown(self) -> None:
         """Drain: faults stop, load falls; every parked job that is not a tenant's broken one ends exactly once."""
@@ -682,12 +685,13 @@ def drain(machine: GateCampaign, ticks: int = 60) -> None:
     w.cluster.race_at = None
     for s in w.services:
         scaler = w.scaler(s)
-        if w.baseline[s] - w.floor(s) < 3:  # room for any job: the owner raises the fleet
+        more = w.floor(s) + 3 - w.baseline[s]
+        if more > 0:  # room for any job: the owner raises the fleet
             if scaler is not None:
-                scaler.max_replicas += 3
+                scaler.max_replicas += more
             else:
-                w.dep(s).replicas += 3
-            w.baseline[s] += 3
+                w.dep(s).replicas += more
+            w.baseline[s] += more
     for _ in range(ticks):
         w.source.demand = {s: 0.0 for s in w.services}
         machine.clean = w.tick()

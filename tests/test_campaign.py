@@ -5,6 +5,8 @@ tests/campaign.py; bench/bench_campaign.py runs the long variant. On a failure h
 the failing steps and a reproduction blob (`print_blob`), and the database replays it first.
 """
 
+import json
+
 from hypothesis import HealthCheck, settings
 
 from .campaign import GateCampaign
@@ -47,3 +49,22 @@ def test_the_fail_safe_restores_the_owners_baseline_not_a_stale_one() -> None:
     assert w.dep("code").replicas == 3
     assert [c for c in w.cluster.calls if c.startswith("scale")] == []
     assert "3 failed ticks in a row: serving restored to its baseline 3" in w.log.getvalue()
+
+
+def test_a_tenants_admitted_label_is_not_an_admission() -> None:
+    # Found by the campaign: a researcher labelled a parked workflow offhours.io/state=admitted; the
+    # gate counted its replica as lent, so its first baseline became 9 (8 + 1) and a reclaim scaled
+    # serving to 9, above the owner's 8 (with a record, the same label lowered serving instead).
+    # Only the gate's own admission (its borrowed-from mark for this incarnation) lends replicas.
+    from .campaign import NS, World
+
+    w = World(("code",))
+    wf = w.cluster.add_workflow(NS, "code-job1", "code", 1, created=0.0)
+    wf["metadata"]["labels"]["offhours.io/state"] = "admitted"
+    w.source.malformed["code"] = "absurd"  # a reclaim-everything tick
+    w.tick()
+    assert [c for c in w.cluster.calls if c.startswith("scale")] == []
+    assert w.dep("code").replicas == 8 and json.loads(w.cluster.states[(NS, "code")])["baseline"] == 8
+    # Running without the gate's admission and not adopted: it is stopped, and parked again as a clean copy.
+    assert w.cluster.workflows[(NS, "code-job1")]["spec"]["shutdown"] == "Stop"
+    assert w.cluster.workflows[(NS, "code-job1-p1")]["metadata"]["labels"]["offhours.io/state"] == "parked"
