@@ -151,6 +151,9 @@ class Gate:
             self._renewed = self.monotonic()
         try:
             return self._tick()
+        except LeaseLost as err:  # raised wherever the gate noticed (observing, failing a service): stop writing
+            print(f"stopped this tick: {err}", file=self.out)
+            return []
         finally:
             if not dry_run:
                 try:
