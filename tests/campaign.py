@@ -407,7 +407,9 @@ class GateCampaign(RuleBasedStateMachine):
         self.main.source.demand[FAULTY] = code
         self.clean = self.main.tick(second)
         twin_clean = self.twin.tick(second)
-        if main_only:
+        if main_only:  # a process-wide fault lasts one tick (if the Lease kept the gate away, it never hit)
+            self.main.source.raise_next = None
+            self.main.cluster.fail_next.pop("acquire-lease", None)
             self.resync()
         else:
             assert twin_clean[CLEAN] or not self.clean[CLEAN], "the twin failed where the main gate ran clean"
@@ -517,6 +519,7 @@ class GateCampaign(RuleBasedStateMachine):
                 w.baseline[service] += replicas - w.dep(service).replicas
                 w.dep(service).replicas = replicas
             w.baseline[service] = max(w.baseline[service], w.lent(service))
+            w.clean[service] = []  # the owner's change restarts the reaction clock
             w.run_autoscalers()
             w.sync_pods()
 
@@ -531,6 +534,7 @@ class GateCampaign(RuleBasedStateMachine):
                 w.run_autoscalers()
                 w.sync_pods()
                 w.rebase(service)
+                w.clean[service] = []
 
     @rule(replicas=st.integers(1, 12))
     def deployment_recreated(self, replicas: int) -> None:
@@ -543,6 +547,7 @@ class GateCampaign(RuleBasedStateMachine):
         w.run_autoscalers()
         w.sync_pods()
         w.baseline[FAULTY] = w.value(FAULTY)
+        w.clean[FAULTY] = []
 
     @rule(text=st.sampled_from(CORRUPT_STATES))
     def state_corrupted(self, text: str) -> None:

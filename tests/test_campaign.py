@@ -68,3 +68,21 @@ def test_a_tenants_admitted_label_is_not_an_admission() -> None:
     # Running without the gate's admission and not adopted: it is stopped, and parked again as a clean copy.
     assert w.cluster.workflows[(NS, "code-job1")]["spec"]["shutdown"] == "Stop"
     assert w.cluster.workflows[(NS, "code-job1-p1")]["metadata"]["labels"]["offhours.io/state"] == "parked"
+
+
+def test_a_lease_lost_while_recording_a_failed_observation_stops_the_tick_without_a_crash() -> None:
+    # Found by the campaign: reading a service's state failed (403), and while the gate recorded that
+    # failed tick it found another gate had taken the Lease; LeaseLost escaped Gate.tick (only the
+    # acting phase caught it) and crashed the gate. It must stop writing and end the tick quietly.
+    from offhours.scripts.cluster.base import ClusterError
+
+    from .campaign import NS, World
+
+    w = World(("code",))
+    w.gate.monotonic = lambda: w.cluster.calls_seen * 50.0  # every fence renews the Lease
+    w.cluster.fail_next["read-state"] = [ClusterError("HTTP 403 Forbidden")]
+    w.cluster.lease_taken_at = 1  # the intruder takes it right after this gate's acquire
+    assert w.tick() == {"code": False}
+    assert "stopped this tick: another actor took the offhours lease" in w.log.getvalue()
+    assert w.cluster.lease_holder == "gate/other-host/7/intruder"
+    assert (NS, "code") not in w.cluster.states and not [c for c in w.cluster.calls if c.startswith("write-")]
