@@ -241,7 +241,7 @@ class World:
         self.gate = self.new_gate()
         self.ready_at: dict[str, list[tuple[str, float]]] = {}
         self.baseline: dict[str, int] = {}  # the model: what the owner wants serving at with nothing lent
-        self.clean: dict[str, list[int]] = {s: [] for s in services}  # replicas needed, one per clean tick
+        self.clean: dict[str, list[tuple[int, bool]]] = {s: [] for s in services}  # per tick: replicas needed, clean
         self.pod_serial = 0
         self.submitted: dict[str, int] = {}  # run -> the replicas it was submitted with (the truth)
         self.tampered: set[str] = set()  # runs whose labels a tenant changed (stuck parked is right for them)
@@ -347,10 +347,9 @@ class World:
             o = outcomes.get(s)
             clean[s] = (not killed and o is not None and o.error is None and o.decision is not None
                         and s not in c.faulted and "*" not in c.faulted and s not in self.source.bad)
-            if clean[s]:
-                scaler = self.scaler(s)  # with an HPA, its owner's minimum is what low load needs
-                floor = scaler.min_replicas if scaler else MIN_REPLICAS
-                self.clean[s].append(min(required(self.source.demand[s], floor), self.baseline[s]))
+            scaler = self.scaler(s)  # with an HPA, its owner's minimum is what low load needs
+            floor = scaler.min_replicas if scaler else MIN_REPLICAS
+            self.clean[s].append((min(required(self.source.demand[s], floor), self.baseline[s]), clean[s]))
         return clean
 
     def rebase(self, service: str) -> None:
@@ -599,17 +598,17 @@ class GateCampaign(RuleBasedStateMachine):
     @invariant()
     def serving_within_reaction_time(self) -> None:
         """Serving: once the load has needed R replicas over the tick that saw it and the REACTION_TICKS after
-        (tick + grace + cold start; counting the ticks where the gate could act on that service), at least
-        min(R, baseline) replicas are in service (ready pods)."""
+        (tick + grace + cold start), at least min(R, baseline) replicas are in service (ready pods), provided
+        the gate could act on that service in the tick that saw it (no fault hit it then)."""
         if not self.ticked:
             return
         for w in (self.main, self.twin):
             for s in w.services:
                 window = w.clean[s][-(REACTION_TICKS + 1):]
-                if self.clean.get(s) and len(window) == REACTION_TICKS + 1:
-                    assert w.in_service(s) >= min(window), (
-                        f"{s}: {w.in_service(s)} in service, the load has needed {min(window)} for "
-                        f"{REACTION_TICKS + 1} ticks")
+                if len(window) == REACTION_TICKS + 1 and window[0][1]:
+                    need = min(r for r, _ in window)
+                    assert w.in_service(s) >= need, (
+                        f"{s}: {w.in_service(s)} in service, the load has needed {need} for {REACTION_TICKS + 1} ticks")
 
     @invariant()
     def never_more_lent_than_baseline_minus_min(self) -> None:

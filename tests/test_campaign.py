@@ -86,3 +86,27 @@ def test_a_lease_lost_while_recording_a_failed_observation_stops_the_tick_withou
     assert "stopped this tick: another actor took the offhours lease" in w.log.getvalue()
     assert w.cluster.lease_holder == "gate/other-host/7/intruder"
     assert (NS, "code") not in w.cluster.states and not [c for c in w.cluster.calls if c.startswith("write-")]
+
+
+def test_a_write_the_gate_died_before_does_not_skew_the_next_owner_change() -> None:
+    # Found by the campaign: the gate recorded its intent to scale 6 -> 8 (a reclaim) and died before
+    # the scale. The next ticks saw 6 (the value it was applying from) and kept `applied: 8` in the
+    # record; when on-call then scaled 6 -> 10 (+4), the gate measured the change from 8 and adopted a
+    # baseline of 10 instead of 12, so it would lend 2 replicas the owner had just added.
+    from .campaign import NS, World
+
+    w = World(("chat",))
+    w.cluster.add_workflow(NS, "chat-job1", "chat", 2)
+    w.submitted["chat-job1"] = 2
+    for _ in range(4):
+        w.tick()
+    assert (w.dep("chat").replicas, w.lent("chat")) == (6, 2)
+    w.source.demand["chat"], w.cluster.kill_at = 90.0, 1  # dies after recording the intent, before the scale
+    w.tick()
+    w.source.demand["chat"] = 0.0
+    assert [w.tick(), w.tick()] == [{"chat": False}, {"chat": True}]  # the dead process's Lease, then a new one
+    assert w.dep("chat").replicas == 6
+    w.dep("chat").replicas = 10  # on-call adds 4: the owner's baseline is 12
+    w.tick()
+    record = json.loads(w.cluster.states[(NS, "chat")])
+    assert (record["baseline"], record["applied"], record["applyingFrom"]) == (12, 10, None)
