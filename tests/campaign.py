@@ -24,7 +24,7 @@ import io
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
@@ -245,6 +245,7 @@ class World:
         self.pod_serial = 0
         self.submitted: dict[str, int] = {}  # run -> the replicas it was submitted with (the truth)
         self.tampered: set[str] = set()  # runs whose labels a tenant changed (stuck parked is right for them)
+        self.pending: set[str] = set()  # services whose baseline the gate must learn afresh
         for s in services:
             self.cluster.add_deployment(NS, s, START_REPLICAS)
             self.ready_at[s] = [(p.name, 0.0) for p in self.cluster.pods[(NS, s)]]
@@ -331,6 +332,7 @@ class World:
         c.clock += TICK
         c.faulted, c.writes_seen, c.calls_seen = set(), 0, 0
         gate = self.new_gate() if second else self.gate
+        fresh = {s: self.value(s) + self.lent(s) for s in self.pending}  # what the gate can know at this tick
         killed = False
         try:
             outcomes = {o.service: o for o in gate.tick()}
@@ -342,6 +344,13 @@ class World:
         c.dead_lease, c.kill_at, c.lease_taken_at = None, None, None
         self.run_autoscalers()
         self.sync_pods()
+        for s in list(self.pending):
+            record = ServiceRecord.from_json(c.states.get((NS, s)))
+            scaler = self.scaler(s)
+            writes_to = f"{scaler.kind}/{scaler.name}" if scaler else "replicas"
+            if record.baseline is not None and (record.deployment_uid, record.writes_to) == (self.dep(s).uid, writes_to):
+                self.baseline[s] = fresh[s]
+                self.pending.discard(s)
         clean = {}
         for s in self.services:
             o = outcomes.get(s)
@@ -353,8 +362,10 @@ class World:
         return clean
 
     def rebase(self, service: str) -> None:
-        """The gate lost its memory of the service (or met a new incarnation): it can know only what it sees."""
-        self.baseline[service] = self.value(service) + self.lent(service)
+        """The gate lost its memory of the service, or meets a new incarnation or writer target: it can know
+        only what it sees at its next tick that records the service again (replicas or maxReplicas + lent)."""
+        self.pending.add(service)
+        self.baseline[service] = self.value(service) + self.lent(service)  # until then
 
 
 def run_of(wf: dict[str, Any]) -> str:
@@ -386,8 +397,12 @@ PICK = st.integers(0, 1000)
 class GateCampaign(RuleBasedStateMachine):
     """Ticks, owners, faults, second gates, exit hooks and tenants against the gate; invariants after every step."""
 
+    total_steps: ClassVar[int] = 0  # over every example run in this process (the bench reports it)
+    examples: ClassVar[int] = 0
+
     def __init__(self) -> None:
         super().__init__()
+        GateCampaign.examples += 1
         self.main = World((CLEAN, FAULTY))
         self.twin = World((CLEAN,))
         self.steps = 0
@@ -428,6 +443,7 @@ class GateCampaign(RuleBasedStateMachine):
         t.cluster.states = {k: v for k, v in m.cluster.states.items() if k[1] == CLEAN}
         t.cluster.lease_holder, t.cluster.lease_until = m.cluster.lease_holder, m.cluster.lease_until
         t.baseline[CLEAN] = m.baseline[CLEAN]
+        t.pending = m.pending & {CLEAN}
         t.clean[CLEAN] = list(m.clean[CLEAN])
         t.gate = t.new_gate()
 
@@ -441,6 +457,7 @@ class GateCampaign(RuleBasedStateMachine):
 
     def _step(self) -> None:
         self.steps += 1
+        GateCampaign.total_steps += 1
         self.ticked = False
 
     @rule(chat=RPS, code=RPS)
@@ -545,7 +562,7 @@ class GateCampaign(RuleBasedStateMachine):
         w.ready_at[FAULTY] = [(p.name, w.cluster.clock) for p in w.cluster.pods[(NS, FAULTY)]]
         w.run_autoscalers()
         w.sync_pods()
-        w.baseline[FAULTY] = w.value(FAULTY)
+        w.rebase(FAULTY)
         w.clean[FAULTY] = []
 
     @rule(text=st.sampled_from(CORRUPT_STATES))
@@ -589,8 +606,7 @@ class GateCampaign(RuleBasedStateMachine):
     def job_ends_during_the_gates_write(self, pick: int) -> None:
         """A faulty-service job completes (exit hook and all) just as the gate's next write to it arrives."""
         self._step()
-        names = [wf["metadata"]["name"] for wf in self.main.workflows(FAULTY)
-                 if wf.get("status", {}).get("phase") not in FINISHED_PHASES]
+        names = [wf["metadata"]["name"] for wf in self.main.workflows(FAULTY) if live(wf)]  # a parked job cannot end
         if names:
             self.main.cluster.race_at = names[pick % len(names)]
 
