@@ -59,6 +59,7 @@ class MetricsConfig:
 
     source: str = "prometheus"
     max_age_seconds: float = 180.0
+    max_sample_age_seconds: float = 300.0
     prometheus_url: str | None = None
     window: str = "1m"
     service_label: str = "service"
@@ -171,6 +172,7 @@ def parse_config(raw: Any) -> GateConfig:
         metrics=MetricsConfig(
             source=source,
             max_age_seconds=metrics.get("maxAgeSeconds", 180.0),
+            max_sample_age_seconds=metrics.get("maxSampleAgeSeconds", 300.0),
             prometheus_url=prom.get("url"),
             window=prom.get("window", "1m"),
             service_label=prom.get("serviceLabel", "service"),
