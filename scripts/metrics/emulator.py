@@ -46,6 +46,8 @@ class EmulatedServer:
     legacy: bool = False
     max_running_per_engine: float = 256.0
     created: float = field(default_factory=time.time)
+    page: str | None = None  # served instead of the rendered page: a broken or hostile exporter
+    failing: bool = False  # answer 503 Service Unavailable: a failed scrape
     _engines: list[_Engine] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -83,13 +85,21 @@ class EmulatedServer:
             for engine in self._engines:
                 engine.running, engine.waiting, engine.kv = running / self.engines, waiting / self.engines, kv
 
+    def restart(self, engine: int | None = None) -> None:
+        """Restart one engine (its counters and gauges start again from zero), or every engine."""
+        with self._lock:
+            for i in range(len(self._engines)) if engine is None else (engine,):
+                self._engines[i] = _Engine()
+
     def _labels(self, engine: int, extra: str = "") -> str:
         if self.legacy:
             return f'{{{extra}model_name="{self.model_name}"}}'
         return f'{{engine="{engine}",{extra}model_name="{self.model_name}"}}'
 
     def render(self) -> str:
-        """Render the /metrics page."""
+        """Render the /metrics page (or the page set in `page`)."""
+        if self.page is not None:
+            return self.page
         out: list[str] = []
 
         def family(name: str, kind: str, help_text: str) -> None:
@@ -161,7 +171,9 @@ class Fleet:
         try:
             request = await reader.readuntil(b"\r\n\r\n")
             path = request.split(b" ", 2)[1] if b" " in request else b""
-            if path == b"/metrics":
+            if server.failing:
+                body, head = b"unavailable\n", b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
+            elif path == b"/metrics":
                 body = server.render().encode()
                 head = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n"
             else:
