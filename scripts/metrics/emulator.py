@@ -10,7 +10,7 @@ in per interval (requests, prompt and generation tokens), e.g. from a real traff
 import asyncio
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 _TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
@@ -48,7 +48,10 @@ class EmulatedServer:
     created: float = field(default_factory=time.time)
     page: str | None = None  # served instead of the rendered page: a broken or hostile exporter
     failing: bool = False  # answer 503 Service Unavailable: a failed scrape
+    clock: Callable[[], float] = time.time
     _engines: list[_Engine] = field(default_factory=list)
+    _steady: tuple[float, float, float] | None = None
+    _since: float = 0.0
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
@@ -79,6 +82,29 @@ class EmulatedServer:
                 engine.ttft_sum += finished * latency_s / 10
                 engine.e2e_sum += finished * latency_s
 
+    def steady(self, requests_per_second: float, prompt_tokens_per_second: float,
+               generation_tokens_per_second: float) -> None:
+        """Count work continuously at these rates from now on (gauges untouched).
+
+        Whenever the page is rendered, the counters hold exactly the work of the time elapsed, so a
+        reader's rate depends on when it reads, not on a feeding thread's timing.
+        """
+        with self._lock:
+            self._advance()
+            self._steady = (requests_per_second, prompt_tokens_per_second, generation_tokens_per_second)
+            self._since = self.clock()
+
+    def _advance(self) -> None:
+        if self._steady is None:
+            return
+        now = self.clock()
+        elapsed, self._since = now - self._since, now
+        requests, prompt, generation = (rate * elapsed / len(self._engines) for rate in self._steady)
+        for engine in self._engines:
+            engine.success["stop"] += requests
+            engine.prompt_tokens += prompt
+            engine.generation_tokens += generation
+
     def set_gauges(self, running: float, waiting: float, kv: float) -> None:
         """Set the gauges directly (e.g. to emulate gauges stuck after aborted requests)."""
         with self._lock:
@@ -107,6 +133,7 @@ class EmulatedServer:
             out.append(f"# TYPE {name} {kind}")
 
         with self._lock:
+            self._advance()
             engines = list(enumerate(self._engines))
             family("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.")
             out += [f"vllm:num_requests_running{self._labels(i)} {_fmt(e.running)}" for i, e in engines]
