@@ -52,7 +52,10 @@ def wait_for_targets(url: str, count: int, timeout: float = 60) -> None:
     """Wait until `count` targets are up."""
     deadline = time.time() + timeout
     while time.time() < deadline:
-        active = requests.get(f"{url}/api/v1/targets", timeout=2).json()["data"]["activeTargets"]
+        try:
+            active = requests.get(f"{url}/api/v1/targets", timeout=10).json()["data"]["activeTargets"]
+        except requests.RequestException:
+            continue  # a busy Prometheus answers late: ask again until the deadline
         if sum(t["health"] == "up" for t in active) >= count:
             return
         time.sleep(0.5)
