@@ -136,6 +136,9 @@ def test_the_sample_age_bound_comes_from_the_gate_config() -> None:
 @pytest.mark.parametrize("page, problem", [
     (_page(running0="1e308", running1="1e308"),
      "chat-0: vllm:num_requests_running sums to inf over the pod's engines"),
+    (_page().replace('vllm:request_success_total{engine="1"} 1', 'vllm:request_success_total{engine="1",'
+                     'finished_reason="stop"} 1e308\nvllm:request_success_total{engine="1",finished_reason="length"} 1e308'),
+     "chat-0: vllm:request_success_total sums to inf over the pod's engines"),
     (_page(running0="NaN"), "chat-0: vllm:num_requests_running has the value nan"),
     (_page(running0="-3"), "chat-0: vllm:num_requests_running has the value -3.0"),
 ])
