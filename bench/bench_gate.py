@@ -7,6 +7,7 @@ Goals: <= 2 s direct, <= 0.5 s PromQL, < 200 MB. Writes bench/results/gate.json.
 """
 
 import json
+import os
 import platform
 import statistics
 import subprocess
@@ -72,7 +73,9 @@ def main() -> None:
     fleet = start_fleet(services)
     try:
         result: dict[str, object] = {"machine": f"{platform.machine()} {platform.python_version()}",
-                                     "endpoints": SERVICES * REPLICAS, "services": SERVICES}
+                                     "endpoints": SERVICES * REPLICAS, "services": SERVICES,
+                                     # The machine is shared: its load says how far the timings can be trusted.
+                                     "load_average_1m_at_start": os.getloadavg()[0], "cpus": os.cpu_count()}
         result["direct"] = _reader("direct", port)
         result["direct_baseline_fetch_only"] = _reader("fetch-only", port)
         with tempfile.TemporaryDirectory() as tmp, running_prometheus(services, Path(tmp), interval="5s") as url:

@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 
 _NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
+_METRIC_NAME = re.compile(_NAME)
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 _SAMPLE_HEAD = re.compile(rf"^({_NAME})(\{{|\s)")
 _TYPES = {"counter", "gauge", "histogram", "summary", "untyped"}
@@ -152,12 +153,12 @@ def _sample(line: str, number: int) -> tuple[str, tuple[tuple[str, str], ...], f
 def _check_declaration(parts: list[str], seen: set[str], number: int, line: str) -> None:
     """Check a `# HELP name text` or `# TYPE name type` line (split in at most 4 parts); remember the name."""
     kind = parts[1]
-    if len(parts) < 3 or not re.fullmatch(_NAME, parts[2]):
+    if len(parts) < 3 or not _METRIC_NAME.fullmatch(parts[2]):
         raise ExpositionError(number, line, f"bad {kind} line: no valid metric name")
     name = parts[2]
     if kind == "TYPE" and (len(parts) != 4 or parts[3].strip() not in _TYPES):
         raise ExpositionError(number, line, f"bad TYPE line: the type must be one of {', '.join(sorted(_TYPES))}")
-    if kind == "HELP" and len(parts) == 4 and not _HELP_TEXT.fullmatch(parts[3]):
+    if kind == "HELP" and len(parts) == 4 and "\\" in parts[3] and not _HELP_TEXT.fullmatch(parts[3]):
         raise ExpositionError(number, line, "bad HELP line: a backslash may only escape '\\' or 'n'")
     if name in seen:
         raise ExpositionError(number, line, f"bad {kind} line: a second {kind} line for {name}")

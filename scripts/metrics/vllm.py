@@ -11,7 +11,7 @@ one wins.
 import math
 from dataclasses import dataclass, field
 
-from offhours.scripts.metrics.exposition import Page, parse
+from offhours.scripts.metrics.exposition import Page, Sample, parse
 
 REQUESTS = "vllm:request_success_total"
 PROMPT_TOKENS = "vllm:prompt_tokens_total"
@@ -57,12 +57,10 @@ class PodMetrics:
         return (self.requests_total, self.prompt_tokens_total, self.generation_tokens_total)
 
 
-def _per_engine(page: Page, name: str) -> dict[str | None, float]:
+def _per_engine(samples: list[Sample], name: str) -> dict[str | None, float]:
     """Sum family `name` per engine (over its other labels); every value must be a usable number."""
     values: dict[str | None, float] = {}
-    for sample in page.samples:
-        if sample.name != name:
-            continue
+    for sample in samples:
         value = sample.value
         if math.isnan(value) or math.isinf(value) or value < 0:
             raise MetricsIncomplete(f"{name} has the value {value}, which a load reading cannot use")
@@ -87,10 +85,13 @@ def read_pod(page: Page) -> PodMetrics:
     Every needed family must have a series for the same engines: an engine missing from one
     family would otherwise read as zero load on that engine.
     """
-    kv_name = KV_CACHE if any(s.name == KV_CACHE for s in page.samples) else KV_CACHE_LEGACY
-    if kv_name == KV_CACHE_LEGACY and not any(s.name == KV_CACHE_LEGACY for s in page.samples):
+    by_name: dict[str, list[Sample]] = {}
+    for sample in page.samples:
+        by_name.setdefault(sample.name, []).append(sample)
+    kv_name = KV_CACHE if KV_CACHE in by_name else KV_CACHE_LEGACY
+    if kv_name not in by_name:
         raise MetricsIncomplete(f"metric family {KV_CACHE} (or {KV_CACHE_LEGACY}) is missing")
-    families = {name: _per_engine(page, name) for name in (*COUNTERS, *GAUGES, kv_name)}
+    families = {name: _per_engine(by_name.get(name, []), name) for name in (*COUNTERS, *GAUGES, kv_name)}
     engines = set(families[RUNNING])
     if len(engines) > MAX_ENGINES:
         raise MetricsIncomplete(f"{RUNNING} has {len(engines)} engines, more than {MAX_ENGINES}")
