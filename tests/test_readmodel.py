@@ -52,7 +52,7 @@ def test_a_run_gathers_its_parked_copies():
         ("submitted", "rl-d-x7", 300), ("admitted", "rl-d-x7", 290), ("started", "rl-d-x7", 290),
         ("checkpoint", "rl-d-x7", 45),
         ("preempted: its replicas went back to serving", "rl-d-x7", 31),
-        ("parked again as rl-d-x7-p1 after preemption 1", "rl-d-x7-p1", 30), ("finished (Failed)", "rl-d-x7", 30)]
+        ("finished (Failed)", "rl-d-x7", 30), ("parked again as rl-d-x7-p1 after preemption 1", "rl-d-x7-p1", 30)]
 
 
 def test_reason_when_the_service_can_lend_enough():
