@@ -6,6 +6,8 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from offhours.scripts import researcher
+
 Command = Callable[[argparse.Namespace], int]
 
 
@@ -236,6 +238,8 @@ def parser() -> argparse.ArgumentParser:
     ret.add_argument("--config", default="/etc/offhours/gate.yaml",
                      help="gate configuration, for the serving namespace (default: the mounted ConfigMap)")
     ret.set_defaults(func=_return_gpus)
+
+    researcher.register(sub)
     return root
 
 

@@ -29,6 +29,12 @@ def describe_api_error(what: str, err: Exception) -> str:
         if err.status == 404:
             return f"{what}: not found (HTTP 404)"
         return f"{what}: HTTP {err.status} {err.reason}"
+    import urllib3
+
+    if isinstance(err, urllib3.exceptions.MaxRetryError):
+        cause = err.reason
+        why = "connection refused" if isinstance(cause, urllib3.exceptions.NewConnectionError) else type(cause).__name__
+        return f"{what}: cannot reach the API server at {err.pool.scheme}://{err.pool.host}:{err.pool.port} ({why})"
     return f"{what}: {type(err).__name__}: {str(err)[:200]}"
 
 
