@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from offhours.scripts import researcher
+from offhours.scripts import console, researcher
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -240,6 +240,7 @@ def parser() -> argparse.ArgumentParser:
     ret.set_defaults(func=_return_gpus)
 
     researcher.register(sub)
+    console.register(sub)
     return root
 
 
