@@ -98,7 +98,7 @@ class _Page:
 
 
 def exposition(pool: Pool, state: MetricsState) -> str:
-    """The `/metrics` page for `pool` (call `state.update(pool)` first)."""
+    """Render the `/metrics` page for `pool` (call `state.update(pool)` first)."""
     page = _Page()
     services = pool.services
 

@@ -180,7 +180,7 @@ class RunView:
 
     @property
     def state(self) -> str:
-        """waiting / admitted / running / preempted→waiting / succeeded / failed / cancelled."""
+        """Waiting / admitted / running / preempted→waiting / succeeded / failed / cancelled."""
         state = self.current.state
         if state == WAITING and (self.preemptions or len(self.copies) > 1):
             return RESUMED_WAITING
@@ -244,11 +244,11 @@ class Pool:
     problems: tuple[str, ...] = ()
 
     def service(self, name: str) -> ServiceView | None:
-        """The service called `name`, if known."""
+        """Return the service called `name`, if known."""
         return next((s for s in self.services if s.name == name), None)
 
     def find(self, name: str) -> RunView | None:
-        """The run that has a copy named `name`, or whose run id is `name`."""
+        """Return the run that has a copy named `name`, or whose run id is `name`."""
         for run in self.runs:
             if any(c.name == name for c in run.copies):
                 return run
@@ -267,7 +267,7 @@ def _state_json(configmap: Mapping[str, Any]) -> tuple[dict[str, Any], str | Non
         return {}, "no state.json in the state ConfigMap"
     try:
         state = json.loads(text)
-    except ValueError as err:
+    except json.JSONDecodeError as err:
         return {}, f"state.json is not JSON ({err.msg})"
     return (state, None) if isinstance(state, dict) else ({}, "state.json is not an object")
 
@@ -298,7 +298,8 @@ def service_views(configmaps: Iterable[Mapping[str, Any]], deployments: Iterable
         service = name[len(STATE_CONFIGMAP_PREFIX):]
         state, problem = _state_json(cm)
         dep = by_uid.get(state.get("deploymentUID")) or by_service.get(service)
-        decision = state.get("lastDecision") if isinstance(state.get("lastDecision"), dict) else {}
+        last = state.get("lastDecision")
+        decision: dict[str, Any] = last if isinstance(last, dict) else {}
         views[service] = _with_deployment(ServiceView(
             name=service, namespace=namespace, baseline=_int(state.get("baseline")),
             required=_int(decision.get("required")), lent=_int(decision.get("lent")), target=_int(decision.get("target")),
@@ -306,8 +307,9 @@ def service_views(configmaps: Iterable[Mapping[str, Any]], deployments: Iterable
             reason=str(decision["reason"]) if decision.get("reason") else None,
             decided_at=parse_time(decision.get("at")), failed_ticks=_int(state.get("failedTicks"), 0) or 0,
             problem=problem), dep)
-    for service, dep in by_service.items():
-        if service and service not in views:
+    for labelled, dep in by_service.items():
+        if isinstance(labelled, str) and labelled and labelled not in views:
+            service = labelled
             views[service] = _with_deployment(ServiceView(
                 name=service, namespace=namespace,
                 problem=f"no ConfigMap {STATE_CONFIGMAP_PREFIX}{service}: the gate has not recorded this service yet"), dep)

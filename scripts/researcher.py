@@ -80,7 +80,7 @@ def _iso(at: datetime | None) -> str | None:
 
 
 def select_runs(pool: Pool, service: str | None = None, include_finished: bool = False) -> list[RunView]:
-    """Runs to list: unfinished ones (all with `include_finished`), of one service if given."""
+    """Select the runs to list: unfinished ones (all with `include_finished`), of one service if given."""
     return [r for r in pool.runs if (service is None or r.service == service)
             and (include_finished or r.state not in DONE_STATES)]
 
@@ -131,7 +131,7 @@ def sentence(run: RunView, pool: Pool) -> str:
 
 
 def why_text(run: RunView, pool: Pool) -> str:
-    """The sentence, the timeline, the last checkpoint."""
+    """Render the sentence, the timeline, the last checkpoint."""
     lines = [sentence(run, pool), "", "timeline:"]
     lines += [f"  {stamp(e.at)}  {e.what}  [{e.workflow}]" for e in run.timeline()]
     checkpoint = run.last_checkpoint
@@ -193,7 +193,7 @@ def usage_lines(pool: Pool, by: str = "service", since: datetime | None = None) 
 
 
 def usage_text(lines: Sequence[UsageLine], by: str, as_csv: bool = False) -> str:
-    """A table (or CSV) with a total line."""
+    """Render a table (or CSV) with a total line."""
     column = by.removeprefix("label:")
     rows = [[column, "runs", "gpu_hours_used", "gpu_hours_lost_to_preemption", "gpu_hours_lent"]]
     rows += [[x.key, str(len(x.runs)), f"{x.used:.2f}", f"{x.lost:.2f}", f"{x.lent:.2f}"] for x in lines]
@@ -282,7 +282,7 @@ def read_pool(args: argparse.Namespace) -> Pool:
 
 
 def find_run(pool: Pool, name: str, namespace: str) -> RunView:
-    """The run with a workflow or run id `name`, or CommandError naming what exists."""
+    """Return the run with a workflow or run id `name`, or CommandError naming what exists."""
     run = pool.find(name)
     if run is None:
         raise CommandError(f"no offhours job {name!r} in namespace {namespace} (`offhours jobs --all` lists them)")

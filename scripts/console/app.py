@@ -61,7 +61,7 @@ def pool_charts(source: PoolSource) -> dict[str, str]:
 
 
 def create_app(source: PoolSource) -> Flask:
-    """The console over `source`."""
+    """Build the console over `source`."""
     app = Flask(__name__)
     app.jinja_env.globals.update(age=age, stamp=stamp, gpus_of=gpus_of, sentence=sentence, WAITING=WAITING)
 

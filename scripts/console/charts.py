@@ -16,7 +16,7 @@ class Series:
 
 
 def line_chart(series: Sequence[Series], width: int = 640, height: int = 200, title: str = "") -> str:
-    """An SVG chart of step lines over a shared time axis, with a legend; a note when there is too little data."""
+    """Draw an SVG chart of step lines over a shared time axis, with a legend; a note when there is too little data."""
     points = [p for s in series for p in s.points]
     if len({t for t, _ in points}) < 2:
         return (f'<svg class="chart" role="img" width="{width}" height="60" aria-label="{escape(title)}">'

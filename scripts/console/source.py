@@ -48,7 +48,7 @@ class PoolSource:
         self._lock = threading.Lock()
 
     def pool(self) -> Pool:
-        """The pool, read again if the last read is older than the interval; a failed read is a pool with a problem."""
+        """Return the pool, read again if the last read is older than the interval; a failed read is a pool with a problem."""
         with self._lock:
             if self._pool is None or self.clock() - self._read_at >= self.interval:
                 try:
