@@ -26,9 +26,9 @@ def _render(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from offhours.scripts.validate import load_documents, validate_documents
-
     import json
+
+    from offhours.scripts.validate import load_documents, validate_documents
 
     docs, problems = load_documents(args.paths)
     problems += validate_documents(docs)
