@@ -51,6 +51,13 @@ class ServicePolicy:
     max_lend_step: int = 2
     lend_hysteresis: int = 0
     schedule: Schedule = field(default_factory=Schedule)
+    # Reaction time and look-ahead (scripts/policy/forecast.py); the look-ahead terms are off by default.
+    cold_start_seconds: float | None = None  # None: the fleet's (simulator) or 240 s (gate estimate)
+    max_grace_seconds: float = 120.0
+    trend: bool = False
+    volatility_headroom_max: float = 0.0
+    volatility_lookback_seconds: float = 3600.0
+    time_of_day_days: int = 0
 
 
 @dataclass(frozen=True)
@@ -140,6 +147,12 @@ _POLICY_KEYS = {
     "stabilizationSeconds": "stabilization_seconds",
     "maxLendStep": "max_lend_step",
     "lendHysteresis": "lend_hysteresis",
+    "coldStartSeconds": "cold_start_seconds",
+    "maxGraceSeconds": "max_grace_seconds",
+    "trend": "trend",
+    "volatilityHeadroomMax": "volatility_headroom_max",
+    "volatilityLookbackSeconds": "volatility_lookback_seconds",
+    "timeOfDayDays": "time_of_day_days",
 }
 
 

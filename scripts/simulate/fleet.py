@@ -46,6 +46,7 @@ class JobSpec:
     checkpoint_minutes: float = 30.0
     priority: int = 0
     submit_minute: int = 0
+    checkpoint_seconds: float | None = None  # SIGTERM checkpoint time; None: the fleet's grace
 
 
 @dataclass(frozen=True)
@@ -112,7 +113,8 @@ def parse_jobs(raw: Any, what: str = "jobs") -> list[JobSpec]:
     """Validate a decoded jobs document (schemas/jobs.schema.json) and build the jobs."""
     _validate(raw, "jobs.schema.json", what)
     return [JobSpec(j.get("name", f"job-{i}"), j["service"], j["replicas"], j["workHours"],
-                    j.get("checkpointMinutes", 30.0), j.get("priority", 0), j.get("submitMinute", 0))
+                    j.get("checkpointMinutes", 30.0), j.get("priority", 0), j.get("submitMinute", 0),
+                    j.get("checkpointSeconds"))
             for i, j in enumerate(raw["jobs"])]
 
 
