@@ -61,6 +61,8 @@ class Fleet:
     fixed_window_start_hour: int = 20
     fixed_window_end_hour: int = 8
     fixed_window_replicas: dict[str, int] = field(default_factory=dict)
+    reference_headroom: float = 0.2
+    delay_target_seconds: float = 30.0
 
 
 @cache
@@ -101,6 +103,8 @@ def parse_fleet(raw: Any, what: str = "fleet") -> Fleet:
         fixed_window_start_hour=fixed.get("startHour", 20),
         fixed_window_end_hour=fixed.get("endHour", 8),
         fixed_window_replicas=dict(fixed.get("replicas", {})),
+        reference_headroom=raw.get("referenceHeadroom", 0.2),
+        delay_target_seconds=raw.get("delayTargetSeconds", 30.0),
     )
 
 
