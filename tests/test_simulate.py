@@ -19,7 +19,7 @@ from offhours.scripts.simulate.fleet import (
     parse_fleet,
     parse_jobs,
 )
-from offhours.scripts.simulate.report import simulate
+from offhours.scripts.simulate.report import queue_delays, simulate
 from offhours.scripts.trace import Trace, TraceError, load_trace, parse_trace
 
 
@@ -251,9 +251,9 @@ def test_cli_simulates_files_and_writes_json_and_plot(tmp_path: Path, capsys: py
                  "--plot", str(tmp_path / "out.png"), "--price", "2.5"])
     assert code == 0
     out = capsys.readouterr().out
-    assert "SLO-minutes" in out and "share of the oracle's GPU-hours" in out
+    assert "SLO-minutes" in out and "share of the fixed reference's GPU-hours" in out and "queueing delay" in out
     report = json.loads((tmp_path / "out.json").read_text())
-    assert set(report["modes"]) == {"gate", "fixed-window", "oracle"}
+    assert set(report["modes"]) == {"gate", "fixed-window", "reference", "oracle"}
     assert (tmp_path / "out.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -265,3 +265,30 @@ def test_cli_refuses_a_bad_trace_and_jobs_for_unknown_services(tmp_path: Path,
     (tmp_path / "jobs.yaml").write_text("jobs: [{service: nope, replicas: 1, workHours: 1}]\n")
     assert main(["simulate", "--jobs", str(tmp_path / "jobs.yaml")]) == 2
     assert "service(s) nope not in the fleet" in capsys.readouterr().err
+
+
+def test_queue_delay_of_a_one_minute_burst() -> None:
+    # One replica-minute above capacity 2 waits behind nothing else: drained in half a minute.
+    assert queue_delays(np.array([1.0, 3.0, 1.0, 1.0]), np.array([2.0, 2.0, 2.0, 2.0])).tolist() == [0, 30, 0, 0]
+
+
+def test_queue_delay_still_waiting_at_the_end_of_the_trace() -> None:
+    # Backlog 1 then 2 at capacity 2: the first minute's work is served 30 s late, the last one's 60 s.
+    assert queue_delays(np.array([3.0, 3.0]), np.array([2.0, 2.0])).tolist() == [30, 60]
+
+
+def test_queue_delay_counts_in_the_report_and_the_fixed_reference_leads() -> None:
+    # Capacity 10 until the step at minute 30 (2 -> 6 rps with no headroom): capacity is back at
+    # minute 37 (see the step-up test). Backlog grows 4 replica-minutes a minute for 7 minutes.
+    trace = trace_of([2.0] * 30 + [6.0] * 30)
+    result = simulate(trace, fleet_of(), [JobSpec(f"j{i}", "chat", 4, 100, 30) for i in range(2)])
+    gate = result.reports["gate"]
+    chat = gate.per_service["chat"]
+    assert gate.slo_minutes == chat["slo_minutes"] == 7
+    wait = queue_delays(result.series["demand"] / 4, result.series["gate:capacity"] / 4)
+    assert gate.delay_worst_seconds == chat["delay_worst_seconds"] == pytest.approx(wait.max())
+    assert gate.delay_minutes == int((wait > 30).sum()) > 0
+    # The reference keeps 20% over the coming 7 minutes' peak: 10 - ceil(6 x 1.2) = 2 lendable at the end.
+    assert result.series["reference:lent"][-1] == 2 * 4
+    assert result.reports["reference"].share_of_reference == 1.0
+    assert gate.share_of_reference == pytest.approx(gate.gpu_hours_lent / result.reports["reference"].gpu_hours_lent)

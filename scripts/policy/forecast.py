@@ -98,7 +98,8 @@ def forecast_series(needs: np.ndarray, policy: ServicePolicy, tick_seconds: floa
         # The rise of each tick over the lowest need of the reaction time before it; its maximum over
         # the lookback sets the margin, within [headroom, volatilityHeadroomMax].
         low = -trailing_max(-_shift(needs, 1, np.inf), horizon)
-        rise = np.where(np.isfinite(low) & (low > 0), needs / np.where(low > 0, low, 1.0) - 1.0, 0.0)
+        some = np.isfinite(low) & (low > 1e-6)  # a rise from (almost) nothing has no ratio
+        rise = np.where(some, needs / np.where(some, low, 1.0) - 1.0, 0.0)
         recent = trailing_max(rise, _ticks(policy.volatility_lookback_seconds, tick_seconds) + 1)
         margin = np.clip(recent, policy.headroom, max(policy.headroom, policy.volatility_headroom_max))
         floor = np.maximum(floor, _whole(needs, margin))
