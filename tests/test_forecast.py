@@ -17,7 +17,7 @@ from offhours.scripts.policy.forecast import (
     trailing_max,
 )
 
-POLICY = ServicePolicy("chat", Capacity(requests_per_second=1.0), headroom=0.0)
+POLICY = ServicePolicy("chat", Capacity(requests_per_second=1.0), headroom=0.0, trend=False)
 
 
 def test_all_terms_off_gives_no_floor() -> None:
@@ -96,7 +96,7 @@ def test_gate_config_reads_the_look_ahead_knobs() -> None:
             chat.volatility_lookback_seconds, chat.time_of_day_days) == (45, 30, True, 0.9, 7200, 3)
     default = parse_config(_config()).service("chat")
     assert (default.cold_start_seconds, default.trend, default.volatility_headroom_max, default.time_of_day_days) \
-        == (None, False, 0.0, 0)
+        == (None, True, 0.0, 0)  # the trend term is on by default (see the frontier in README)
 
 
 @pytest.mark.parametrize("knob, value, message", [

@@ -31,7 +31,7 @@ def trace_of(rps: list[float], name: str = "hand-made") -> Trace:
 
 def fleet_of(**service: Any) -> Any:
     svc = {"baseline": 10, "capacity": {"requestsPerSecond": 1.0}, "headroom": 0.0, "minReplicas": 1,
-           "stabilizationSeconds": 300, "maxLendStep": 10, **service}
+           "stabilizationSeconds": 300, "maxLendStep": 10, "trend": False, **service}
     return parse_fleet({"tickMinutes": 1, "coldStartMinutes": 4, "graceMinutes": 2, "gpuHourPrice": 3.0,
                         "fixedWindow": {"startHour": 20, "endHour": 8, "replicas": {"chat": 3}},
                         "services": {"chat": svc}})
@@ -292,3 +292,10 @@ def test_queue_delay_counts_in_the_report_and_the_fixed_reference_leads() -> Non
     assert result.series["reference:lent"][-1] == 2 * 4
     assert result.reports["reference"].share_of_reference == 1.0
     assert gate.share_of_reference == pytest.approx(gate.gpu_hours_lent / result.reports["reference"].gpu_hours_lent)
+
+
+def test_trend_term_reclaims_the_rise_it_extrapolates_at_the_first_tick() -> None:
+    # 2 -> 6 rps at minute 30, reaction 7 minutes: the trend floor asks for 6 + (6 - 2) = 10 at once.
+    sim = run(trace_of([2.0] * 30 + [6.0] * 30), fleet_of(trend=True), jobs_of(*[(1, 100, 30)] * 8))
+    level = lent(sim)
+    assert level[29] == 8 and level[31] == 0
