@@ -57,7 +57,7 @@ def history_ticks(policy: ServicePolicy, tick_seconds: float, reaction: float) -
 
 
 def _shift(x: np.ndarray, by: int, fill: float) -> np.ndarray:
-    """x moved `by` places later (x[i - by] at i), `fill` where that is before the start."""
+    """Return x moved `by` places later (x[i - by] at i), `fill` where that is before the start."""
     if by <= 0:
         return x
     out = np.full_like(x, fill)

@@ -80,7 +80,7 @@ class SimJob:
 
 
 def cold_start_minutes(spec: ServiceSpec, fleet: Fleet) -> float:
-    """The service's cold start: its own `coldStartSeconds`, else the fleet's."""
+    """Return the service's cold start in minutes: its own `coldStartSeconds`, else the fleet's."""
     seconds = spec.policy.cold_start_seconds
     return seconds / 60.0 if seconds is not None else fleet.cold_start_minutes
 
@@ -176,7 +176,7 @@ class ServiceSim:
         return grace_minutes(job.spec, self.spec, self.fleet)
 
     def load_at(self, i: int) -> Load:
-        """The load the gate reads at tick i: the window's rates, and the queue when capacity is short."""
+        """Return the load the gate reads at tick i: the window's rates, and the queue when capacity is short."""
         rps, prompt, gen = self.window_rates[:, i].tolist()
         cap = self.spec.policy.capacity
         # Requests beyond the capacity in service queue up: what vllm:num_requests_waiting shows.

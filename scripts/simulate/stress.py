@@ -49,7 +49,7 @@ def flash_crowd(days: int = 3, peak_rpm: float = 6000.0) -> Trace:
 
 
 def slow_ramp(days: int = 3, peak_rpm: float = 6000.0) -> Trace:
-    """The load climbs from 15% to 100% over six hours each day, then falls back as slowly."""
+    """Climb from 15% to 100% of the load over six hours each day, then fall back as slowly."""
     minute = np.arange(days * DAY) % DAY
     up = np.clip((minute - 360) / 360.0, 0.0, 1.0)
     down = np.clip((1080 - minute) / 360.0, 0.0, 1.0)
