@@ -127,7 +127,7 @@ def reference_lent(trace: Trace, fleet: Any, spec: Any, jobs: list[JobSpec]) -> 
         floor = forecast_required(sim.needs[max(0, i + 1 - keep):i + 1], policy, tick_s, reaction)
         d = decide(now=minute * 60.0, policy=policy, baseline=spec.baseline, lent=sim.lent, load=sim.load_at(i),
                    load_error=None, lending_allowed=True, max_age_seconds=float("inf"), failed_ticks_before_reclaim=3,
-                   state=state, forecast_required=floor)
+                   state=state, forecast_required=floor, tick_seconds=tick_s)
         state = d.state
         if d.target_lent != sim.lent:
             sim.apply(float(minute), d.target_lent, max(d.ceiling, d.target_lent))

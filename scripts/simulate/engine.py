@@ -372,7 +372,7 @@ class GateController:
         d = decide(now=self._times[i], policy=self.policy, baseline=sim.spec.baseline, lent=sim.lent,
                    load=sim.load_at(i), load_error=None, lending_allowed=True, max_age_seconds=math.inf,
                    failed_ticks_before_reclaim=3, state=self.state,
-                   forecast_required=None if self.floor is None else self.floor[i])
+                   forecast_required=None if self.floor is None else self.floor[i], tick_seconds=self.tick_seconds)
         self.state, self.done = d.state, i
         return d
 
