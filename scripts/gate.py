@@ -357,11 +357,11 @@ class Gate:
             except Exception as err:  # noqa: BLE001 - reported below
                 failure.append(err)
 
-        started = self.monotonic()
+        started = time.monotonic()
         worker = threading.Thread(target=run, name=what, daemon=True)  # a hung read must not hold the process
         worker.start()
         worker.join(min(self.advisory_timeout, left))
-        self._advisory_spent += self.monotonic() - started
+        self._advisory_spent += time.monotonic() - started
         if worker.is_alive():
             print(f"{what}: no answer within {min(self.advisory_timeout, left):.1f} s: skipped", file=self.out)
             return None
