@@ -15,9 +15,12 @@ from offhours.scripts.cluster.kube import KubeCluster
 from offhours.scripts.gate import Gate
 from offhours.scripts.policy.record import ServiceRecord
 
+from . import test_gate_e2e
 from .conftest import RESEARCH, SERVING, wait
-from .test_gate_e2e import ServingLoad, _job, _tick, gate_setup  # noqa: F401 - the fixture is used by name
+from .test_gate_e2e import ServingLoad, _job, _tick
 from .test_pipeline_e2e import GROUP, VERSION
+
+gate_setup = test_gate_e2e.gate_setup  # the fixture, shared by name
 
 
 def record(api: client.ApiClient) -> ServiceRecord:
