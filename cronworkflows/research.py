@@ -54,25 +54,16 @@ def night_run_id(prefix: str) -> str:
     return f"{prefix}-{{{{={NIGHT_EXPRESSION}}}}}"
 
 
-def research_cron_workflow(
+def check_schedule(
     name: str,
-    template: Mapping[str, Any],
     schedules: str | Sequence[str],
-    params: Mapping[str, str],
-    namespace: str,
     *,
     timezone: str = "UTC",
-    priority: int = 0,
     concurrency: str = "Forbid",
     keep: int = DEFAULT_KEEP,
     starting_deadline_seconds: int = DEFAULT_STARTING_DEADLINE_SECONDS,
-) -> dict[str, Any]:
-    """Build the CronWorkflow `name` that runs WorkflowTemplate `template` parked on `schedules`.
-
-    `params` are the template's workflow parameters; `run-id`, if given, is the prefix of each
-    run's id (default: `name`). `keep` finished runs of each outcome are kept. Raise
-    ScheduleError naming the first thing that is wrong; nothing is built then.
-    """
+) -> list[str]:
+    """Check what a schedule needs no template for; return its cron lines or raise ScheduleError."""
     if not _NAME.match(name) or len(name) > NAME_MAX:
         raise ScheduleError(f"schedule name must be a DNS label of at most {NAME_MAX} characters, got {name!r}")
     lines = [schedules] if isinstance(schedules, str) else list(schedules)
@@ -93,6 +84,30 @@ def research_cron_workflow(
         raise ScheduleError(f"keep must be 0 or more, got {keep}")
     if starting_deadline_seconds < 0:
         raise ScheduleError(f"starting deadline must be 0 or more seconds, got {starting_deadline_seconds}")
+    return lines
+
+
+def research_cron_workflow(
+    name: str,
+    template: Mapping[str, Any],
+    schedules: str | Sequence[str],
+    params: Mapping[str, str],
+    namespace: str,
+    *,
+    timezone: str = "UTC",
+    priority: int = 0,
+    concurrency: str = "Forbid",
+    keep: int = DEFAULT_KEEP,
+    starting_deadline_seconds: int = DEFAULT_STARTING_DEADLINE_SECONDS,
+) -> dict[str, Any]:
+    """Build the CronWorkflow `name` that runs WorkflowTemplate `template` parked on `schedules`.
+
+    `params` are the template's workflow parameters; `run-id`, if given, is the prefix of each
+    run's id (default: `name`). `keep` finished runs of each outcome are kept. Raise
+    ScheduleError naming the first thing that is wrong; nothing is built then.
+    """
+    lines = check_schedule(name, schedules, timezone=timezone, concurrency=concurrency, keep=keep,
+                           starting_deadline_seconds=starting_deadline_seconds)
     prefix = params.get("run-id") or name
     if len(prefix) > PREFIX_MAX:
         raise ScheduleError(f"run-id prefix {prefix!r} is longer than {PREFIX_MAX} characters (each run adds "
@@ -139,3 +154,25 @@ def research_cron_workflow(
             },
         },
     }
+
+
+def installed_template(name: str, namespace: str, api: Any = None) -> dict[str, Any]:
+    """Read WorkflowTemplate `name` from `namespace`; ScheduleError if it is not there.
+
+    `api` is a kubernetes CustomObjectsApi (default: one from the in-cluster config or kubeconfig).
+    """
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    if api is None:
+        from offhours.scripts.cluster.kube import load_client_config
+
+        load_client_config()
+        api = client.CustomObjectsApi()
+    try:
+        found: dict[str, Any] = api.get_namespaced_custom_object(GROUP, VERSION, namespace, "workflowtemplates", name)
+    except ApiException as err:
+        if err.status == 404:
+            raise ScheduleError(f"WorkflowTemplate {name!r} not found in namespace {namespace!r}") from None
+        raise
+    return found
