@@ -26,7 +26,7 @@ from offhours.cronworkflows.research import (
     installed_template,
     research_cron_workflow,
 )
-from offhours.scripts.cluster.base import FINISHED_PHASES, LABEL_STATE, STATE_PARKED
+from offhours.scripts.cluster.base import FINISHED_PHASES, STATE_PARKED
 from offhours.scripts.cronexpr import CronError, next_firings, parse_cron, time_zone
 from offhours.scripts.submit import GROUP, VERSION, SubmitError, parse_params
 from offhours.steps.contract import LABEL_RUN_ID
@@ -202,6 +202,8 @@ def run(args: argparse.Namespace, api: Any = None) -> int:
         if args.name in VERBS:
             if args.template or args.cron:
                 raise ScheduleError(f"{args.name!r} is a verb of offhours schedule, not a schedule name")
+            if args.name != "list":
+                _named(args)
             return act(args, api or _custom_api())
         if args.target:
             raise ScheduleError(f"unexpected argument {args.target!r}")
