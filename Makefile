@@ -28,7 +28,7 @@ test: ## Run the tests without the cluster (Prometheus and s3proxy on loopback: 
 
 .PHONY: golden
 golden: ## Regenerate tests/golden from the templates (review the diff!)
-	$(PYTEST) -q tests/test_golden.py --regen-golden
+	$(PYTEST) -q tests/test_golden.py tests/test_schedule.py --regen-golden
 
 .PHONY: render
 render: ## Render every manifest into build/manifests
