@@ -48,8 +48,12 @@ def main() -> int:
         try:
             campaign()
         except Exception as err:  # noqa: BLE001 - a failure is the result: recorded, then reported
-            failures.append({"error": f"{type(err).__name__}: {err}"[:4000],
-                             "traceback": "".join(traceback.format_exception(err))[-4000:]})
+            for one in (err.exceptions if isinstance(err, ExceptionGroup) else [err]):
+                where = traceback.extract_tb(one.__traceback__)[-1]
+                failures.append({"error": f"{type(one).__name__}: {one}"[:3000],
+                                 "at": f"{Path(where.filename).name}:{where.lineno} {where.name}",
+                                 "steps": [n for n in getattr(one, "__notes__", []) if n.startswith("state.")
+                                           or "reproduce_failure" in n]})
     invariants = {name: " ".join((getattr(GateCampaign, name).__doc__ or "").split())
                   for name in ("serving_within_reaction_time", "never_more_lent_than_baseline_minus_min",
                                "gate_owns_only_its_delta", "no_work_lost_or_duplicated",
