@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, settings
 from .campaign import GateCampaign
 
 CampaignInCI = GateCampaign.TestCase
-CampaignInCI.settings = settings(max_examples=60, stateful_step_count=30, deadline=None, print_blob=True,
+CampaignInCI.settings = settings(max_examples=150, stateful_step_count=40, deadline=None, print_blob=True,
                                  suppress_health_check=[HealthCheck.too_slow])
 
 
