@@ -152,6 +152,9 @@ def test_each_branch_decides_exactly() -> None:
         "chat", "hold", 4, 4, None, "no load data: no lending", ServiceState((), 1))
     assert tick(0, 4, None, ServiceState((), 2), "scrape failed") == Decision(
         "chat", "reclaim", 0, 4, None, "scrape failed; 3 failed ticks in a row: reclaim everything", ServiceState((), 3))
+    assert tick(0, 4, load(10, read=4), ServiceState((), 2)) == Decision(  # a reading, but the third partial one
+        "chat", "reclaim", 0, 4, 2, "partial data: 4 of 8 ready pods read; 3 failed ticks in a row: reclaim everything",
+        ServiceState((), 3))
     # Partial data: 32 rps from half the pods needs 3.2 x 1.25 = 4, the 4 in service: hold, no lending.
     assert tick(0, 4, load(32, read=4), ServiceState()) == Decision(
         "chat", "hold", 4, 4, 4, "partial data: 4 of 8 ready pods read: no lending", ServiceState((), 1))
