@@ -10,13 +10,15 @@ help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
 .PHONY: deps
-deps: ## Install what the tests need beyond Python: Prometheus (Debian), s3proxy (Maven Central), go and node
+deps: ## Install what the tests need beyond Python: Prometheus, Chromium (Debian), s3proxy (Maven Central), go, node
 	@command -v prometheus >/dev/null || { apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
 	@# go builds the launcher, node evaluates Argo expressions: on this machine kind already, else Debian's.
 	@command -v go >/dev/null || { apt-get update -qq && apt-get install -y -qq --no-install-recommends golang-go >/dev/null; }
 	@command -v node >/dev/null || { apt-get update -qq && apt-get install -y -qq --no-install-recommends nodejs >/dev/null; }
 	@go version && echo "node $$(node --version)"
 	@prometheus --version 2>&1 | head -1
+	@command -v chromedriver >/dev/null || { apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null; }
+	@chromium --version 2>/dev/null | head -1
 	@mvn -q dependency:get -Dartifact=org.gaul:s3proxy:2.4.1:jar:jar-with-dependencies -Dtransitive=false
 	@echo "s3proxy 2.4.1 (Maven Central)"
 

@@ -14,8 +14,9 @@ from .fleet import EmulatedService, free_port, wait_until_serving
 
 
 @contextmanager
-def running_prometheus(services: Sequence[EmulatedService], workdir: Path, interval: str = "1s") -> Iterator[str]:
-    """Start Prometheus scraping every emulated pod (label service=<name>); yield its URL."""
+def running_prometheus(services: Sequence[EmulatedService], workdir: Path, interval: str = "1s",
+                       extra_scrape_configs: Sequence[dict] = (), rule_files: Sequence[str] = ()) -> Iterator[str]:
+    """Start Prometheus scraping every emulated pod (label service=<name>) and any extra targets; yield its URL."""
     binary = shutil.which("prometheus")
     assert binary, "prometheus is not installed: apt-get install prometheus (make deps does it)"
     config = {
@@ -24,7 +25,8 @@ def running_prometheus(services: Sequence[EmulatedService], workdir: Path, inter
             "job_name": "vllm",
             "static_configs": [{"targets": [f"{ip}:{s.port}" for ip in s.ips], "labels": {"service": s.name}}
                                for s in services],
-        }],
+        }, *extra_scrape_configs],
+        "rule_files": list(rule_files),
     }
     (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
     port = free_port()
