@@ -37,11 +37,15 @@ SCOPES: dict[str, tuple[list[str], list[str], list[str]]] = {
                ["tests/test_policy.py", "tests/test_capacity.py", "tests/test_plan.py"]),
     "metrics": (["scripts/metrics/load.py", "scripts/metrics/exposition.py"],
                 ["offhours.scripts.metrics.load.*", "offhours.scripts.metrics.exposition.*"],
-                ["tests/test_exposition.py", "tests/test_load.py", "tests/test_metrics*.py", "tests/test_gate.py"]),
+                ["tests/test_exposition.py", "tests/test_load*.py", "tests/test_metrics*.py", "tests/test_gate.py"]),
     "exit-hook": (["scripts/exit_hook.py"], ["offhours.scripts.exit_hook.*"],
-                  ["tests/test_gate.py", "tests/test_exit_hook.py"]),
-    # The act path: the methods that carry a plan out (park, stop, scale, admit, record).
-    "gate-act": (["scripts/gate.py"], ["offhours.scripts.gate.xǁGateǁ_act*"], ["tests/test_gate.py"]),
+                  ["tests/test_gate.py", "tests/test_steps.py", "tests/test_exit_hook*.py"]),
+    # The act path: serving first, the scale (or the autoscaler's cap) with its intent recorded, then
+    # the research side (park, stop, admit, adopt, delete, annotate).
+    "gate-act": (["scripts/gate.py"],
+                 [f"offhours.scripts.gate.xǁGateǁ{m}__mutmut_*" for m in ("_service", "_apply", "_research_side",
+                                                                       "_park_and_stop")],
+                 ["tests/test_gate.py", "tests/test_gate_controller.py"]),
 }
 # Survivors that no test can kill because they behave like the original: (function, changed lines, why).
 EQUIVALENT: list[dict[str, object]] = [
