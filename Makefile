@@ -55,6 +55,11 @@ bench: ## Run the benchmarks; results go to bench/results/
 	$(PYTHON) bench/bench_gate.py
 	$(PYTHON) bench/bench_simulate.py
 
+.PHONY: mutation
+mutation: ## Mutation testing (mutmut 3) of the policy, metrics maths, exit hook, gate act path; bench/results/mutation.json
+	$(PYTHON) -m pip install -q "mutmut==3.8.1"
+	$(PYTHON) bench/mutation.py
+
 .PHONY: cluster-up
 cluster-up: ## Build (cached) and start the local control plane: Kubernetes, etcd, kwok GPU nodes, Argo
 	$(PYTHON) scripts/controlplane/cluster.py up

@@ -15,13 +15,13 @@ Results: the score (killed / checked) per scope and overall, and every survivor 
 import argparse
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
 import time
 from fnmatch import fnmatch
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 STAGE = REPO / "build" / "mutation"
@@ -48,18 +48,22 @@ SCOPES: dict[str, tuple[list[str], list[str], list[str]]] = {
                  ["tests/test_gate.py", "tests/test_gate_controller.py"]),
 }
 # Survivors that no test can kill because they behave like the original: (function, changed lines, why).
-EQUIVALENT: list[dict[str, object]] = [
+EQUIVALENT: list[dict[str, Any]] = [
     {"function": "x_decide", "lines": ["-            if rec[1] > peak:", "+            if rec[1] >= peak:"],
      "reason": "a tie replaces the peak with an equal value"},
-    {"function": "x_decide", "lines": ["-    new_state = ServiceState(tuple(kept), 0)", "+    new_state = ServiceState(tuple(kept), )"],
+    {"function": "x_decide",
+     "lines": ["-    new_state = ServiceState(tuple(kept), 0)", "+    new_state = ServiceState(tuple(kept), )"],
      "reason": "0 is ServiceState's default failed_ticks"},
     {"function": "x_plan", "lines": ["-    if target < lent:", "+    if target <= lent:"],
      "reason": "at target == lent the stop loop breaks before stopping anything, and admission is skipped either way"},
-    {"function": "x_plan", "lines": ["-                ceiling_room -= job.replicas", "+                ceiling_room = job.replicas"],
+    {"function": "x_plan",
+     "lines": ["-                ceiling_room -= job.replicas", "+                ceiling_room = job.replicas"],
      "reason": "ceiling_room is read only for the first admission, never after one"},
-    {"function": "x_plan", "lines": ["-                ceiling_room -= job.replicas", "+                ceiling_room += job.replicas"],
+    {"function": "x_plan",
+     "lines": ["-                ceiling_room -= job.replicas", "+                ceiling_room += job.replicas"],
      "reason": "ceiling_room is read only for the first admission, never after one"},
-    {"function": "x_lending_allowed", "lines": ["-    if schedule.start < schedule.end:", "+    if schedule.start <= schedule.end:"],
+    {"function": "x_lending_allowed",
+     "lines": ["-    if schedule.start < schedule.end:", "+    if schedule.start <= schedule.end:"],
      "reason": "start == end is refused by the configuration (use mode continuous)"},
     {"function": "x_lending_allowed",
      "lines": ["-    assert schedule.start is not None and schedule.end is not None",
@@ -145,7 +149,7 @@ def _equivalent(name: str, lines: list[str]) -> str | None:
     return None
 
 
-def collect(scopes: list[str], seconds: float) -> dict[str, object]:
+def collect(scopes: list[str], seconds: float) -> dict[str, Any]:
     """Read mutmut's verdicts for the mutants in scope; list each survivor with its diff (and why, if equivalent)."""
     patterns = [p for s in scopes for p in SCOPES[s][1]]
     out = subprocess.run([sys.executable, "-c", _VERDICTS, *patterns], cwd=STAGE, capture_output=True, text=True,
@@ -153,7 +157,7 @@ def collect(scopes: list[str], seconds: float) -> dict[str, object]:
     if out.returncode != 0:
         sys.exit(f"reading mutmut's results failed:\n{out.stderr[-4000:]}")
     verdicts = json.loads(out.stdout)
-    report: dict[str, object] = {"tool": "mutmut 3", "seconds": round(seconds), "scopes": {}}
+    report: dict[str, Any] = {"tool": "mutmut 3", "seconds": round(seconds), "scopes": {}}
     survivors = []
     for scope in scopes:
         names = sorted(n for n in verdicts if any(fnmatch(n, p) for p in SCOPES[scope][1]))
@@ -170,7 +174,7 @@ def collect(scopes: list[str], seconds: float) -> dict[str, object]:
                 equivalent += reason is not None
                 survivors.append({"scope": scope, "mutant": n, "status": verdicts[n]["status"], "diff": lines,
                                   **({"equivalent": reason} if reason else {})})
-        report["scopes"][scope] = {  # type: ignore[index]
+        report["scopes"][scope] = {
             "mutants": len(names), "checked": checked, "killed": killed, "equivalent": equivalent,
             "score": round(killed / checked, 4) if checked else None,
             "score_without_equivalent": round(killed / (checked - equivalent), 4) if checked > equivalent else None,
@@ -179,7 +183,7 @@ def collect(scopes: list[str], seconds: float) -> dict[str, object]:
     return _totals(report)
 
 
-def _totals(report: dict) -> dict:  # type: ignore[type-arg]
+def _totals(report: dict[str, Any]) -> dict[str, Any]:
     scopes = report["scopes"].values()
     killed, checked = sum(s["killed"] for s in scopes), sum(s["checked"] for s in scopes)
     equivalent = sum(s.get("equivalent", 0) for s in scopes)
@@ -212,7 +216,7 @@ def main() -> int:
         report["survivors"] = [s for s in previous.get("survivors", []) if s["scope"] not in scopes] + report["survivors"]
         report = _totals(report)
     args.out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
-    for scope, s in report["scopes"].items():  # type: ignore[attr-defined]
+    for scope, s in report["scopes"].items():
         print(f"  {scope:10} {s['killed']}/{s['checked']} killed ({s['score']:.1%})" if s["checked"] else f"  {scope}: none")
     print(f"score {report['score']:.1%}; {len(report['survivors'])} survivors -> {args.out.relative_to(REPO)}")
     return 0

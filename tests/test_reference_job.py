@@ -5,9 +5,9 @@ S3-compatible server (s3proxy) on loopback for the s3:// store.
 """
 
 import os
+import queue
 import random
 import signal
-import queue
 import subprocess
 import sys
 import threading
