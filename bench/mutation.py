@@ -62,6 +62,10 @@ EQUIVALENT: list[dict[str, Any]] = [
     {"function": "x_plan",
      "lines": ["-                ceiling_room -= job.replicas", "+                ceiling_room += job.replicas"],
      "reason": "ceiling_room is read only for the first admission, never after one"},
+    {"function": "x_plan",
+     "lines": ["-    waiting = _waiting(decision, baseline, jobs, deleted, {j.name for j in admit}, lent)",
+               "+    waiting = _waiting(decision, None, jobs, deleted, {j.name for j in admit}, lent)"],
+     "reason": "_waiting never reads its baseline parameter"},
     {"function": "x_lending_allowed",
      "lines": ["-    if schedule.start < schedule.end:", "+    if schedule.start <= schedule.end:"],
      "reason": "start == end is refused by the configuration (use mode continuous)"},
@@ -218,7 +222,7 @@ def main() -> int:
     args.out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     for scope, s in report["scopes"].items():
         print(f"  {scope:10} {s['killed']}/{s['checked']} killed ({s['score']:.1%})" if s["checked"] else f"  {scope}: none")
-    print(f"score {report['score']:.1%}; {len(report['survivors'])} survivors -> {args.out.relative_to(REPO)}")
+    print(f"score {report['score']:.1%}; {len(report['survivors'])} survivors -> {args.out}")
     return 0
 
 

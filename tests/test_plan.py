@@ -114,3 +114,22 @@ def test_the_no_fit_note_only_when_nothing_was_taken_and_something_waits() -> No
     rogue = job("rogue", 6, "unmanaged")
     assert plan(decision(2, 0), 8, [rogue], 0.0) == Plan(
         "chat", 8, stop=(rogue,), notes=("rogue runs without admission and does not fit: stopped and parked again",))
+
+
+# -- finishing jobs and waiting reasons -------------------------------------------------------------------
+def test_a_reclaim_blocked_by_a_finishing_job_still_gives_serving_what_it_needs() -> None:
+    done = job("done", 4, ADMITTED, finishing=True)
+    assert plan(decision(1, 4), 8, [done], 0.0) == Plan(
+        "chat", 7, lent_after=4, notes=("3 replica(s) are held by jobs that are finishing: returned when they end",))
+
+
+def test_without_a_reclaim_serving_is_the_baseline_less_what_stays_lent() -> None:
+    done = job("done", 4, ADMITTED, finishing=True)  # the snapshot shows more lent than the decision saw
+    p = plan(decision(2, 2), 8, [done], 0.0)
+    assert (p.scale_to, p.lent_after, p.stop) == (4, 4, ())
+
+
+def test_a_copy_whose_original_still_runs_waits_outside_the_queue() -> None:
+    original, copy = job("a", 2, ADMITTED), job("a-p1", 2, parked_from="a")
+    assert plan(decision(4, 2), 8, [original, copy], 0.0).waiting == (
+        (copy, 0, "waiting: its original a has not stopped yet"),)

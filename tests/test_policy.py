@@ -262,3 +262,10 @@ def test_hysteresis_keeps_spare_replicas_before_lending_more() -> None:
     # Reclaiming ignores the spare: a replica more than the load needs is given back only when needed.
     assert decide(now=0, policy=spare, baseline=8, lent=6, load=load(10), load_error=None, lending_allowed=True,
                   max_age_seconds=120, failed_ticks_before_reclaim=3, state=state).action == "hold"
+
+
+@pytest.mark.parametrize("gap, lends", [(600.0, True), (601.0, False), (900.0, False)])
+def test_a_gap_longer_than_two_ticks_starts_the_window_again(gap: float, lends: bool) -> None:
+    d = tick(0, 0, load(10), ServiceState(((-gap, 2),)), tick_seconds=300)
+    assert (d.action, d.target_lent, d.state) == (("lend", 2, ServiceState(((-gap, 2), (0.0, 2)))) if lends
+                                                  else ("hold", 0, ServiceState(((0.0, 2),))))
