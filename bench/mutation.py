@@ -113,7 +113,7 @@ use_git_change_detection = false
 
 
 def _mutmut(*args: str, check: bool = True) -> str:
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "OFFHOURS_HYPOTHESIS_PROFILE": "mutation"}
     out = subprocess.run([str(Path(sys.executable).parent / "mutmut"), *args], cwd=STAGE, env=env,
                          capture_output=True, text=True)
     if check and out.returncode != 0:

@@ -4,8 +4,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 REPO = Path(__file__).resolve().parent.parent
+
+# `make mutation` reruns the property tests once per mutant: fewer examples there keep it within its budget.
+settings.register_profile("mutation", max_examples=20)
+settings.load_profile(os.environ.get("OFFHOURS_HYPOTHESIS_PROFILE", "default"))
 SHARED = REPO.parent / "shared"
 
 

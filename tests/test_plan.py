@@ -133,3 +133,14 @@ def test_a_copy_whose_original_still_runs_waits_outside_the_queue() -> None:
     original, copy = job("a", 2, ADMITTED), job("a-p1", 2, parked_from="a")
     assert plan(decision(4, 2), 8, [original, copy], 0.0).waiting == (
         (copy, 0, "waiting: its original a has not stopped yet"),)
+
+
+def test_a_job_with_a_problem_waits_with_it_named() -> None:
+    bad = job("bad", 2, problem="offhours.io/replicas 'x' is not a number")
+    assert plan(decision(4, 0), 8, [bad], 0.0).waiting == ((bad, 0, "not admitted: offhours.io/replicas 'x' is not a number"),)
+
+
+def test_only_parked_copies_of_a_succeeded_original_are_deleted() -> None:
+    copy = job("a-p1", 2, parked_from="a", original_succeeded=True)
+    running = job("b", 2, ADMITTED, parked_from="a", original_succeeded=True)
+    assert plan(decision(2, 2), 8, [copy, running], 0.0).delete == (copy,)

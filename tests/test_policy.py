@@ -269,3 +269,13 @@ def test_a_gap_longer_than_two_ticks_starts_the_window_again(gap: float, lends: 
     d = tick(0, 0, load(10), ServiceState(((-gap, 2),)), tick_seconds=300)
     assert (d.action, d.target_lent, d.state) == (("lend", 2, ServiceState(((-gap, 2), (0.0, 2)))) if lends
                                                   else ("hold", 0, ServiceState(((0.0, 2),))))
+
+
+@pytest.mark.parametrize("field, value, shown", [("request_rate", float("nan"), "nan"), ("waiting", -1.0, "-1.0"),
+                                                 ("kv_cache_usage", float("inf"), "inf")])
+def test_an_unusable_number_is_a_failed_tick(field: str, value: float, shown: str) -> None:
+    from dataclasses import replace
+
+    d = tick(0, 4, replace(load(10), **{field: value}), ServiceState(((-300.0, 2),)))
+    assert d == Decision("chat", "hold", 4, 4, None, f"unusable load reading: {field} = {shown}: no lending",
+                         ServiceState((), 1))
