@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from offhours.scripts import console, researcher
+from offhours.scripts import console, researcher, schedule
 
 Command = Callable[[argparse.Namespace], int]
 MIN_TICK_SECONDS = 5.0  # the gate never ticks more often than this, however many workflows end
@@ -246,6 +246,7 @@ def parser() -> argparse.ArgumentParser:
 
     researcher.register(sub)
     console.register(sub)
+    schedule.register(sub)
     return root
 
 

@@ -54,8 +54,29 @@ def wait_for_targets(url: str, count: int, timeout: float = 60) -> None:
     """Wait until `count` targets are up."""
     deadline = time.time() + timeout
     while time.time() < deadline:
-        active = requests.get(f"{url}/api/v1/targets", timeout=2).json()["data"]["activeTargets"]
+        try:
+            active = requests.get(f"{url}/api/v1/targets", timeout=10).json()["data"]["activeTargets"]
+        except requests.RequestException:
+            continue  # a busy Prometheus answers late: ask again until the deadline
         if sum(t["health"] == "up" for t in active) >= count:
             return
         time.sleep(0.5)
     raise AssertionError(f"fewer than {count} targets up after {timeout} s")
+
+
+def wait_for_samples(url: str, selector: str, series: int, samples: int, window: str, timeout: float = 90) -> None:
+    """Wait until Prometheus holds `series` series matching `selector`, each with >= `samples` samples in `window`.
+
+    Synchronises on what Prometheus has stored (its own API), not on the wall clock.
+    """
+    deadline, seen = time.time() + timeout, "no answer"
+    while time.time() < deadline:
+        body = requests.get(f"{url}/api/v1/query", params={"query": f"count_over_time({selector}[{window}])"},
+                            timeout=5).json()
+        counts = [float(r["value"][1]) for r in body["data"]["result"]]
+        seen = f"{len(counts)} series, fewest samples {min(counts, default=0):.0f}"
+        if len(counts) >= series and min(counts) >= samples:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"Prometheus: wanted {series} series of {selector} with {samples} samples in {window}; "
+                         f"after {timeout} s: {seen}")

@@ -423,3 +423,16 @@ def test_workflow_job_survives_any_shape_of_workflow() -> None:
                {"metadata": {"name": "a", "labels": {"offhours.io/replicas": "2"}}, "status": {"nodes": "x"}}):
         job = workflow_job(wf)  # type: ignore[arg-type]
         assert job is None or job.problem is not None or job.replicas == 2
+
+
+# -- look-ahead ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("trend, required", [(False, 4), (True, 7)])
+def test_the_trend_term_raises_what_a_rising_load_requires(trend: bool, required: int) -> None:
+    # Reaction time 60 + 120 + 240 s = 7 ticks. At 10 req/s a replica serves 10: need 1 -> 3 in the
+    # last 7 ticks; the trend adds that rise once more: (3 + 2) x 1.25 -> 7 replicas, against 4 without.
+    w = World(config(trend=trend, coldStartSeconds=240))
+    for _ in range(8):
+        w.tick(chat=10)
+    out = w.tick(chat=30)["chat"]
+    assert out.decision is not None and out.decision.required == required
+    assert len(w.record().needs) == (8 if trend else 0)  # kept only when a look-ahead term is on
