@@ -569,3 +569,12 @@ def test_every_failed_job_write_is_reported_in_one_line() -> None:
     w.cluster.fail_next["stop"] = [ClusterError("stop: HTTP 503"), ClusterError("stop: HTTP 504")]
     out = w.tick(chat=60)
     assert out["chat"].error == "stop job-0: stop: HTTP 503; stop job-1: stop: HTTP 504"
+
+
+def test_an_admitted_job_whose_replica_label_is_rewritten_is_stopped() -> None:
+    w = World()
+    w.lend(1)
+    w.wf("job-0")["metadata"]["labels"]["offhours.io/replicas"] = "0"  # a tenant hides what it holds
+    out = w.tick()
+    assert out["chat"].plan is not None and [j.name for j in out["chat"].plan.stop] == ["job-0"]
+    assert w.state("job-0") == "preempted" and w.replicas() == 8
