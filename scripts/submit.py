@@ -63,16 +63,17 @@ def parked_workflow(template: dict[str, Any], params: dict[str, str], namespace:
     if missing:
         raise SubmitError(f"{name} needs -p {' -p '.join(m + '=...' for m in missing)}")
     values = {k: (params[k] if k in params else v) for k, v in declared.items()}
-    problems = check_values(parameter_schema(template), {k: v for k, v in values.items() if v is not None}, services)
-    if problems:
-        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        raise SubmitError(problems[0] + more)
+    # The two values the gate reads from labels first (whatever the template), then every value by its kind.
     replicas = str(values.get("replicas") or "1")
     if not replicas.isdigit() or int(replicas) < 1:
         raise SubmitError(f"replicas must be a whole number >= 1, got {replicas!r}")
     run_id = str(values.get("run-id") or "")
     if not _NAME.match(run_id) or len(run_id) > 50:
         raise SubmitError(f"run-id must be a DNS label of at most 50 characters, got {run_id!r}")
+    problems = check_values(parameter_schema(template), {k: v for k, v in values.items() if v is not None}, services)
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise SubmitError(problems[0] + more)
     return {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "Workflow",

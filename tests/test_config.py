@@ -18,7 +18,7 @@ def _example() -> dict[str, Any]:
 def test_example_config_is_valid_and_merges_defaults() -> None:
     config = load_config(EXAMPLE)
     chat = config.service("chat-llama")
-    assert chat.headroom == 1.0 and chat.capacity.requests_per_second == 12
+    assert chat.headroom == 0.65 and chat.trend is True and chat.capacity.requests_per_second == 12
     assert chat.schedule.mode == "continuous"
     code = config.service("code-qwen")
     assert code.schedule.mode == "window" and code.schedule.timezone == "Asia/Shanghai"
@@ -67,3 +67,10 @@ def test_unreadable_file_is_named(tmp_path: Path) -> None:
         load_config(bad)
     with pytest.raises(ConfigError, match="cannot read"):
         load_config(tmp_path / "missing.yaml")
+
+
+def test_a_sample_age_bound_shorter_than_a_tick_is_refused() -> None:
+    raw = {"namespace": "s", "tickSeconds": 120, "metrics": {"source": "direct", "maxSampleAgeSeconds": 60},
+           "services": {"chat": {"capacity": {"requestsPerSecond": 1}}}}
+    with pytest.raises(ConfigError, match="maxSampleAgeSeconds: 60 is shorter than tickSeconds 120"):
+        parse_config(raw)

@@ -55,8 +55,8 @@ def test_the_schema_is_the_one_the_check_step_uses() -> None:
     ({**REQUIRED, "offhours-image": "evil/hook:1"}, "has no parameter offhours-image"),
     ({**REQUIRED, "launcher-image": "evil/launch:1"}, "has no parameter launcher-image"),
     ({k: v for k, v in REQUIRED.items() if k != "image"}, "needs -p image=..."),
-    ({**REQUIRED, "replicas": "two"}, r"^parameter replicas='two' must be a whole number >= 1$"),
-    ({**REQUIRED, "run-id": "Run_7"}, r"^parameter run-id='Run_7' must be a DNS label"),
+    ({**REQUIRED, "replicas": "two"}, r"^replicas must be a whole number >= 1, got 'two'$"),
+    ({**REQUIRED, "run-id": "Run_7"}, r"^run-id must be a DNS label of at most 50 characters, got 'Run_7'$"),
 ])
 def test_bad_parameters_are_refused_before_anything_is_created(params: dict[str, str], message: str) -> None:
     with pytest.raises(SubmitError, match=message):
