@@ -275,13 +275,17 @@ def test_exit_hook_records_exactly_what_happened() -> None:
     cluster = MemoryCluster()
     wf = cluster.add_workflow("research", "eval-b", "chat", 3, state="admitted")
     wf["status"]["resourcesDuration"] = {"nvidia.com/gpu": 43200}
-    failures = json.dumps([{"displayName": f"n{i}"} for i in range(6)])
+    failures = json.dumps([{"displayName": f"n{i}"} for i in range(5)] + [{"id": "no-name"}])
     out = io.StringIO()
     done = return_gpus(cluster, workflow_namespace="research", workflow_name="eval-b", status="Failed",
                        failures=failures, clock=lambda: 86400.0 * 365 + 3723, out=out)
     assert done == Returned("eval-b", "chat", "returned", 43200.0)
     assert out.getvalue() == ("workflow eval-b ended Failed (returned); 43200 GPU-seconds; chat gets its replicas back; "
                               "6 failed node(s): n0, n1, n2, n3, n4\n")
+    unnamed = io.StringIO()
+    return_gpus(cluster, workflow_namespace="research", workflow_name="eval-b", status="Failed",
+                failures=json.dumps([{"id": "no-name"}]), clock=lambda: 86400.0 * 365 + 3723, out=unnamed)
+    assert unnamed.getvalue().endswith("; 1 failed node(s): ?\n")
     annotations = wf["metadata"]["annotations"]
     assert annotations["offhours.io/returned-at"] == "1971-01-01T01:02:03Z"
     assert annotations["offhours.io/gpu-seconds"] == "43200"
@@ -325,3 +329,19 @@ def test_failures_are_decoded_at_most_one_quoting_deep() -> None:
     assert failed_nodes(json.dumps(json.dumps(nodes))) == nodes
     assert failed_nodes(json.dumps(json.dumps(json.dumps(nodes)))) == []
     assert failed_nodes("   ") == []
+
+
+def test_exit_hook_writes_utc_whatever_the_pod_time_zone(monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    monkeypatch.setenv("TZ", "Asia/Seoul")
+    time.tzset()
+    try:
+        cluster = MemoryCluster()
+        wf = cluster.add_workflow("research", "x", "chat", 1)
+        return_gpus(cluster, workflow_namespace="research", workflow_name="x", status="Succeeded", clock=lambda: 0.0,
+                    out=io.StringIO())
+        assert wf["metadata"]["annotations"]["offhours.io/returned-at"] == "1970-01-01T00:00:00Z"
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()

@@ -206,6 +206,9 @@ def test_any_exception_in_one_service_is_its_failed_tick_and_the_other_ticks(fau
     assert w.replicas() == 8, "3 failed ticks in a row: the fail-safe restores chat's baseline"
     assert "serving restored to its baseline 8" in (results[2]["chat"].error or "")
     assert any(e.reason == "GateTickFailed" and e.warning for e in w.cluster.events)
+    after = w.tick()["chat"]  # healthy again: a hold never lowers serving, though 2 replicas are still lent
+    assert after.plan is not None and after.plan.scale_to == 6 and w.replicas() == 8
+    assert after.summary().startswith("chat: hold lent 2 -> 2 of baseline 8; (") and "; at 8" in after.summary()
 
 
 @pytest.mark.parametrize("key, value", [
@@ -495,8 +498,9 @@ def test_progress_is_read_only_when_a_stop_is_coming() -> None:
     reads: list[str] = []
     w.gate.progress = lambda job: reads.append(job.name) or None  # type: ignore[func-returns-value]
     w.lend(2)
-    w.tick()
-    assert reads == []
+    w.tick()  # a lend
+    out = w.tick(chat=30)  # needs 4: 4 stay lent, a hold
+    assert out["chat"].decision is not None and out["chat"].decision.action == "hold" and reads == []
     w.tick(chat=60)
     assert sorted(reads) == ["job-0", "job-1"]
 
@@ -578,3 +582,14 @@ def test_an_admitted_job_whose_replica_label_is_rewritten_is_stopped() -> None:
     out = w.tick()
     assert out["chat"].plan is not None and [j.name for j in out["chat"].plan.stop] == ["job-0"]
     assert w.state("job-0") == "preempted" and w.replicas() == 8
+
+
+def test_a_dry_run_during_a_reclaim_names_its_victims_and_stops_nothing() -> None:
+    w = World()
+    w.lend(2)
+    w.now += TICK
+    out = {o.service: o for o in w.gate.tick(dry_run=True)}["chat"]
+    w.source.rps["chat"] = 60
+    out = {o.service: o for o in w.gate.tick(dry_run=True)}["chat"]
+    assert out.plan is not None and sorted(j.name for j in out.plan.stop) == ["job-0", "job-1"]
+    assert w.state("job-0") == "admitted" and w.replicas() == 4
