@@ -109,6 +109,7 @@ def chat_service(kubectl: Callable[..., str], api: client.ApiClient) -> Iterator
              == replicas, timeout=60)
     yield create
     kubectl("-n", SERVING, "delete", "deployment", "chat", "--ignore-not-found", "--wait=true")
+    kubectl("-n", SERVING, "delete", "configmap", "offhours-state-chat", "--ignore-not-found")
 
 
 @pytest.fixture(scope="session")

@@ -24,6 +24,7 @@ from offhours.scripts.metrics.emulator import EmulatedServer, Fleet
 from offhours.scripts.metrics.sources import DirectSource
 from offhours.scripts.policy.config import parse_config
 from offhours.scripts.policy.plan import Job
+from offhours.scripts.policy.record import ServiceRecord
 
 from ..fleet import free_port
 from .conftest import RESEARCH, SERVING, gate_config_raw, wait
@@ -144,7 +145,9 @@ def test_gate_lends_reclaims_and_restores_the_baseline(api: client.ApiClient, ga
     lent = [o.plan.lent_after for o in outcomes if o.plan]
     assert lent[-1] == 1, gate_setup["log"].getvalue()
     dep = apps.read_namespaced_deployment("chat", SERVING)
-    assert dep.spec.replicas == 15 and dep.metadata.annotations["offhours.io/baseline-replicas"] == "16"
+    state = core.read_namespaced_config_map("offhours-state-chat", SERVING).data["state.json"]
+    assert dep.spec.replicas == 15 and ServiceRecord.from_json(state).baseline == 16
+    assert "offhours.io/baseline-replicas" not in (dep.metadata.annotations or {})  # the gate never patches it
     wf = custom.get_namespaced_custom_object(GROUP, VERSION, RESEARCH, "workflows", "research-a")
     assert not wf["spec"].get("suspend") and wf["metadata"]["labels"]["offhours.io/state"] == "admitted"
     pod = wait("the research pod to run on the freed GPUs", lambda: [
@@ -165,7 +168,7 @@ def test_gate_lends_reclaims_and_restores_the_baseline(api: client.ApiClient, ga
                                                         and r.argv[:2] == ["offhours", "return-gpus"]], timeout=90)
     assert hook[0].exit_code == 0, hook[0].output
     events = core.list_namespaced_event(SERVING, field_selector="involvedObject.name=chat").items
-    assert any(e.reason == "GPUsReclaimed" and "scale to 16" in e.message for e in events)
+    assert any(e.reason == "GPUsReclaimed" and "replicas at 16" in e.message for e in events)
     assert any(e.reason == "GPUsLent" for e in events)
     hold = core.read_namespaced_event("chat.gatehold", SERVING)  # holds: one Event, counted (RBAC allows it)
     assert hold.reason == "GateHold" and hold.count >= 2
@@ -280,4 +283,7 @@ def test_cron_workflow_runs_the_gate_through_hera_runner(api: client.ApiClient, 
     # The dry run read the service as the gate's ServiceAccount and planned without changing anything.
     assert "chat: " in ran[0].output and "baseline 2" in ran[0].output, ran[0].output
     dep = client.AppsV1Api(api).read_namespaced_deployment("chat", SERVING)
-    assert "offhours.io/baseline-replicas" not in (dep.metadata.annotations or {})
+    assert dep.metadata.annotations is None or "offhours.io/baseline-replicas" not in dep.metadata.annotations
+    with pytest.raises(client.ApiException) as none:  # a dry run records nothing
+        client.CoreV1Api(api).read_namespaced_config_map("offhours-state-chat", SERVING)
+    assert none.value.status == 404
