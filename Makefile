@@ -61,4 +61,4 @@ e2e: ## Run the end-to-end tier against the local control plane (make cluster-up
 	$(PYTEST) -q -m cluster tests/e2e
 
 .PHONY: ci
-ci: install lint test ## What CI runs: install, lint, tests (then .ci/run runs the e2e tier)
+ci: deps install lint test ## What CI runs: deps, install, lint, tests (then .ci/run runs the e2e tier)

@@ -111,6 +111,8 @@ def _simulate(args: argparse.Namespace) -> int:
         return 2
     if args.price is not None:
         fleet = dataclasses.replace(fleet, gpu_hour_price=args.price)
+    for out in filter(None, (args.json, args.plot)):  # e.g. build/, which git ignores
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
     result = simulate(trace, fleet, jobs)
     print(text_table(result, fleet.gpu_hour_price))
     if args.json:
