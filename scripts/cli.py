@@ -125,6 +125,7 @@ def _simulate(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     import json
 
+    from offhours.scripts.cli_errors import default_namespace
     from offhours.scripts.cluster.base import ClusterError
     from offhours.scripts.cluster.kube import KubeCluster, load_client_config
     from offhours.scripts.policy.config import ConfigError, load_config
@@ -142,7 +143,7 @@ def _report(args: argparse.Namespace) -> int:
         namespace = namespace or config.workflow_namespace
     load_client_config()
     try:
-        workflows = KubeCluster().list_workflows(namespace or "default")
+        workflows = KubeCluster().list_workflows(namespace or default_namespace())
     except ClusterError as err:
         print(f"report: {err}", file=sys.stderr)
         return 1
@@ -157,12 +158,14 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _submit(args: argparse.Namespace) -> int:
+    from offhours.scripts.cli_errors import default_namespace
     from offhours.scripts.cluster.kube import KubeCluster, load_client_config
     from offhours.scripts.submit import GROUP, VERSION, SubmitError, parked_workflow, parse_params
 
     try:
         params = parse_params(args.param or [])
         load_client_config()
+        args.namespace = args.namespace or default_namespace()
         cluster = KubeCluster()
         template = cluster.custom.get_namespaced_custom_object(GROUP, VERSION, args.namespace, "workflowtemplates",
                                                                args.template)
@@ -206,7 +209,8 @@ def parser() -> argparse.ArgumentParser:
                             "admits it")
     submit.add_argument("template", help="WorkflowTemplate name, e.g. offhours-llm-pipeline or offhours-job")
     submit.add_argument("-p", "--param", action="append", help="workflow parameter name=value (repeatable)")
-    submit.add_argument("-n", "--namespace", default="default", help="workflow namespace")
+    submit.add_argument("-n", "--namespace", help="workflow namespace (default: the kubeconfig context's, else the "
+                        "gate config's research namespace)")
     submit.add_argument("--priority", type=int, default=0, help="admission priority (higher first)")
     submit.set_defaults(func=_submit)
 
@@ -222,7 +226,8 @@ def parser() -> argparse.ArgumentParser:
 
     rep = sub.add_parser("report", help="GPU-hours lent and used, jobs, preemptions and saving, per service and "
                          "month, from the cluster's offhours workflows")
-    rep.add_argument("--namespace", help="workflow namespace (default: the config's, else default)")
+    rep.add_argument("--namespace", help="workflow namespace (default: the config's, else the kubeconfig "
+                     "context's, else the bundled gate config's)")
     rep.add_argument("--config", help="gate configuration (for GPUs per replica and the namespace)")
     rep.add_argument("--price", type=float, default=2.0, help="GPU-hour price for the saving (default 2.0)")
     rep.add_argument("--json", help="write the rows as JSON here")
@@ -243,9 +248,11 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the `offhours` command line; return its exit code."""
+    from offhours.scripts.cli_errors import run_command
+
     args = parser().parse_args(argv)
     func: Command = args.func
-    return func(args)
+    return run_command(func, args)
 
 
 if __name__ == "__main__":
