@@ -12,6 +12,7 @@ import pytest
 import yaml
 from kubernetes import client, config
 
+from offhours.scripts.controlplane.podrunner import hand_back, take_over
 from offhours.scripts.policy.config import parse_config
 from offhours.workflows.render import write
 
@@ -110,11 +111,17 @@ def chat_service(kubectl: Callable[..., str], api: client.ApiClient) -> Iterator
 
 @pytest.fixture(scope="session")
 def runner(api: client.ApiClient, cluster_env: dict[str, str]) -> Iterator[LocalPodRunner]:
+    """This checkout's pod runner, in-process (its records are the tests'); the cluster's daemon pauses meanwhile."""
     kube = yaml.safe_load(Path(cluster_env["KUBECONFIG"]).read_text())
     cluster = kube["clusters"][0]["cluster"]
-    pods = LocalPodRunner(api, cluster["server"], cluster["certificate-authority"], (RESEARCH,)).start()
-    yield pods
-    pods.stop()
+    daemon_pid = STATE / "pids" / "podrunner"
+    take_over(STATE / "podrunner.pause", int(daemon_pid.read_text()) if daemon_pid.exists() else None)
+    pods = LocalPodRunner(api, cluster["server"], cluster["certificate-authority"]).start()
+    try:
+        yield pods
+    finally:
+        pods.stop()
+        hand_back(STATE / "podrunner.pause")
 
 
 def wait(what: str, check: Callable[[], Any], timeout: float = 120.0, every: float = 1.0) -> Any:
