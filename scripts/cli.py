@@ -6,6 +6,8 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from offhours.scripts import check
+
 Command = Callable[[argparse.Namespace], int]
 
 
@@ -232,6 +234,8 @@ def parser() -> argparse.ArgumentParser:
     rep.add_argument("--price", type=float, default=2.0, help="GPU-hour price for the saving (default 2.0)")
     rep.add_argument("--json", help="write the rows as JSON here")
     rep.set_defaults(func=_report)
+
+    check.register(sub)
 
     ret = sub.add_parser("return-gpus", help="exit hook: give a finished workflow's replicas back to its service")
     ret.add_argument("--workflow-name", required=True)
