@@ -203,8 +203,13 @@ def start_all(bin_dir: Path, t0: float) -> None:
     start("workflow-controller", [str(bin_dir / "workflow-controller"), f"--kubeconfig={STATE / 'argo.kubeconfig'}",
                                   "--executor-image=quay.io/argoproj/argoexec:v4.0.5", "--loglevel=info"],
           env={"ARGO_NAMESPACE": "argo", "LEADER_ELECTION_DISABLE": "true"})
+    # The research steps the runner runs locally exec through the launcher, as in a pod.
+    (STATE / "bin").mkdir(exist_ok=True)
+    run("go", "build", "-o", str(STATE / "bin" / "offhours-launch"), ".", cwd=str(REPO / "scripts" / "launcher"),
+        env={**os.environ, "CGO_ENABLED": "0"})
     start("podrunner", [sys.executable, str(HERE / "podrunner.py"), "--kubeconfig", admin,
-                        "--journal", str(STATE / "podrunner.jsonl"), "--pause-file", str(STATE / "podrunner.pause")])
+                        "--journal", str(STATE / "podrunner.jsonl"), "--pause-file", str(STATE / "podrunner.pause"),
+                        "--map", f"/offhours/bin/={STATE / 'bin'}/", "--map", f"/app/={REPO / 'examples' / 'reference-job'}/"])
     wait_for("the local pod runner", lambda: "local pod runner up" in (STATE / "logs" / "podrunner.log").read_text(),
              timeout=60)
     (STATE / "env").write_text(f"KUBECONFIG={admin}\nOFFHOURS_CLUSTER_BIN={bin_dir}\n")

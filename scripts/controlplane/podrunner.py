@@ -2,8 +2,9 @@
 """Run the pods whose program matters as local processes, on a cluster whose nodes are kwok fakes.
 
 kwok runs no containers. The pods that opt in (label offhours.io/role=gate|exit-hook: the gate's
-tick and the `return-gpus` exit hook; or offhours.io/local-run=true, e.g. the demo's reference job;
-the cluster's kwok stages leave them alone) are run here: the main container's command (what
+tick and the `return-gpus` exit hook; offhours.io/local-run=true; or an Argo step whose image is
+under offhours.local/, e.g. the demo's reference job; the cluster's kwok stages leave them alone)
+are run here: the main container's command (what
 Argo's emissary would exec) as a local process, with the pod's environment, its ConfigMap volumes
 materialised, and a kubeconfig holding a token of the pod's ServiceAccount, so RBAC applies as in
 a cluster. The pod's status follows the process: Running, then Succeeded or Failed with the exit
@@ -39,7 +40,10 @@ from typing import Any
 import yaml
 from kubernetes import client, config
 
-SELECTORS = ("offhours.io/role in (exit-hook,gate)", "offhours.io/local-run=true")
+SELECTORS = ("offhours.io/role in (exit-hook,gate)", "offhours.io/local-run=true", "workflows.argoproj.io/workflow")
+# Research pods opt in by image: a step whose image is under this name runs here (its files come
+# from the runner's path map, e.g. /app -> examples/reference-job). kwok's stages leave it alone.
+LOCAL_IMAGE_PREFIX = "offhours.local/"
 CLAIM = "offhours.io/local-runner"
 STATUS_TRIES = 10
 log = logging.getLogger("podrunner")
@@ -76,6 +80,7 @@ class LocalPodRunner:
     pause_file: Path | None = None
     poll_seconds: float = 0.5
     python: str = sys.executable
+    path_map: dict[str, str] = field(default_factory=dict)
     ran: list[Ran] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     identity: str = field(default_factory=lambda: f"{os.uname().nodename}-{os.getpid()}-{time.monotonic_ns()}")
@@ -131,6 +136,8 @@ class LocalPodRunner:
                     log.warning("listing pods (%s) failed: %s", selector, _short(err))
                     continue
                 for pod in pods:
+                    if selector == SELECTORS[2] and not _local_image(pod):
+                        continue
                     if (not pod.spec.node_name or pod.status.phase != "Pending" or pod.metadata.deletion_timestamp
                             or CLAIM in (pod.metadata.annotations or {})):
                         continue
@@ -206,7 +213,7 @@ class LocalPodRunner:
             mounts = self._config_map_mounts(core, pod, main, work)
 
             def local_paths(text: str) -> str:
-                for mount_path, local_dir in mounts.items():
+                for mount_path, local_dir in (*mounts.items(), *self.path_map.items()):
                     text = text.replace(mount_path, local_dir)
                 return text
 
@@ -219,6 +226,8 @@ class LocalPodRunner:
             argv = [local_paths(a) for a in argv]
             if argv[0] in ("python", "python3"):
                 argv[0] = self.python
+            # A program the pod execs by name (e.g. through the launcher) finds this interpreter first.
+            env["PATH"] = f"{Path(self.python).parent}:{env.get('PATH', os.defpath)}"
             env["KUBECONFIG"] = str(self._kubeconfig(core, ns, pod.spec.service_account_name or "default", work))
             started = _now()
             self._status(core, ns, name, "Running", None, started)
@@ -333,6 +342,10 @@ class LocalPodRunner:
                 self._error(f"{ns}/{name}: could not mark it Failed either: {_short(err)}")
 
 
+def _local_image(pod: Any) -> bool:
+    return any(c.name == "main" and (c.image or "").startswith(LOCAL_IMAGE_PREFIX) for c in pod.spec.containers)
+
+
 def _short(err: BaseException | None) -> str:
     if isinstance(err, client.ApiException):
         try:
@@ -388,10 +401,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--journal", type=Path, help="append a JSON line per pod run here")
     parser.add_argument("--pause-file", type=Path, help="while this file holds a live pid, run nothing")
     parser.add_argument("-n", "--namespace", action="append", default=[], help="watch only these (default: all)")
+    parser.add_argument("--map", action="append", default=[], metavar="POD_PATH=LOCAL_PATH",
+                        help="where a path of the pod's image is on this machine (repeatable)")
     args = parser.parse_args(argv)
+    path_map = dict(item.split("=", 1) for item in args.map)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     runner = from_kubeconfig(args.kubeconfig, namespaces=tuple(args.namespace), journal=args.journal,
-                             pause_file=args.pause_file)
+                             pause_file=args.pause_file, path_map=path_map)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
