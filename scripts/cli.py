@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from offhours.scripts import check
+from offhours.scripts import check, demo
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -236,6 +236,7 @@ def parser() -> argparse.ArgumentParser:
     rep.set_defaults(func=_report)
 
     check.register(sub)
+    demo.register(sub)
 
     ret = sub.add_parser("return-gpus", help="exit hook: give a finished workflow's replicas back to its service")
     ret.add_argument("--workflow-name", required=True)
