@@ -49,12 +49,16 @@ bench: ## Run the benchmarks; results go to bench/results/
 	$(PYTHON) bench/bench_simulate.py
 
 .PHONY: cluster-up
-cluster-up: ## Build (cached) and start the local control plane: Kubernetes, etcd, kwok GPU nodes, Argo
+cluster-up: ## Build (cached) and start the local control plane: Kubernetes, etcd, kwok GPU nodes, Argo, pod runner
 	$(PYTHON) scripts/controlplane/cluster.py up
 
 .PHONY: cluster-down
 cluster-down: ## Stop every process of the local control plane
 	$(PYTHON) scripts/controlplane/cluster.py down
+
+.PHONY: demo
+demo: ## The whole loop live on the local control plane (make cluster-up first): offhours demo
+	$(PYTHON) -m offhours.scripts.cli demo
 
 .PHONY: e2e
 e2e: ## Run the end-to-end tier against the local control plane (make cluster-up first)
