@@ -39,7 +39,7 @@ lint: ## ruff (E, F, I, D) and mypy
 	@# mypy sees the installed layout: one package `offhours` mapped from the top-level folders.
 	@cp scripts/_root/__init__.py $(TYPECHECK_ROOT)/offhours/__init__.py
 	@for d in steps workflows cronworkflows scripts schemas; do ln -s $(CURDIR)/$$d $(TYPECHECK_ROOT)/offhours/$$d; done
-	cd $(TYPECHECK_ROOT) && $(PYTHON) -m mypy --config-file $(CURDIR)/pyproject.toml -p offhours
+	cd $(TYPECHECK_ROOT) && $(if $(findstring /,$(PYTHON)),$(abspath $(PYTHON)),$(PYTHON)) -m mypy --config-file $(CURDIR)/pyproject.toml -p offhours
 	cd scripts/launcher && gofmt -l . | (! grep .) && go vet .
 
 .PHONY: bench
