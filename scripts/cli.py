@@ -9,6 +9,7 @@ from pathlib import Path
 from offhours.scripts import check, demo
 
 Command = Callable[[argparse.Namespace], int]
+MIN_TICK_SECONDS = 5.0  # the gate never ticks more often than this, however many workflows end
 
 
 def _render(args: argparse.Namespace) -> int:
@@ -51,7 +52,8 @@ def _gate(args: argparse.Namespace) -> int:
         print(err, file=sys.stderr)
         return 2
     load_client_config()
-    gate = Gate(config, KubeCluster(), source_from_config(config.metrics), progress=store_progress)
+    cluster = KubeCluster()
+    gate = Gate(config, cluster, source_from_config(config.metrics), progress=store_progress)
     deadline = time.monotonic() + args.for_seconds if args.for_seconds else None
     while True:
         started = time.monotonic()
@@ -60,7 +62,9 @@ def _gate(args: argparse.Namespace) -> int:
         next_tick = started + config.tick_seconds
         if args.once or args.dry_run or (deadline is not None and next_tick > deadline):
             return 1 if failed else 0
-        time.sleep(max(0.0, next_tick - time.monotonic()))
+        # Between ticks, watch the workflows: a job that ended gets its replicas back to serving at once.
+        time.sleep(max(0.0, started + MIN_TICK_SECONDS - time.monotonic()))
+        cluster.wait_for_workflow_change(config.workflow_namespace, next_tick - time.monotonic())
 
 
 def _return_gpus(args: argparse.Namespace) -> int:
@@ -69,23 +73,15 @@ def _return_gpus(args: argparse.Namespace) -> int:
     from offhours.scripts.cluster.base import ClusterError
     from offhours.scripts.cluster.kube import KubeCluster, load_client_config
     from offhours.scripts.exit_hook import return_gpus
-    from offhours.scripts.policy.config import ConfigError, load_config
 
-    workflow_ns = args.namespace or os.environ.get("OFFHOURS_NAMESPACE", "default")
-    serving_ns, deployment = workflow_ns, None
-    if args.config and Path(args.config).exists():
-        try:
-            config = load_config(args.config)
-        except ConfigError as err:
-            print(err, file=sys.stderr)
-            return 2
-        serving_ns = config.namespace
-        deployment = next((s.deployment for s in config.services if s.name == args.service), None)
+    namespace = args.namespace or os.environ.get("OFFHOURS_NAMESPACE")
+    if not namespace:
+        print("return-gpus: --namespace (or $OFFHOURS_NAMESPACE) is required", file=sys.stderr)
+        return 2
     load_client_config()
     try:
-        return_gpus(KubeCluster(), namespace=serving_ns, workflow_namespace=workflow_ns,
-                    workflow_name=args.workflow_name, service=args.service, status=args.status,
-                    failures=args.failures, deployment=deployment)
+        return_gpus(KubeCluster(), workflow_namespace=namespace, workflow_name=args.workflow_name,
+                    status=args.status, failures=args.failures)
     except ClusterError as err:
         print(f"return-gpus: {err}", file=sys.stderr)
         return 1
@@ -238,15 +234,12 @@ def parser() -> argparse.ArgumentParser:
     check.register(sub)
     demo.register(sub)
 
-    ret = sub.add_parser("return-gpus", help="exit hook: give a finished workflow's replicas back to its service")
-    ret.add_argument("--workflow-name", required=True)
-    ret.add_argument("--status", required=True)
-    ret.add_argument("--failures", default="[]")
-    ret.add_argument("--service", required=True)
-    ret.add_argument("--replicas", type=int, required=True, help="replicas the workflow borrowed (for the record)")
+    ret = sub.add_parser("return-gpus", help="exit hook: mark a finished workflow as having returned its replicas "
+                         "(the gate scales serving back)")
+    ret.add_argument("--workflow", "--workflow-name", dest="workflow_name", required=True)
+    ret.add_argument("--status", required=True, help="{{workflow.status}}")
+    ret.add_argument("--failures", default="[]", help="{{workflow.failures}}")
     ret.add_argument("--namespace", help="namespace of the workflow (default: $OFFHOURS_NAMESPACE)")
-    ret.add_argument("--config", default="/etc/offhours/gate.yaml",
-                     help="gate configuration, for the serving namespace (default: the mounted ConfigMap)")
     ret.set_defaults(func=_return_gpus)
     return root
 

@@ -1,27 +1,35 @@
 """`offhours return-gpus`: the program of the `return-gpus` exit template.
 
-When a research workflow ends for any reason, give its replicas back to the service at once
-and record the GPU-seconds it used. The target is recomputed from the objects (baseline minus
-what the *other* admitted workflows hold), so the hook is idempotent and safe to race with the
-gate: both compute the same number, and the Lease serialises their writes. It never scales a
-service down: lending is the gate's decision alone.
+When a research workflow ends for any reason, it marks the workflow as having returned its
+replicas (label `offhours.io/state=returned`, annotation `offhours.io/returned-at`) and records
+the GPU-seconds Argo measured. From that moment no actor counts the workflow's replicas as lent,
+and the gate, which watches the workflows, scales serving back within seconds.
+
+The hook has no right on serving on purpose: it runs in the research namespace, where any
+ServiceAccount can be used by a research pod, so it must not be able to change a serving
+Deployment (rule 10). A stop for reclaim stays counted as a preemption: a `preempted` state is
+kept, only the return time is added.
 """
 
 import json
+import math
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any, TextIO
 
 from offhours.scripts.cluster.base import (
     ANNOTATION_GPU_SECONDS,
+    ANNOTATION_RETURNED_AT,
+    LABEL_SERVICE,
     LABEL_STATE,
+    STATE_PREEMPTED,
     STATE_RETURNED,
     Cluster,
     ClusterError,
 )
-from offhours.scripts.policy.plan import ADMITTED
 
 
 @dataclass(frozen=True)
@@ -30,15 +38,20 @@ class Returned:
 
     workflow: str
     service: str
-    scaled_to: int | None
+    state: str  # the state label left on the workflow: returned, or preempted if it was stopped for reclaim
     gpu_seconds: float | None
 
 
 def gpu_seconds(workflow: dict[str, Any]) -> float | None:
-    """Return the `nvidia.com/gpu` seconds Argo recorded in `status.resourcesDuration`, if any."""
-    durations = (workflow.get("status") or {}).get("resourcesDuration") or {}
-    value = durations.get("nvidia.com/gpu")
-    return float(value) if value is not None else None
+    """Return the `nvidia.com/gpu` seconds Argo recorded in `status.resourcesDuration`, if any (and sane)."""
+    status = workflow.get("status")
+    durations = status.get("resourcesDuration") if isinstance(status, dict) else None
+    value = durations.get("nvidia.com/gpu") if isinstance(durations, dict) else None
+    try:
+        seconds = float(value) if value is not None and not isinstance(value, bool) else None
+    except (TypeError, ValueError):
+        return None
+    return seconds if seconds is not None and math.isfinite(seconds) and seconds >= 0 else None
 
 
 def failed_nodes(failures: str) -> list[dict[str, Any]]:
@@ -57,48 +70,31 @@ def failed_nodes(failures: str) -> list[dict[str, Any]]:
 def return_gpus(
     cluster: Cluster,
     *,
-    namespace: str,
     workflow_namespace: str,
     workflow_name: str,
-    service: str,
     status: str,
     failures: str = "[]",
-    deployment: str | None = None,
-    lease_wait_seconds: float = 120.0,
-    sleep: Callable[[float], None] = time.sleep,
-    holder: str = "exit-hook",
+    clock: Callable[[], float] = time.time,
     out: TextIO = sys.stdout,
 ) -> Returned:
-    """Give `workflow_name`'s replicas back to `service`; return what was done."""
-    waited = 0.0
-    while not cluster.acquire_lease(namespace, f"{holder}/{workflow_name}", 60):
-        if waited >= lease_wait_seconds:
-            raise ClusterError(f"the offhours lease stayed taken for {lease_wait_seconds:.0f} s")
-        sleep(2.0)
-        waited += 2.0
-    try:
-        wf = cluster.workflow(workflow_namespace, workflow_name)
-        used = gpu_seconds(wf) if wf else None
-        annotations = {ANNOTATION_GPU_SECONDS: f"{used:.0f}"} if used is not None else {}
-        if wf is not None:
-            # Marked first: from here on no actor counts this workflow's replicas as lent.
-            cluster.annotate_workflow(workflow_namespace, workflow_name, annotations, {LABEL_STATE: STATE_RETURNED})
-        dep = cluster.deployment(namespace, service, deployment)
-        others = [j for j in cluster.jobs(workflow_namespace, service) if j.state == ADMITTED and j.name != workflow_name]
-        baseline = dep.baseline if dep.baseline is not None else dep.replicas
-        target = baseline - sum(j.replicas for j in others)
-        scaled_to = None
-        if dep.replicas < target:
-            cluster.scale(dep, target)
-            scaled_to = target
-        gpu_text = f"{used:.0f} GPU-seconds" if used is not None else "GPU-seconds not recorded"
-        message = (f"workflow {workflow_name} ended {status}; {gpu_text}; "
-                   f"{service} at {scaled_to if scaled_to is not None else dep.replicas} of baseline {baseline} replicas")
-        failed = failed_nodes(failures)
-        if failed:
-            message += f"; {len(failed)} failed node(s): " + ", ".join(str(n.get("displayName", "?")) for n in failed[:5])
-        cluster.record_event(namespace, "Deployment", dep.name, "GPUsReturned", message)
-        print(message, file=out)
-        return Returned(workflow_name, service, scaled_to, used)
-    finally:
-        cluster.release_lease(namespace, f"{holder}/{workflow_name}")
+    """Mark `workflow_name` as having returned its replicas; return what was done. Idempotent."""
+    wf = cluster.workflow(workflow_namespace, workflow_name)
+    if wf is None:
+        raise ClusterError(f"workflow {workflow_namespace}/{workflow_name} not found")
+    meta = wf.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    used = gpu_seconds(wf)
+    annotations = {ANNOTATION_RETURNED_AT: datetime.fromtimestamp(clock(), timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    if used is not None:
+        annotations[ANNOTATION_GPU_SECONDS] = f"{used:.0f}"
+    # A stop for reclaim stays a preemption (it is counted as one); anything else is a return.
+    state = STATE_PREEMPTED if labels.get(LABEL_STATE) == STATE_PREEMPTED else STATE_RETURNED
+    cluster.annotate_workflow(workflow_namespace, workflow_name, annotations, {LABEL_STATE: state})
+    service = str(labels.get(LABEL_SERVICE, ""))
+    gpu_text = f"{used:.0f} GPU-seconds" if used is not None else "GPU-seconds not recorded"
+    message = f"workflow {workflow_name} ended {status} ({state}); {gpu_text}; {service or 'its service'} gets its replicas back"
+    failed = failed_nodes(failures)
+    if failed:
+        message += f"; {len(failed)} failed node(s): " + ", ".join(str(n.get("displayName", "?")) for n in failed[:5])
+    print(message, file=out)
+    return Returned(workflow_name, service, state, used)

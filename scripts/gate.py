@@ -1,64 +1,58 @@
 """The gate: observe each service's load, decide what may be lent, act through the cluster.
 
-One tick is stateless and idempotent: everything it needs is read from the Kubernetes objects
-(baseline and gate state on the Deployment, admission on the workflows) and every actor
-recomputes the same target, so a tick killed between two actions converges on the next one.
-A `coordination.k8s.io` Lease serialises the gate and the exit hooks.
+It is written the way Kubernetes controllers are:
+- Level-triggered and stateless between ticks: everything it needs is read from Kubernetes
+  objects (its memory of each service in a ConfigMap, admission on the workflows), so a tick
+  killed between two writes converges on the next one.
+- It owns only its own delta: it remembers the replicas (or autoscaler maxReplicas) it applied
+  and adopts any other value someone else set (`policy.record.own_baseline`). With an HPA or a
+  KEDA ScaledObject it lends by lowering maxReplicas, never by writing the Deployment's replicas.
+- A fault stays with its object: any exception while observing, deciding or acting for one
+  service is that service's failed tick (counted toward the fail-safe, reported in an Event);
+  the other services tick normally.
+- Serving first: in a reclaim the first write gives serving its replicas back; research-side
+  writes and advisory reads (checkpoint progress, time-boxed) come after and may fail alone.
+- A `coordination.k8s.io` Lease serialises writers; it is renewed during a long tick and a gate
+  that lost it stops writing.
 """
 
-import json
+import os
 import socket
 import sys
+import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
-from typing import TextIO
+from functools import partial
+from typing import Any, TextIO
 
 from offhours.scripts.cluster.base import (
-    ANNOTATION_BASELINE,
-    ANNOTATION_GATE_STATE,
+    FINISHED_PHASES,
     HOLD_REASON,
+    Autoscaler,
     Cluster,
-    ClusterError,
     Deployment,
+    Pod,
 )
-from offhours.scripts.metrics.load import CounterSample
 from offhours.scripts.metrics.sources import LoadSource, Reading, ServiceTarget
 from offhours.scripts.policy.config import GateConfig, ServicePolicy
 from offhours.scripts.policy.decide import Decision, ServiceState, decide
-from offhours.scripts.policy.plan import ADMITTED, Job, Plan, plan
+from offhours.scripts.policy.plan import ADMITTED, PARKED, Job, Plan, plan
+from offhours.scripts.policy.record import ServiceRecord, own_baseline
 from offhours.scripts.policy.schedule import lending_allowed
 
+REPLICAS = "replicas"
 
-@dataclass
-class StoredState:
-    """The gate's memory for one service, kept in the Deployment annotation offhours.io/gate-state."""
 
-    decision: ServiceState = field(default_factory=ServiceState)
-    samples: dict[str, CounterSample] = field(default_factory=dict)
+def unique_holder() -> str:
+    """Return a Lease holder identity unique to this process (two gates on one host are two holders)."""
+    return f"gate/{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:8]}"
 
-    def to_json(self) -> str:
-        """Serialise compactly."""
-        return json.dumps({
-            "recommendations": [[round(t, 3), r] for t, r in self.decision.recommendations],
-            "failedTicks": self.decision.failed_ticks,
-            "samples": {pod: [round(s.at, 3), *s.counters] for pod, s in sorted(self.samples.items())},
-        }, separators=(",", ":"))
 
-    @classmethod
-    def from_json(cls, text: str | None) -> "StoredState":
-        """Parse; an unreadable annotation is treated as no memory (the safe side: no lending yet)."""
-        if not text:
-            return cls()
-        try:
-            raw = json.loads(text)
-            recs = tuple((float(t), int(r)) for t, r in raw.get("recommendations", []))
-            samples = {str(p): CounterSample(float(v[0]), (float(v[1]), float(v[2]), float(v[3])))
-                       for p, v in raw.get("samples", {}).items()}
-            return cls(ServiceState(recs, int(raw.get("failedTicks", 0))), samples)
-        except (ValueError, TypeError, IndexError, AttributeError):
-            return cls()
+class LeaseLost(RuntimeError):
+    """Another actor holds the Lease now: this gate must not write anything more this tick."""
 
 
 @dataclass
@@ -71,14 +65,18 @@ class ServiceOutcome:
     plan: Plan | None = None
     parked: list[str] = field(default_factory=list)
     error: str | None = None
+    adopted: str | None = None
+    applied: int | None = None  # the replicas (or maxReplicas) the service was left at
 
     def summary(self) -> str:
         """One line for the log."""
         if self.decision is None or self.plan is None:
-            return f"{self.service}: error: {self.error}"
+            return f"{self.service}: failed tick: {self.error}"
         d, p = self.decision, self.plan
         parts = [f"{self.service}: {d.action} lent {d.lent} -> {p.lent_after} of baseline {self.baseline}",
-                 f"({d.reason})", f"scale to {p.scale_to}"]
+                 f"({d.reason})", f"at {self.applied if self.applied is not None else p.scale_to}"]
+        if self.adopted:
+            parts.append(self.adopted)
         if p.admit:
             parts.append("admit " + ",".join(j.name for j in p.admit))
         if p.adopt:
@@ -93,6 +91,28 @@ class ServiceOutcome:
 
 
 @dataclass
+class Observed:
+    """One service as observed at the start of a tick."""
+
+    policy: ServicePolicy
+    dep: Deployment
+    scaler: Autoscaler | None
+    record: ServiceRecord
+    jobs: list[Job]
+    pods: list[Pod]
+
+    @property
+    def writes_to(self) -> str:
+        """What the gate writes for this service: the replicas, or the autoscaler's maxReplicas."""
+        return f"{self.scaler.kind}/{self.scaler.name}" if self.scaler else REPLICAS
+
+    @property
+    def current(self) -> int:
+        """The value the gate would write now (replicas, or maxReplicas)."""
+        return self.scaler.max_replicas if self.scaler else self.dep.replicas
+
+
+@dataclass
 class Gate:
     """The gate over a cluster, a load source and a configuration."""
 
@@ -100,62 +120,110 @@ class Gate:
     cluster: Cluster
     source: LoadSource
     clock: Callable[[], float] = time.time
-    holder: str = field(default_factory=lambda: f"gate/{socket.gethostname()}")
+    holder: str = field(default_factory=unique_holder)
     out: TextIO = sys.stdout
     progress: Callable[[Job], float | None] | None = None  # last checkpoint time of a running job
+    advisory_timeout: float = 5.0  # one advisory read (checkpoint progress)
+    advisory_budget: float = 15.0  # all advisory reads of one tick
+    monotonic: Callable[[], float] = time.monotonic
+    _renewed: float = 0.0
+    _advisory_spent: float = 0.0
+    _dry_run: bool = False
+
+    @property
+    def lease_seconds(self) -> int:
+        """How long one Lease grant lasts."""
+        return max(60, 2 * self.config.tick_seconds)
 
     def tick(self, dry_run: bool = False) -> list[ServiceOutcome]:
         """Run one observe -> decide -> act pass over every service."""
         ns = self.config.namespace
-        if not dry_run and not self.cluster.acquire_lease(ns, self.holder, max(60, 2 * self.config.tick_seconds)):
-            print("another gate or exit hook holds the offhours lease: skipping this tick", file=self.out)
-            return []
+        self._dry_run, self._advisory_spent = dry_run, 0.0
+        if not dry_run:
+            if not self.cluster.acquire_lease(ns, self.holder, self.lease_seconds):
+                print("another gate or exit hook holds the offhours lease: skipping this tick", file=self.out)
+                return []
+            self._renewed = self.monotonic()
         try:
-            return self._tick(dry_run)
+            return self._tick()
         finally:
             if not dry_run:
-                self.cluster.release_lease(ns, self.holder)
+                try:
+                    self.cluster.release_lease(ns, self.holder)
+                except Exception as err:  # noqa: BLE001 - an unreleased Lease expires by itself
+                    print(f"could not release the lease: {err}", file=self.out)
 
-    def _tick(self, dry_run: bool) -> list[ServiceOutcome]:
+    # -- the tick ---------------------------------------------------------------------------
+    def _tick(self) -> list[ServiceOutcome]:
         now = self.clock()
-        outcomes: dict[str, ServiceOutcome] = {}
-        prepared: list[tuple[ServicePolicy, Deployment, list[Job], StoredState, ServiceTarget]] = []
+        outcomes = {p.name: ServiceOutcome(p.name) for p in self.config.services}
+        observed: list[Observed] = []
         for policy in self.config.services:
-            outcome = outcomes[policy.name] = ServiceOutcome(policy.name)
             try:
-                dep = self.cluster.deployment(self.config.namespace, policy.name, policy.deployment)
-                jobs = self.cluster.jobs(self.config.workflow_namespace, policy.name)
-                stored = StoredState.from_json(dep.annotations.get(ANNOTATION_GATE_STATE))
-                pods = self.cluster.ready_pods(dep)
-            except ClusterError as err:
-                outcome.error = str(err)
-                continue
-            prepared.append((policy, dep, jobs, stored, ServiceTarget(policy.name, pods, stored.samples)))
-
-        readings = self.source.read([p[4] for p in prepared], now) if prepared else {}
-        for policy, dep, jobs, stored, _ in prepared:
-            outcome = outcomes[policy.name]
-            reading = readings.get(policy.name, Reading(None, "no reading"))
+                observed.append(self._observe(policy))
+            except Exception as err:  # noqa: BLE001 - any fault of one service is that service's failed tick
+                self._fail(policy, outcomes[policy.name], f"observe: {_describe(err)}", now)
+        observed = self._refuse_shared_deployments(observed, outcomes, now)
+        readings = self._read(observed, now)
+        for i, obs in enumerate(observed):
+            outcome = outcomes[obs.policy.name]
             try:
-                self._service(policy, dep, jobs, stored, reading, now, dry_run, outcome)
-            except ClusterError as err:
-                outcome.error = str(err)
-                if not dry_run:
-                    self._event(dep, "GateActionFailed", f"{err}; the next tick recomputes from the objects", True)
+                self._service(obs, readings.get(obs.policy.name, Reading(None, "no reading")), now, outcome)
+            except LeaseLost as err:
+                for rest in observed[i:]:
+                    outcomes[rest.policy.name].error = f"not acted on: {err}"
+                break
+            except Exception as err:  # noqa: BLE001 - see above
+                self._fail(obs.policy, outcome, f"{_describe(err)}", now, obs)
         for outcome in outcomes.values():
             print(outcome.summary(), file=self.out)
         return list(outcomes.values())
 
-    def _service(self, policy: ServicePolicy, dep: Deployment, jobs: list[Job], stored: StoredState,
-                 reading: Reading, now: float, dry_run: bool, outcome: ServiceOutcome) -> None:
+    def _observe(self, policy: ServicePolicy) -> Observed:
+        ns = self.config.namespace
+        dep = self.cluster.deployment(ns, policy.name, policy.deployment)
+        scaler = self.cluster.autoscaler(dep)
+        record = ServiceRecord.from_json(self.cluster.read_state(ns, policy.name))
+        jobs = self.cluster.jobs(self.config.workflow_namespace, policy.name)
+        pods = self.cluster.ready_pods(dep)
+        return Observed(policy, dep, scaler, record, jobs, pods)
+
+    def _refuse_shared_deployments(self, observed: list[Observed], outcomes: dict[str, ServiceOutcome],
+                                   now: float) -> list[Observed]:
+        """Two services resolving to one Deployment would flip it between their targets: neither acts."""
+        by_uid: dict[str, list[Observed]] = {}
+        for obs in observed:
+            by_uid.setdefault(obs.dep.uid or f"{obs.dep.namespace}/{obs.dep.name}", []).append(obs)
+        kept = []
+        for group in by_uid.values():
+            if len(group) == 1:
+                kept.extend(group)
+                continue
+            names = ", ".join(o.policy.name for o in group)
+            for obs in group:
+                self._fail(obs.policy, outcomes[obs.policy.name],
+                           f"services {names} all resolve to Deployment {obs.dep.name}: fix the gate config", now, obs)
+        return kept
+
+    def _read(self, observed: list[Observed], now: float) -> dict[str, Reading]:
+        if not observed:
+            return {}
+        targets = [ServiceTarget(o.policy.name, o.pods, o.record.samples if o.record.deployment_uid == o.dep.uid else {})
+                   for o in observed]
+        try:
+            return self.source.read(targets, now)
+        except Exception as err:  # noqa: BLE001 - a broken source is a failed reading for every service, not a crash
+            return {t.service: Reading(None, f"load source failed: {_describe(err)}") for t in targets}
+
+    def _service(self, obs: Observed, reading: Reading, now: float, outcome: ServiceOutcome) -> None:
+        policy, dep = obs.policy, obs.dep
+        jobs = [self._incarnation(j, dep.uid) for j in obs.jobs]
         lent = sum(j.replicas for j in jobs if j.state == ADMITTED)
-        baseline = dep.baseline
-        if baseline is None:
-            # Before the first change: what runs now, plus anything already lent, is the baseline.
-            baseline = dep.replicas + lent
-            if not dry_run:
-                self.cluster.annotate_deployment(dep, {ANNOTATION_BASELINE: str(baseline)})
-        outcome.baseline = baseline
+        owned = own_baseline(obs.record, dep.uid, obs.writes_to, obs.current, lent)
+        baseline, record = owned.baseline, owned.record
+        outcome.baseline, outcome.adopted = baseline, owned.adopted
+        if obs.scaler is not None and obs.scaler.min_replicas > policy.min_replicas:
+            policy = replace(policy, min_replicas=obs.scaler.min_replicas)  # never cap below the autoscaler's floor
         decision = decide(
             now=now,
             policy=policy,
@@ -166,69 +234,245 @@ class Gate:
             lending_allowed=lending_allowed(policy.schedule, datetime.fromtimestamp(now, timezone.utc)),
             max_age_seconds=self.config.metrics.max_age_seconds,
             failed_ticks_before_reclaim=self.config.failed_ticks_before_reclaim,
-            state=stored.decision,
+            state=record.decision,
+            tick_seconds=self.config.tick_seconds,
         )
-        if decision.target_lent < lent and self.progress is not None:
-            jobs = [self._with_progress(j) for j in jobs]  # only when a stop is coming: it costs I/O
-        p = plan(decision, baseline, jobs, now)
-        outcome.decision, outcome.plan = decision, p
-        if dry_run:
+        outcome.decision = decision
+        if self._dry_run:
+            outcome.plan = plan(decision, baseline, jobs, now)
             return
-        self._act(policy, dep, decision, p, outcome)
-        samples = reading.samples or stored.samples
-        self.cluster.annotate_deployment(dep, {ANNOTATION_GATE_STATE: StoredState(decision.state, samples).to_json()})
+        if owned.adopted:
+            self._event(dep, "ReplicasAdopted", owned.adopted)
+        # Serving first: a reclaim raises serving to what the decision needs before anything else.
+        if decision.target_lent < decision.lent:
+            record = self._apply(obs, record, max(obs.current, baseline - decision.target_lent))
+            if self.progress is not None:
+                jobs = [self._with_progress(j) for j in jobs]  # advisory: only when a stop is coming
+        jobs = [self._with_original(j) for j in jobs]
+        p = plan(decision, baseline, jobs, now)
+        outcome.plan = p
+        scale_to = p.scale_to if decision.action == "lend" else max(p.scale_to, obs.current)  # only a lend lowers serving
+        record = self._apply(obs, record, scale_to)
+        outcome.applied = obs.current
+        record = replace(record, decision=decision.state, samples=reading.samples or record.samples,
+                         last_decision=_last_decision(decision, p, now))
+        self._fence()
+        self.cluster.write_state(self.config.namespace, policy.name, record.to_json())
+        self._research_side(obs, decision, p, outcome)
+
+    def _apply(self, obs: Observed, record: ServiceRecord, value: int) -> ServiceRecord:
+        """Write replicas (or the autoscaler's maxReplicas) if they differ; record the intent first."""
+        if value == obs.current:
+            return record
+        intent = replace(record, applied=value, applying_from=obs.current)
+        self._fence()
+        try:
+            self.cluster.write_state(self.config.namespace, obs.policy.name, intent.to_json())
+        except Exception:
+            if value < obs.current:
+                raise  # no lending without the record of it
+            # A raise for serving goes ahead anyway: at worst the next tick adopts it as someone else's.
+        self._fence()
+        if obs.scaler is not None:
+            self.cluster.set_max_replicas(obs.scaler, value)
+            obs.scaler.max_replicas = value
+        else:
+            self.cluster.scale(obs.dep, value)
+        return replace(intent, applying_from=None)
+
+    def _research_side(self, obs: Observed, decision: Decision, p: Plan, outcome: ServiceOutcome) -> None:
+        """Park, stop, admit, delete, annotate: each job on its own; one failure never undoes serving's writes."""
+        wf_ns, uid, errors = self.config.workflow_namespace, obs.dep.uid, []
+        steps: list[tuple[str, Callable[[], Any]]] = []
+        steps += [(f"stop {j.name}", partial(self._park_and_stop, wf_ns, j, outcome)) for j in p.stop]
+        steps += [(f"admit {j.name}", partial(self.cluster.admit, wf_ns, j, uid)) for j in p.admit]
+        steps += [(f"adopt {j.name}", partial(self.cluster.adopt, wf_ns, j, uid)) for j in p.adopt]
+        steps += [(f"delete {j.name}", partial(self.cluster.delete_workflow, wf_ns, j.name)) for j in p.delete]
+        # The reason a job waits, on the job itself, written only when it changes.
+        steps += [(f"annotate {j.name}", partial(self.cluster.annotate_workflow, wf_ns, j.name,
+                                                 _waiting_annotations(reason, position), {}))
+                  for j, position, reason in p.waiting if (j.waiting_reason, j.queue_position) != (reason, position)]
+        for what, step in steps:
+            try:
+                self._fence()
+                step()
+            except LeaseLost:
+                raise
+            except Exception as err:  # noqa: BLE001 - one job's fault is that job's
+                errors.append(f"{what}: {_describe(err)}")
+        if errors:
+            outcome.error = "; ".join(errors)
+        self._record_tick_event(obs, decision, p, outcome)
+
+    def _park_and_stop(self, namespace: str, job: Job, outcome: ServiceOutcome) -> None:
+        # Park a copy first (idempotent), then stop: a stopped job always has its copy.
+        outcome.parked.append(self.cluster.park_copy(namespace, job))
+        self._fence()
+        self.cluster.stop(namespace, job)
+
+    def _incarnation(self, job: Job, uid: str) -> Job:
+        """Treat a job admitted against another incarnation of the Deployment as lending nothing to this one."""
+        if job.state == ADMITTED and job.borrowed_from and uid and job.borrowed_from != uid:
+            return replace(job, state="unmanaged")
+        return job
+
+    def _with_original(self, job: Job) -> Job:
+        """For a parked copy: whether its original is confirmed stopped, and whether it completed."""
+        if job.state != PARKED or not job.parked_from:
+            return job
+        try:
+            original = self.cluster.workflow(self.config.workflow_namespace, job.parked_from)
+        except Exception as err:  # noqa: BLE001 - unknown: the copy waits
+            print(f"original {job.parked_from} of {job.name} unreadable: {_describe(err)}", file=self.out)
+            return replace(job, original_done=False)
+        if original is None:
+            return replace(job, original_done=True)
+        meta = original.get("metadata") or {}
+        if job.copy_of and meta.get("uid") and meta.get("uid") != job.copy_of:
+            return replace(job, original_done=True)  # that name now belongs to another workflow
+        phase = (original.get("status") or {}).get("phase")
+        return replace(job, original_done=phase in FINISHED_PHASES, original_succeeded=phase == "Succeeded")
 
     def _with_progress(self, job: Job) -> Job:
         if job.state != ADMITTED or self.progress is None:
             return job
-        try:
-            at = self.progress(job)
-        except Exception as err:  # noqa: BLE001 - progress is advisory: a stop must never wait on it
-            print(f"progress of {job.name} unreadable: {err}", file=self.out)
+        progress = self.progress
+        at = self._advisory(f"progress of {job.name}", lambda: progress(job))
+        if not isinstance(at, (int, float)) or (job.progress_at is not None and job.progress_at >= at):
             return job
-        if at is None or (job.progress_at is not None and job.progress_at >= at):
-            return job
-        return replace(job, progress_at=at)
+        return replace(job, progress_at=float(at))
 
-    def _act(self, policy: ServicePolicy, dep: Deployment, decision: Decision, p: Plan, outcome: ServiceOutcome) -> None:
-        wf_ns = self.config.workflow_namespace
-        # Reclaim: park a copy first (idempotent by name), then stop, so a stopped job is never lost.
-        for job in p.stop:
-            outcome.parked.append(self.cluster.park_copy(wf_ns, job))
-            self.cluster.stop(wf_ns, job)
-        # Scale before admitting: the GPUs are free before research pods ask for them; and at once on reclaim.
-        if dep.replicas != p.scale_to:
-            self.cluster.scale(dep, p.scale_to)
-        for job in p.admit:
-            self.cluster.admit(wf_ns, job)
-        for job in p.adopt:
-            self.cluster.adopt(wf_ns, job)
-        gpus = policy.gpus_per_replica
+    def _advisory(self, what: str, read: Callable[[], Any]) -> Any:
+        """Run an advisory read with a per-call timeout inside the tick's budget; None when over either."""
+        left = self.advisory_budget - self._advisory_spent
+        if left <= 0:
+            print(f"{what}: skipped, the tick's advisory budget ({self.advisory_budget:.0f} s) is spent", file=self.out)
+            return None
+        result: list[Any] = []
+        failure: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                result.append(read())
+            except Exception as err:  # noqa: BLE001 - reported below
+                failure.append(err)
+
+        started = self.monotonic()
+        worker = threading.Thread(target=run, name=what, daemon=True)  # a hung read must not hold the process
+        worker.start()
+        worker.join(min(self.advisory_timeout, left))
+        self._advisory_spent += self.monotonic() - started
+        if worker.is_alive():
+            print(f"{what}: no answer within {min(self.advisory_timeout, left):.1f} s: skipped", file=self.out)
+            return None
+        if failure:
+            print(f"{what} unreadable: {_describe(failure[0])}", file=self.out)
+            return None
+        return result[0] if result else None
+
+    # -- faults -----------------------------------------------------------------------------
+    def _fail(self, policy: ServicePolicy, outcome: ServiceOutcome, error: str, now: float,
+              obs: Observed | None = None) -> None:
+        """Count a failed tick for one service; after enough in a row, restore its whole baseline."""
+        outcome.error = error
+        if self._dry_run:
+            return
+        ns, name = self.config.namespace, policy.deployment or policy.name
+        try:
+            self._fence()
+            record = obs.record if obs is not None else ServiceRecord.from_json(self.cluster.read_state(ns, policy.name))
+            failed = record.decision.failed_ticks + 1
+            record = replace(record, decision=ServiceState((), failed),
+                             last_decision={"at": now, "action": "failed", "reason": error[:300]})
+            if failed >= self.config.failed_ticks_before_reclaim and record.baseline is not None:
+                record = self._restore_baseline(policy, record, obs)
+                error += f"; {failed} failed ticks in a row: serving restored to its baseline {record.baseline}"
+                outcome.error = error
+            self.cluster.write_state(ns, policy.name, record.to_json())
+        except LeaseLost:
+            raise
+        except Exception as err:  # noqa: BLE001 - the record is best effort; the Event below still says why
+            outcome.error = f"{error}; could not record the failed tick: {_describe(err)}"
+        self._event_on(ns, name, "GateTickFailed", outcome.error or error, warning=True)
+
+    def _restore_baseline(self, policy: ServicePolicy, record: ServiceRecord, obs: Observed | None) -> ServiceRecord:
+        """Put serving back at its whole baseline (the fail-safe), whatever else cannot be read."""
+        assert record.baseline is not None
+        if obs is None:
+            dep = self.cluster.deployment(self.config.namespace, policy.name, policy.deployment)
+            if record.deployment_uid and dep.uid and dep.uid != record.deployment_uid:
+                return record  # a new incarnation: nothing of ours to restore on it
+            obs = Observed(policy, dep, self.cluster.autoscaler(dep), record, [], [])
+        if obs.current < record.baseline:
+            record = self._apply(obs, record, record.baseline)
+        return record
+
+    def _fence(self) -> None:
+        """Renew the Lease when a third of it has passed; raise `LeaseLost` if another actor has it."""
+        if self._dry_run:
+            return
+        elapsed = self.monotonic() - self._renewed
+        if elapsed < self.lease_seconds / 3:
+            return
+        try:
+            held = self.cluster.acquire_lease(self.config.namespace, self.holder, self.lease_seconds)
+        except Exception as err:  # noqa: BLE001 - an unreachable API: keep going only while the grant surely holds
+            if elapsed < self.lease_seconds * 2 / 3:
+                return
+            raise LeaseLost(f"the lease could not be renewed ({_describe(err)})") from None
+        if not held:
+            raise LeaseLost("another actor took the offhours lease")
+        self._renewed = self.monotonic()
+
+    # -- events -----------------------------------------------------------------------------
+    def _record_tick_event(self, obs: Observed, decision: Decision, p: Plan, outcome: ServiceOutcome) -> None:
+        gpus = obs.policy.gpus_per_replica
         message = (f"{decision.action}: {decision.reason}. required={decision.required} baseline={outcome.baseline} "
-                   f"lent {decision.lent}->{p.lent_after} replicas ({p.lent_after * gpus} GPUs); scale to {p.scale_to}")
+                   f"lent {decision.lent}->{p.lent_after} replicas ({p.lent_after * gpus} GPUs); "
+                   f"{obs.writes_to} at {obs.current}")
         if p.admit or p.adopt:
             message += "; admitted " + ", ".join(j.name for j in (*p.admit, *p.adopt))
         if p.stop:
             message += "; stopped " + ", ".join(j.name for j in p.stop) + "; parked " + ", ".join(outcome.parked)
         if p.notes:
             message += "; " + "; ".join(p.notes)
+        if outcome.error:
+            message += f"; errors: {outcome.error}"
         reason = ("GPUsLent" if p.lent_after > decision.lent
-                  else "GPUsReclaimed" if p.lent_after < decision.lent else HOLD_REASON)
-        self._event(dep, reason, message, warning=decision.action == "reclaim" and "failed ticks" in decision.reason)
+                  else "GPUsReclaimed" if p.lent_after < decision.lent or decision.action == "reclaim" else HOLD_REASON)
+        self._event(obs.dep, reason, message, warning=bool(outcome.error) or (
+            decision.action == "reclaim" and "failed ticks" in decision.reason))
 
     def _event(self, dep: Deployment, reason: str, message: str, warning: bool = False) -> None:
+        self._event_on(dep.namespace, dep.name, reason, message, warning)
+
+    def _event_on(self, namespace: str, name: str, reason: str, message: str, warning: bool = False) -> None:
         try:
             # A hold repeats every tick while nothing changes: one Event per Deployment, counted.
-            self.cluster.record_event(dep.namespace, "Deployment", dep.name, reason, message, warning,
+            self.cluster.record_event(namespace, "Deployment", name, reason, message, warning,
                                       aggregate=reason == HOLD_REASON)
-        except ClusterError as err:  # an event is a record, not an action: never let it undo a tick
-            print(f"could not record event {reason}: {err}", file=self.out)
+        except Exception as err:  # noqa: BLE001 - an event is a record, not an action: never let it undo a tick
+            print(f"could not record event {reason}: {_describe(err)}", file=self.out)
+
+
+def _describe(err: BaseException) -> str:
+    text = str(err)
+    return text if type(err).__name__ in ("ClusterError", "LeaseLost") else f"{type(err).__name__}: {text}"
+
+
+def _last_decision(decision: Decision, p: Plan, now: float) -> dict[str, Any]:
+    return {"at": now, "action": decision.action, "required": decision.required, "lent": p.lent_after,
+            "target": decision.target_lent, "reason": decision.reason}
+
+
+def _waiting_annotations(reason: str, position: int) -> dict[str, str]:
+    from offhours.scripts.cluster.base import ANNOTATION_QUEUE_POSITION, ANNOTATION_WAITING_REASON
+
+    return {ANNOTATION_WAITING_REASON: reason, ANNOTATION_QUEUE_POSITION: str(position)}
 
 
 def store_progress(job: Job) -> float | None:
     """Read a job's last checkpoint time from its checkpoint store (`progress.json`, see offhours.scripts.checkpoint)."""
-    import os
-
     from offhours.scripts.checkpoint import latest_progress_time
 
     if not job.checkpoint_prefix or not job.checkpoint_prefix.startswith(("file://", "s3://")):

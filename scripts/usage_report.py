@@ -15,6 +15,7 @@ from typing import Any
 
 from offhours.scripts.cluster.base import (
     ANNOTATION_ADMITTED_AT,
+    ANNOTATION_PREEMPTED_AT,
     LABEL_REPLICAS,
     LABEL_SERVICE,
     LABEL_STATE,
@@ -64,7 +65,7 @@ def usage(workflows: Iterable[Mapping[str, Any]], gpus_per_replica: Mapping[str,
         row = rows.setdefault(key, UsageRow(*key))
         row.workflows += 1
         row.run_ids.add(labels.get("offhours.io/run-id") or meta.get("name", ""))
-        if labels.get(LABEL_STATE) == STATE_PREEMPTED:
+        if labels.get(LABEL_STATE) == STATE_PREEMPTED or annotations.get(ANNOTATION_PREEMPTED_AT):
             row.preemptions += 1
         gpu_seconds = (status.get("resourcesDuration") or {}).get("nvidia.com/gpu")
         if gpu_seconds is not None:

@@ -7,7 +7,9 @@ does; the checks only use the `Cluster` interface.
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from offhours.scripts.cluster.base import ANNOTATION_BASELINE, Cluster
+import pytest
+
+from offhours.scripts.cluster.base import Cluster, ClusterError
 from offhours.scripts.policy.plan import ADMITTED, PARKED
 
 
@@ -22,28 +24,35 @@ class Harness(Protocol):
     def replicas(self, deployment: str) -> int: ...
 
 
-def deployment_found_by_label_scaled_and_annotated(h: Harness) -> None:
+def deployment_found_by_label_scaled_and_its_state_kept(h: Harness) -> None:
     h.add_service("contract-svc", 3)
     dep = h.cluster.deployment(h.serving, "contract-svc")
-    assert dep.name == "contract-svc" and dep.replicas == 3 and dep.baseline is None
-    h.cluster.annotate_deployment(dep, {ANNOTATION_BASELINE: "3"})
+    assert dep.name == "contract-svc" and dep.replicas == 3 and dep.uid
+    assert h.cluster.autoscaler(dep) is None
     h.cluster.scale(dep, 2)
     again = h.cluster.deployment(h.serving, "contract-svc")
-    assert again.baseline == 3 and again.replicas == 2 == h.replicas("contract-svc")
+    assert again.replicas == 2 == h.replicas("contract-svc") and again.uid == dep.uid
+    assert h.cluster.read_state(h.serving, "contract-svc") is None
+    h.cluster.write_state(h.serving, "contract-svc", '{"baseline":3}')
+    h.cluster.write_state(h.serving, "contract-svc", '{"baseline":4}')  # the second write updates
+    assert h.cluster.read_state(h.serving, "contract-svc") == '{"baseline":4}'
 
 
 def parked_job_is_admitted_then_stopped(h: Harness) -> None:
     h.add_parked("contract-a", "contract-svc2", 2)
     jobs = {j.name: j for j in h.cluster.jobs(h.research, "contract-svc2")}
     assert jobs["contract-a"].state == PARKED and jobs["contract-a"].replicas == 2
-    h.cluster.admit(h.research, jobs["contract-a"])
+    h.cluster.admit(h.research, jobs["contract-a"], "uid-of-the-deployment")
     wf = h.read_workflow("contract-a")
     assert not wf["spec"].get("suspend") and wf["metadata"]["labels"]["offhours.io/state"] == "admitted"
     assert "offhours.io/admitted-at" in wf["metadata"]["annotations"]
-    assert [j.state for j in h.cluster.jobs(h.research, "contract-svc2") if j.name == "contract-a"] in ([ADMITTED], [])
+    assert wf["metadata"]["annotations"]["offhours.io/borrowed-from"] == "uid-of-the-deployment"
+    admitted = [j for j in h.cluster.jobs(h.research, "contract-svc2") if j.name == "contract-a"]
+    assert [(j.state, j.borrowed_from) for j in admitted] == [(ADMITTED, "uid-of-the-deployment")]
     h.cluster.stop(h.research, jobs["contract-a"])
     wf = h.read_workflow("contract-a")
     assert wf["spec"]["shutdown"] == "Stop" and wf["metadata"]["labels"]["offhours.io/state"] == "preempted"
+    assert "offhours.io/preempted-at" in wf["metadata"]["annotations"]
     assert "contract-a" not in {j.name for j in h.cluster.jobs(h.research, "contract-svc2")}
 
 
@@ -56,8 +65,18 @@ def parking_a_copy_is_idempotent(h: Harness) -> None:
     copy = h.read_workflow(first)
     assert copy["spec"]["suspend"] is True and copy["metadata"]["annotations"]["offhours.io/preemptions"] == "1"
     assert copy["metadata"]["annotations"]["offhours.io/parked-from"] == "contract-b"
+    assert copy["metadata"]["labels"]["offhours.io/copy-of"] == h.read_workflow("contract-b")["metadata"]["uid"]
     names = [j.name for j in h.cluster.jobs(h.research, "contract-svc3")]
     assert names.count("contract-b-p1") == 1
+    # A name taken by a workflow that is not this job's copy is an error, never taken for success.
+    h.add_parked("contract-c", "contract-svc3", 1)
+    h.add_parked("contract-c-p1", "contract-svc3", 1)
+    job = next(j for j in h.cluster.jobs(h.research, "contract-svc3") if j.name == "contract-c")
+    with pytest.raises(ClusterError, match="contract-c-p1 is taken by a workflow that is not its copy"):
+        h.cluster.park_copy(h.research, job)
+    h.cluster.delete_workflow(h.research, "contract-c-p1")
+    h.cluster.delete_workflow(h.research, "contract-c-p1")  # deleting what is gone is success
+    assert h.cluster.workflow(h.research, "contract-c-p1") is None
 
 
 def missing_workflow_is_none(h: Harness) -> None:
@@ -74,7 +93,7 @@ def lease_admits_one_writer_at_a_time(h: Harness) -> None:
 
 
 CONTRACT: list[Callable[[Harness], None]] = [
-    deployment_found_by_label_scaled_and_annotated,
+    deployment_found_by_label_scaled_and_its_state_kept,
     parked_job_is_admitted_then_stopped,
     parking_a_copy_is_idempotent,
     missing_workflow_is_none,

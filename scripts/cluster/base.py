@@ -1,8 +1,10 @@
 """The interface the gate and the exit hook act through, and the names offhours writes on objects.
 
 Two implementations: `memory.MemoryCluster` (tests, simulator) and `kube.KubeCluster` (the
-Kubernetes API with the `kubernetes` client). Everything offhours remembers lives on these
-objects: the baseline and the gate's state on the Deployment, admission on the workflows.
+Kubernetes API with the `kubernetes` client). Everything offhours remembers lives in Kubernetes
+objects: the gate's memory of each service (baseline, what it last applied, its recent
+decisions) in one ConfigMap per service, admission on the workflows. The gate never patches a
+Deployment: it writes replicas through the scale subresource, or an autoscaler's maxReplicas.
 """
 
 from dataclasses import dataclass, field
@@ -10,14 +12,20 @@ from typing import Any, Protocol
 
 from offhours.scripts.policy.plan import Job
 
-ANNOTATION_BASELINE = "offhours.io/baseline-replicas"
-ANNOTATION_GATE_STATE = "offhours.io/gate-state"
 ANNOTATION_PREEMPTIONS = "offhours.io/preemptions"
 ANNOTATION_PRIORITY = "offhours.io/priority"
 ANNOTATION_PROGRESS = "offhours.io/last-checkpoint"
 ANNOTATION_GPU_SECONDS = "offhours.io/gpu-seconds"
 ANNOTATION_PARKED_FROM = "offhours.io/parked-from"
 ANNOTATION_ADMITTED_AT = "offhours.io/admitted-at"
+ANNOTATION_PREEMPTED_AT = "offhours.io/preempted-at"
+ANNOTATION_RETURNED_AT = "offhours.io/returned-at"
+ANNOTATION_ROOT = "offhours.io/first-name"  # the name of the first workflow of a run: copies are named after it
+ANNOTATION_WAITING_REASON = "offhours.io/waiting-reason"
+ANNOTATION_QUEUE_POSITION = "offhours.io/queue-position"
+ANNOTATION_BORROWED_FROM = "offhours.io/borrowed-from"  # UID of the Deployment incarnation it borrowed from
+LABEL_RUN_ID = "offhours.io/run-id"
+LABEL_COPY_OF = "offhours.io/copy-of"
 LABEL_STATE = "offhours.io/state"
 LABEL_SERVICE = "offhours.io/service"
 LABEL_REPLICAS = "offhours.io/replicas"
@@ -28,6 +36,13 @@ STATE_RETURNED = "returned"
 FINISHED_PHASES = ("Succeeded", "Failed", "Error")
 LEASE_NAME = "offhours-gate"
 HOLD_REASON = "GateHold"
+STATE_CONFIGMAP_PREFIX = "offhours-state-"
+STATE_KEY = "state.json"
+
+
+def state_configmap_name(service: str) -> str:
+    """Name of the ConfigMap that holds the gate's memory of `service`."""
+    return f"{STATE_CONFIGMAP_PREFIX}{service}"
 
 
 def aggregated_event_name(name: str, reason: str) -> str:
@@ -49,12 +64,22 @@ class Deployment:
     replicas: int
     annotations: dict[str, str] = field(default_factory=dict)
     selector: dict[str, str] = field(default_factory=dict)
+    uid: str = ""  # one incarnation: a Deployment deleted and created again is a new one
 
-    @property
-    def baseline(self) -> int | None:
-        """The recorded baseline replicas, or None before the first change."""
-        value = self.annotations.get(ANNOTATION_BASELINE)
-        return int(value) if value is not None else None
+
+@dataclass
+class Autoscaler:
+    """An HPA (autoscaling/v2) or a KEDA ScaledObject that scales a Deployment.
+
+    With one present, the gate lends by lowering its maxReplicas and never writes the
+    Deployment's replicas (that would fight the autoscaler).
+    """
+
+    kind: str  # "HorizontalPodAutoscaler" or "ScaledObject"
+    namespace: str
+    name: str
+    min_replicas: int
+    max_replicas: int
 
 
 @dataclass(frozen=True)
@@ -72,12 +97,24 @@ class Cluster(Protocol):
         """Return the Deployment of `service` (by name, or by label offhours.io/service)."""
         ...
 
-    def annotate_deployment(self, dep: Deployment, annotations: dict[str, str]) -> None:
-        """Merge annotations into the Deployment."""
-        ...
-
     def scale(self, dep: Deployment, replicas: int) -> None:
         """Set the Deployment's replicas through the scale subresource."""
+        ...
+
+    def autoscaler(self, dep: Deployment) -> Autoscaler | None:
+        """Return the HPA or KEDA ScaledObject that scales `dep`, if any."""
+        ...
+
+    def set_max_replicas(self, scaler: Autoscaler, replicas: int) -> None:
+        """Set an autoscaler's maxReplicas (maxReplicaCount for KEDA)."""
+        ...
+
+    def read_state(self, namespace: str, service: str) -> str | None:
+        """Return the gate's stored memory of `service` (JSON text), or None if there is none."""
+        ...
+
+    def write_state(self, namespace: str, service: str, text: str) -> None:
+        """Store the gate's memory of `service` (created if missing)."""
         ...
 
     def ready_pods(self, dep: Deployment) -> list[Pod]:
@@ -92,11 +129,11 @@ class Cluster(Protocol):
         """Return a workflow object, or None if it does not exist."""
         ...
 
-    def admit(self, namespace: str, job: Job) -> None:
-        """Resume a parked workflow and mark it admitted."""
+    def admit(self, namespace: str, job: Job, deployment_uid: str = "") -> None:
+        """Resume a parked workflow and mark it admitted (against that Deployment incarnation)."""
         ...
 
-    def adopt(self, namespace: str, job: Job) -> None:
+    def adopt(self, namespace: str, job: Job, deployment_uid: str = "") -> None:
         """Mark a workflow that runs without admission as admitted."""
         ...
 
@@ -105,7 +142,14 @@ class Cluster(Protocol):
         ...
 
     def park_copy(self, namespace: str, job: Job) -> str:
-        """Create a parked (suspended) copy of a stopped workflow; return its name."""
+        """Create a parked (suspended) copy of a workflow; return its name.
+
+        Idempotent: an existing object of that name is success only if it is this workflow's copy.
+        """
+        ...
+
+    def delete_workflow(self, namespace: str, name: str) -> None:
+        """Delete a workflow (a parked copy whose original completed); a missing one is success."""
         ...
 
     def annotate_workflow(self, namespace: str, name: str, annotations: dict[str, str], labels: dict[str, str]) -> None:
@@ -127,4 +171,8 @@ class Cluster(Protocol):
 
     def release_lease(self, namespace: str, holder: str) -> None:
         """Give the Lease back if `holder` has it."""
+        ...
+
+    def wait_for_workflow_change(self, namespace: str, timeout: float) -> bool:
+        """Block up to `timeout` seconds; True as soon as an offhours workflow finished or was returned."""
         ...

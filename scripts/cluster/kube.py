@@ -16,21 +16,31 @@ from kubernetes.client.exceptions import ApiException
 
 from offhours.scripts.cluster.base import (
     ANNOTATION_ADMITTED_AT,
+    ANNOTATION_BORROWED_FROM,
+    ANNOTATION_PREEMPTED_AT,
+    ANNOTATION_QUEUE_POSITION,
+    ANNOTATION_WAITING_REASON,
+    FINISHED_PHASES,
     LABEL_SERVICE,
     LABEL_STATE,
     LEASE_NAME,
     STATE_ADMITTED,
+    STATE_KEY,
     STATE_PREEMPTED,
+    STATE_RETURNED,
+    Autoscaler,
     ClusterError,
     Deployment,
     Pod,
     aggregated_event_name,
+    state_configmap_name,
 )
-from offhours.scripts.cluster.memory import build_parked_copy, workflow_job
+from offhours.scripts.cluster.memory import build_parked_copy, check_own_copy, workflow_job
 from offhours.scripts.policy.plan import Job
 
 T = TypeVar("T")
 GROUP, VERSION, PLURAL = "argoproj.io", "v1alpha1", "workflows"
+KEDA_GROUP, KEDA_VERSION, KEDA_PLURAL = "keda.sh", "v1alpha1", "scaledobjects"
 RETRIED_STATUSES = {409, 429, 500, 502, 503, 504}
 
 
@@ -53,6 +63,7 @@ class KubeCluster:
         self.core: Any = client.CoreV1Api(self.api)
         self.custom: Any = client.CustomObjectsApi(self.api)
         self.coordination: Any = client.CoordinationV1Api(self.api)
+        self.autoscaling: Any = client.AutoscalingV2Api(self.api)
         self.retries = retries
         self.backoff = backoff
         self.sleep = sleep
@@ -92,16 +103,61 @@ class KubeCluster:
             namespace=namespace,
             name=obj.metadata.name,
             service=service,
-            replicas=int(obj.spec.replicas or 0),
+            replicas=int(obj.spec.replicas if obj.spec.replicas is not None else 1),
             annotations=dict(obj.metadata.annotations or {}),
             selector=dict(obj.spec.selector.match_labels or {}),
+            uid=str(obj.metadata.uid or ""),
         )
 
-    def annotate_deployment(self, dep: Deployment, annotations: dict[str, str]) -> None:
-        """Merge annotations into the Deployment."""
-        self._call(f"annotate deployment {dep.namespace}/{dep.name}", lambda: self.apps.patch_namespaced_deployment(
-            dep.name, dep.namespace, {"metadata": {"annotations": annotations}}))
-        dep.annotations.update(annotations)
+    def autoscaler(self, dep: Deployment) -> Autoscaler | None:
+        """Return the HPA that targets `dep`, or the KEDA ScaledObject that owns such an HPA."""
+        hpas = self._call(f"list horizontalpodautoscalers {dep.namespace}",
+                          lambda: self.autoscaling.list_namespaced_horizontal_pod_autoscaler(dep.namespace)).items
+        for hpa in hpas:
+            ref = hpa.spec.scale_target_ref
+            if ref.kind != "Deployment" or ref.name != dep.name:
+                continue
+            owner = next((o for o in hpa.metadata.owner_references or [] if o.kind == "ScaledObject"), None)
+            if owner is None:
+                return Autoscaler("HorizontalPodAutoscaler", dep.namespace, hpa.metadata.name,
+                                  int(hpa.spec.min_replicas if hpa.spec.min_replicas is not None else 1),
+                                  int(hpa.spec.max_replicas))
+            # KEDA reconciles its HPA from the ScaledObject: the cap must be written there.
+            obj = self._call(f"get scaledobject {dep.namespace}/{owner.name}", lambda: self.custom.get_namespaced_custom_object(
+                KEDA_GROUP, KEDA_VERSION, dep.namespace, KEDA_PLURAL, owner.name))
+            spec = obj.get("spec") or {}
+            return Autoscaler("ScaledObject", dep.namespace, owner.name, int(spec.get("minReplicaCount", 0)),
+                              int(spec.get("maxReplicaCount", 100)))
+        return None
+
+    def set_max_replicas(self, scaler: Autoscaler, replicas: int) -> None:
+        """Set an HPA's maxReplicas or a ScaledObject's maxReplicaCount."""
+        what = f"set {scaler.kind} {scaler.namespace}/{scaler.name} max to {replicas}"
+        if scaler.kind == "ScaledObject":
+            self._call(what, lambda: self.custom.patch_namespaced_custom_object(
+                KEDA_GROUP, KEDA_VERSION, scaler.namespace, KEDA_PLURAL, scaler.name, {"spec": {"maxReplicaCount": replicas}}))
+        else:
+            self._call(what, lambda: self.autoscaling.patch_namespaced_horizontal_pod_autoscaler(
+                scaler.name, scaler.namespace, {"spec": {"maxReplicas": replicas}}))
+
+    def read_state(self, namespace: str, service: str) -> str | None:
+        """Return `state.json` of the ConfigMap offhours-state-<service>, or None if there is none."""
+        name = state_configmap_name(service)
+        absent: dict[int, Any] = {404: None}
+        cm = self._call(f"read configmap {namespace}/{name}", lambda: self.core.read_namespaced_config_map(name, namespace),
+                        accept=absent)
+        return None if cm is None else (cm.data or {}).get(STATE_KEY)
+
+    def write_state(self, namespace: str, service: str, text: str) -> None:
+        """Write `state.json` of the ConfigMap offhours-state-<service>, creating it the first time."""
+        name = state_configmap_name(service)
+        missing: dict[int, bool] = {404: False}
+        patched = self._call(f"write configmap {namespace}/{name}", lambda: bool(self.core.patch_namespaced_config_map(
+            name, namespace, {"data": {STATE_KEY: text}})), accept=missing)
+        if not patched:
+            body = client.V1ConfigMap(metadata=client.V1ObjectMeta(name=name, labels={"offhours.io/managed": "true"}),
+                                      data={STATE_KEY: text})
+            self._call(f"create configmap {namespace}/{name}", lambda: self.core.create_namespaced_config_map(namespace, body))
 
     def scale(self, dep: Deployment, replicas: int) -> None:
         """Set replicas through the scale subresource."""
@@ -141,13 +197,13 @@ class KubeCluster:
         self._call(f"{what} workflow {namespace}/{name}", lambda: self.custom.patch_namespaced_custom_object(
             GROUP, VERSION, namespace, PLURAL, name, body))
 
-    def admit(self, namespace: str, job: Job) -> None:
+    def admit(self, namespace: str, job: Job, deployment_uid: str = "") -> None:
         """Resume a parked workflow (spec.suspend removed) and mark it admitted."""
-        self._patch_workflow("admit", namespace, job.name, {"metadata": _admitted(), "spec": {"suspend": None}})
+        self._patch_workflow("admit", namespace, job.name, {"metadata": _admitted(deployment_uid), "spec": {"suspend": None}})
 
-    def adopt(self, namespace: str, job: Job) -> None:
+    def adopt(self, namespace: str, job: Job, deployment_uid: str = "") -> None:
         """Mark a running workflow admitted."""
-        self._patch_workflow("adopt", namespace, job.name, {"metadata": _admitted()})
+        self._patch_workflow("adopt", namespace, job.name, {"metadata": _admitted(deployment_uid)})
 
     def list_workflows(self, namespace: str, selector: str = "offhours.io/managed=true") -> list[dict[str, Any]]:
         """Return every workflow matching `selector`, finished ones included (for the usage report)."""
@@ -157,19 +213,56 @@ class KubeCluster:
     def stop(self, namespace: str, job: Job) -> None:
         """Stop (never Terminate: Stop runs the exit handlers) and mark preempted."""
         self._patch_workflow("stop", namespace, job.name,
-                             {"metadata": {"labels": {LABEL_STATE: STATE_PREEMPTED}}, "spec": {"shutdown": "Stop"}})
+                             {"metadata": {"labels": {LABEL_STATE: STATE_PREEMPTED},
+                                           "annotations": {ANNOTATION_PREEMPTED_AT: _now()}},
+                              "spec": {"shutdown": "Stop"}})
 
     def park_copy(self, namespace: str, job: Job) -> str:
-        """Create the parked copy; if it exists already (a retried tick), that is success."""
+        """Create the parked copy; an existing object of that name is success only if it is this job's copy."""
         old = self.workflow(namespace, job.name)
         if old is None:
             raise ClusterError(f"park workflow {namespace}/{job.name}: it no longer exists")
         new = build_parked_copy(old)
         name = str(new["metadata"]["name"])
-        # 409 AlreadyExists: a retried tick finds the copy it made before; that is success.
-        self._call(f"create parked copy {namespace}/{name}", lambda: self.custom.create_namespaced_custom_object(
-            GROUP, VERSION, namespace, PLURAL, new), accept={409: None})
+
+        def create() -> bool:
+            self.custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, new)
+            return True
+
+        if not self._call(f"create parked copy {namespace}/{name}", create, accept={409: False}):
+            existing = self.workflow(namespace, name)  # 409: a retried tick's copy, or someone else's workflow
+            if existing is None:
+                raise ClusterError(f"create parked copy {namespace}/{name}: conflict, then gone")
+            check_own_copy(existing, old, namespace)
         return name
+
+    def delete_workflow(self, namespace: str, name: str) -> None:
+        """Delete a workflow; a missing one is success."""
+        gone: dict[int, Any] = {404: None}
+        self._call(f"delete workflow {namespace}/{name}", lambda: self.custom.delete_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, name), accept=gone)
+
+    def wait_for_workflow_change(self, namespace: str, timeout: float) -> bool:
+        """Watch offhours workflows up to `timeout` s; True at the first one that finished or was returned."""
+        from kubernetes import watch
+
+        if timeout <= 0:
+            return False
+        try:
+            listed = self.custom.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL,
+                                                               label_selector="offhours.io/managed=true", limit=1)
+            stream = watch.Watch().stream(
+                self.custom.list_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL,
+                label_selector="offhours.io/managed=true", resource_version=listed["metadata"]["resourceVersion"],
+                timeout_seconds=max(1, int(timeout)), _request_timeout=timeout + 5)
+            for event in stream:
+                wf = event.get("object") or {}
+                labels = (wf.get("metadata") or {}).get("labels") or {}
+                if (wf.get("status") or {}).get("phase") in FINISHED_PHASES or labels.get(LABEL_STATE) == STATE_RETURNED:
+                    return True
+        except (ApiException, urllib3.exceptions.HTTPError, ValueError, KeyError):
+            time.sleep(min(timeout, 5.0))  # a watch that fails only delays the next tick to its schedule
+        return False
 
     def annotate_workflow(self, namespace: str, name: str, annotations: dict[str, str], labels: dict[str, str]) -> None:
         """Merge annotations and labels into a workflow."""
@@ -248,9 +341,14 @@ class KubeCluster:
             pass  # an unreleased lease expires by itself
 
 
-def _admitted() -> dict[str, Any]:
-    now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return {"labels": {LABEL_STATE: STATE_ADMITTED}, "annotations": {ANNOTATION_ADMITTED_AT: now}}
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _admitted(deployment_uid: str) -> dict[str, Any]:
+    return {"labels": {LABEL_STATE: STATE_ADMITTED},
+            "annotations": {ANNOTATION_ADMITTED_AT: _now(), ANNOTATION_BORROWED_FROM: deployment_uid,
+                            ANNOTATION_WAITING_REASON: None, ANNOTATION_QUEUE_POSITION: None}}
 
 
 def _message(err: ApiException) -> str:

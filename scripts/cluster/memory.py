@@ -5,24 +5,35 @@ answers with conflicts or server errors.
 """
 
 import copy
+import math
+import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
 from offhours.scripts.cluster.base import (
     ANNOTATION_ADMITTED_AT,
+    ANNOTATION_BORROWED_FROM,
     ANNOTATION_PARKED_FROM,
+    ANNOTATION_PREEMPTED_AT,
     ANNOTATION_PREEMPTIONS,
     ANNOTATION_PRIORITY,
     ANNOTATION_PROGRESS,
+    ANNOTATION_QUEUE_POSITION,
+    ANNOTATION_RETURNED_AT,
+    ANNOTATION_ROOT,
+    ANNOTATION_WAITING_REASON,
     FINISHED_PHASES,
+    LABEL_COPY_OF,
     LABEL_REPLICAS,
+    LABEL_RUN_ID,
     LABEL_SERVICE,
     LABEL_STATE,
     STATE_ADMITTED,
     STATE_PARKED,
     STATE_PREEMPTED,
     STATE_RETURNED,
+    Autoscaler,
     ClusterError,
     Deployment,
     Pod,
@@ -52,16 +63,19 @@ class MemoryCluster:
     workflows: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     events: list[Event] = field(default_factory=list)
     calls: list[str] = field(default_factory=list)
+    autoscalers: dict[tuple[str, str], Autoscaler] = field(default_factory=dict)  # by (namespace, Deployment name)
+    states: dict[tuple[str, str], str] = field(default_factory=dict)  # the state ConfigMaps' text by (ns, service)
     lease_holder: str | None = None
     lease_until: float = 0.0
     clock: float = 0.0
     fail_next: dict[str, list[Exception]] = field(default_factory=dict)
+    changes: int = 0  # workflows finished or returned since the last wait_for_workflow_change
 
     # -- test helpers -----------------------------------------------------------------------
     def add_deployment(self, namespace: str, service: str, replicas: int, pod_ips: list[str] | None = None,
                        name: str | None = None) -> Deployment:
-        """Add an inference Deployment with ready pods."""
-        dep = Deployment(namespace, name or service, service, replicas, {}, {"app": service})
+        """Add an inference Deployment with ready pods (a new incarnation: a new UID)."""
+        dep = Deployment(namespace, name or service, service, replicas, {}, {"app": service}, uid=str(uuid.uuid4()))
         self.deployments[(namespace, dep.name)] = dep
         ips = pod_ips if pod_ips is not None else [f"10.0.0.{i + 1}" for i in range(replicas)]
         self.pods[(namespace, dep.name)] = [Pod(f"{dep.name}-{i}", ip) for i, ip in enumerate(ips)]
@@ -74,7 +88,7 @@ class MemoryCluster:
         wf = {
             "apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow",
             "metadata": {
-                "name": name, "namespace": namespace, "creationTimestamp": created,
+                "name": name, "namespace": namespace, "creationTimestamp": created, "uid": str(uuid.uuid4()),
                 "labels": {LABEL_SERVICE: service, LABEL_REPLICAS: str(replicas), "offhours.io/managed": "true",
                            **({LABEL_STATE: state} if state else {})},
                 "annotations": {ANNOTATION_PRIORITY: str(priority),
@@ -104,17 +118,39 @@ class MemoryCluster:
                 return copy.deepcopy(dep)
         raise ClusterError(f"no Deployment labelled offhours.io/service={service} in namespace {namespace}")
 
-    def annotate_deployment(self, dep: Deployment, annotations: dict[str, str]) -> None:
-        """Merge annotations into the Deployment."""
-        self._call(f"annotate-deployment {dep.name}")
-        self.deployments[(dep.namespace, dep.name)].annotations.update(annotations)
-        dep.annotations.update(annotations)
-
     def scale(self, dep: Deployment, replicas: int) -> None:
         """Set the Deployment's replicas."""
         self._call(f"scale {dep.name} {replicas}")
-        self.deployments[(dep.namespace, dep.name)].replicas = replicas
+        current = self.deployments.get((dep.namespace, dep.name))
+        if current is None or (dep.uid and current.uid != dep.uid):
+            raise ClusterError(f"scale deployment {dep.namespace}/{dep.name}: HTTP 404 Not Found")
+        current.replicas = replicas
         dep.replicas = replicas
+
+    def autoscaler(self, dep: Deployment) -> Autoscaler | None:
+        """Return the autoscaler of `dep`, if one was added."""
+        self._call(f"get-autoscaler {dep.name}")
+        found = self.autoscalers.get((dep.namespace, dep.name))
+        return copy.deepcopy(found) if found else None
+
+    def set_max_replicas(self, scaler: Autoscaler, replicas: int) -> None:
+        """Set the autoscaler's maxReplicas."""
+        self._call(f"set-max {scaler.name} {replicas}")
+        for found in self.autoscalers.values():
+            if (found.namespace, found.kind, found.name) == (scaler.namespace, scaler.kind, scaler.name):
+                found.max_replicas = replicas
+                return
+        raise ClusterError(f"patch {scaler.kind} {scaler.namespace}/{scaler.name}: HTTP 404 Not Found")
+
+    def read_state(self, namespace: str, service: str) -> str | None:
+        """Return the stored state text of `service`."""
+        self._call(f"read-state {service}")
+        return self.states.get((namespace, service))
+
+    def write_state(self, namespace: str, service: str, text: str) -> None:
+        """Store the state text of `service`."""
+        self._call(f"write-state {service}")
+        self.states[(namespace, service)] = text
 
     def ready_pods(self, dep: Deployment) -> list[Pod]:
         """Return the Deployment's ready pods (as many as its replicas)."""
@@ -133,39 +169,76 @@ class MemoryCluster:
         wf = self.workflows.get((namespace, name))
         return copy.deepcopy(wf) if wf else None
 
-    def admit(self, namespace: str, job: Job) -> None:
+    def _stamp(self) -> str:
+        return datetime.fromtimestamp(self.clock, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    def _existing(self, namespace: str, name: str, what: str) -> dict[str, Any]:
+        wf = self.workflows.get((namespace, name))
+        if wf is None:
+            raise ClusterError(f"{what} workflow {namespace}/{name}: HTTP 404 Not Found")
+        return wf
+
+    def admit(self, namespace: str, job: Job, deployment_uid: str = "") -> None:
         """Resume and mark admitted."""
         self._call(f"admit {job.name}")
-        wf = self.workflows[(namespace, job.name)]
+        wf = self._existing(namespace, job.name, "admit")
         wf["spec"].pop("suspend", None)
-        self._mark_admitted(wf)
+        self._mark_admitted(wf, deployment_uid)
 
-    def adopt(self, namespace: str, job: Job) -> None:
+    def adopt(self, namespace: str, job: Job, deployment_uid: str = "") -> None:
         """Mark admitted."""
         self._call(f"adopt {job.name}")
-        self._mark_admitted(self.workflows[(namespace, job.name)])
+        self._mark_admitted(self._existing(namespace, job.name, "adopt"), deployment_uid)
 
-    def _mark_admitted(self, wf: dict[str, Any]) -> None:
+    def _mark_admitted(self, wf: dict[str, Any], deployment_uid: str) -> None:
         wf["metadata"]["labels"][LABEL_STATE] = STATE_ADMITTED
-        stamp = datetime.fromtimestamp(self.clock, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        wf["metadata"].setdefault("annotations", {})[ANNOTATION_ADMITTED_AT] = stamp
+        annotations = wf["metadata"].setdefault("annotations", {})
+        annotations[ANNOTATION_ADMITTED_AT] = self._stamp()
+        annotations[ANNOTATION_BORROWED_FROM] = deployment_uid
+        annotations.pop(ANNOTATION_WAITING_REASON, None)
+        annotations.pop(ANNOTATION_QUEUE_POSITION, None)
 
     def stop(self, namespace: str, job: Job) -> None:
         """Stop and mark preempted."""
         self._call(f"stop {job.name}")
-        wf = self.workflows[(namespace, job.name)]
+        wf = self._existing(namespace, job.name, "stop")
         wf["spec"]["shutdown"] = "Stop"
         wf["metadata"]["labels"][LABEL_STATE] = STATE_PREEMPTED
+        wf["metadata"].setdefault("annotations", {})[ANNOTATION_PREEMPTED_AT] = self._stamp()
 
     def park_copy(self, namespace: str, job: Job) -> str:
-        """Create a parked copy."""
+        """Create a parked copy; an existing object of that name is success only if it is this job's copy."""
         self._call(f"park-copy {job.name}")
-        new = build_parked_copy(self.workflows[(namespace, job.name)])
+        old = self._existing(namespace, job.name, "park")
+        new = build_parked_copy(old)
         name = str(new["metadata"]["name"])
-        if (namespace, name) not in self.workflows:  # idempotent: a retried park finds its copy
-            new["metadata"]["creationTimestamp"] = self.clock
-            self.workflows[(namespace, name)] = new
+        existing = self.workflows.get((namespace, name))
+        if existing is not None:
+            check_own_copy(existing, old, namespace)
+            return name
+        new["metadata"]["creationTimestamp"] = self.clock
+        new["metadata"]["uid"] = str(uuid.uuid4())
+        self.workflows[(namespace, name)] = new
         return name
+
+    def delete_workflow(self, namespace: str, name: str) -> None:
+        """Delete a workflow; a missing one is success."""
+        self._call(f"delete-workflow {name}")
+        self.workflows.pop((namespace, name), None)
+
+    def finish(self, namespace: str, name: str, phase: str = "Succeeded") -> None:
+        """Test helper: Argo finished a workflow (and its exit hook marked it returned)."""
+        wf = self.workflows[(namespace, name)]
+        wf["status"]["phase"] = phase
+        if wf["metadata"]["labels"].get(LABEL_STATE) != STATE_PREEMPTED:
+            wf["metadata"]["labels"][LABEL_STATE] = STATE_RETURNED
+        wf["metadata"].setdefault("annotations", {})[ANNOTATION_RETURNED_AT] = self._stamp()
+        self.changes += 1
+
+    def wait_for_workflow_change(self, namespace: str, timeout: float) -> bool:
+        """Return whether a workflow finished since the last call (never blocks: the tests drive the clock)."""
+        changed, self.changes = self.changes > 0, 0
+        return changed
 
     def annotate_workflow(self, namespace: str, name: str, annotations: dict[str, str], labels: dict[str, str]) -> None:
         """Merge annotations and labels."""
@@ -187,7 +260,7 @@ class MemoryCluster:
 
     def acquire_lease(self, namespace: str, holder: str, seconds: int) -> bool:
         """Take the lease unless someone else holds an unexpired one."""
-        self._call(f"acquire-lease {holder}")
+        self._call(f"acquire-lease {holder.split('/')[0]}")
         if self.lease_holder not in (None, holder) and self.lease_until > self.clock:
             return False
         self.lease_holder, self.lease_until = holder, self.clock + seconds
@@ -200,96 +273,161 @@ class MemoryCluster:
 
 
 def workflow_job(wf: dict[str, Any], service: str | None = None) -> Job | None:
-    """Read a workflow as a `Job`, or None if it is finished, stopped or not offhours'."""
-    meta = wf.get("metadata", {})
-    labels = meta.get("labels") or {}
-    annotations = meta.get("annotations") or {}
+    """Read a workflow as a `Job`, or None if it is finished, stopped, returned or not offhours'.
+
+    Labels and annotations are written by tenants too: every value is parsed defensively. A
+    value the gate cannot trust (a replica count that is not a small positive integer) makes the
+    job's `problem`: it is never admitted, and it is stopped if it runs.
+    """
+    meta, spec, status = _dict(wf.get("metadata")), _dict(wf.get("spec")), _dict(wf.get("status"))
+    labels = _str_map(meta.get("labels"))
+    annotations = _str_map(meta.get("annotations"))
     if service is not None and labels.get(LABEL_SERVICE) != service:
         return None
-    if (wf.get("status") or {}).get("phase") in FINISHED_PHASES or (wf.get("spec") or {}).get("shutdown"):
+    if status.get("phase") in FINISHED_PHASES or spec.get("shutdown"):
         return None
+    finishing = _work_done(str(meta.get("name", "")), status)
     state = labels.get(LABEL_STATE)
-    if state in (STATE_PREEMPTED, STATE_RETURNED):
+    if state in (STATE_PREEMPTED, STATE_RETURNED) and (finishing or state == STATE_PREEMPTED):
         return None
-    if (wf.get("spec") or {}).get("suspend") and state != STATE_ADMITTED:
+    if spec.get("suspend") and state != STATE_ADMITTED:
         state = PARKED
     elif state != STATE_ADMITTED:
-        state = "unmanaged"
+        state = "unmanaged"  # running without admission (or marked returned while it still runs)
     else:
         state = ADMITTED
-    try:
-        replicas = int(labels.get(LABEL_REPLICAS, "0"))
-    except ValueError:
-        replicas = 0
-    progress = annotations.get(ANNOTATION_PROGRESS)
-    started = (wf.get("status") or {}).get("startedAt")
+    problem = None
+    replicas_text = labels.get(LABEL_REPLICAS, "")
+    replicas = int(replicas_text) if replicas_text.isdigit() and len(replicas_text) <= 4 else 0
+    if replicas <= 0:
+        problem = f"label {LABEL_REPLICAS}={replicas_text!r} is not a positive whole number of replicas"
+    position = annotations.get(ANNOTATION_QUEUE_POSITION, "")
     return Job(
-        name=meta["name"],
+        name=str(meta.get("name", "")),
         service=labels.get(LABEL_SERVICE, ""),
         replicas=replicas,
         state=state,
         priority=_int(annotations.get(ANNOTATION_PRIORITY), 0),
-        created=_timestamp(meta.get("creationTimestamp")),
-        progress_at=_timestamp(progress) if progress else None,
-        started=_timestamp(started) if started else None,
+        created=_timestamp(meta.get("creationTimestamp")) or 0.0,
+        progress_at=_timestamp(annotations.get(ANNOTATION_PROGRESS)),
+        started=_timestamp(status.get("startedAt")),
         parked_from=annotations.get(ANNOTATION_PARKED_FROM),
         checkpoint_prefix=_checkpoint_prefix(wf),
+        finishing=finishing,
+        problem=problem,
+        uid=str(meta.get("uid") or ""),
+        borrowed_from=annotations.get(ANNOTATION_BORROWED_FROM) or None,
+        copy_of=labels.get(LABEL_COPY_OF) or None,
+        waiting_reason=annotations.get(ANNOTATION_WAITING_REASON),
+        queue_position=int(position) if position.isdigit() else None,
     )
 
 
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _str_map(value: Any) -> dict[str, str]:
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
+
+
+def _work_done(name: str, status: dict[str, Any]) -> bool:
+    """Whether the workflow's own work has ended and only its exit handler runs (Argo's `<name>.onExit` node)."""
+    nodes = _dict(status.get("nodes"))
+    root = _dict(nodes.get(name))
+    if root.get("phase") in ("Succeeded", "Failed", "Error", "Skipped", "Omitted"):
+        return True
+    return any(isinstance(n, dict) and str(n.get("name", "")) == f"{name}.onExit" for n in nodes.values())
+
+
+def _parameters(wf: dict[str, Any]) -> dict[str, str]:
+    params = _dict(_dict(wf.get("spec")).get("arguments")).get("parameters")
+    if not isinstance(params, list):
+        return {}
+    return {str(p.get("name")): str(p.get("value")) for p in params if isinstance(p, dict) and p.get("value") is not None}
+
+
 def _checkpoint_prefix(wf: dict[str, Any]) -> str | None:
-    params = {p.get("name"): p.get("value") for p in ((wf.get("spec") or {}).get("arguments") or {}).get("parameters")
-              or [] if isinstance(p, dict)}
+    params = _parameters(wf)
     uri, run_id = params.get("checkpoint-uri"), params.get("run-id")
     return f"{str(uri).rstrip('/')}/{run_id}" if uri and run_id else None
 
 
 def _int(value: str | None, default: int) -> int:
     try:
-        return int(value) if value is not None else default
+        number = int(value) if value is not None else default
     except ValueError:
         return default
+    return number if abs(number) <= 1_000_000 else default
 
 
-def _timestamp(value: Any) -> float:
+def _timestamp(value: Any) -> float | None:
+    """Return a time as epoch seconds from a number or RFC 3339 text; None for anything else (tenants write these)."""
+    if isinstance(value, bool):
+        return None
     if isinstance(value, (int, float)):
-        return float(value)
+        return float(value) if math.isfinite(value) else None
     if not value:
-        return 0.0
+        return None
     try:
-        return float(value)
+        number = float(value)
+        return number if math.isfinite(number) else None
     except ValueError:
+        pass
+    try:
         return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+    except (ValueError, OverflowError):
+        return None
 
 
-def parked_copy_name(name: str, preemptions: int) -> str:
-    """Name the parked copy after a job's `preemptions`-th stop: deterministic, so parking is idempotent."""
-    base = name
-    head, sep, tail = name.rpartition("-p")
-    if sep and tail.isdigit():
-        base = head
-    return f"{base}-p{preemptions}"
+def parked_copy_name(root: str, preemptions: int) -> str:
+    """Name the parked copy after a run's `preemptions`-th stop.
+
+    `root` is the name of the run's first workflow, carried on every copy, so names are unique by
+    construction (`train-p2456` and `train-p7789` have different roots) and deterministic, so
+    parking is idempotent.
+    """
+    return f"{root[:230]}-p{preemptions}"
 
 
 def build_parked_copy(old: dict[str, Any]) -> dict[str, Any]:
     """Return a new Workflow that runs `old` again from its checkpoints: same spec and run id, parked.
 
-    Only what defines the job is copied (spec, labels, annotations); status and identity are
-    new. The preemption count goes up by one, so preemptions are told apart from failures.
+    Only what defines the job is copied (spec, labels, annotations); status, identity and the
+    records of the old run (admission, preemption, return, waiting reason) are not. The copy is
+    linked to its original by label (`offhours.io/copy-of`: the original's UID) and keeps the run
+    id; the preemption count goes up by one, so preemptions are told apart from failures.
     """
     meta = old["metadata"]
     labels = {k: v for k, v in (meta.get("labels") or {}).items() if not k.startswith("workflows.argoproj.io/")}
     labels[LABEL_STATE] = STATE_PARKED
-    annotations = dict(meta.get("annotations") or {})
-    annotations[ANNOTATION_PREEMPTIONS] = str(_int(annotations.get(ANNOTATION_PREEMPTIONS), 0) + 1)
+    labels[LABEL_COPY_OF] = str(meta.get("uid") or "")
+    run_id = _parameters(old).get("run-id")
+    if run_id and LABEL_RUN_ID not in labels:
+        labels[LABEL_RUN_ID] = run_id
+    dropped = (ANNOTATION_ADMITTED_AT, ANNOTATION_PREEMPTED_AT, ANNOTATION_RETURNED_AT, ANNOTATION_BORROWED_FROM,
+               ANNOTATION_WAITING_REASON, ANNOTATION_QUEUE_POSITION, "offhours.io/gpu-seconds")
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k not in dropped}
+    annotations[ANNOTATION_PREEMPTIONS] = str(max(0, _int(annotations.get(ANNOTATION_PREEMPTIONS), 0)) + 1)
     annotations[ANNOTATION_PARKED_FROM] = meta["name"]
+    annotations[ANNOTATION_ROOT] = root = annotations.get(ANNOTATION_ROOT) or meta["name"]
     spec = copy.deepcopy(old["spec"])
     spec.pop("shutdown", None)
     spec["suspend"] = True
-    name = parked_copy_name(meta["name"], int(annotations[ANNOTATION_PREEMPTIONS]))
+    name = parked_copy_name(root, int(annotations[ANNOTATION_PREEMPTIONS]))
     return {
         "apiVersion": old.get("apiVersion", "argoproj.io/v1alpha1"),
         "kind": "Workflow",
         "metadata": {"name": name, "namespace": meta.get("namespace"), "labels": labels, "annotations": annotations},
         "spec": spec,
     }
+
+
+def check_own_copy(existing: dict[str, Any], original: dict[str, Any], namespace: str) -> None:
+    """Raise unless `existing` (an object found under the copy's name) is `original`'s parked copy."""
+    labels = (existing.get("metadata") or {}).get("labels") or {}
+    uid = str((original.get("metadata") or {}).get("uid") or "")
+    if not uid or labels.get(LABEL_COPY_OF) != uid:
+        name = (existing.get("metadata") or {}).get("name")
+        raise ClusterError(f"park workflow {namespace}/{original['metadata']['name']}: the name {name} is taken by "
+                           "a workflow that is not its copy")

@@ -158,6 +158,7 @@ def parse_config(raw: Any) -> GateConfig:
             raise ConfigError(f"gate config: services.{name}.capacity: required (here or in defaults)")
         schedule = _schedule(svc["schedule"], f"services.{name}.schedule") if "schedule" in svc else default_schedule
         services.append(service_policy(name, merged, schedule))
+    _refuse_shared_deployments(services)
     metrics = raw.get("metrics", {})
     prom, direct = metrics.get("prometheus", {}), metrics.get("direct", {})
     source = metrics.get("source", "prometheus" if prom else "direct")
@@ -184,6 +185,17 @@ def parse_config(raw: Any) -> GateConfig:
         failed_ticks_before_reclaim=raw.get("failSafe", {}).get("failedTicksBeforeReclaim", 3),
         services=tuple(services),
     )
+
+
+def _refuse_shared_deployments(services: list[ServicePolicy]) -> None:
+    """Two services naming one Deployment would flip it between their two targets every tick."""
+    seen: dict[str, str] = {}
+    for policy in services:
+        deployment = policy.deployment or policy.name
+        if deployment in seen:
+            raise ConfigError(f"gate config: services {seen[deployment]} and {policy.name} both name Deployment "
+                              f"{deployment}: one service per Deployment")
+        seen[deployment] = policy.name
 
 
 def load_config(path: str | Path) -> GateConfig:

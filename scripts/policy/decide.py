@@ -4,8 +4,11 @@ Give back fast, take slowly (rule 2): a reclaim happens on the first tick whose 
 all at once; a lend needs every recommendation over the stabilisation window to allow it, and
 grows by at most `max_lend_step` replicas a tick. No lending on missing, stale or partial data
 (rule 1); after `failed_ticks_before_reclaim` such ticks in a row, everything is reclaimed.
+The window counts only contiguous history: a gap longer than two ticks (the gate was down)
+starts it again, so after an outage the gate observes a whole window before it lends.
 """
 
+import math
 from dataclasses import dataclass
 
 from offhours.scripts.policy.capacity import Load, required_replicas
@@ -57,12 +60,14 @@ def decide(
     failed_ticks_before_reclaim: int,
     state: ServiceState,
     forecast_required: int | None = None,
+    tick_seconds: float | None = None,
 ) -> Decision:
     """Decide the replicas lent after this tick.
 
     `forecast_required`, if given, is a floor on the replicas needed soon (e.g. ahead of a
     recurring daily ramp by the cold-start time): it can only make the gate reclaim earlier or
-    lend less, never lend more.
+    lend less, never lend more. `tick_seconds`, if given, bounds the gap between two
+    recommendations that still counts as one contiguous window (two ticks).
     """
     name = policy.name
     if not lending_allowed:
@@ -75,6 +80,9 @@ def decide(
         problem = f"load data is {load.age_seconds:.0f} s old (max {max_age_seconds:.0f} s)"
     if problem is None and load is not None and not load.complete:
         problem = f"partial data: {load.pods_read} of {load.pods_expected} ready pods read"
+    bad = _not_finite(load) if load is not None else None
+    if bad is not None:
+        problem, load = f"unusable load reading: {bad}", None
 
     in_service = baseline - lent
     required = required_replicas(load, policy, in_service) if load is not None else None
@@ -96,16 +104,19 @@ def decide(
     assert required is not None
     window_start = now - policy.stabilization_seconds
     # One pass over the window: the ticks still inside it, whether history reaches its start, the peak.
+    max_gap = 2 * tick_seconds if tick_seconds else math.inf
     kept: list[tuple[float, int]] = []
-    covered, peak = False, required
-    for rec in state.recommendations:
+    covered, peak, previous = False, required, None
+    for rec in (*state.recommendations, (now, required)):
+        if previous is not None and rec[0] - previous > max_gap:
+            kept, covered, peak = [], False, required  # the gate was away: the window starts again
+        previous = rec[0]
         if rec[0] <= window_start:
             covered = True
         if rec[0] >= window_start:
             kept.append(rec)
             if rec[1] > peak:
                 peak = rec[1]
-    kept.append((now, required))
     new_state = ServiceState(tuple(kept), 0)
     allowed_now = max(0, baseline - required)
     if allowed_now < lent:
@@ -125,3 +136,12 @@ def decide(
     else:
         reason = f"load needs {required} of {baseline} replicas; {lent} lent"
     return Decision(name, "hold", lent, lent, required, reason, new_state)
+
+
+def _not_finite(load: Load) -> str | None:
+    """Name the first quantity of the load that is not a finite, non-negative number (a NaN, an overflow)."""
+    for name in ("request_rate", "prompt_token_rate", "generation_token_rate", "running", "waiting", "kv_cache_usage"):
+        value = getattr(load, name)
+        if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            return f"{name} = {value}"
+    return None

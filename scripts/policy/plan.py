@@ -20,7 +20,10 @@ class Job:
 
     `state`: parked (created suspended, waiting), admitted (resumed by the gate, holds its
     replicas) or unmanaged (running without admission, e.g. submitted straight from a template).
-    `progress_at`: time of its last complete checkpoint, if it reports one.
+    `progress_at`: time of its last complete checkpoint, if it reports one. `finishing`: its work
+    is done and only its exit handler runs (never worth a stop). `problem`: a value on it that
+    could not be read (it is never admitted, and stopped if it runs). A parked copy waits until
+    `original_done` (its original confirmed stopped or gone) and is deleted if `original_succeeded`.
     """
 
     name: str
@@ -33,6 +36,15 @@ class Job:
     started: float | None = None
     parked_from: str | None = None
     checkpoint_prefix: str | None = None  # <checkpoint-uri>/<run-id>: where its steps record progress
+    finishing: bool = False
+    problem: str | None = None
+    uid: str = ""
+    borrowed_from: str | None = None  # UID of the Deployment incarnation it was admitted against
+    copy_of: str | None = None  # UID of the workflow this parked copy was made from
+    waiting_reason: str | None = None  # as last written on it
+    queue_position: int | None = None
+    original_done: bool = True
+    original_succeeded: bool = False
 
 
 @dataclass(frozen=True)
@@ -46,6 +58,8 @@ class Plan:
     adopt: tuple[Job, ...] = ()
     lent_after: int = 0
     notes: tuple[str, ...] = field(default_factory=tuple)
+    delete: tuple[Job, ...] = ()  # parked copies whose original completed: nothing left to run
+    waiting: tuple[tuple[Job, int, str], ...] = ()  # parked jobs left waiting: (job, queue position, why)
 
 
 def loss_if_stopped(job: Job, now: float) -> float:
@@ -59,7 +73,10 @@ def plan(decision: Decision, baseline: int, jobs: Sequence[Job], now: float) -> 
 
     Admission order: priority (high first), then age (old first); a job that does not fit is
     skipped for a smaller one behind it. Stop order: the jobs whose loss costs least (low
-    priority, little work since the last checkpoint, young) until enough replicas are freed.
+    priority, little work since the last checkpoint, young) until enough replicas are freed; a
+    job whose work is done (only its exit handler runs) is never stopped. On a reclaim the
+    replicas go to what the decision needs even if not enough can be stopped: serving first,
+    the scheduler evicts research pods (low priority) for serving pods.
     """
     admitted = [j for j in jobs if j.state == ADMITTED]
     lent = sum(j.replicas for j in admitted)
@@ -68,9 +85,12 @@ def plan(decision: Decision, baseline: int, jobs: Sequence[Job], now: float) -> 
     admit: list[Job] = []
     stop: list[Job] = []
     adopt: list[Job] = []
+    delete = tuple(j for j in jobs if j.state == PARKED and j.parked_from and j.original_succeeded)
+    deleted = {j.name for j in delete}
 
     if target < lent:
-        victims = sorted(admitted, key=lambda j: (j.priority, loss_if_stopped(j, now), -j.created))
+        victims = sorted((j for j in admitted if not j.finishing),
+                         key=lambda j: (j.priority, loss_if_stopped(j, now), -j.created, j.name))
         freed = 0
         for job in victims:
             if lent - freed <= target:
@@ -78,13 +98,11 @@ def plan(decision: Decision, baseline: int, jobs: Sequence[Job], now: float) -> 
             stop.append(job)
             freed += job.replicas
         lent -= freed
+        if lent > target:
+            notes.append(f"{lent - target} replica(s) are held by jobs that are finishing: returned when they end")
     elif target > lent:
         room, ceiling_room = target - lent, max(decision.ceiling, target) - lent
-        active = {j.name for j in jobs if j.state != PARKED}
-        # A parked copy whose original still runs (a gate stopped between parking and stopping) waits.
-        waiting = sorted((j for j in jobs if j.state != ADMITTED and j.parked_from not in active),
-                         key=lambda j: (j.state == PARKED, -j.priority, j.created))
-        for job in waiting:
+        for job in _queue(jobs, deleted):
             # The first job that fits under what stayed lendable over the whole window may exceed
             # one lend step (else the step would starve every large job); the rest fit the step.
             first = not admit and not adopt
@@ -102,4 +120,35 @@ def plan(decision: Decision, baseline: int, jobs: Sequence[Job], now: float) -> 
             stop.append(job)
             notes.append(f"{job.name} runs without admission and does not fit: stopped and parked again")
 
-    return Plan(decision.service, baseline - lent, tuple(admit), tuple(stop), tuple(adopt), lent, tuple(notes))
+    scale_to = baseline - min(lent, target) if target < decision.lent else baseline - lent
+    waiting = _waiting(decision, baseline, jobs, deleted, {j.name for j in admit}, lent)
+    return Plan(decision.service, scale_to, tuple(admit), tuple(stop), tuple(adopt), lent, tuple(notes), delete, waiting)
+
+
+def _queue(jobs: Sequence[Job], deleted: set[str]) -> list[Job]:
+    """Return the jobs that may be admitted, in order: running-unadmitted first, then parked by priority and age."""
+    # A parked copy whose original still runs (a gate stopped between parking and stopping) waits.
+    active = {j.name for j in jobs if j.state != PARKED}
+    return sorted((j for j in jobs if j.state != ADMITTED and j.name not in deleted and j.problem is None
+                   and (j.state != PARKED or (j.original_done and j.parked_from not in active))),
+                  key=lambda j: (j.state == PARKED, -j.priority, j.created, j.name))
+
+
+def _waiting(decision: Decision, baseline: int, jobs: Sequence[Job], deleted: set[str], admitted_now: set[str],
+             lent_after: int) -> tuple[tuple[Job, int, str], ...]:
+    """Each parked job left waiting, its 1-based position in the queue and the reason in one sentence."""
+    queue = [j for j in _queue(jobs, deleted) if j.state == PARKED and j.name not in admitted_now]
+    lendable = max(0, decision.target_lent - lent_after)
+    out: list[tuple[Job, int, str]] = []
+    for pos, job in enumerate(queue, start=1):
+        if decision.target_lent <= lent_after and decision.action != "lend":
+            why = f"{decision.service}: {decision.reason}"
+        else:
+            why = f"{decision.service} can lend {lendable} more replica(s) now; this job needs {job.replicas}"
+        out.append((job, pos, f"waiting: {why}; position {pos} of {len(queue)} in the queue"))
+    for job in jobs:
+        if job.state == PARKED and job.name not in admitted_now and job.name not in deleted and job not in queue:
+            reason = (f"not admitted: {job.problem}" if job.problem
+                      else f"waiting: its original {job.parked_from} has not stopped yet")
+            out.append((job, 0, reason))
+    return tuple(out)

@@ -1,0 +1,136 @@
+"""The gate's memory of one service, and whose change a replica count is (pure: no I/O).
+
+The record lives in the ConfigMap `offhours-state-<service>` (see `cluster.base`). It belongs to
+one incarnation of the Deployment (its UID) and to one kind of writer target: the Deployment's
+replicas, or an autoscaler's maxReplicas. The gate remembers what it last applied; a value that
+differs from it was set by someone else (an on-call engineer, an HPA's owner, a GitOps sync), and
+the gate adopts it instead of undoing it (rule 7).
+"""
+
+import json
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from offhours.scripts.metrics.load import CounterSample
+from offhours.scripts.policy.decide import ServiceState
+
+MAX_REPLICAS = 100_000  # a stored number beyond this is corruption, not a fleet
+
+
+@dataclass(frozen=True)
+class ServiceRecord:
+    """What the gate keeps about one service between ticks.
+
+    `applied` is the value (replicas, or maxReplicas with an autoscaler) the gate last wrote to
+    `writes_to`; `applying_from` is set while a write is in flight (recorded before the write, so a
+    gate killed between the record and the write does not mistake its own change for another's).
+    """
+
+    deployment_uid: str = ""
+    writes_to: str = ""  # "replicas" or "<Kind>/<name>" of the autoscaler
+    baseline: int | None = None
+    applied: int | None = None
+    applying_from: int | None = None
+    decision: ServiceState = field(default_factory=ServiceState)
+    samples: dict[str, CounterSample] = field(default_factory=dict)
+    last_decision: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        """Serialise compactly (the ConfigMap's `state.json`)."""
+        return json.dumps({
+            "deploymentUID": self.deployment_uid,
+            "writesTo": self.writes_to,
+            "baseline": self.baseline,
+            "applied": self.applied,
+            "applyingFrom": self.applying_from,
+            "recommendations": [[round(t, 3), r] for t, r in self.decision.recommendations],
+            "failedTicks": self.decision.failed_ticks,
+            "samples": {key: [round(s.at, 3), *s.counters] for key, s in sorted(self.samples.items())},
+            "lastDecision": self.last_decision,
+        }, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str | None) -> "ServiceRecord":
+        """Parse; an unreadable record is no memory (the safe side: observe a whole window before lending).
+
+        Anyone with rights on the ConfigMap can write it, so every field is checked: a value of the
+        wrong type or out of range drops the whole record rather than steering the gate.
+        """
+        if not text:
+            return cls()
+        try:
+            raw = json.loads(text)
+            if not isinstance(raw, dict):
+                return cls()
+            recs = tuple((_finite(t), _count(r)) for t, r in raw.get("recommendations") or [])
+            samples = {str(k): CounterSample(_finite(v[0]), (_finite(v[1]), _finite(v[2]), _finite(v[3])))
+                       for k, v in (raw.get("samples") or {}).items()}
+            return cls(
+                deployment_uid=str(raw.get("deploymentUID") or ""),
+                writes_to=str(raw.get("writesTo") or ""),
+                baseline=_optional_count(raw.get("baseline")),
+                applied=_optional_count(raw.get("applied")),
+                applying_from=_optional_count(raw.get("applyingFrom")),
+                decision=ServiceState(recs, _count(raw.get("failedTicks", 0))),
+                samples=samples,
+                last_decision=dict(raw.get("lastDecision") or {}),
+            )
+        except (ValueError, TypeError, IndexError, AttributeError, KeyError):
+            return cls()
+
+
+def _count(value: Any) -> int:
+    """Return `value` if it is a replica count; a float, a string or a bool is refused (JSON gives ints as int)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_REPLICAS:
+        raise ValueError(f"not a replica count: {value!r}")
+    return value
+
+
+def _optional_count(value: Any) -> int | None:
+    return None if value is None else _count(value)
+
+
+def _finite(value: Any) -> float:
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError(f"not finite: {value!r}")
+    return number
+
+
+@dataclass(frozen=True)
+class Ownership:
+    """The baseline for this tick, and what was adopted from someone else, if anything."""
+
+    baseline: int
+    record: ServiceRecord
+    adopted: str | None = None  # a sentence for the Event and the log
+
+
+def own_baseline(record: ServiceRecord, uid: str, writes_to: str, observed: int, lent: int) -> Ownership:
+    """Reconcile the record with what is observed now: the gate owns only its own delta.
+
+    `observed` is the Deployment's replicas (or the autoscaler's maxReplicas); `lent` what the
+    admitted jobs of this incarnation hold. A new incarnation (another UID) or a new writer target
+    (an HPA appeared or went) starts fresh: baseline = observed + lent, nothing of the old one is
+    added twice. Otherwise a value that is neither what the gate applied nor what it was applying
+    from was set by someone else: the baseline moves by the same amount.
+    """
+    fresh = record.deployment_uid != uid or record.writes_to != writes_to or record.baseline is None
+    if fresh:
+        note = None
+        if record.deployment_uid and record.deployment_uid != uid:
+            note = f"a new Deployment (uid {uid}) replaced the one the gate knew: baseline starts at {observed + lent}"
+        elif record.writes_to and record.writes_to != writes_to:
+            note = f"the gate now writes {writes_to} (was {record.writes_to}): baseline starts at {observed + lent}"
+        base = ServiceRecord(deployment_uid=uid, writes_to=writes_to, baseline=observed + lent, applied=observed,
+                             samples=record.samples if record.deployment_uid == uid else {})
+        return Ownership(observed + lent, base, note)
+    assert record.baseline is not None
+    if record.applied is None or observed in (record.applied, record.applying_from):
+        settled = replace(record, applied=record.applied if record.applied is not None else observed)
+        return Ownership(record.baseline, settled)
+    baseline = max(lent, record.baseline + observed - record.applied)
+    note = (f"{writes_to} set to {observed} by someone else (the gate had applied {record.applied}): "
+            f"adopted, baseline {record.baseline} -> {baseline}")
+    return Ownership(baseline, replace(record, baseline=baseline, applied=observed, applying_from=None), note)
