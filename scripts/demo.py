@@ -283,8 +283,26 @@ def watch(watcher: Watcher, clock: TraceClock, replay: Replay, until: Callable[[
         time.sleep(1)
 
 
+@dataclass
+class DemoResult:
+    """What the demo saw: the submitted workflow, every snapshot (with its trace time), the lines it printed."""
+
+    workflow: str = ""
+    snapshots: list[tuple[str, Snapshot]] = field(default_factory=list)
+
+    @property
+    def completed(self) -> bool:
+        """Whether a run of the pipeline succeeded."""
+        return bool(self.snapshots) and any(s.startswith("Succeeded") for s in self.snapshots[-1][1].jobs.values())
+
+
 def run_demo(args: argparse.Namespace, say: Callable[[str], None] = print) -> int:
-    """Set up the demo, run it until the pipeline completes or the replay ends; return 0 if it completed."""
+    """Run the demo (`offhours demo`); exit 0 if the pipeline completed."""
+    return 0 if demo(args, say).completed else 1
+
+
+def demo(args: argparse.Namespace, say: Callable[[str], None] = print) -> DemoResult:
+    """Set up the demo, run it until the pipeline completes or the replay ends; return what it saw."""
     env = local_cluster()
     api = kube_config.new_client_from_config(env["KUBECONFIG"])
     trace = load_trace()
@@ -300,19 +318,18 @@ def run_demo(args: argparse.Namespace, say: Callable[[str], None] = print) -> in
     say(f"replaying the bundled trace from {clock.label()} at {args.speed:g}x ({minutes} trace minutes in "
         f"{minutes * 60 / args.speed:.0f} s); peak {float(trace.requests[start:start + minutes].max()) / 60 * scale:.1f} "
         f"req/s for {args.replicas} replicas of {CAPACITY_RPS:g} req/s")
+    result = DemoResult()
     try:
-        name = submit(env, args.run_id or f"demo-{int(time.time())}", args.steps)
-        say(f"submitted {name}: argo submit -n {RESEARCH} --from workflowtemplate/offhours-llm-pipeline (README's "
-            "local parameters)")
+        result.workflow = submit(env, args.run_id or f"demo-{int(time.time())}", args.steps)
+        say(f"submitted {result.workflow}: argo submit -n {RESEARCH} --from workflowtemplate/offhours-llm-pipeline "
+            "(README's local parameters)")
         deadline = time.monotonic() + minutes * 60 / args.speed
         done = {"Succeeded", "Failed", "Error"}
-        last: Snapshot | None = None
         for snap in watch(Watcher(api), clock, replay,
                           lambda s: any(state.split(",")[0] in done for state in s.jobs.values()), deadline, say):
-            last = snap
-        succeeded = last is not None and any(s.startswith("Succeeded") for s in last.jobs.values())
-        say("pipeline completed" if succeeded else "the replay ended before the pipeline completed")
-        return 0 if succeeded else 1
+            result.snapshots.append((clock.label(), snap))
+        say("pipeline completed" if result.completed else "the replay ended before the pipeline completed")
+        return result
     finally:
         replay.stop()
 
