@@ -19,6 +19,7 @@ from offhours.workflows.render import write
 from .runner import LocalPodRunner
 
 STATE = Path(os.environ.get("OFFHOURS_CLUSTER_DIR", "/tmp/offhours-cluster"))
+REPO = Path(__file__).resolve().parents[2]
 SERVING, RESEARCH = "serving", "research"
 
 
@@ -116,7 +117,9 @@ def runner(api: client.ApiClient, cluster_env: dict[str, str]) -> Iterator[Local
     cluster = kube["clusters"][0]["cluster"]
     daemon_pid = STATE / "pids" / "podrunner"
     take_over(STATE / "podrunner.pause", int(daemon_pid.read_text()) if daemon_pid.exists() else None)
-    pods = LocalPodRunner(api, cluster["server"], cluster["certificate-authority"]).start()
+    # As the daemon's: the launcher built by cluster-up, and the reference job as the offhours.local/ image's /app.
+    path_map = {"/offhours/bin/": f"{STATE / 'bin'}/", "/app/": f"{REPO / 'examples' / 'reference-job'}/"}
+    pods = LocalPodRunner(api, cluster["server"], cluster["certificate-authority"], path_map=path_map).start()
     try:
         yield pods
     finally:
