@@ -74,8 +74,19 @@ def _schema_of(crd: Any) -> dict[str, Any] | None:
     return None if version is None else version.get("schema", {}).get("openAPIV3Schema")
 
 
+def _numbers_as_read(value: Any) -> Any:
+    """Return `value` with whole floats as ints: the client reads a schema's `minimum: 1` back as 1.0."""
+    if isinstance(value, dict):
+        return {k: _numbers_as_read(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_numbers_as_read(v) for v in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
 def _canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return json.dumps(_numbers_as_read(value), sort_keys=True, separators=(",", ":"))
 
 
 @dataclass
