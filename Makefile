@@ -10,9 +10,11 @@ help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
 .PHONY: deps
-deps: ## Install what the tests need beyond Python: Prometheus (Debian), s3proxy (Maven Central)
+deps: ## Install what the tests need beyond Python: Prometheus, Chromium (Debian), s3proxy (Maven Central)
 	@command -v prometheus >/dev/null || { apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
 	@prometheus --version 2>&1 | head -1
+	@command -v chromedriver >/dev/null || { apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null; }
+	@chromium --version 2>/dev/null | head -1
 	@mvn -q dependency:get -Dartifact=org.gaul:s3proxy:2.4.1:jar:jar-with-dependencies -Dtransitive=false
 	@echo "s3proxy 2.4.1 (Maven Central)"
 
@@ -26,7 +28,7 @@ test: ## Run the tests without the cluster (Prometheus and s3proxy on loopback: 
 
 .PHONY: golden
 golden: ## Regenerate tests/golden from the templates (review the diff!)
-	$(PYTEST) -q tests/test_golden.py --regen-golden
+	$(PYTEST) -q tests/test_golden.py tests/test_schedule.py --regen-golden
 
 .PHONY: render
 render: ## Render every manifest into build/manifests

@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from offhours.scripts import check, demo
+from offhours.scripts import check, console, demo, researcher, schedule
 
 Command = Callable[[argparse.Namespace], int]
 MIN_TICK_SECONDS = 5.0  # the gate never ticks more often than this, however many workflows end
@@ -27,14 +27,24 @@ def _render(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
+    import json
+
     from offhours.scripts.validate import load_documents, validate_documents
 
     docs, problems = load_documents(args.paths)
     problems += validate_documents(docs)
-    for problem in problems:
-        print(problem)
+    failing = [p for p in problems if p.severity == "error" or args.strict]
+    if args.output == "json":
+        print(json.dumps([{"file": p.file, "document": p.document, "path": p.path, "severity": p.severity,
+                           "message": p.message} for p in problems], indent=2))
+    else:
+        for problem in problems:
+            print(problem)
+    errors = sum(p.severity == "error" for p in problems)
     if problems:
-        print(f"{len(problems)} problem(s) in {len({p.file for p in problems})} file(s)", file=sys.stderr)
+        print(f"{errors} error(s), {len(problems) - errors} warning(s) in {len({p.file for p in problems})} file(s)"
+              + (" (--strict: warnings fail)" if args.strict and len(problems) > errors else ""), file=sys.stderr)
+    if failing:
         return 1
     print(f"ok: {len(docs)} document(s) valid", file=sys.stderr)
     return 0
@@ -193,6 +203,8 @@ def parser() -> argparse.ArgumentParser:
 
     validate = sub.add_parser("validate", help="check Argo manifests: v4.0.5 CRD schemas and reference lint")
     validate.add_argument("paths", nargs="+", help="YAML/JSON files or folders (multi-document YAML allowed)")
+    validate.add_argument("--strict", action="store_true", help="fail on warnings too (likely mistakes Argo accepts)")
+    validate.add_argument("-o", "--output", choices=["text", "json"], default="text", help="text (default) or JSON")
     validate.set_defaults(func=_validate)
 
     gate = sub.add_parser("gate", help="lend idle serving replicas to parked research jobs; reclaim them on load")
@@ -241,6 +253,10 @@ def parser() -> argparse.ArgumentParser:
     ret.add_argument("--failures", default="[]", help="{{workflow.failures}}")
     ret.add_argument("--namespace", help="namespace of the workflow (default: $OFFHOURS_NAMESPACE)")
     ret.set_defaults(func=_return_gpus)
+
+    researcher.register(sub)
+    console.register(sub)
+    schedule.register(sub)
     return root
 
 

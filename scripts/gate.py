@@ -37,10 +37,12 @@ from offhours.scripts.cluster.base import (
     Pod,
 )
 from offhours.scripts.metrics.sources import LoadSource, Reading, ServiceTarget
+from offhours.scripts.policy import forecast
+from offhours.scripts.policy.capacity import replicas_for_rates
 from offhours.scripts.policy.config import GateConfig, ServicePolicy
 from offhours.scripts.policy.decide import Decision, ServiceState, decide
 from offhours.scripts.policy.plan import ADMITTED, PARKED, Job, Plan, plan
-from offhours.scripts.policy.record import ServiceRecord, own_baseline
+from offhours.scripts.policy.record import ServiceRecord, own_baseline, with_need
 from offhours.scripts.policy.schedule import lending_allowed
 
 REPLICAS = "replicas"
@@ -224,6 +226,7 @@ class Gate:
         outcome.baseline, outcome.adopted = baseline, owned.adopted
         if obs.scaler is not None and obs.scaler.min_replicas > policy.min_replicas:
             policy = replace(policy, min_replicas=obs.scaler.min_replicas)  # never cap below the autoscaler's floor
+        record, floor = self._look_ahead(policy, record, reading, now)
         decision = decide(
             now=now,
             policy=policy,
@@ -235,6 +238,7 @@ class Gate:
             max_age_seconds=self.config.metrics.max_age_seconds,
             failed_ticks_before_reclaim=self.config.failed_ticks_before_reclaim,
             state=record.decision,
+            forecast_required=floor,
             tick_seconds=self.config.tick_seconds,
         )
         outcome.decision = decision
@@ -259,6 +263,19 @@ class Gate:
         self._fence()
         self.cluster.write_state(self.config.namespace, policy.name, record.to_json())
         self._research_side(obs, decision, p, outcome)
+
+    def _look_ahead(self, policy: ServicePolicy, record: ServiceRecord, reading: Reading,
+                    now: float) -> tuple[ServiceRecord, int | None]:
+        """Return the look-ahead floor (trend, volatility, time of day) from the service's own need history, if on."""
+        if not forecast.enabled(policy) or reading.load is None or reading.error is not None:
+            return record, None
+        need = replicas_for_rates(reading.load, policy)
+        if not (need >= 0 and need < float("inf")):
+            return record, None  # decide names the unusable reading
+        tick = float(self.config.tick_seconds)
+        keep = forecast.history_ticks(policy, tick, forecast.reaction_seconds(policy, tick))
+        needs = with_need(record.needs, now, need, tick, keep)
+        return replace(record, needs=needs), forecast.forecast_required([n for _, n in needs], policy, tick)
 
     def _apply(self, obs: Observed, record: ServiceRecord, value: int) -> ServiceRecord:
         """Write replicas (or the autoscaler's maxReplicas) if they differ; record the intent first."""
@@ -357,11 +374,11 @@ class Gate:
             except Exception as err:  # noqa: BLE001 - reported below
                 failure.append(err)
 
-        started = self.monotonic()
+        started = time.monotonic()
         worker = threading.Thread(target=run, name=what, daemon=True)  # a hung read must not hold the process
         worker.start()
         worker.join(min(self.advisory_timeout, left))
-        self._advisory_spent += self.monotonic() - started
+        self._advisory_spent += time.monotonic() - started
         if worker.is_alive():
             print(f"{what}: no answer within {min(self.advisory_timeout, left):.1f} s: skipped", file=self.out)
             return None

@@ -14,8 +14,9 @@ from .fleet import EmulatedService, free_port, wait_until_serving
 
 
 @contextmanager
-def running_prometheus(services: Sequence[EmulatedService], workdir: Path, interval: str = "1s") -> Iterator[str]:
-    """Start Prometheus scraping every emulated pod (label service=<name>); yield its URL."""
+def running_prometheus(services: Sequence[EmulatedService], workdir: Path, interval: str = "1s",
+                       extra_scrape_configs: Sequence[dict] = (), rule_files: Sequence[str] = ()) -> Iterator[str]:
+    """Start Prometheus scraping every emulated pod (label service=<name>) and any extra targets; yield its URL."""
     binary = shutil.which("prometheus")
     assert binary, "prometheus is not installed: apt-get install prometheus (make deps does it)"
     config = {
@@ -24,7 +25,8 @@ def running_prometheus(services: Sequence[EmulatedService], workdir: Path, inter
             "job_name": "vllm",
             "static_configs": [{"targets": [f"{ip}:{s.port}" for ip in s.ips], "labels": {"service": s.name}}
                                for s in services],
-        }],
+        }, *extra_scrape_configs],
+        "rule_files": list(rule_files),
     }
     (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
     port = free_port()
@@ -52,8 +54,29 @@ def wait_for_targets(url: str, count: int, timeout: float = 60) -> None:
     """Wait until `count` targets are up."""
     deadline = time.time() + timeout
     while time.time() < deadline:
-        active = requests.get(f"{url}/api/v1/targets", timeout=2).json()["data"]["activeTargets"]
+        try:
+            active = requests.get(f"{url}/api/v1/targets", timeout=10).json()["data"]["activeTargets"]
+        except requests.RequestException:
+            continue  # a busy Prometheus answers late: ask again until the deadline
         if sum(t["health"] == "up" for t in active) >= count:
             return
         time.sleep(0.5)
     raise AssertionError(f"fewer than {count} targets up after {timeout} s")
+
+
+def wait_for_samples(url: str, selector: str, series: int, samples: int, window: str, timeout: float = 90) -> None:
+    """Wait until Prometheus holds `series` series matching `selector`, each with >= `samples` samples in `window`.
+
+    Synchronises on what Prometheus has stored (its own API), not on the wall clock.
+    """
+    deadline, seen = time.time() + timeout, "no answer"
+    while time.time() < deadline:
+        body = requests.get(f"{url}/api/v1/query", params={"query": f"count_over_time({selector}[{window}])"},
+                            timeout=5).json()
+        counts = [float(r["value"][1]) for r in body["data"]["result"]]
+        seen = f"{len(counts)} series, fewest samples {min(counts, default=0):.0f}"
+        if len(counts) >= series and min(counts) >= samples:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"Prometheus: wanted {series} series of {selector} with {samples} samples in {window}; "
+                         f"after {timeout} s: {seen}")

@@ -18,7 +18,7 @@ def _example() -> dict[str, Any]:
 def test_example_config_is_valid_and_merges_defaults() -> None:
     config = load_config(EXAMPLE)
     chat = config.service("chat-llama")
-    assert chat.headroom == 1.0 and chat.capacity.requests_per_second == 12
+    assert chat.headroom == 0.65 and chat.trend is True and chat.capacity.requests_per_second == 12
     assert chat.schedule.mode == "continuous"
     code = config.service("code-qwen")
     assert code.schedule.mode == "window" and code.schedule.timezone == "Asia/Shanghai"

@@ -172,23 +172,117 @@ def test_fuzz_valid_pages_round_trip(samples: list[tuple[str, dict[str, str], fl
     assert [(s.name, dict(s.labels), s.value) for s in page.samples] == [(n, lab, v) for n, lab, v in samples]
 
 
+@pytest.mark.parametrize(
+    "line, problem",
+    [
+        ("# HELP", "bad HELP line: no valid metric name"),
+        ("# HELP 9lives Cats.", "bad HELP line: no valid metric name"),
+        ("# HELP vllm:x{a=\"1\"} Labels are not a name.", "bad HELP line: no valid metric name"),
+        ("# HELP vllm:x Bad \\q escape.", "bad HELP line: a backslash may only escape"),
+        ("# HELP vllm:x Ends in a backslash \\", "bad HELP line: a backslash may only escape"),
+        ("# HELP vllm:num_requests_running Said twice.", "a second HELP line for vllm:num_requests_running"),
+        ("# TYPE vllm:num_requests_running gauge", "a second TYPE line for vllm:num_requests_running"),
+        ("# TYPE vllm:x", "bad TYPE line: the type must be one of"),
+        ("# TYPE", "bad TYPE line: no valid metric name"),
+        ("vllm:x 1 1700000000.5", "timestamp '1700000000.5' is not an integer"),
+        ("vllm:x 1 1.7e12", "timestamp '1.7e12' is not an integer"),
+        ('vllm:x{a="b"} 1 17e2', "timestamp '17e2' is not an integer"),
+        ("vllm:x 1 NaN", "timestamp 'NaN' is not an integer"),
+    ],
+)
+def test_bad_help_type_and_timestamps_are_named(line: str, problem: str) -> None:
+    with pytest.raises(ExpositionError) as err:
+        parse(V1_DP + line + "\n")
+    assert err.value.line_number == V1_DP.count("\n") + 1
+    assert problem in str(err.value)
+
+
+def test_good_help_lines_and_integer_timestamps_parse() -> None:
+    page = parse("# HELP a Two escapes: \\\\ and \\n.\n# HELP b\n# TYPE a counter\na 1 -5\nb 2 1700000000000\n")
+    assert [(s.name, s.value) for s in page.samples] == [("a", 1.0), ("b", 2.0)] and page.types == {"a": "counter"}
+
+
+def _render(page_samples: list[tuple[str, tuple[tuple[str, str], ...], float]]) -> str:
+    lines = []
+    for name, labels, value in page_samples:
+        body = ",".join(f'{k}="{_escape(v)}"' for k, v in labels)
+        text = "NaN" if math.isnan(value) else "+Inf" if value == math.inf else "-Inf" if value == -math.inf \
+            else repr(value)
+        lines.append(f"{name}{{{body}}} {text}")
+    return "\n".join(lines) + "\n"
+
+
+def _same(a: float, b: float) -> bool:
+    return a == b or (math.isnan(a) and math.isnan(b))
+
+
+# Lines that are each valid, almost valid, or garbage, so that both outcomes are common.
+_line = st.one_of(
+    st.sampled_from(V1_DP.splitlines() + V0.splitlines()),
+    st.builds(lambda n, v: f"{n} {v}", _name, st.sampled_from(["1", "-2.5e3", "NaN", "+Inf", "x", "1 2", "1 2.5"])),
+    st.builds(lambda k, n, t: f"# {k} {n} {t}", st.sampled_from(["HELP", "TYPE"]), _name,
+              st.sampled_from(["gauge", "counter", "flavour", "say \\\\ hi", "bad \\x", ""])),
+    st.text(max_size=30),
+)
+
+
 @settings(max_examples=300, deadline=None)
-@given(st.text(max_size=200))
+@given(st.one_of(st.text(max_size=200), st.lists(_line, max_size=12).map("\n".join)))
 def test_fuzz_any_text_parses_or_names_a_line(text: str) -> None:
+    lines = text.split("\n")
     try:
-        parse(text)
+        page = parse(text)
     except ExpositionError as err:
-        assert err.line_number >= 1
+        # The named line exists, and it is the first bad one: everything before it parses.
+        assert 1 <= err.line_number <= len(lines)
+        assert str(err).startswith(f"line {err.line_number}: ")
+        parse("\n".join(lines[:err.line_number - 1]))
+        return
+    # Parsed: one sample per line that is neither blank nor a comment, in order, and rendering the
+    # samples again gives a page that parses to the same samples.
+    sample_lines = [raw for raw in lines if raw.rstrip("\r").strip() and not raw.startswith("#")]
+    assert len(page.samples) == len(sample_lines)
+    for sample, raw in zip(page.samples, sample_lines):
+        assert raw.startswith(sample.name)
+    again = parse(_render([(s.name, s.labels, s.value) for s in page.samples]))
+    assert [(s.name, s.labels) for s in again.samples] == [(s.name, s.labels) for s in page.samples]
+    assert all(_same(a.value, b.value) for a, b in zip(again.samples, page.samples))
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.integers(min_value=0, max_value=V1_DP.count("\n") - 1), st.text(min_size=1, max_size=40))
+_ORIGINAL = read_pod_text(V1_DP)
+_QUANTITIES = ("requests_total", "prompt_tokens_total", "generation_tokens_total", "running", "waiting",
+               "kv_cache_usage")
+_FAMILY = {"requests_total": "vllm:request_success_total", "prompt_tokens_total": "vllm:prompt_tokens_total",
+           "generation_tokens_total": "vllm:generation_tokens_total", "running": "vllm:num_requests_running",
+           "waiting": "vllm:num_requests_waiting", "kv_cache_usage": "vllm:kv_cache_usage_perc"}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(min_value=0, max_value=V1_DP.count("\n") - 1),
+       st.one_of(st.text(max_size=40), st.just(""), st.just("# a comment")))
 def test_fuzz_corrupting_a_vllm_page_never_reads_as_zero(index: int, garbage: str) -> None:
     lines = V1_DP.splitlines()
+    replaced = lines[index]
     lines[index] = garbage
     try:
         pod = read_pod_text("\n".join(lines) + "\n")
     except (ExpositionError, MetricsIncomplete):
         return
-    # If the page still reads, every counter is a real number and requests were not zeroed silently.
-    assert all(math.isfinite(c) and c >= 0 for c in pod.counters)
+    # The page still reads: nothing the gate uses may have silently become zero, and a quantity may
+    # differ from the intact page only if the replaced line was one of its samples (a second
+    # finished_reason of the same engine), and then by exactly that sample's value.
+    try:
+        garbage_names = {s.name for s in parse(garbage).samples}
+    except ExpositionError:
+        garbage_names = set()
+    assert not garbage_names & set(_FAMILY.values()), "random text made a vLLM sample: extend the check"
+    removed = parse(replaced).samples[0] if replaced and not replaced.startswith("#") else None
+    for quantity in _QUANTITIES:
+        got, intact = getattr(pod, quantity), getattr(_ORIGINAL, quantity)
+        if removed is not None and removed.name == _FAMILY[quantity]:
+            assert got == intact - removed.value, quantity
+        else:
+            assert got == intact, quantity
+        if quantity != "waiting":
+            assert got > 0, quantity
+    assert pod.engines == 2

@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 
 from offhours.scripts.cli import main
+from offhours.scripts.policy.decide import ServiceState, decide
+from offhours.scripts.policy.forecast import forecast_required, history_ticks
 from offhours.scripts.simulate import engine as E
 from offhours.scripts.simulate.fleet import (
     FleetError,
@@ -17,7 +19,7 @@ from offhours.scripts.simulate.fleet import (
     parse_fleet,
     parse_jobs,
 )
-from offhours.scripts.simulate.report import simulate
+from offhours.scripts.simulate.report import queue_delays, simulate
 from offhours.scripts.trace import Trace, TraceError, load_trace, parse_trace
 
 
@@ -29,7 +31,7 @@ def trace_of(rps: list[float], name: str = "hand-made") -> Trace:
 
 def fleet_of(**service: Any) -> Any:
     svc = {"baseline": 10, "capacity": {"requestsPerSecond": 1.0}, "headroom": 0.0, "minReplicas": 1,
-           "stabilizationSeconds": 300, "maxLendStep": 10, **service}
+           "stabilizationSeconds": 300, "maxLendStep": 10, "trend": False, **service}
     return parse_fleet({"tickMinutes": 1, "coldStartMinutes": 4, "graceMinutes": 2, "gpuHourPrice": 3.0,
                         "fixedWindow": {"startHour": 20, "endHour": 8, "replicas": {"chat": 3}},
                         "services": {"chat": svc}})
@@ -110,20 +112,73 @@ def test_a_finished_job_gives_its_replicas_back_at_once() -> None:
     assert cap[20] == 7 and cap[21 + 4] == 10  # exit hook at minute 21, cold start 4
 
 
-def test_skipping_ticks_changes_nothing() -> None:
-    trace = load_trace()
-    fleet = default_fleet(trace)
-    spec = fleet.services[2]
-    jobs = [j for j in generated_jobs(fleet) if j.service == spec.name]
-    outcomes = []
-    for every_tick in (False, True):
-        sim = E.ServiceSim(spec, fleet, E.service_rates(trace, spec), [E.SimJob(j) for j in jobs])
-        controller = E.GateController(sim)
-        if every_tick:
-            controller.lo = np.full_like(controller.lo, -(10**9))  # every tick "may reclaim": decide everywhere
-        sim.run(controller)
-        outcomes.append((sim.lent_events, sim.capacity_events, [j.preemptions for j in sim.jobs]))
-    assert outcomes[0] == outcomes[1]
+def reference_lent(trace: Trace, fleet: Any, spec: Any, jobs: list[JobSpec]) -> np.ndarray:
+    """The gate's loop, every tick: events, `decide` with the state it returned last tick, `plan` on a change.
+
+    The look-ahead floor is computed per tick from the history, as the gate computes it.
+    """
+    sim = E.ServiceSim(spec, fleet, E.service_rates(trace, spec), [E.SimJob(j) for j in jobs])
+    policy, tick_s = spec.policy, fleet.tick_minutes * 60.0
+    reaction = sim.reaction_minutes * 60.0
+    keep = history_ticks(policy, tick_s, reaction)
+    state = ServiceState()
+    for i, minute in enumerate(sim.ticks.tolist()):
+        sim.process_events(float(minute))
+        floor = forecast_required(sim.needs[max(0, i + 1 - keep):i + 1], policy, tick_s, reaction)
+        d = decide(now=minute * 60.0, policy=policy, baseline=spec.baseline, lent=sim.lent, load=sim.load_at(i),
+                   load_error=None, lending_allowed=True, max_age_seconds=float("inf"), failed_ticks_before_reclaim=3,
+                   state=state, forecast_required=floor, tick_seconds=tick_s)
+        state = d.state
+        if d.target_lent != sim.lent:
+            sim.apply(float(minute), d.target_lent, max(d.ceiling, d.target_lent))
+    sim.process_events(float(trace.minutes))
+    return lent(sim)
+
+
+def two_days() -> Trace:
+    """The bundled trace's first two days (the second has 1.8x steps within a minute)."""
+    full = load_trace()
+    return Trace(full.requests[:2880], full.input_tokens[:2880], full.output_tokens[:2880], "two days")
+
+
+@pytest.mark.parametrize("case, fleet_changes, policy_changes", [
+    ("defaults", {}, {}),
+    ("90 s window, 1-minute ticks", {}, {"stabilization_seconds": 90.0}),
+    ("900 s window, 7-minute ticks", {"tick_minutes": 7}, {}),
+    ("low headroom: the queue guard fires", {}, {"headroom": 0.2}),
+    ("every look-ahead term on", {}, {"headroom": 0.3, "trend": True, "volatility_headroom_max": 0.9,
+                                      "time_of_day_days": 1, "volatility_lookback_seconds": 1800.0}),
+    ("per-job grace and per-service cold start", {}, {"cold_start_seconds": 45.0, "max_grace_seconds": 50.0}),
+])
+def test_engine_lends_exactly_what_the_every_tick_gate_loop_lends(case: str, fleet_changes: dict[str, Any],
+                                                                   policy_changes: dict[str, Any]) -> None:
+    """Invariant: skipping ticks and carrying the state changes no lent replica-minute, on every service."""
+    import dataclasses
+
+    trace = two_days()
+    base = default_fleet(trace)
+    fleet = dataclasses.replace(base, **fleet_changes, services=tuple(
+        dataclasses.replace(s, policy=dataclasses.replace(s.policy, **policy_changes)) for s in base.services))
+    jobs = generated_jobs(fleet)
+    if "per-job grace" in case:
+        jobs = [dataclasses.replace(j, checkpoint_seconds=float(10 * (k % 9))) for k, j in enumerate(jobs)]
+    total = 0.0
+    for spec in fleet.services:
+        mine = [j for j in jobs if j.service == spec.name]
+        sim = E.ServiceSim(spec, fleet, E.service_rates(trace, spec), [E.SimJob(j) for j in mine])
+        sim.run(E.GateController(sim))
+        expected = reference_lent(trace, fleet, spec, mine)
+        assert np.array_equal(lent(sim), expected), f"{case}: {spec.name}"
+        total += float(expected.sum())
+    assert total > 0  # every case lends: a simulator that never lends would compare equal to nothing
+
+
+def test_window_not_a_multiple_of_the_tick_still_lends() -> None:
+    """Issue 13: a 90 s window with 1-minute ticks lent nothing when the state was rebuilt from 90 // 60 ticks."""
+    sim = run(trace_of([2.0] * 60), fleet_of(stabilizationSeconds=90), jobs_of((4, 100, 30), (4, 100, 30)))
+    level = lent(sim)
+    # Ticks at minutes 1, 2, 3...: the window (90 s) is covered from the tick of minute 3 on.
+    assert level[:3].max() == 0 and level[3] == 8 and level[-1] == 8
 
 
 def test_report_references_and_sums_on_a_hand_made_day() -> None:
@@ -196,9 +251,9 @@ def test_cli_simulates_files_and_writes_json_and_plot(tmp_path: Path, capsys: py
                  "--plot", str(tmp_path / "build" / "out.png"), "--price", "2.5"])
     assert code == 0
     out = capsys.readouterr().out
-    assert "SLO-minutes" in out and "share of the oracle's GPU-hours" in out
+    assert "SLO-minutes" in out and "share of the fixed reference's GPU-hours" in out and "queueing delay" in out
     report = json.loads((tmp_path / "new" / "out.json").read_text())  # folders created: `build/` is not in git
-    assert set(report["modes"]) == {"gate", "fixed-window", "oracle"}
+    assert set(report["modes"]) == {"gate", "fixed-window", "reference", "oracle"}
     assert (tmp_path / "build" / "out.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -210,3 +265,37 @@ def test_cli_refuses_a_bad_trace_and_jobs_for_unknown_services(tmp_path: Path,
     (tmp_path / "jobs.yaml").write_text("jobs: [{service: nope, replicas: 1, workHours: 1}]\n")
     assert main(["simulate", "--jobs", str(tmp_path / "jobs.yaml")]) == 2
     assert "service(s) nope not in the fleet" in capsys.readouterr().err
+
+
+def test_queue_delay_of_a_one_minute_burst() -> None:
+    # One replica-minute above capacity 2 waits behind nothing else: drained in half a minute.
+    assert queue_delays(np.array([1.0, 3.0, 1.0, 1.0]), np.array([2.0, 2.0, 2.0, 2.0])).tolist() == [0, 30, 0, 0]
+
+
+def test_queue_delay_still_waiting_at_the_end_of_the_trace() -> None:
+    # Backlog 1 then 2 at capacity 2: the first minute's work is served 30 s late, the last one's 60 s.
+    assert queue_delays(np.array([3.0, 3.0]), np.array([2.0, 2.0])).tolist() == [30, 60]
+
+
+def test_queue_delay_counts_in_the_report_and_the_fixed_reference_leads() -> None:
+    # Capacity 10 until the step at minute 30 (2 -> 6 rps with no headroom): capacity is back at
+    # minute 37 (see the step-up test). Backlog grows 4 replica-minutes a minute for 7 minutes.
+    trace = trace_of([2.0] * 30 + [6.0] * 30)
+    result = simulate(trace, fleet_of(), [JobSpec(f"j{i}", "chat", 4, 100, 30) for i in range(2)])
+    gate = result.reports["gate"]
+    chat = gate.per_service["chat"]
+    assert gate.slo_minutes == chat["slo_minutes"] == 7
+    wait = queue_delays(result.series["demand"] / 4, result.series["gate:capacity"] / 4)
+    assert gate.delay_worst_seconds == chat["delay_worst_seconds"] == pytest.approx(wait.max())
+    assert gate.delay_minutes == int((wait > 30).sum()) > 0
+    # The reference keeps 20% over the coming 7 minutes' peak: 10 - ceil(6 x 1.2) = 2 lendable at the end.
+    assert result.series["reference:lent"][-1] == 2 * 4
+    assert result.reports["reference"].share_of_reference == 1.0
+    assert gate.share_of_reference == pytest.approx(gate.gpu_hours_lent / result.reports["reference"].gpu_hours_lent)
+
+
+def test_trend_term_reclaims_the_rise_it_extrapolates_at_the_first_tick() -> None:
+    # 2 -> 6 rps at minute 30, reaction 7 minutes: the trend floor asks for 6 + (6 - 2) = 10 at once.
+    sim = run(trace_of([2.0] * 30 + [6.0] * 30), fleet_of(trend=True), jobs_of(*[(1, 100, 30)] * 8))
+    level = lent(sim)
+    assert level[29] == 8 and level[31] == 0

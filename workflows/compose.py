@@ -271,3 +271,39 @@ def _depends(depends: "Step | Sequence[Step] | str | None", input_from: Step | N
     if input_from and input_from.name not in names:
         names.append(input_from.name)
     return " && ".join(names) or None
+
+
+def cron_workflow(
+    source: "Pipeline | Mapping[str, Any] | str",
+    name: str,
+    schedules: str | Sequence[str],
+    arguments: Mapping[str, Any],
+    namespace: str = "default",
+    **options: Any,
+) -> dict[str, Any]:
+    """Return a CronWorkflow that runs `source` on `schedules`, each run parked for the gate.
+
+    `source` is a Pipeline (install its `workflow_template()` too: the runs reference it by
+    name), a WorkflowTemplate manifest, or the name of one installed in `namespace` (read with
+    the kubeconfig). `arguments` are checked against the template's parameters; `options` are
+    those of `offhours.cronworkflows.research.research_cron_workflow` (timezone, priority,
+    concurrency, keep, starting_deadline_seconds). Raises ScheduleError naming what is wrong.
+    """
+    from offhours.cronworkflows.research import installed_template, research_cron_workflow
+
+    if isinstance(source, Pipeline):
+        template = source.workflow_template().to_dict()
+    elif isinstance(source, str):
+        template = installed_template(source, namespace)
+    else:
+        template = dict(source)
+    params = {key: _encode_argument(value) for key, value in arguments.items()}
+    return research_cron_workflow(name, template, schedules, params, namespace, **options)
+
+
+def _encode_argument(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple, dict)):
+        return json.dumps(value, separators=(",", ":"))
+    return str(value)

@@ -105,7 +105,8 @@ class MemoryCluster:
 
     def _call(self, what: str) -> None:
         self.calls.append(what)
-        queued = self.fail_next.get(what.split(" ")[0])
+        # A fault is queued for a kind of call ("stop") or for one call ("list-workflows chat").
+        queued = self.fail_next.get(what) or self.fail_next.get(what.split(" ")[0])
         if queued:
             raise queued.pop(0)
 

@@ -10,7 +10,7 @@ in per interval (requests, prompt and generation tokens), e.g. from a real traff
 import asyncio
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 _TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
@@ -46,7 +46,12 @@ class EmulatedServer:
     legacy: bool = False
     max_running_per_engine: float = 256.0
     created: float = field(default_factory=time.time)
+    page: str | None = None  # served instead of the rendered page: a broken or hostile exporter
+    failing: bool = False  # answer 503 Service Unavailable: a failed scrape
+    clock: Callable[[], float] = time.time
     _engines: list[_Engine] = field(default_factory=list)
+    _steady: tuple[float, float, float] | None = None
+    _since: float = 0.0
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
@@ -77,11 +82,40 @@ class EmulatedServer:
                 engine.ttft_sum += finished * latency_s / 10
                 engine.e2e_sum += finished * latency_s
 
+    def steady(self, requests_per_second: float, prompt_tokens_per_second: float,
+               generation_tokens_per_second: float) -> None:
+        """Count work continuously at these rates from now on (gauges untouched).
+
+        Whenever the page is rendered, the counters hold exactly the work of the time elapsed, so a
+        reader's rate depends on when it reads, not on a feeding thread's timing.
+        """
+        with self._lock:
+            self._advance()
+            self._steady = (requests_per_second, prompt_tokens_per_second, generation_tokens_per_second)
+            self._since = self.clock()
+
+    def _advance(self) -> None:
+        if self._steady is None:
+            return
+        now = self.clock()
+        elapsed, self._since = now - self._since, now
+        requests, prompt, generation = (rate * elapsed / len(self._engines) for rate in self._steady)
+        for engine in self._engines:
+            engine.success["stop"] += requests
+            engine.prompt_tokens += prompt
+            engine.generation_tokens += generation
+
     def set_gauges(self, running: float, waiting: float, kv: float) -> None:
         """Set the gauges directly (e.g. to emulate gauges stuck after aborted requests)."""
         with self._lock:
             for engine in self._engines:
                 engine.running, engine.waiting, engine.kv = running / self.engines, waiting / self.engines, kv
+
+    def restart(self, engine: int | None = None) -> None:
+        """Restart one engine (its counters and gauges start again from zero), or every engine."""
+        with self._lock:
+            for i in range(len(self._engines)) if engine is None else (engine,):
+                self._engines[i] = _Engine()
 
     def _labels(self, engine: int, extra: str = "") -> str:
         if self.legacy:
@@ -89,7 +123,9 @@ class EmulatedServer:
         return f'{{engine="{engine}",{extra}model_name="{self.model_name}"}}'
 
     def render(self) -> str:
-        """Render the /metrics page."""
+        """Render the /metrics page (or the page set in `page`)."""
+        if self.page is not None:
+            return self.page
         out: list[str] = []
 
         def family(name: str, kind: str, help_text: str) -> None:
@@ -97,6 +133,7 @@ class EmulatedServer:
             out.append(f"# TYPE {name} {kind}")
 
         with self._lock:
+            self._advance()
             engines = list(enumerate(self._engines))
             family("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.")
             out += [f"vllm:num_requests_running{self._labels(i)} {_fmt(e.running)}" for i, e in engines]
@@ -161,7 +198,9 @@ class Fleet:
         try:
             request = await reader.readuntil(b"\r\n\r\n")
             path = request.split(b" ", 2)[1] if b" " in request else b""
-            if path == b"/metrics":
+            if server.failing:
+                body, head = b"unavailable\n", b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
+            elif path == b"/metrics":
                 body = server.render().encode()
                 head = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n"
             else:

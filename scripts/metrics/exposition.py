@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 
 _NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
+_METRIC_NAME = re.compile(_NAME)
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 _SAMPLE_HEAD = re.compile(rf"^({_NAME})(\{{|\s)")
 _TYPES = {"counter", "gauge", "histogram", "summary", "untyped"}
@@ -22,6 +23,8 @@ _FAST_SAMPLE = re.compile(
 )
 _FAST_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="([^"\\]*)"')
 _SPECIAL = {"NaN": math.nan, "+Inf": math.inf, "Inf": math.inf, "-Inf": -math.inf}
+# HELP text: any characters, but a backslash only as `\\` or `\n` (the format's two escapes).
+_HELP_TEXT = re.compile(r"(?:[^\\]|\\[\\n])*")
 _ESCAPES = {"\\": "\\", '"': '"', "n": "\n"}
 
 
@@ -147,24 +150,37 @@ def _sample(line: str, number: int) -> tuple[str, tuple[tuple[str, str], ...], f
     return name, labels, value
 
 
+def _check_declaration(parts: list[str], seen: set[str], number: int, line: str) -> None:
+    """Check a `# HELP name text` or `# TYPE name type` line (split in at most 4 parts); remember the name."""
+    kind = parts[1]
+    if len(parts) < 3 or not _METRIC_NAME.fullmatch(parts[2]):
+        raise ExpositionError(number, line, f"bad {kind} line: no valid metric name")
+    name = parts[2]
+    if kind == "TYPE" and (len(parts) != 4 or parts[3].strip() not in _TYPES):
+        raise ExpositionError(number, line, f"bad TYPE line: the type must be one of {', '.join(sorted(_TYPES))}")
+    if kind == "HELP" and len(parts) == 4 and "\\" in parts[3] and not _HELP_TEXT.fullmatch(parts[3]):
+        raise ExpositionError(number, line, "bad HELP line: a backslash may only escape '\\' or 'n'")
+    if name in seen:
+        raise ExpositionError(number, line, f"bad {kind} line: a second {kind} line for {name}")
+    seen.add(name)
+
+
 def parse(text: str) -> Page:
     """Parse a whole metrics page; raise `ExpositionError` at the first line that is not valid."""
     samples: list[Sample] = []
     types: dict[str, str] = {}
     seen: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
+    declared: dict[str, set[str]] = {"HELP": set(), "TYPE": set()}
     for number, raw in enumerate(text.split("\n"), start=1):
         line = raw.rstrip("\r")
         if not line.strip():
             continue
         if line.startswith("#"):
             parts = line.split(None, 3)
-            if len(parts) >= 2 and parts[1] == "TYPE":
-                if len(parts) != 4 or parts[3].strip() not in _TYPES or not re.fullmatch(_NAME, parts[2]):
-                    raise ExpositionError(number, line, "bad TYPE line")
-                types[parts[2]] = parts[3].strip()
-            elif len(parts) >= 2 and parts[1] == "HELP":
-                if len(parts) < 3 or not re.fullmatch(_NAME, parts[2]):
-                    raise ExpositionError(number, line, "bad HELP line")
+            if len(parts) >= 2 and parts[1] in declared:
+                _check_declaration(parts, declared[parts[1]], number, line)
+                if parts[1] == "TYPE":
+                    types[parts[2]] = parts[3].strip()
             continue
         name, labels, value = _sample(line, number)
         if (name, labels) in seen:

@@ -1,6 +1,12 @@
-"""Read every service's load from Prometheus with a handful of PromQL queries (HTTP API)."""
+"""Read every service's load from Prometheus with a handful of PromQL queries (HTTP API).
+
+The answer is decoded strictly: anything that is not the documented instant-vector shape
+(`data.result` a list of `{"metric": {...}, "value": [<unix time>, "<number>"]}`) raises
+`PrometheusError` naming what is wrong, never another exception.
+"""
 
 import math
+import re
 from dataclasses import dataclass
 
 import requests
@@ -14,7 +20,7 @@ class PrometheusError(RuntimeError):
 
 @dataclass(frozen=True)
 class ServiceReading:
-    """What Prometheus says about one service."""
+    """What Prometheus says about one service; a quantity it did not answer is None."""
 
     request_rate: float | None
     prompt_token_rate: float | None
@@ -24,6 +30,11 @@ class ServiceReading:
     kv_cache_usage: float | None
     pods: int
     newest_sample_age: float | None
+    problem: str | None = None
+
+
+# Prometheus writes sample values as Go's strconv.FormatFloat does, plus NaN and +/-Inf.
+_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|NaN|[-+]Inf")
 
 
 def queries(label: str, window: str, extra: str = "") -> dict[str, str]:
@@ -44,7 +55,42 @@ def queries(label: str, window: str, extra: str = "") -> dict[str, str]:
     }
 
 
-def _query(session: requests.Session, url: str, promql: str, timeout: float) -> list[dict[str, object]]:
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def decode_vector(status_code: int, body: object, promql: str) -> list[tuple[dict[str, str], float]]:
+    """Decode an instant-query answer into (labels, value) pairs; raise `PrometheusError` naming any flaw."""
+    where = f"query {promql!r}"
+    if not isinstance(body, dict):
+        raise PrometheusError(f"{where}: HTTP {status_code}, the answer is {type(body).__name__}, not an object")
+    if status_code != 200 or body.get("status") != "success":
+        raise PrometheusError(f"{where}: {body.get('errorType', status_code)}: {body.get('error', '')}")
+    data = body.get("data")
+    if not isinstance(data, dict):
+        raise PrometheusError(f"{where}: data is {_shown(data)}, not an object")
+    if data.get("resultType") != "vector":
+        raise PrometheusError(f"{where}: expected a vector result, got {_shown(data.get('resultType'))}")
+    result = data.get("result")
+    if not isinstance(result, list):
+        raise PrometheusError(f"{where}: data.result is {_shown(result)}, not a list")
+    decoded = []
+    for i, series in enumerate(result):
+        if not isinstance(series, dict):
+            raise PrometheusError(f"{where}: data.result[{i}] is {_shown(series)}, not an object")
+        metric, value = series.get("metric"), series.get("value")
+        if not isinstance(metric, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in metric.items()):
+            raise PrometheusError(f"{where}: data.result[{i}].metric is {_shown(metric)}, not an object of strings")
+        if (not isinstance(value, list) or len(value) != 2 or isinstance(value[0], bool)
+                or not isinstance(value[0], (int, float)) or not isinstance(value[1], str)
+                or not _NUMBER.fullmatch(value[1])):
+            raise PrometheusError(f'{where}: data.result[{i}].value is {_shown(value)}, not [<time>, "<number>"]')
+        decoded.append((metric, float(value[1].replace("Inf", "inf"))))
+    return decoded
+
+
+def _query(session: requests.Session, url: str, promql: str, timeout: float) -> list[tuple[dict[str, str], float]]:
     try:
         response = session.get(f"{url.rstrip('/')}/api/v1/query", params={"query": promql}, timeout=timeout)
     except requests.RequestException as err:
@@ -53,42 +99,37 @@ def _query(session: requests.Session, url: str, promql: str, timeout: float) -> 
         body = response.json()
     except ValueError:
         raise PrometheusError(f"query {promql!r}: HTTP {response.status_code}, not JSON") from None
-    if response.status_code != 200 or body.get("status") != "success":
-        raise PrometheusError(f"query {promql!r}: {body.get('errorType', response.status_code)}: {body.get('error', '')}")
-    data = body.get("data") or {}
-    if data.get("resultType") != "vector" or not isinstance(data.get("result"), list):
-        raise PrometheusError(f"query {promql!r}: expected a vector result, got {data.get('resultType')!r}")
-    return list(data["result"])
+    return decode_vector(response.status_code, body, promql)
 
 
 def read_services(url: str, label: str, window: str, extra: str = "", timeout: float = 10.0) -> dict[str, ServiceReading]:
-    """Query Prometheus once per quantity; return a reading for every service that has series."""
+    """Query Prometheus once per quantity; return a reading for every service that has series.
+
+    Values are passed on as Prometheus gave them (NaN and infinities included): judging them is
+    the caller's job, so that a bad value is named for its own service.
+    """
     values: dict[str, dict[str, float]] = {}
     with requests.Session() as session:
         for key, promql in queries(label, window, extra).items():
-            for series in _query(session, url, promql, timeout):
-                metric = series.get("metric") or {}
-                value = series.get("value")
-                if not isinstance(metric, dict) or not isinstance(value, list) or len(value) != 2:
-                    raise PrometheusError(f"query {promql!r}: malformed sample {series!r}")
+            for metric, number in _query(session, url, promql, timeout):
                 service = metric.get(label)
-                try:
-                    number = float(value[1])
-                except (TypeError, ValueError):
-                    raise PrometheusError(f"query {promql!r}: value {value[1]!r} is not a number") from None
-                if service is None or math.isnan(number) or math.isinf(number):
+                if service is None:
                     continue
-                values.setdefault(str(service), {})[key] = number
-    return {
-        service: ServiceReading(
+                values.setdefault(service, {})[key] = number
+    readings = {}
+    for service, v in values.items():
+        pods, problem = v.get("pods", 0.0), None
+        if not (math.isfinite(pods) and pods >= 0 and pods.is_integer()):
+            pods, problem = 0.0, f"Prometheus counts {pods} pods, not a whole number"
+        readings[service] = ServiceReading(
             request_rate=v.get("request_rate"),
             prompt_token_rate=v.get("prompt_token_rate"),
             generation_token_rate=v.get("generation_token_rate"),
             running=v.get("running"),
             waiting=v.get("waiting"),
             kv_cache_usage=v.get("kv_cache_usage"),
-            pods=int(v.get("pods", 0)),
+            pods=int(pods),
             newest_sample_age=v.get("newest_sample_age"),
+            problem=problem,
         )
-        for service, v in values.items()
-    }
+    return readings

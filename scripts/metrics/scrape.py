@@ -1,5 +1,6 @@
 """Scrape vLLM pods' /metrics directly, concurrently, when no Prometheus is configured."""
 
+import ipaddress
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -24,6 +25,18 @@ class ScrapeResult:
 
     readings: dict[str, PodMetrics]
     errors: dict[str, str]
+
+
+def metrics_url(ip: str, port: int, path: str) -> str:
+    """Return the URL of a pod's metrics page; an IPv6 address is written as a bracketed literal (RFC 3986)."""
+    try:
+        address = ipaddress.ip_address(ip)
+    except ValueError:
+        return f"http://{ip}:{port}{path}"
+    if address.version == 6:
+        # A zone index (fe80::1%eth0) is percent-encoded inside the brackets (RFC 6874).
+        return f"http://[{ip.replace('%', '%25')}]:{port}{path}"
+    return f"http://{ip}:{port}{path}"
 
 
 def scrape_one(session: requests.Session, target: Target, timeout: float) -> PodMetrics:
@@ -51,4 +64,6 @@ def scrape(targets: Sequence[Target], timeout: float = 2.0, concurrency: int = 6
                     errors[pod] = f"{pod}: {err}"
                 except requests.RequestException as err:
                     errors[pod] = f"{pod}: scrape failed: {type(err).__name__}: {err}"
+                except Exception as err:  # noqa: BLE001 - one pod's fault stays with that pod
+                    errors[pod] = f"{pod}: unreadable: {type(err).__name__}: {err}"
     return ScrapeResult(readings, errors)

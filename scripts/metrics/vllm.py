@@ -1,16 +1,17 @@
 """Read one vLLM pod's load from its metrics page: V1 engine (vLLM >= 0.12) and older servers.
 
-V1 labels every series with `model_name` and `engine` (one engine per data-parallel rank): the
-pod's load is the sum over its engines (KV-cache use: the fullest engine). Counters come as
-`_total` with a `_created` twin, which is ignored. Older servers name KV-cache use
-`vllm:gpu_cache_usage_perc` and have no `engine` label; when both names are present the new one
-wins.
+V1 labels every series with `model_name` and `engine` (one engine per data-parallel rank). Each
+engine is its own counter series (it can restart alone), so the reader keeps the counters per
+engine; the pod's gauges are the sum over its engines (KV-cache use: the fullest engine).
+Counters come as `_total` with a `_created` twin, which is ignored. Older servers name KV-cache
+use `vllm:gpu_cache_usage_perc` and have no `engine` label; when both names are present the new
+one wins.
 """
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from offhours.scripts.metrics.exposition import Page, parse
+from offhours.scripts.metrics.exposition import Page, Sample, parse
 
 REQUESTS = "vllm:request_success_total"
 PROMPT_TOKENS = "vllm:prompt_tokens_total"
@@ -22,6 +23,11 @@ KV_CACHE_LEGACY = "vllm:gpu_cache_usage_perc"
 
 COUNTERS = (REQUESTS, PROMPT_TOKENS, GENERATION_TOKENS)
 GAUGES = (RUNNING, WAITING)
+# Data-parallel ranks of one pod; more engine labels than this is a broken exporter, and every
+# engine costs a stored counter sample in the gate's state.
+MAX_ENGINES = 256
+
+Counters = tuple[float, float, float]
 
 
 class MetricsIncomplete(ValueError):
@@ -30,7 +36,11 @@ class MetricsIncomplete(ValueError):
 
 @dataclass(frozen=True)
 class PodMetrics:
-    """One pod's counters (cumulative) and gauges (now), summed over its engines."""
+    """One pod's counters (cumulative) and gauges (now), summed over its engines.
+
+    `engine_counters` keeps each engine's three counters apart (key: the `engine` label, None on
+    servers without one): rates are computed per engine, so one engine's restart stays its own.
+    """
 
     requests_total: float
     prompt_tokens_total: float
@@ -39,52 +49,66 @@ class PodMetrics:
     waiting: float
     kv_cache_usage: float
     engines: int
+    engine_counters: dict[str | None, Counters] = field(default_factory=dict)
 
     @property
-    def counters(self) -> tuple[float, float, float]:
-        """The three counters: finished requests, prompt tokens, generation tokens."""
+    def counters(self) -> Counters:
+        """The three counters summed over engines: finished requests, prompt tokens, generation tokens."""
         return (self.requests_total, self.prompt_tokens_total, self.generation_tokens_total)
 
 
-def _by_name(page: Page) -> dict[str, list[float]]:
-    values: dict[str, list[float]] = {}
-    for sample in page.samples:
-        values.setdefault(sample.name, []).append(sample.value)
+def _per_engine(samples: list[Sample], name: str) -> dict[str | None, float]:
+    """Sum family `name` per engine (over its other labels); every value must be a usable number."""
+    values: dict[str | None, float] = {}
+    for sample in samples:
+        value = sample.value
+        if math.isnan(value) or math.isinf(value) or value < 0:
+            raise MetricsIncomplete(f"{name} has the value {value}, which a load reading cannot use")
+        engine = sample.label("engine")
+        values[engine] = values.get(engine, 0.0) + value
+    if not values:
+        raise MetricsIncomplete(f"metric family {name} is missing")
     return values
 
 
-def _sum(families: dict[str, list[float]], name: str) -> float:
-    values = families.get(name, [])
-    if not values:
-        raise MetricsIncomplete(f"metric family {name} is missing")
-    for value in values:
-        if math.isnan(value) or math.isinf(value) or value < 0:
-            raise MetricsIncomplete(f"{name} has the value {value}, which a load reading cannot use")
-    return float(sum(values))
-
-
-def _kv(families: dict[str, list[float]]) -> float:
-    name = KV_CACHE if KV_CACHE in families else KV_CACHE_LEGACY
-    values = families.get(name, [])
-    if not values:
-        raise MetricsIncomplete(f"metric family {KV_CACHE} (or {KV_CACHE_LEGACY}) is missing")
-    if any(math.isnan(v) or math.isinf(v) or v < 0 for v in values):
-        raise MetricsIncomplete(f"{name} has a value a load reading cannot use: {values}")
-    return max(values)
+def _total(name: str, values: dict[str | None, float]) -> float:
+    # Finite values can sum to infinity (two engines at 1e308); an engine's own sum is part of this one.
+    total = sum(values.values())
+    if math.isinf(total):
+        raise MetricsIncomplete(f"{name} sums to {total} over the pod's engines, which a load reading cannot use")
+    return total
 
 
 def read_pod(page: Page) -> PodMetrics:
-    """Extract a pod's load from a parsed page; raise `MetricsIncomplete` if a needed family is absent."""
-    families = _by_name(page)
-    engines = {s.label("engine") for s in page.samples if s.name == RUNNING}
+    """Extract a pod's load from a parsed page; raise `MetricsIncomplete` if a needed family is absent or unusable.
+
+    Every needed family must have a series for the same engines: an engine missing from one
+    family would otherwise read as zero load on that engine.
+    """
+    by_name: dict[str, list[Sample]] = {}
+    for sample in page.samples:
+        by_name.setdefault(sample.name, []).append(sample)
+    kv_name = KV_CACHE if KV_CACHE in by_name else KV_CACHE_LEGACY
+    if kv_name not in by_name:
+        raise MetricsIncomplete(f"metric family {KV_CACHE} (or {KV_CACHE_LEGACY}) is missing")
+    families = {name: _per_engine(by_name.get(name, []), name) for name in (*COUNTERS, *GAUGES, kv_name)}
+    engines = set(families[RUNNING])
+    if len(engines) > MAX_ENGINES:
+        raise MetricsIncomplete(f"{RUNNING} has {len(engines)} engines, more than {MAX_ENGINES}")
+    for name, values in families.items():
+        if set(values) != engines:
+            odd = sorted(str(e) for e in set(values) ^ engines)
+            raise MetricsIncomplete(f"{name} and {RUNNING} disagree on the engines (engine {', '.join(odd)})")
+    requests, prompt, generation = (families[name] for name in COUNTERS)
     return PodMetrics(
-        requests_total=_sum(families, REQUESTS),
-        prompt_tokens_total=_sum(families, PROMPT_TOKENS),
-        generation_tokens_total=_sum(families, GENERATION_TOKENS),
-        running=_sum(families, RUNNING),
-        waiting=_sum(families, WAITING),
-        kv_cache_usage=_kv(families),
-        engines=max(1, len(engines)),
+        requests_total=_total(REQUESTS, requests),
+        prompt_tokens_total=_total(PROMPT_TOKENS, prompt),
+        generation_tokens_total=_total(GENERATION_TOKENS, generation),
+        running=_total(RUNNING, families[RUNNING]),
+        waiting=_total(WAITING, families[WAITING]),
+        kv_cache_usage=max(families[kv_name].values()),
+        engines=len(engines),
+        engine_counters={e: (requests[e], prompt[e], generation[e]) for e in sorted(engines, key=str)},
     )
 
 

@@ -35,6 +35,7 @@ class ServiceRecord:
     decision: ServiceState = field(default_factory=ServiceState)
     samples: dict[str, CounterSample] = field(default_factory=dict)
     last_decision: dict[str, Any] = field(default_factory=dict)
+    needs: tuple[tuple[float, float], ...] = ()  # (time, fractional replicas the rates took): the look-ahead's history
 
     def to_json(self) -> str:
         """Serialise compactly (the ConfigMap's `state.json`)."""
@@ -48,6 +49,7 @@ class ServiceRecord:
             "failedTicks": self.decision.failed_ticks,
             "samples": {key: [round(s.at, 3), *s.counters] for key, s in sorted(self.samples.items())},
             "lastDecision": self.last_decision,
+            "needs": [[round(t, 3), round(n, 4)] for t, n in self.needs],
         }, separators=(",", ":"))
 
     @classmethod
@@ -75,6 +77,7 @@ class ServiceRecord:
                 decision=ServiceState(recs, _count(raw.get("failedTicks", 0))),
                 samples=samples,
                 last_decision=dict(raw.get("lastDecision") or {}),
+                needs=tuple((_finite(t), _finite(n)) for t, n in raw.get("needs") or []),
             )
         except (ValueError, TypeError, IndexError, AttributeError, KeyError):
             return cls()
@@ -134,3 +137,17 @@ def own_baseline(record: ServiceRecord, uid: str, writes_to: str, observed: int,
     note = (f"{writes_to} set to {observed} by someone else (the gate had applied {record.applied}): "
             f"adopted, baseline {record.baseline} -> {baseline}")
     return Ownership(baseline, replace(record, baseline=baseline, applied=observed, applying_from=None), note)
+
+
+def with_need(needs: tuple[tuple[float, float], ...], now: float, need: float, tick_seconds: float,
+              keep: int) -> tuple[tuple[float, float], ...]:
+    """Add this tick's need to the history the look-ahead reads: one entry per tick, contiguous, the last `keep`.
+
+    A tick sooner than a tick length after the last entry (a tick woken early by a returned job)
+    replaces it, so the history stays one entry per tick length; a gap longer than two ticks starts it again.
+    """
+    if needs and now - needs[-1][0] > 2 * tick_seconds:
+        needs = ()
+    if needs and now - needs[-1][0] < 0.9 * tick_seconds:
+        needs = needs[:-1]
+    return (*needs, (now, need))[-keep:]

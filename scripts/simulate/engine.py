@@ -7,13 +7,21 @@ is called only at ticks where its answer can differ from "hold": where the load 
 back, where lending more became possible, where a queue builds, or where a job or a replica
 changes state. At every other tick the gate would hold, so skipping it changes nothing.
 
-Fleet mechanics: a scale-down takes capacity away at once; a scale-up serves after the vLLM cold
-start, plus the pod grace period when the GPUs come from a stopped job. A stopped job loses the
+The gate's memory is carried as the gate carries it: each call to `decide` gets the state the
+previous call returned. Skipped ticks are not skipped for the memory: before each decision the
+ticks since the last one are replayed through `decide` (at most the stabilisation window's worth,
+which is all the memory holds), so the state is the one an every-tick loop would have.
+`tests/test_simulate.py` compares the engine with such a loop on every service of the default fleet.
+
+Fleet mechanics: a scale-down takes capacity away at once; a scale-up serves after the service's
+vLLM cold start, plus, when the GPUs come from stopped jobs, the longest grace among them (each
+job's declared checkpoint time, capped by the service's `maxGraceSeconds`). A stopped job loses the
 work since its last checkpoint and is parked again; a finished job's exit hook gives its replicas
 back at once.
 """
 
 import bisect
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -22,6 +30,7 @@ import numpy as np
 
 from offhours.scripts.policy.capacity import Load, replicas_needed, replicas_with_headroom
 from offhours.scripts.policy.decide import Decision, ServiceState, decide
+from offhours.scripts.policy.forecast import forecast_series
 from offhours.scripts.policy.plan import ADMITTED, PARKED, Job, plan
 from offhours.scripts.simulate.fleet import Fleet, JobSpec, ServiceSpec
 from offhours.scripts.trace import Trace
@@ -70,6 +79,24 @@ class SimJob:
         return math.floor(progress / step + 1e-9) * step
 
 
+def cold_start_minutes(spec: ServiceSpec, fleet: Fleet) -> float:
+    """Return the service's cold start in minutes: its own `coldStartSeconds`, else the fleet's."""
+    seconds = spec.policy.cold_start_seconds
+    return seconds / 60.0 if seconds is not None else fleet.cold_start_minutes
+
+
+def grace_minutes(job: JobSpec | None, spec: ServiceSpec, fleet: Fleet) -> float:
+    """Minutes a stopped job keeps its GPUs: its declared checkpoint time (else the fleet's grace), capped."""
+    declared = job.checkpoint_seconds if job is not None else None
+    grace = declared / 60.0 if declared is not None else fleet.grace_minutes
+    return min(grace, spec.policy.max_grace_seconds / 60.0)
+
+
+def reaction_minutes(spec: ServiceSpec, fleet: Fleet) -> float:
+    """From a rise to reclaimed replicas serving: a tick to see it, a job's grace, the cold start."""
+    return fleet.tick_minutes + grace_minutes(None, spec, fleet) + cold_start_minutes(spec, fleet)
+
+
 def _queue_order(job: SimJob) -> tuple[int, int]:
     return (-job.spec.priority, job.spec.submit_minute)
 
@@ -99,6 +126,10 @@ class Controller(Protocol):
         """Return (replicas lent after tick i, the most that may be lent)."""
         ...
 
+    def catch_up(self, sim: "ServiceSim", i: int) -> None:
+        """Bring the controller's memory up to tick i (exclusive) through the ticks the engine skipped."""
+        ...
+
 
 @dataclass
 class ServiceSim:
@@ -121,17 +152,38 @@ class ServiceSim:
 
     def __post_init__(self) -> None:
         self.demand = service_demand(self.rates, self.spec)
+        policy = self.spec.policy
+        self.cold_start_minutes = cold_start_minutes(self.spec, self.fleet)
+        self.reaction_minutes = reaction_minutes(self.spec, self.fleet)
         tick = self.fleet.tick_minutes
         minutes = self.rates.shape[1]
         self.ticks = np.arange(tick, minutes, tick)
         # Mean rate over the `tick` minutes before each tick: what rate() over the gate's window reads.
         csum = np.concatenate((np.zeros((3, 1)), np.cumsum(self.rates, axis=1)), axis=1)
         self.window_rates = (csum[:, self.ticks] - csum[:, self.ticks - tick]) / tick
+        # The fractional replicas those rates need (before headroom): what the look-ahead terms read.
+        self.needs = np.asarray(replicas_needed(self.window_rates[0], self.window_rates[1], self.window_rates[2],
+                                                policy.capacity), dtype=np.float64)
+        self._demand_before = self.demand[self.ticks - 1]
         self.ready = self.spec.baseline
         self.incoming = sorted(self.jobs, key=lambda j: (j.spec.submit_minute, -j.spec.priority))
         for job in self.jobs:
             job.parked_view = Job(job.spec.name, self.spec.name, job.spec.replicas, PARKED, job.spec.priority,
                                   job.spec.submit_minute)
+
+    def grace_minutes(self, job: SimJob) -> float:
+        """Minutes a stopped job holds its GPUs: its checkpoint time (else the fleet's grace), capped."""
+        return grace_minutes(job.spec, self.spec, self.fleet)
+
+    def load_at(self, i: int) -> Load:
+        """Return the load the gate reads at tick i: the window's rates, and the queue when capacity is short."""
+        rps, prompt, gen = self.window_rates[:, i].tolist()
+        cap = self.spec.policy.capacity
+        # Requests beyond the capacity in service queue up: what vllm:num_requests_waiting shows.
+        waiting = max(0.0, self._demand_before.item(i) - self.ready) * (cap.requests_per_second or 1.0) * 60.0
+        pods = max(self.ready, 1)
+        return Load(rps, prompt, gen, running=rps, waiting=waiting, kv_cache_usage=0.0, pods_read=pods,
+                    pods_expected=pods)
 
     def _park(self, job: SimJob, front: bool = False) -> None:
         if front:
@@ -158,7 +210,7 @@ class ServiceSim:
             self.lent -= job.spec.replicas
             self.lent_events.append((done, -job.spec.replicas))
             # The exit hook gives the replicas back at once; they serve after a cold start.
-            self.pending.append((done + self.fleet.cold_start_minutes, job.spec.replicas))
+            self.pending.append((done + self.cold_start_minutes, job.spec.replicas))
             changed = True
         for at, count in sorted(p for p in self.pending if p[0] <= t):
             self.ready += count
@@ -181,8 +233,10 @@ class ServiceSim:
         p = plan(decision, self.spec.baseline, jobs, t)
         by_name = {j.spec.name: j for j in (*self.running, *self.queue[:QUEUE_VIEW])}
         gpus = self.spec.policy.gpus_per_replica
+        grace = 0.0
         for job in p.stop:
             sim = by_name[job.name]
+            grace = max(grace, self.grace_minutes(sim))
             progress = sim.pause(t, gpus)
             sim.lost_minutes += progress - sim.saved(progress)
             sim.progress = sim.saved(progress)
@@ -198,10 +252,10 @@ class ServiceSim:
             self.running.append(sim)
             self.lent += sim.spec.replicas
             self.lent_events.append((t, job.replicas))
-        self._scale(t, p.scale_to, stopped=bool(p.stop))
+        self._scale(t, p.scale_to, grace)
         return not (target > lent and not p.admit)
 
-    def _scale(self, t: float, scale_to: int, stopped: bool) -> None:
+    def _scale(self, t: float, scale_to: int, grace: float) -> None:
         in_service = self.ready + sum(c for _, c in self.pending)
         change = scale_to - in_service
         if change < 0:  # capacity leaves at once; replicas still starting go first
@@ -218,7 +272,7 @@ class ServiceSim:
                 self.ready -= take
                 self.capacity_events.append((t, -take))
         elif change > 0:
-            delay = self.fleet.cold_start_minutes + (self.fleet.grace_minutes if stopped else 0.0)
+            delay = self.cold_start_minutes + grace
             self.pending.append((t + delay, change))
 
     def run(self, controller: Controller) -> None:
@@ -255,6 +309,7 @@ class ServiceSim:
             if j >= n:
                 break
             t = float(ticks[j])
+            controller.catch_up(self, j)
             if self.process_events(t):
                 blocked_at = -1
             if next_decision(j) != j:
@@ -281,43 +336,68 @@ def _next_index(mask: np.ndarray) -> np.ndarray:
 
 # -- controllers ---------------------------------------------------------------------------------
 class GateController:
-    """The gate's own policy: `decide` from the load the gate would read at each tick."""
+    """The gate's own policy: `decide` from the load the gate would read at each tick, its state carried.
+
+    `lo`/`hi` over-approximate where `decide` may reclaim or lend (the engine calls it there); the
+    look-ahead floor of `scripts/policy/forecast.py` enters both, as it enters `decide`.
+    """
 
     def __init__(self, sim: ServiceSim) -> None:
         policy = sim.spec.policy
         self.policy = policy
-        need = replicas_needed(sim.window_rates[0], sim.window_rates[1], sim.window_rates[2], policy.capacity)
-        self.required = np.asarray(replicas_with_headroom(need, policy), dtype=np.int64)
-        tick_s = sim.fleet.tick_minutes * 60.0
-        self.window_ticks = int(policy.stabilization_seconds // tick_s)
-        k = self.window_ticks
-        padded = np.concatenate((np.full(k, np.iinfo(np.int64).max), self.required))
-        window_max = np.lib.stride_tricks.sliding_window_view(padded, k + 1).max(axis=1)
+        self.tick_seconds = sim.fleet.tick_minutes * 60.0
+        required = np.asarray(replicas_with_headroom(sim.needs, policy), dtype=np.int64)
+        floor = forecast_series(sim.needs, policy, self.tick_seconds, sim.reaction_minutes * 60.0)
+        self.floor = None if floor is None else floor.astype(np.int64).tolist()
+        if floor is not None:
+            required = np.maximum(required, floor.astype(np.int64))
+        self.required = required
+        ratio = policy.stabilization_seconds / self.tick_seconds
+        # The window at tick i holds ticks i-floor(ratio)..i; it is covered from tick ceil(ratio) on.
+        span, first = math.floor(ratio + 1e-9), math.ceil(ratio - 1e-9)
+        padded = np.concatenate((np.full(span, np.iinfo(np.int64).max), required))
+        window_max = np.lib.stride_tricks.sliding_window_view(padded, span + 1).max(axis=1)
         baseline = sim.spec.baseline
-        self.lo = np.maximum(0, baseline - self.required)  # what `decide` may keep lent (never below 0)
-        # Lending needs every tick of the window to allow it (and a full window of history), with the
-        # hysteresis spare: where `decide` could lend. The test of the engine checks it against
-        # calling `decide` at every tick.
+        self.lo = np.maximum(0, baseline - required)  # what `decide` may keep lent (never below 0)
         lendable = baseline - np.minimum(window_max, baseline) - policy.lend_hysteresis
-        self.hi = np.where(np.arange(len(self.required)) >= k, lendable, -1)
-        self._rec_times = [float(t) * 60.0 for t in sim.ticks]
-        self._required = self.required.tolist()
-        self._demand_before = sim.demand[sim.ticks - 1]
+        self.hi = np.where(np.arange(len(required)) >= first, lendable, -1)
+        self._times = [float(t) * 60.0 for t in sim.ticks]
+        self._required = required.tolist()
+        # The memory holds the window's ticks and the one before it; a margin of two more.
+        self.replay = first + 3
+        self.state = ServiceState()
+        self.done = -1  # the last tick `decide` was called for
+
+    def _decide(self, sim: ServiceSim, i: int) -> Decision:
+        d = decide(now=self._times[i], policy=self.policy, baseline=sim.spec.baseline, lent=sim.lent,
+                   load=sim.load_at(i), load_error=None, lending_allowed=True, max_age_seconds=math.inf,
+                   failed_ticks_before_reclaim=3, state=self.state,
+                   forecast_required=None if self.floor is None else self.floor[i], tick_seconds=self.tick_seconds)
+        self.state, self.done = d.state, i
+        return d
+
+    def catch_up(self, sim: ServiceSim, i: int) -> None:
+        """Add the ticks skipped since the last call to the state `decide` returned.
+
+        At a skipped tick `decide` holds, and no request waits (a waiting queue makes the engine
+        call it), so the recommendation it records is the capacity model's, `required[k]`, which
+        is what is appended. The state stays a contiguous run of ticks ending at i-1 that reaches
+        back past the stabilisation window; `decide` drops what lies before the window itself.
+        """
+        start = self.done + 1
+        if start >= i:
+            return
+        kept = self.state.recommendations
+        if i - start > self.replay:
+            start, kept = i - self.replay, ()
+        skipped = tuple(zip(self._times[start:i], self._required[start:i]))
+        self.state = ServiceState((kept + skipped)[-self.replay:], self.state.failed_ticks)
+        self.done = i - 1
 
     def target(self, sim: ServiceSim, i: int) -> tuple[int, int]:
-        """Call `decide` as the gate would at tick i, with the window's recommendations as its state."""
-        rps, prompt, gen = sim.window_rates[:, i].tolist()
-        cap = self.policy.capacity
-        # Requests beyond the capacity in service queue up: what vllm:num_requests_waiting shows.
-        waiting = max(0.0, self._demand_before.item(i) - sim.ready) * (cap.requests_per_second or 1.0) * 60.0
-        pods = max(sim.ready, 1)
-        load = Load(rps, prompt, gen, running=rps, waiting=waiting, kv_cache_usage=0.0, pods_read=pods,
-                    pods_expected=pods)
-        first = max(0, i - self.window_ticks)
-        state = ServiceState(tuple(zip(self._rec_times[first:i], self._required[first:i])))
-        d = decide(now=self._rec_times[i], policy=self.policy, baseline=sim.spec.baseline, lent=sim.lent, load=load,
-                   load_error=None, lending_allowed=True, max_age_seconds=math.inf, failed_ticks_before_reclaim=3,
-                   state=state)
+        """Call `decide` as the gate would at tick i, with the state its previous call returned."""
+        self.catch_up(sim, i)
+        d = self._decide(sim, i)
         return d.target_lent, max(d.ceiling, d.target_lent)
 
 
@@ -336,17 +416,23 @@ class FixedWindowController:
         """Lend the fixed amount inside the window, nothing outside."""
         return int(self.desired[i]), int(self.desired[i])
 
+    def catch_up(self, sim: ServiceSim, i: int) -> None:
+        """Nothing to remember."""
 
-def oracle_lendable(demand: np.ndarray, spec: ServiceSpec, fleet: Fleet) -> np.ndarray:
-    """Replicas that could be lent each minute knowing the future, at the policy's headroom.
 
-    Enough is kept for the largest demand of the coming reaction time (a tick to see the rise,
-    the grace period, the cold start), so the oracle never breaks the SLO.
+def oracle_lendable(demand: np.ndarray, spec: ServiceSpec, fleet: Fleet, headroom: float | None = None,
+                    reaction: float | None = None) -> np.ndarray:
+    """Replicas that could be lent each minute knowing the future, at `headroom` (default: the policy's).
+
+    Enough is kept for the largest demand of the coming reaction time (default: the service's: a
+    tick to see the rise, the grace period, the cold start), so the oracle never breaks the SLO.
     """
-    horizon = int(math.ceil(fleet.tick_minutes + fleet.grace_minutes + fleet.cold_start_minutes))
+    reaction = reaction_minutes(spec, fleet) if reaction is None else reaction
+    horizon = int(math.ceil(reaction - 1e-9))
     padded = np.concatenate((demand, np.repeat(demand[-1:], horizon)))
     future = np.lib.stride_tricks.sliding_window_view(padded, horizon + 1)[: demand.shape[0]].max(axis=1)
-    return np.maximum(0.0, spec.baseline - replicas_with_headroom(future, spec.policy))
+    policy = spec.policy if headroom is None else dataclasses.replace(spec.policy, headroom=headroom)
+    return np.maximum(0.0, spec.baseline - replicas_with_headroom(future, policy))
 
 
 def events_to_array(events: list[tuple[float, int]], start: int, minutes: int) -> np.ndarray:

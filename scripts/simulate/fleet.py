@@ -46,6 +46,7 @@ class JobSpec:
     checkpoint_minutes: float = 30.0
     priority: int = 0
     submit_minute: int = 0
+    checkpoint_seconds: float | None = None  # SIGTERM checkpoint time; None: the fleet's grace
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,8 @@ class Fleet:
     fixed_window_start_hour: int = 20
     fixed_window_end_hour: int = 8
     fixed_window_replicas: dict[str, int] = field(default_factory=dict)
+    reference_headroom: float = 0.2
+    delay_target_seconds: float = 30.0
 
 
 @cache
@@ -100,6 +103,8 @@ def parse_fleet(raw: Any, what: str = "fleet") -> Fleet:
         fixed_window_start_hour=fixed.get("startHour", 20),
         fixed_window_end_hour=fixed.get("endHour", 8),
         fixed_window_replicas=dict(fixed.get("replicas", {})),
+        reference_headroom=raw.get("referenceHeadroom", 0.2),
+        delay_target_seconds=raw.get("delayTargetSeconds", 30.0),
     )
 
 
@@ -112,7 +117,8 @@ def parse_jobs(raw: Any, what: str = "jobs") -> list[JobSpec]:
     """Validate a decoded jobs document (schemas/jobs.schema.json) and build the jobs."""
     _validate(raw, "jobs.schema.json", what)
     return [JobSpec(j.get("name", f"job-{i}"), j["service"], j["replicas"], j["workHours"],
-                    j.get("checkpointMinutes", 30.0), j.get("priority", 0), j.get("submitMinute", 0))
+                    j.get("checkpointMinutes", 30.0), j.get("priority", 0), j.get("submitMinute", 0),
+                    j.get("checkpointSeconds"))
             for i, j in enumerate(raw["jobs"])]
 
 

@@ -1,4 +1,11 @@
-"""Run the three modes on one trace and account for them: harvest, work, preemptions, SLO, saving."""
+"""Run the modes on one trace and account for them: harvest, work, preemptions, SLO, queueing delay, saving.
+
+Two SLOs: the strict one counts every minute whose demand is above the capacity in service; the
+latency one models each service's queue (work above capacity waits, first in first out, and is
+served when capacity allows) and counts the minutes whose queueing delay is above a target.
+Two references, both knowing the future over the same reaction time: the oracle at a fixed
+headroom (`referenceHeadroom`, 0.2), which the table leads with, and the oracle at the policy's own.
+"""
 
 import json
 import math
@@ -15,12 +22,13 @@ from offhours.scripts.simulate.engine import (
     SimJob,
     events_to_array,
     oracle_lendable,
+    service_demand,
     service_rates,
 )
 from offhours.scripts.simulate.fleet import Fleet, JobSpec
 from offhours.scripts.trace import Trace
 
-MODES = ("gate", "fixed-window", "oracle")
+MODES = ("gate", "fixed-window", "reference", "oracle")
 
 
 @dataclass
@@ -41,6 +49,11 @@ class ModeReport:
     restore_p99_minutes: float = 0.0
     saving: float = 0.0
     share_of_oracle: float = 0.0
+    share_of_reference: float = 0.0
+    delay_minutes: int = 0  # minutes in which some service's queueing delay is above the target
+    delay_p99_seconds: float = 0.0
+    delay_worst_seconds: float = 0.0
+    per_service: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 @dataclass
@@ -52,6 +65,8 @@ class Simulation:
     gpus: int
     reports: dict[str, ModeReport]
     series: dict[str, np.ndarray] = field(default_factory=dict)
+    reference_headroom: float = 0.2
+    delay_target_seconds: float = 30.0
 
 
 def restore_delays(demand: np.ndarray, capacity: np.ndarray, headroom: float, baseline: int) -> list[float]:
@@ -67,7 +82,37 @@ def restore_delays(demand: np.ndarray, capacity: np.ndarray, headroom: float, ba
     return [float(e - s) for s, e in zip(np.flatnonzero(edges == 1), np.flatnonzero(edges == -1))]
 
 
-def _run_mode(trace: Trace, fleet: Fleet, jobs: list[JobSpec], mode: str) -> tuple[ModeReport, dict[str, np.ndarray]]:
+def queue_delays(demand: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+    """Seconds the last work arriving in each minute waits, in a first-in-first-out queue.
+
+    Work (replica-minutes) above the capacity waits; the backlog follows Lindley's recursion
+    B[t] = max(0, B[t-1] + demand[t] - capacity[t]); work arriving by the end of minute t is
+    served once the cumulative service reaches the cumulative arrivals (linear within a minute).
+    """
+    n = demand.shape[0]
+    x = np.cumsum(demand - capacity)
+    backlog = x - np.minimum(np.minimum.accumulate(x), 0.0)
+    backlog[backlog < 1e-9] = 0.0
+    arrived = np.cumsum(demand)
+    served = arrived - backlog
+    delays = np.zeros(n)
+    late = np.flatnonzero(backlog > 0)
+    if late.size == 0:
+        return delays
+    done = np.searchsorted(served, arrived[late] - 1e-9, side="left")
+    inside = done < n
+    d, t = done[inside], late[inside]
+    before = served[d - 1]
+    frac = (arrived[t] - before) / np.maximum(served[d] - before, 1e-12)
+    delays[t] = (d + frac - (t + 1)) * 60.0
+    # Still waiting when the trace ends: the backlog at the last minute's capacity.
+    t = late[~inside]
+    delays[t] = ((n - 1 - t) + backlog[-1] / max(float(capacity[-1]), 1e-12)) * 60.0
+    return np.maximum(delays, 0.0)
+
+
+def _run_mode(trace: Trace, fleet: Fleet, jobs: list[JobSpec], mode: str,
+              delay_target: float) -> tuple[ModeReport, dict[str, np.ndarray]]:
     minutes, hours = trace.minutes, trace.minutes / 60.0
     lent_gpu = np.zeros(minutes)
     capacity_gpu = np.zeros(minutes)
@@ -75,6 +120,8 @@ def _run_mode(trace: Trace, fleet: Fleet, jobs: list[JobSpec], mode: str) -> tup
     slo = 0
     worst = 0.0
     delays: list[float] = []
+    fleet_delay = np.zeros(minutes)
+    per_service: dict[str, dict[str, float]] = {}
     for spec in fleet.services:
         gpus = spec.policy.gpus_per_replica
         sim = ServiceSim(spec, fleet, service_rates(trace, spec), [SimJob(j) for j in jobs if j.service == spec.name])
@@ -83,6 +130,13 @@ def _run_mode(trace: Trace, fleet: Fleet, jobs: list[JobSpec], mode: str) -> tup
         lent = events_to_array(sim.lent_events, 0, minutes)
         short = sim.demand > capacity + 1e-9
         slo += int(short.sum())
+        wait = queue_delays(sim.demand, capacity)
+        fleet_delay = np.maximum(fleet_delay, wait)
+        per_service[spec.name] = {
+            "gpu_hours_lent": float(lent.sum()) * gpus / 60.0, "slo_minutes": int(short.sum()),
+            "delay_minutes": int((wait > delay_target).sum()),
+            "delay_p99_seconds": float(np.percentile(wait, 99)), "delay_worst_seconds": float(wait.max()),
+        }
         if short.any():
             worst = max(worst, float(np.max((sim.demand[short] - capacity[short]) / sim.demand[short])))
         delays += restore_delays(sim.demand, capacity, spec.policy.headroom, spec.baseline)
@@ -110,43 +164,57 @@ def _run_mode(trace: Trace, fleet: Fleet, jobs: list[JobSpec], mode: str) -> tup
         restore_worst_minutes=max(delays, default=0.0),
         restore_p99_minutes=float(np.percentile(delays, 99)) if delays else 0.0,
         saving=used * fleet.gpu_hour_price,
+        delay_minutes=int((fleet_delay > delay_target).sum()),
+        delay_p99_seconds=float(np.percentile(fleet_delay, 99)),
+        delay_worst_seconds=float(fleet_delay.max()),
+        per_service=per_service,
     )
     return report, {"lent": lent_gpu, "capacity": capacity_gpu}
 
 
-def simulate(trace: Trace, fleet: Fleet, jobs: list[JobSpec]) -> Simulation:
-    """Replay `trace` through the gate, the fixed window and the oracle on the same fleet and jobs."""
+def simulate(trace: Trace, fleet: Fleet, jobs: list[JobSpec], modes: tuple[str, ...] = MODES) -> Simulation:
+    """Replay `trace` through the gate, the fixed window and both oracles on the same fleet and jobs."""
     reports: dict[str, ModeReport] = {}
     series: dict[str, np.ndarray] = {}
+    target = fleet.delay_target_seconds
     for mode in ("gate", "fixed-window"):
-        reports[mode], mode_series = _run_mode(trace, fleet, jobs, mode)
-        series.update({f"{mode}:{k}": v for k, v in mode_series.items()})
-    oracle_gpu = np.zeros(trace.minutes)
-    demand_gpu = np.zeros(trace.minutes)
+        if mode in modes:
+            reports[mode], mode_series = _run_mode(trace, fleet, jobs, mode, target)
+            series.update({f"{mode}:{k}": v for k, v in mode_series.items()})
+    oracle_gpu, reference_gpu, demand_gpu = np.zeros(trace.minutes), np.zeros(trace.minutes), np.zeros(trace.minutes)
     for spec in fleet.services:
-        demand = ServiceSim(spec, fleet, service_rates(trace, spec), []).demand
-        oracle_gpu += oracle_lendable(demand, spec, fleet) * spec.policy.gpus_per_replica
-        demand_gpu += demand * spec.policy.gpus_per_replica
-    oracle_h = float(oracle_gpu.sum()) / 60.0
-    reports["oracle"] = ModeReport("oracle", oracle_h, oracle_h / (trace.minutes / 60.0), share_of_oracle=1.0)
+        demand = service_demand(service_rates(trace, spec), spec)
+        gpus = spec.policy.gpus_per_replica
+        oracle_gpu += oracle_lendable(demand, spec, fleet) * gpus
+        reference_gpu += oracle_lendable(demand, spec, fleet, headroom=fleet.reference_headroom) * gpus
+        demand_gpu += demand * gpus
+    hours = trace.minutes / 60.0
+    oracle_h, reference_h = float(oracle_gpu.sum()) / 60.0, float(reference_gpu.sum()) / 60.0
+    reports["reference"] = ModeReport("reference", reference_h, reference_h / hours)
+    reports["oracle"] = ModeReport("oracle", oracle_h, oracle_h / hours)
     for report in reports.values():
         report.share_of_oracle = report.gpu_hours_lent / oracle_h if oracle_h else math.nan
+        report.share_of_reference = report.gpu_hours_lent / reference_h if reference_h else math.nan
     series["demand"] = demand_gpu
     series["oracle:lent"] = oracle_gpu
+    series["reference:lent"] = reference_gpu
     gpus = sum(s.baseline * s.policy.gpus_per_replica for s in fleet.services)
-    return Simulation(trace.name, trace.minutes, gpus, reports, series)
+    return Simulation(trace.name, trace.minutes, gpus, reports, series, fleet.reference_headroom, target)
 
 
 _ROWS = (
+    ("share of the fixed reference's GPU-hours", "share_of_reference", "{:.1%}"),
     ("GPU-hours lent", "gpu_hours_lent", "{:,.0f}"),
     ("GPUs lent on average", "avg_gpus_lent", "{:,.1f}"),
-    ("share of the oracle's GPU-hours", "share_of_oracle", "{:.1%}"),
+    ("share of the same-headroom oracle's", "share_of_oracle", "{:.1%}"),
     ("GPU-hours used by jobs", "gpu_hours_used", "{:,.0f}"),
     ("research work done (GPU-hours)", "work_done_gpu_hours", "{:,.0f}"),
     ("work lost to preemption (GPU-hours)", "work_lost_gpu_hours", "{:,.1f}"),
     ("jobs completed", "jobs_completed", "{:,}"),
     ("preemptions", "preemptions", "{:,}"),
     ("SLO-minutes (demand > capacity in service)", "slo_minutes", "{:,}"),
+    ("minutes with queueing delay > target", "delay_minutes", "{:,}"),
+    ("queueing delay p99 / worst (s)", "delay", "{:.0f} / {:.0f}"),
     ("worst SLO shortfall", "slo_worst_shortfall_pct", "{:.1f}%"),
     ("load rise -> capacity restored, worst (min)", "restore_worst_minutes", "{:.0f}"),
     ("load rise -> capacity restored, p99 (min)", "restore_p99_minutes", "{:.0f}"),
@@ -154,27 +222,35 @@ _ROWS = (
 )
 
 
+_ORACLE_ROWS = ("gpu_hours_lent", "avg_gpus_lent", "share_of_oracle", "share_of_reference")
+
+
 def text_table(sim: Simulation, price: float) -> str:
     """Render the reports as a text table, one column per mode."""
     width = max(len(r[0]) for r in _ROWS) + 2
+    modes = [m for m in MODES if m in sim.reports]
     lines = [f"trace {sim.trace}: {sim.minutes / 1440:.1f} days; fleet {sim.gpus} GPUs; GPU-hour price {price:g}",
-             "".ljust(width) + "".join(m.rjust(14) for m in MODES)]
+             "".ljust(width) + "".join(m.rjust(14) for m in modes)]
     for label, attr, fmt in _ROWS:
         cells = []
-        for mode in MODES:
+        for mode in modes:
             report = sim.reports[mode]
-            value = getattr(report, attr)
-            cells.append(("-" if mode == "oracle" and attr not in ("gpu_hours_lent", "avg_gpus_lent", "share_of_oracle")
-                          else fmt.format(value)).rjust(14))
+            text = (fmt.format(report.delay_p99_seconds, report.delay_worst_seconds) if attr == "delay"
+                    else fmt.format(getattr(report, attr)))
+            if mode in ("reference", "oracle") and attr not in _ORACLE_ROWS:
+                text = "-"
+            cells.append(text.rjust(14))
         lines.append(label.ljust(width) + "".join(cells))
-    lines.append("oracle: the most that could be lent knowing the future demand, at the same headroom "
-                 "(lendable capacity, not jobs run).")
+    lines.append(f"reference: the most that could be lent knowing the future demand over the same reaction time, "
+                 f"at headroom {sim.reference_headroom:g}; oracle: the same at the policy's headroom "
+                 f"(lendable capacity, not jobs run). Queueing delay target: {sim.delay_target_seconds:g} s.")
     return "\n".join(lines)
 
 
 def write_json(sim: Simulation, path: Path) -> None:
     """Write the reports as JSON."""
     body: dict[str, Any] = {"trace": sim.trace, "minutes": sim.minutes, "fleetGpus": sim.gpus,
+                            "referenceHeadroom": sim.reference_headroom, "delayTargetSeconds": sim.delay_target_seconds,
                             "modes": {m: asdict(r) for m, r in sim.reports.items()}}
     path.write_text(json.dumps(body, indent=2) + "\n")
 

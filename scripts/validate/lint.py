@@ -9,7 +9,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from offhours.scripts.validate.problems import Problem, json_path
+from offhours.scripts.validate.problems import ERROR, WARNING, Problem, json_path
 
 Path = list[str | int]
 
@@ -91,8 +91,8 @@ class _DocumentLint:
         # whose parameters it cannot know: its workflow.parameters references are not checked.
         self.check_workflow_params = bool(self.spec.get("entrypoint") or self.spec.get("arguments") or ref)
 
-    def report(self, path: Path, message: str) -> None:
-        self.problems.append(Problem(self.file, self.index, json_path(path), message))
+    def report(self, path: Path, message: str, severity: str = ERROR) -> None:
+        self.problems.append(Problem(self.file, self.index, json_path(path), message, severity))
 
     def run(self) -> list[Problem]:
         self.check_entry_and_exit()
@@ -225,8 +225,9 @@ class _DocumentLint:
         given = (call.get("arguments") or {}).get("parameters") or []
         for a, arg in enumerate(given):
             if isinstance(arg, dict) and arg.get("name") not in declared:
+                # Argo ignores an argument the called template does not declare: a likely mistake, not an error.
                 self.report([*path, "arguments", "parameters", a],
-                            f"template {target.get('name')!r} declares no input parameter {arg.get('name')!r}")
+                            f"template {target.get('name')!r} declares no input parameter {arg.get('name')!r}", WARNING)
         missing = _required_inputs(target) - _names(given)
         if missing:
             self.report([*path, "arguments"], f"template {target.get('name')!r} needs input parameter(s) "
@@ -245,7 +246,10 @@ class _DocumentLint:
                         self.report(path, f"input parameter {name!r} is not declared by template "
                                     f"{template.get('name')!r}")
                 elif self.check_workflow_params and name not in self.workflow_params:
-                    self.report(path, f"workflow parameter {name!r} is not declared in spec.arguments")
+                    # A WorkflowTemplate's parameters may be supplied only at submission (argo submit -p).
+                    templated = self.doc.get("kind") in ("WorkflowTemplate", "ClusterWorkflowTemplate")
+                    self.report(path, f"workflow parameter {name!r} is not declared in spec.arguments",
+                                WARNING if templated else ERROR)
             for kind, node, rest in self._node_refs(body, bool(is_expr)):
                 self.check_node_ref(path, kind, node, rest, nodes)
             if not is_expr and (body == "item" or body.startswith("item.")) and not in_loop:

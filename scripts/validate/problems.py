@@ -15,14 +15,23 @@ def json_path(parts: Sequence[str | int]) -> str:
     return out or "."
 
 
+ERROR, WARNING = "error", "warning"
+
+
 @dataclass(frozen=True, order=True)
 class Problem:
-    """One problem: the file, the document's index in it (from 0), where, and what is wrong."""
+    """One problem: the file, the document's index in it (from 0), where, and what is wrong.
+
+    `severity`: error (Argo or the API server would refuse it, or the run must fail) or warning
+    (a likely mistake that Argo accepts; `offhours validate --strict` fails on it too).
+    """
 
     file: str
     document: int
     path: str
     message: str
+    severity: str = ERROR
 
     def __str__(self) -> str:
-        return f"{self.file}: document {self.document}: {self.path}: {self.message}"
+        tag = "warning: " if self.severity == WARNING else ""
+        return f"{self.file}: document {self.document}: {self.path}: {tag}{self.message}"

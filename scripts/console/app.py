@@ -1,0 +1,105 @@
+"""The web console (Flask): the pool, the queue, a job's timeline, usage per service and month, `/metrics`."""
+
+from dataclasses import dataclass
+from typing import Any
+
+from flask import Flask, Response, abort, render_template
+
+from offhours.scripts.console.charts import Series, line_chart
+from offhours.scripts.console.source import PoolSource
+from offhours.scripts.opmetrics import exposition
+from offhours.scripts.readmodel import WAITING, Pool, RunView, gpus_of
+from offhours.scripts.researcher import age, lent_hours, lost_hours, sentence, stamp
+
+
+@dataclass
+class MonthUsage:
+    """GPU-hours of one service in one month (by the month a workflow was created)."""
+
+    service: str
+    month: str
+    runs: int
+    preemptions: int
+    used: float
+    lost: float
+    lent: float
+
+
+def usage_by_month(pool: Pool) -> list[MonthUsage]:
+    """Per service and month: runs, preemptions, GPU-hours used, lost to preemption and lent."""
+    rows: dict[tuple[str, str], tuple[set[str], list[float]]] = {}
+    for job in pool.jobs:
+        if job.created is None:
+            continue
+        key = (job.service, f"{job.created:%Y-%m}")
+        runs, sums = rows.setdefault(key, (set(), [0.0, 0.0, 0.0, 0.0]))
+        gpus = gpus_of(job, pool)
+        runs.add(job.run_id)
+        sums[0] += 1.0 if job.state == "preempted" else 0.0
+        sums[1] += (job.gpu_seconds or 0.0) / 3600
+        sums[2] += lost_hours(job, gpus)
+        sums[3] += lent_hours(job, gpus, pool.read_at)
+    return [MonthUsage(s, m, len(runs), int(v[0]), v[1], v[2], v[3])
+            for (s, m), (runs, v) in sorted(rows.items(), key=lambda kv: (kv[0][1], kv[0][0]))]
+
+
+def pool_charts(source: PoolSource) -> dict[str, str]:
+    """One SVG per service: baseline, in service, required and lent over the history."""
+    charts: dict[str, str] = {}
+    names = sorted({p.service for p in source.history})
+    for name in names:
+        points = [p for p in source.history if p.service == name]
+
+        def line(attr: str, points: list[Any] = points) -> list[tuple[Any, float]]:
+            return [(p.at, float(getattr(p, attr))) for p in points if getattr(p, attr) is not None]
+
+        charts[name] = line_chart([Series("baseline", "#888888", line("baseline")),
+                                   Series("in service", "#1f77b4", line("replicas")),
+                                   Series("required", "#d62728", line("required")),
+                                   Series("lent", "#2ca02c", line("lent"))], title=f"{name} replicas, last 24 h")
+    return charts
+
+
+def create_app(source: PoolSource) -> Flask:
+    """Build the console over `source`."""
+    app = Flask(__name__)
+    app.jinja_env.globals.update(age=age, stamp=stamp, gpus_of=gpus_of, sentence=sentence, WAITING=WAITING)
+
+    @app.get("/")
+    def pool_page() -> str:
+        pool = source.pool()
+        return render_template("pool.html", pool=pool, charts=pool_charts(source), page="pool")
+
+    @app.get("/queue")
+    def queue_page() -> str:
+        pool = source.pool()
+        runs = [r for r in pool.runs if r.state not in ("succeeded", "failed", "cancelled")]
+        return render_template("queue.html", pool=pool, runs=runs, page="queue")
+
+    @app.get("/jobs/<name>")
+    def job_page(name: str) -> str:
+        pool = source.pool()
+        run: RunView | None = pool.find(name)
+        if run is None:
+            abort(404, description=f"no offhours job {name!r}")
+        return render_template("job.html", pool=pool, run=run, page="queue")
+
+    @app.get("/usage")
+    def usage_page() -> str:
+        pool = source.pool()
+        return render_template("usage.html", pool=pool, rows=usage_by_month(pool), page="usage")
+
+    @app.get("/metrics")
+    def metrics() -> Response:
+        pool = source.pool()
+        return Response(exposition(pool, source.metrics), mimetype="text/plain; version=0.0.4")
+
+    @app.get("/healthz")
+    def healthz() -> str:
+        return "ok"
+
+    @app.errorhandler(404)
+    def not_found(err: Any) -> tuple[str, int]:
+        return render_template("error.html", message=getattr(err, "description", "not found"), page=""), 404
+
+    return app

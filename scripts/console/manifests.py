@@ -1,0 +1,71 @@
+"""The console as an optional in-cluster install: ServiceAccount, read-only Roles, Deployment, Service.
+
+It runs in the serving namespace and only reads: ConfigMaps and Deployments there (the gate's state
+and the services), workflows and their pods' logs in the research namespace. It has no write right
+anywhere. Prometheus scrapes its `/metrics` through the Service (annotated for the common
+`prometheus.io/scrape` discovery).
+"""
+
+from typing import Any
+
+from offhours.scripts.policy.config import GateConfig
+from offhours.steps.contract import OFFHOURS_IMAGE
+
+NAME = "offhours-console"
+PORT = 8080
+
+
+def _role(namespace: str, rules: list[dict[str, Any]], name: str = NAME) -> dict[str, Any]:
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": name, "namespace": namespace}, "rules": rules}
+
+
+def _binding(namespace: str, sa_namespace: str, name: str = NAME) -> dict[str, Any]:
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": name, "namespace": namespace},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": sa_namespace}]}
+
+
+def console_manifests(config: GateConfig, image: str = OFFHOURS_IMAGE) -> dict[str, dict[str, Any]]:
+    """Return the console's manifests by file name, for `config`'s serving and research namespaces."""
+    serving, research = config.namespace, config.workflow_namespace
+    labels = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/part-of": "offhours"}
+    out: dict[str, dict[str, Any]] = {
+        f"serviceaccount-{NAME}.yaml": {"apiVersion": "v1", "kind": "ServiceAccount",
+                                        "metadata": {"name": NAME, "namespace": serving},
+                                        "automountServiceAccountToken": True},
+        f"role-{NAME}.yaml": _role(serving, [
+            {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]},
+            {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "list"]}]),
+        f"rolebinding-{NAME}.yaml": _binding(serving, serving),
+    }
+    research_rules = [{"apiGroups": ["argoproj.io"], "resources": ["workflows"], "verbs": ["get", "list"]},
+                      {"apiGroups": [""], "resources": ["pods", "pods/log"], "verbs": ["get", "list"]}]
+    if research == serving:
+        out[f"role-{NAME}.yaml"]["rules"] += research_rules
+    else:
+        out[f"role-{NAME}-research.yaml"] = _role(research, research_rules, f"{NAME}-research")
+        out[f"rolebinding-{NAME}-research.yaml"] = _binding(research, serving, f"{NAME}-research")
+    out[f"deployment-{NAME}.yaml"] = {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": NAME, "namespace": serving, "labels": labels},
+        "spec": {"replicas": 1, "selector": {"matchLabels": labels}, "template": {
+            "metadata": {"labels": labels},
+            "spec": {"serviceAccountName": NAME,
+                     "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "seccompProfile": {"type": "RuntimeDefault"}},
+                     "containers": [{
+                         "name": "console", "image": image,
+                         "command": ["offhours", "console", "--host", "0.0.0.0", "--port", str(PORT),
+                                     "-n", research, "--serving-namespace", serving],
+                         "ports": [{"name": "http", "containerPort": PORT}],
+                         "readinessProbe": {"httpGet": {"path": "/healthz", "port": "http"}},
+                         "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
+                         "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                             "capabilities": {"drop": ["ALL"]}}}]}}}}
+    out[f"service-{NAME}.yaml"] = {
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": NAME, "namespace": serving, "labels": labels,
+                     "annotations": {"prometheus.io/scrape": "true", "prometheus.io/port": str(PORT),
+                                     "prometheus.io/path": "/metrics"}},
+        "spec": {"selector": labels, "ports": [{"name": "http", "port": PORT, "targetPort": "http"}]}}
+    return out

@@ -1,0 +1,126 @@
+"""Targets that look ahead: a floor on the replicas a service needs soon, from its own recent history.
+
+Pure. `decide` reacts to the load it reads now; by the time reclaimed replicas serve, one reaction
+time (a tick to see the rise, the research pod's grace, the vLLM cold start) has passed. Three
+optional terms, each a policy knob, look over that reaction time and give `decide` a floor through
+its `forecast_required` parameter (a floor can only reclaim earlier or lend less):
+
+- trend (`trend`): the rise over the last reaction time, extrapolated over the next one;
+- volatility-aware headroom (`volatilityHeadroomMax` > 0): the margin follows the largest rise
+  within one reaction time seen over the last `volatilityLookbackSeconds`, between the policy's
+  `headroom` and that maximum;
+- time of day (`timeOfDayDays` > 0): the largest need over the coming reaction time at the same
+  time on each of the previous days.
+
+The input is the service's need per tick (fractional replicas, from the rates, before headroom),
+oldest first. `forecast_series` computes the floor for every tick of a history at once (the
+simulator); `forecast_required` the floor for the last tick (the gate). The value at tick i uses
+only ticks i-`history_ticks`+1..i, so both give the same answer from the same history.
+"""
+
+import math
+
+import numpy as np
+
+from offhours.scripts.policy.config import ServicePolicy
+
+DAY_SECONDS = 86400.0
+DEFAULT_COLD_START_SECONDS = 240.0
+
+
+def reaction_seconds(policy: ServicePolicy, tick_seconds: float) -> float:
+    """Seconds from a rise to the reclaimed replicas serving: a tick, the grace cap, the cold start."""
+    cold = policy.cold_start_seconds if policy.cold_start_seconds is not None else DEFAULT_COLD_START_SECONDS
+    return tick_seconds + policy.max_grace_seconds + cold
+
+
+def _ticks(seconds: float, tick_seconds: float) -> int:
+    return max(1, math.ceil(seconds / tick_seconds - 1e-9))
+
+
+def enabled(policy: ServicePolicy) -> bool:
+    """Whether any look-ahead term is on."""
+    return policy.trend or policy.volatility_headroom_max > 0 or policy.time_of_day_days > 0
+
+
+def history_ticks(policy: ServicePolicy, tick_seconds: float, reaction: float) -> int:
+    """Ticks of history (the current one included) the floor of one tick depends on."""
+    horizon = _ticks(reaction, tick_seconds)
+    need = 1
+    if policy.trend:
+        need = max(need, horizon + 1)
+    if policy.volatility_headroom_max > 0:
+        need = max(need, _ticks(policy.volatility_lookback_seconds, tick_seconds) + horizon + 1)
+    if policy.time_of_day_days > 0:
+        need = max(need, policy.time_of_day_days * _ticks(DAY_SECONDS, tick_seconds) + 1)
+    return need
+
+
+def _shift(x: np.ndarray, by: int, fill: float) -> np.ndarray:
+    """Return x moved `by` places later (x[i - by] at i), `fill` where that is before the start."""
+    if by <= 0:
+        return x
+    out = np.full_like(x, fill)
+    if by < x.shape[0]:
+        out[by:] = x[:-by]
+    return out
+
+
+def trailing_max(x: np.ndarray, width: int) -> np.ndarray:
+    """max(x[i-width+1..i]) for every i (fewer at the start), in O(n log width)."""
+    out, span = x.astype(np.float64), 1
+    while span * 2 <= width:
+        out = np.maximum(out, _shift(out, span, -np.inf))
+        span *= 2
+    if span < width:
+        out = np.maximum(out, _shift(out, width - span, -np.inf))
+    return out
+
+
+def _whole(need: np.ndarray, headroom: float | np.ndarray) -> np.ndarray:
+    return np.ceil(need * (1.0 + headroom) - 1e-9)
+
+
+def forecast_series(needs: np.ndarray, policy: ServicePolicy, tick_seconds: float,
+                    reaction: float | None = None) -> np.ndarray | None:
+    """Return the floor (whole replicas) at every tick of `needs`, or None if no term is on."""
+    if not enabled(policy):
+        return None
+    reaction = reaction_seconds(policy, tick_seconds) if reaction is None else reaction
+    needs = np.asarray(needs, dtype=np.float64)
+    horizon = _ticks(reaction, tick_seconds)
+    floor = np.zeros(needs.shape[0])
+    if policy.trend:
+        before = _shift(needs, horizon, np.nan)
+        rise = np.where(np.isnan(before), 0.0, np.maximum(0.0, needs - before))
+        floor = np.maximum(floor, _whole(needs + rise, policy.headroom))
+    if policy.volatility_headroom_max > 0:
+        # The rise of each tick over the lowest need of the reaction time before it; its maximum over
+        # the lookback sets the margin, within [headroom, volatilityHeadroomMax].
+        low = -trailing_max(-_shift(needs, 1, np.inf), horizon)
+        some = np.isfinite(low) & (low > 1e-6)  # a rise from (almost) nothing has no ratio
+        rise = np.where(some, needs / np.where(some, low, 1.0) - 1.0, 0.0)
+        recent = trailing_max(rise, _ticks(policy.volatility_lookback_seconds, tick_seconds) + 1)
+        margin = np.clip(recent, policy.headroom, max(policy.headroom, policy.volatility_headroom_max))
+        floor = np.maximum(floor, _whole(needs, margin))
+    if policy.time_of_day_days > 0:
+        day = _ticks(DAY_SECONDS, tick_seconds)
+        ahead = trailing_max(needs, horizon + 1)  # at i + horizon: the max over i..i+horizon
+        for d in range(1, policy.time_of_day_days + 1):
+            # The need over the coming reaction time, `d` days ago: ahead[i - d*day + horizon].
+            past = _shift(ahead, d * day - horizon, -np.inf) if d * day > horizon else ahead
+            floor = np.maximum(floor, np.where(np.isfinite(past), _whole(np.maximum(past, 0.0), policy.headroom), 0.0))
+    return floor
+
+
+def forecast_required(history: np.ndarray | list[float], policy: ServicePolicy, tick_seconds: float,
+                      reaction: float | None = None) -> int | None:
+    """Return the floor for the last tick of `history` (needs per tick, oldest first), or None if off.
+
+    `history` should hold the last `history_ticks(...)` ticks; a shorter one is treated as the
+    start of the service's history (terms that lack data add nothing).
+    """
+    series = forecast_series(np.asarray(history, dtype=np.float64), policy, tick_seconds, reaction)
+    if series is None or series.shape[0] == 0:
+        return None
+    return int(series[-1])

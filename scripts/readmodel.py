@@ -1,0 +1,454 @@
+"""One read model of the pool, built from the Kubernetes objects alone (pure: dicts in, views out).
+
+What it reads (the contract the gate writes, see HELPERS/README "State"):
+- per service, the ConfigMap `offhours-state-<service>` in the serving namespace, key `state.json`
+  (`deploymentUID`, `baseline`, `failedTicks`, `lastDecision` {at, action, required, lent, target, reason});
+- the service's Deployment (matched by that UID, else by label `offhours.io/service`): replicas,
+  ready replicas, and GPUs per replica from its pod template's `nvidia.com/gpu` limits;
+- the research workflows: labels `offhours.io/{service,replicas,state,run-id,copy-of}`, annotations
+  `offhours.io/{admitted-at,preempted-at,preemptions,parked-from,waiting-reason,queue-position,
+  last-checkpoint,returned-at,gpu-seconds,cancelled-at}`, status phase, times and
+  `resourcesDuration["nvidia.com/gpu"]`.
+
+Everything on a workflow is tenant-writable, so every value is parsed defensively: a value that
+does not parse is treated as absent, never as an error of the whole pool. Where the gate has not
+written a waiting reason, one is computed from the service's state (lendable = baseline -
+required - lent) and marked as computed.
+"""
+
+import dataclasses
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+STATE_CONFIGMAP_PREFIX = "offhours-state-"
+GPU = "nvidia.com/gpu"
+
+L_SERVICE, L_REPLICAS, L_STATE = "offhours.io/service", "offhours.io/replicas", "offhours.io/state"
+L_RUN_ID, L_COPY_OF = "offhours.io/run-id", "offhours.io/copy-of"
+A_ADMITTED, A_PREEMPTED, A_PREEMPTIONS = "offhours.io/admitted-at", "offhours.io/preempted-at", "offhours.io/preemptions"
+A_PARKED_FROM, A_REASON, A_POSITION = "offhours.io/parked-from", "offhours.io/waiting-reason", "offhours.io/queue-position"
+A_CHECKPOINT, A_RETURNED, A_GPU_SECONDS = "offhours.io/last-checkpoint", "offhours.io/returned-at", "offhours.io/gpu-seconds"
+A_PRIORITY, A_CANCELLED = "offhours.io/priority", "offhours.io/cancelled-at"
+L_CREATOR, L_USER = "workflows.argoproj.io/creator", "offhours.io/user"
+
+# What a researcher sees, per workflow and per run.
+WAITING, ADMITTED, RUNNING, PREEMPTED = "waiting", "admitted", "running", "preempted"
+RESUMED_WAITING = "preempted→waiting"
+SUCCEEDED, FAILED, CANCELLED = "succeeded", "failed", "cancelled"
+FINISHED = (SUCCEEDED, FAILED, CANCELLED, PREEMPTED)
+ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth")
+
+
+def parse_time(value: Any) -> datetime | None:
+    """Read an RFC 3339 time or epoch seconds; None for anything else."""
+    if value is None or value == "" or isinstance(value, bool):
+        return None
+    try:
+        if isinstance(value, (int, float)):
+            return datetime.fromtimestamp(float(value), timezone.utc)
+        text = str(value).strip()
+        try:
+            return datetime.fromtimestamp(float(text), timezone.utc)
+        except ValueError:
+            parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+            return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+    except (ValueError, OverflowError, OSError):
+        return None
+
+
+def _int(value: Any, default: int | None = None) -> int | None:
+    if isinstance(value, bool):
+        return default
+    try:
+        return int(str(value).strip()) if value is not None else default
+    except ValueError:
+        return default
+
+
+def _float(value: Any) -> float | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        number = float(str(value).strip())
+    except ValueError:
+        return None
+    return number if number == number and number >= 0 else None  # NaN and negatives are not durations
+
+
+def ordinal(position: int) -> str:
+    """`3` -> `third` (then `11th`)."""
+    return ORDINALS[position - 1] if 1 <= position <= len(ORDINALS) else f"{position}th"
+
+
+@dataclass(frozen=True)
+class ServiceView:
+    """One serving service: what it runs with, what it needs, what it lends, and the gate's last word."""
+
+    name: str
+    namespace: str
+    deployment: str | None = None
+    baseline: int | None = None
+    replicas: int | None = None  # in service: the Deployment's spec.replicas
+    ready: int | None = None
+    required: int | None = None
+    lent: int | None = None
+    target: int | None = None
+    action: str | None = None
+    reason: str | None = None
+    decided_at: datetime | None = None
+    failed_ticks: int = 0
+    gpus_per_replica: int | None = None
+    problem: str | None = None  # why part of this service could not be read
+
+    @property
+    def lendable(self) -> int | None:
+        """Replicas the gate could still lend: baseline - required - lent (never below 0)."""
+        if self.baseline is None or self.required is None:
+            return None
+        return max(0, self.baseline - self.required - (self.lent or 0))
+
+    @property
+    def gpus_lent(self) -> int | None:
+        """GPUs lent to research now."""
+        if self.lent is None or self.gpus_per_replica is None:
+            return None
+        return self.lent * self.gpus_per_replica
+
+
+@dataclass(frozen=True)
+class JobView:
+    """One research workflow (one copy of a run)."""
+
+    name: str
+    namespace: str
+    uid: str
+    run_id: str
+    service: str
+    replicas: int
+    state: str
+    phase: str
+    created: datetime | None
+    started: datetime | None = None
+    finished: datetime | None = None
+    admitted: datetime | None = None
+    preempted: datetime | None = None
+    returned: datetime | None = None
+    cancelled: datetime | None = None
+    last_checkpoint: datetime | None = None
+    preemptions: int = 0
+    priority: int = 0
+    gpu_seconds: float | None = None
+    copy_of: str | None = None
+    parked_from: str | None = None
+    position: int | None = None
+    reason: str | None = None
+    reason_computed: bool = False
+    user: str = "unknown"
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TimelineEntry:
+    """One moment in a run's life."""
+
+    at: datetime
+    what: str
+    workflow: str
+
+
+@dataclass(frozen=True)
+class RunView:
+    """One research run: every copy of it (the original and the copies parked after each preemption)."""
+
+    run_id: str
+    namespace: str
+    service: str
+    copies: tuple[JobView, ...]  # oldest first
+
+    @property
+    def current(self) -> JobView:
+        """The newest copy: the one that says where the run is now."""
+        return self.copies[-1]
+
+    @property
+    def name(self) -> str:
+        """The name of the newest copy."""
+        return self.current.name
+
+    @property
+    def state(self) -> str:
+        """Waiting / admitted / running / preempted→waiting / succeeded / failed / cancelled."""
+        state = self.current.state
+        if state == WAITING and (self.preemptions or len(self.copies) > 1):
+            return RESUMED_WAITING
+        return state
+
+    @property
+    def preemptions(self) -> int:
+        """Times the run was stopped for a reclaim."""
+        counted = sum(1 for c in self.copies if c.state == PREEMPTED)
+        return max(counted, max(c.preemptions for c in self.copies))
+
+    @property
+    def gpu_seconds(self) -> float:
+        """GPU-seconds used by all copies (Argo's resourcesDuration, else the exit hook's annotation)."""
+        return sum(c.gpu_seconds or 0.0 for c in self.copies)
+
+    @property
+    def submitted(self) -> datetime | None:
+        """When the first copy was created."""
+        return self.copies[0].created
+
+    @property
+    def last_checkpoint(self) -> datetime | None:
+        """The newest checkpoint any copy recorded."""
+        times = [c.last_checkpoint for c in self.copies if c.last_checkpoint is not None]
+        return max(times) if times else None
+
+    def timeline(self) -> list[TimelineEntry]:
+        """Submit, admit, start, preempt, park, resume, finish: in time order."""
+        entries: list[TimelineEntry] = []
+        checkpoints: set[datetime] = set()
+        for index, c in enumerate(self.copies):
+            if c.created is not None:
+                entries.append(TimelineEntry(c.created, "submitted" if index == 0 else
+                                             f"parked again as {c.name} after preemption {c.preemptions}", c.name))
+            if c.admitted is not None:
+                entries.append(TimelineEntry(c.admitted, "admitted" if index == 0 else "resumed (admitted)", c.name))
+            if c.started is not None and c.state != WAITING:
+                entries.append(TimelineEntry(c.started, "started", c.name))
+            if c.last_checkpoint is not None and c.last_checkpoint not in checkpoints:
+                checkpoints.add(c.last_checkpoint)  # parked copies carry their original's last checkpoint
+                entries.append(TimelineEntry(c.last_checkpoint, "checkpoint", c.name))
+            if c.preempted is not None:
+                entries.append(TimelineEntry(c.preempted, "preempted: its replicas went back to serving", c.name))
+            if c.cancelled is not None:
+                entries.append(TimelineEntry(c.cancelled, "cancelled", c.name))
+            if c.finished is not None and c.state in (SUCCEEDED, FAILED, CANCELLED, PREEMPTED):
+                entries.append(TimelineEntry(c.finished, f"finished ({c.phase})", c.name))
+            if c.returned is not None:
+                entries.append(TimelineEntry(c.returned, "GPUs returned", c.name))
+        return sorted(entries, key=lambda e: e.at)
+
+
+@dataclass(frozen=True)
+class Pool:
+    """Services and runs, read at one moment."""
+
+    services: tuple[ServiceView, ...]
+    runs: tuple[RunView, ...]
+    read_at: datetime
+    problems: tuple[str, ...] = ()
+
+    def service(self, name: str) -> ServiceView | None:
+        """Return the service called `name`, if known."""
+        return next((s for s in self.services if s.name == name), None)
+
+    def find(self, name: str) -> RunView | None:
+        """Return the run that has a copy named `name`, or whose run id is `name`."""
+        for run in self.runs:
+            if any(c.name == name for c in run.copies):
+                return run
+        return next((r for r in self.runs if r.run_id == name), None)
+
+    @property
+    def jobs(self) -> list[JobView]:
+        """Every workflow copy."""
+        return [c for r in self.runs for c in r.copies]
+
+
+# -- services ---------------------------------------------------------------------------------
+def _state_json(configmap: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
+    text = (configmap.get("data") or {}).get("state.json")
+    if not text:
+        return {}, "no state.json in the state ConfigMap"
+    try:
+        state = json.loads(text)
+    except json.JSONDecodeError as err:
+        return {}, f"state.json is not JSON ({err.msg})"
+    return (state, None) if isinstance(state, dict) else ({}, "state.json is not an object")
+
+
+def _gpus_per_replica(deployment: Mapping[str, Any]) -> int | None:
+    containers = ((((deployment.get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers") or [])
+    total, seen = 0, False
+    for container in containers:
+        resources = container.get("resources") or {} if isinstance(container, dict) else {}
+        value = (resources.get("limits") or {}).get(GPU, (resources.get("requests") or {}).get(GPU))
+        count = _int(value)
+        if count is not None:
+            total, seen = total + count, True
+    return total if seen else None
+
+
+def service_views(configmaps: Iterable[Mapping[str, Any]], deployments: Iterable[Mapping[str, Any]],
+                  namespace: str) -> list[ServiceView]:
+    """One view per service that has a state ConfigMap or a Deployment labelled offhours.io/service."""
+    deps = [d for d in deployments if isinstance(d, Mapping)]
+    by_uid = {(d.get("metadata") or {}).get("uid"): d for d in deps}
+    by_service = {((d.get("metadata") or {}).get("labels") or {}).get(L_SERVICE): d for d in deps}
+    views: dict[str, ServiceView] = {}
+    for cm in configmaps:
+        name = str((cm.get("metadata") or {}).get("name", ""))
+        if not name.startswith(STATE_CONFIGMAP_PREFIX):
+            continue
+        service = name[len(STATE_CONFIGMAP_PREFIX):]
+        state, problem = _state_json(cm)
+        dep = by_uid.get(state.get("deploymentUID")) or by_service.get(service)
+        last = state.get("lastDecision")
+        decision: dict[str, Any] = last if isinstance(last, dict) else {}
+        views[service] = _with_deployment(ServiceView(
+            name=service, namespace=namespace, baseline=_int(state.get("baseline")),
+            required=_int(decision.get("required")), lent=_int(decision.get("lent")), target=_int(decision.get("target")),
+            action=str(decision["action"]) if decision.get("action") else None,
+            reason=str(decision["reason"]) if decision.get("reason") else None,
+            decided_at=parse_time(decision.get("at")), failed_ticks=_int(state.get("failedTicks"), 0) or 0,
+            problem=problem), dep)
+    for labelled, dep in by_service.items():
+        if isinstance(labelled, str) and labelled and labelled not in views:
+            service = labelled
+            views[service] = _with_deployment(ServiceView(
+                name=service, namespace=namespace,
+                problem=f"no ConfigMap {STATE_CONFIGMAP_PREFIX}{service}: the gate has not recorded this service yet"), dep)
+    return sorted(views.values(), key=lambda v: v.name)
+
+
+def _with_deployment(view: ServiceView, dep: Mapping[str, Any] | None) -> ServiceView:
+    if dep is None:
+        problem = view.problem or "its Deployment was not found"
+        return dataclasses.replace(view, problem=problem)
+    spec, status = dep.get("spec") or {}, dep.get("status") or {}
+    return dataclasses.replace(view, deployment=(dep.get("metadata") or {}).get("name"),
+                               replicas=_int(spec.get("replicas"), 1), ready=_int(status.get("readyReplicas"), 0),
+                               gpus_per_replica=_gpus_per_replica(dep))
+
+
+# -- jobs -------------------------------------------------------------------------------------
+def _job_state(labels: Mapping[str, str], annotations: Mapping[str, str], spec: Mapping[str, Any], phase: str) -> str:
+    offhours_state = labels.get(L_STATE)
+    if offhours_state == "preempted":
+        return PREEMPTED
+    if annotations.get(A_CANCELLED) or (spec.get("shutdown") and phase in ("Failed", "Error", "")):
+        return CANCELLED if offhours_state != "preempted" else PREEMPTED
+    if phase == "Succeeded":
+        return SUCCEEDED
+    if phase in ("Failed", "Error"):
+        return FAILED
+    if spec.get("suspend") and offhours_state != "admitted":
+        return WAITING
+    if offhours_state == "admitted":
+        return RUNNING if phase == "Running" else ADMITTED
+    return RUNNING if phase == "Running" else WAITING
+
+
+def job_view(wf: Mapping[str, Any]) -> JobView | None:
+    """Read one workflow; None if it is not offhours' (no service label) or has no name."""
+    meta = wf.get("metadata") or {}
+    labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+    annotations = {str(k): str(v) for k, v in (meta.get("annotations") or {}).items()}
+    service, name = labels.get(L_SERVICE), meta.get("name")
+    if not service or not name:
+        return None
+    spec, status = wf.get("spec") or {}, wf.get("status") or {}
+    phase = str(status.get("phase") or "")
+    state = _job_state(labels, annotations, spec, phase)
+    replicas = _int(labels.get(L_REPLICAS), 0) or 0
+    gpu_seconds = _float((status.get("resourcesDuration") or {}).get(GPU))
+    if gpu_seconds is None:
+        gpu_seconds = _float(annotations.get(A_GPU_SECONDS))
+    position = _int(annotations.get(A_POSITION))
+    return JobView(
+        name=str(name), namespace=str(meta.get("namespace") or ""), uid=str(meta.get("uid") or ""),
+        run_id=labels.get(L_RUN_ID) or str(name), service=service, replicas=max(0, replicas), state=state, phase=phase,
+        created=parse_time(meta.get("creationTimestamp")), started=parse_time(status.get("startedAt")),
+        finished=parse_time(status.get("finishedAt")), admitted=parse_time(annotations.get(A_ADMITTED)),
+        preempted=parse_time(annotations.get(A_PREEMPTED)), returned=parse_time(annotations.get(A_RETURNED)),
+        cancelled=parse_time(annotations.get(A_CANCELLED)), last_checkpoint=parse_time(annotations.get(A_CHECKPOINT)),
+        preemptions=max(0, _int(annotations.get(A_PREEMPTIONS), 0) or 0), priority=_int(annotations.get(A_PRIORITY), 0) or 0,
+        gpu_seconds=gpu_seconds, copy_of=labels.get(L_COPY_OF), parked_from=annotations.get(A_PARKED_FROM),
+        position=position if position is not None and position >= 1 else None,
+        reason=annotations.get(A_REASON) if state == WAITING and annotations.get(A_REASON) else None,
+        user=labels.get(L_CREATOR) or labels.get(L_USER) or "unknown", labels=labels,
+    )
+
+
+def computed_reason(job: JobView, service: ServiceView | None, position: int) -> str:
+    """Why a parked job waits, from the service's recorded state (when the gate wrote no reason)."""
+    where = f"{ordinal(position)} in the queue"
+    if service is None:
+        return f"waiting: no service {job.service} is known to the gate; {where}"
+    if service.baseline is None or service.required is None:
+        if service.failed_ticks:
+            return (f"waiting: the gate has had no usable load data for {service.name} for {service.failed_ticks} "
+                    f"tick(s), so it lends nothing; {where}")
+        return f"waiting: the gate has not recorded a decision for {service.name} yet; {where}"
+    lendable = service.lendable or 0
+    lent = f" and lends {service.lent} already" if service.lent else ""
+    if lendable >= job.replicas and position == 1:
+        return (f"next: {service.name} has {lendable} lendable replica(s) and this job needs {job.replicas}; "
+                f"the gate admits it on its next tick")
+    head = (f"waiting: {service.name} needs {service.required} of its {service.baseline} replicas{lent}; "
+            f"{lendable} {'is' if lendable == 1 else 'are'} lendable and this job needs {job.replicas}; {where}")
+    if lendable >= job.replicas:
+        head += " behind jobs that are admitted first"
+    return head
+
+
+def _queue(jobs: list[JobView], services: Mapping[str, ServiceView]) -> list[JobView]:
+    """Fill in queue positions and reasons of waiting jobs (the gate's when written, else computed)."""
+    out: list[JobView] = []
+    waiting: dict[tuple[str, str], list[JobView]] = {}
+    for job in jobs:
+        if job.state == WAITING:
+            waiting.setdefault((job.namespace, job.service), []).append(job)
+    order: dict[str, int] = {}
+    for queue in waiting.values():
+        epoch = datetime.min.replace(tzinfo=timezone.utc)
+        # The gate's admission order: priority (high first), then age (old first).
+        for index, job in enumerate(sorted(queue, key=lambda j: (-j.priority, j.created or epoch, j.name)), start=1):
+            order[job.uid or job.name] = index
+    for job in jobs:
+        if job.state != WAITING:
+            out.append(job)
+            continue
+        position = job.position or order[job.uid or job.name]
+        if job.reason:
+            out.append(dataclasses.replace(job, position=position))
+        else:
+            reason = computed_reason(job, services.get(job.service), position)
+            out.append(dataclasses.replace(job, position=position, reason=reason, reason_computed=True))
+    return out
+
+
+def _runs(jobs: list[JobView]) -> list[RunView]:
+    groups: dict[tuple[str, str], list[JobView]] = {}
+    for job in jobs:
+        groups.setdefault((job.namespace, job.run_id), []).append(job)
+    epoch = datetime.min.replace(tzinfo=timezone.utc)
+    runs = []
+    for (namespace, run_id), copies in groups.items():
+        copies.sort(key=lambda c: (c.preemptions, c.created or epoch, c.name))
+        runs.append(RunView(run_id, namespace, copies[-1].service, tuple(copies)))
+    return sorted(runs, key=lambda r: (r.submitted or epoch, r.run_id), reverse=True)
+
+
+def build_pool(configmaps: Iterable[Mapping[str, Any]], deployments: Iterable[Mapping[str, Any]],
+               workflows: Iterable[Mapping[str, Any]], serving_namespace: str, now: datetime | None = None,
+               problems: Iterable[str] = ()) -> Pool:
+    """Build the pool from the objects as the API returns them (JSON dicts)."""
+    services = service_views(configmaps, deployments, serving_namespace)
+    by_name = {s.name: s for s in services}
+    jobs = [j for wf in workflows if isinstance(wf, Mapping) and (j := job_view(wf)) is not None]
+    return Pool(tuple(services), tuple(_runs(_queue(jobs, by_name))), now or datetime.now(timezone.utc), tuple(problems))
+
+
+def gpus_of(job: JobView | RunView, pool: Pool) -> int | None:
+    """GPUs a job borrows: replicas x GPUs per replica of its service (None if that is unknown)."""
+    service = pool.service(job.service)
+    replicas = job.replicas if isinstance(job, JobView) else job.current.replicas
+    if service is None or service.gpus_per_replica is None:
+        return None
+    return replicas * service.gpus_per_replica

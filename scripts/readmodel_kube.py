@@ -1,0 +1,80 @@
+"""Read the pool's objects from the Kubernetes API (read only) and build the read model from them.
+
+Only list calls: ConfigMaps and Deployments in the serving namespace, offhours workflows in the
+research namespace. A call that fails (no rights, server down) becomes a problem named in the
+pool, and the rest is still shown; `PoolReadError` only when the workflows cannot be read at all
+and the caller asked for them to be required.
+"""
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from offhours.scripts.readmodel import L_SERVICE, Pool, build_pool
+
+GROUP, VERSION, PLURAL = "argoproj.io", "v1alpha1", "workflows"
+
+
+class PoolReadError(RuntimeError):
+    """The API refused or failed a read; names the call and the answer."""
+
+
+def describe_api_error(what: str, err: Exception) -> str:
+    """One line naming the call and why it failed (`no rights` for 401/403)."""
+    from kubernetes.client.exceptions import ApiException
+
+    if isinstance(err, ApiException):
+        if err.status in (401, 403):
+            return f"{what}: no rights (HTTP {err.status}): ask for read access, see `offhours render --console` for the Role"
+        if err.status == 404:
+            return f"{what}: not found (HTTP 404)"
+        return f"{what}: HTTP {err.status} {err.reason}"
+    import urllib3
+
+    if isinstance(err, urllib3.exceptions.MaxRetryError):
+        cause = err.reason
+        why = "connection refused" if isinstance(cause, urllib3.exceptions.NewConnectionError) else type(cause).__name__
+        return f"{what}: cannot reach the API server at {err.pool.scheme}://{err.pool.host}:{err.pool.port} ({why})"
+    return f"{what}: {type(err).__name__}: {str(err)[:200]}"
+
+
+class PoolReader:
+    """Lists the objects of one serving and one research namespace."""
+
+    def __init__(self, serving_namespace: str, research_namespace: str, api_client: Any = None) -> None:
+        from kubernetes import client
+
+        self.serving_namespace = serving_namespace
+        self.research_namespace = research_namespace
+        self.api = api_client or client.ApiClient()
+        self.core: Any = client.CoreV1Api(self.api)
+        self.apps: Any = client.AppsV1Api(self.api)
+        self.custom: Any = client.CustomObjectsApi(self.api)
+
+    def _list(self, what: str, call: Callable[[], Any], problems: list[str]) -> list[dict[str, Any]]:
+        try:
+            answer = call()
+        except Exception as err:  # noqa: BLE001 - any failure of one list is shown, never a crash of the reader
+            problems.append(describe_api_error(what, err))
+            return []
+        if isinstance(answer, dict):
+            return [i for i in answer.get("items") or [] if isinstance(i, dict)]
+        return [self.api.sanitize_for_serialization(i) for i in answer.items]
+
+    def workflows(self, problems: list[str]) -> list[dict[str, Any]]:
+        """Every workflow labelled with an offhours service, finished ones included."""
+        ns = self.research_namespace
+        return self._list(f"list workflows in {ns}", lambda: self.custom.list_namespaced_custom_object(
+            GROUP, VERSION, ns, PLURAL, label_selector=L_SERVICE), problems)
+
+    def read(self, now: datetime | None = None, require_workflows: bool = False) -> Pool:
+        """Read everything and build the pool; failed lists become the pool's problems."""
+        problems: list[str] = []
+        ns = self.serving_namespace
+        configmaps = self._list(f"list configmaps in {ns}", lambda: self.core.list_namespaced_config_map(ns), problems)
+        deployments = self._list(f"list deployments in {ns}", lambda: self.apps.list_namespaced_deployment(ns), problems)
+        before = len(problems)
+        workflows = self.workflows(problems)
+        if require_workflows and len(problems) > before:
+            raise PoolReadError(problems[-1])
+        return build_pool(configmaps, deployments, workflows, ns, now, problems)

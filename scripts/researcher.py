@@ -1,0 +1,428 @@
+"""The researcher's commands: `offhours jobs`, `why`, `logs`, `cancel`, `usage`.
+
+Each command reads the pool through the read model (offhours.scripts.readmodel) and prints it;
+the formatting functions are pure (a `Pool` in, text out) so they are tested on fixtures, and the
+`_cmd_*` wrappers do the I/O. Errors name what is wrong (no such job, no rights) and exit 1 or 2,
+never with a traceback.
+"""
+
+import argparse
+import csv
+import io
+import json
+import re
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from offhours.scripts.readmodel import (
+    FINISHED,
+    PREEMPTED,
+    RESUMED_WAITING,
+    RUNNING,
+    STATE_CONFIGMAP_PREFIX,
+    WAITING,
+    JobView,
+    Pool,
+    RunView,
+    gpus_of,
+)
+
+DONE_STATES = ("succeeded", "failed", "cancelled")
+
+
+class CommandError(RuntimeError):
+    """An expected failure: printed as one line, exit status 1."""
+
+
+# -- formatting (pure) ---------------------------------------------------------------------------
+def age(since: datetime | None, now: datetime) -> str:
+    """`3d4h`, `2h5m`, `7m`, `12s` (kubectl's short style)."""
+    if since is None:
+        return "-"
+    seconds = max(0, int((now - since).total_seconds()))
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d{hours}h"
+    if hours:
+        return f"{hours}h{minutes}m"
+    return f"{minutes}m" if minutes else f"{secs}s"
+
+
+def stamp(at: datetime | None) -> str:
+    """UTC time as `2025-03-14 11:15:00Z`."""
+    return at.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ") if at else "-"
+
+
+def table(rows: Sequence[Sequence[str]]) -> str:
+    """Left-aligned columns separated by three spaces, as kubectl prints them."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("   ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows)
+
+
+def run_record(run: RunView, pool: Pool) -> dict[str, Any]:
+    """One run as JSON (`-o json`)."""
+    c = run.current
+    return {"name": run.name, "runId": run.run_id, "namespace": run.namespace, "service": run.service,
+            "state": run.state, "queuePosition": c.position if c.state == WAITING else None,
+            "reason": c.reason if c.state == WAITING else None, "reasonComputed": c.reason_computed,
+            "replicas": c.replicas, "gpus": gpus_of(run, pool), "submittedAt": _iso(run.submitted),
+            "admittedAt": _iso(c.admitted), "lastCheckpoint": _iso(run.last_checkpoint), "preemptions": run.preemptions,
+            "gpuHours": round(run.gpu_seconds / 3600, 3), "workflows": [x.name for x in run.copies]}
+
+
+def _iso(at: datetime | None) -> str | None:
+    return at.strftime("%Y-%m-%dT%H:%M:%SZ") if at else None
+
+
+def select_runs(pool: Pool, service: str | None = None, include_finished: bool = False) -> list[RunView]:
+    """Select the runs to list: unfinished ones (all with `include_finished`), of one service if given."""
+    return [r for r in pool.runs if (service is None or r.service == service)
+            and (include_finished or r.state not in DONE_STATES)]
+
+
+def jobs_text(pool: Pool, runs: Sequence[RunView], output: str = "") -> str:
+    """`offhours jobs` output: a table, a wide table, or JSON."""
+    if output == "json":
+        return json.dumps([run_record(r, pool) for r in runs], indent=2)
+    head = ["NAME", "RUN", "SERVICE", "STATE", "QUEUE", "GPUS", "AGE", "PREEMPTIONS", "GPU-HOURS"]
+    if output == "wide":
+        head += ["LAST CHECKPOINT", "REASON"]
+    rows = [head]
+    for r in runs:
+        c, gpus = r.current, gpus_of(r, pool)
+        row = [r.name, r.run_id, r.service, r.state, str(c.position) if c.state == WAITING and c.position else "-",
+               str(gpus) if gpus is not None else f"{c.replicas}r", age(r.submitted, pool.read_at), str(r.preemptions),
+               f"{r.gpu_seconds / 3600:.2f}"]
+        if output == "wide":
+            row += [age(r.last_checkpoint, pool.read_at) + (" ago" if r.last_checkpoint else ""),
+                    c.reason or "" if c.state == WAITING else ""]
+        rows.append(row)
+    if len(rows) == 1:
+        return "no offhours jobs" + ("" if runs else " (use --all to include finished ones)")
+    return table(rows)
+
+
+def sentence(run: RunView, pool: Pool) -> str:
+    """`offhours why`: where the run is, in one plain sentence."""
+    c, now = run.current, pool.read_at
+    gpus = gpus_of(run, pool)
+    on = f"{gpus} GPUs" if gpus is not None else f"{c.replicas} replica(s)"
+    if c.state == WAITING:
+        reason = c.reason or "waiting"
+        if c.reason_computed:
+            reason += (f" (computed from ConfigMap {STATE_CONFIGMAP_PREFIX}{run.service}: "
+                       "the gate has not recorded a reason on this job)")
+        if run.state == RESUMED_WAITING:
+            return f"preempted {run.preemptions} time(s), parked to resume from its last checkpoint; {reason}"
+        return reason
+    if c.state == RUNNING:
+        return f"running since {stamp(c.started or c.admitted)} on {on} of {run.service} ({age(c.started or c.admitted, now)})"
+    if c.state == "admitted":
+        return f"admitted at {stamp(c.admitted)}: its pods are starting on {on} of {run.service}"
+    if c.state == PREEMPTED:
+        return f"preempted at {stamp(c.preempted)}: its replicas went back to {run.service}; the gate parks a copy to resume it"
+    end = c.finished or c.cancelled
+    return f"{c.state} at {stamp(end)} after {run.gpu_seconds / 3600:.2f} GPU-hours and {run.preemptions} preemption(s)"
+
+
+def why_text(run: RunView, pool: Pool) -> str:
+    """Render the sentence, the timeline, the last checkpoint."""
+    lines = [sentence(run, pool), "", "timeline:"]
+    lines += [f"  {stamp(e.at)}  {e.what}  [{e.workflow}]" for e in run.timeline()]
+    checkpoint = run.last_checkpoint
+    lines.append("")
+    lines.append(f"last checkpoint: {stamp(checkpoint)} ({age(checkpoint, pool.read_at)} ago)" if checkpoint
+                 else "last checkpoint: none recorded")
+    lines.append(f"GPU-hours: {run.gpu_seconds / 3600:.2f} over {len(run.copies)} workflow(s)")
+    return "\n".join(lines)
+
+
+# -- usage -----------------------------------------------------------------------------------
+@dataclass
+class UsageLine:
+    """GPU-hours of one group (service, user or label value)."""
+
+    key: str
+    runs: set[str]
+    used: float = 0.0
+    lost: float = 0.0
+    lent: float = 0.0
+
+
+def lost_hours(job: JobView, gpus: int | None) -> float:
+    """GPU-hours a preemption threw away: from the last checkpoint (or the start) to the stop."""
+    if job.state != PREEMPTED or job.preempted is None or gpus is None:
+        return 0.0
+    since = max((t for t in (job.last_checkpoint, job.started, job.admitted) if t is not None), default=None)
+    return max(0.0, (job.preempted - since).total_seconds()) / 3600 * gpus if since else 0.0
+
+
+def lent_hours(job: JobView, gpus: int | None, now: datetime) -> float:
+    """GPU-hours lent to the job: its GPUs from admission to its end (return, preemption, finish) or now."""
+    if job.admitted is None or gpus is None:
+        return 0.0
+    ends = [t for t in (job.returned, job.preempted, job.finished) if t is not None]
+    end = min(ends) if ends else now
+    return max(0.0, (end - job.admitted).total_seconds()) / 3600 * gpus
+
+
+def usage_lines(pool: Pool, by: str = "service", since: datetime | None = None) -> list[UsageLine]:
+    """Sum GPU-hours used, lost to preemption and lent per group, for workflows created since `since`."""
+    lines: dict[str, UsageLine] = {}
+    for job in pool.jobs:
+        if since is not None and (job.created is None or job.created < since):
+            continue
+        if by == "service":
+            key = job.service
+        elif by == "user":
+            key = job.user
+        else:
+            key = job.labels.get(by.removeprefix("label:"), "(none)")
+        line = lines.setdefault(key, UsageLine(key, set()))
+        gpus = gpus_of(job, pool)
+        line.runs.add(f"{job.namespace}/{job.run_id}")
+        line.used += (job.gpu_seconds or 0.0) / 3600
+        line.lost += lost_hours(job, gpus)
+        line.lent += lent_hours(job, gpus, pool.read_at)
+    return sorted(lines.values(), key=lambda x: x.key)
+
+
+def usage_text(lines: Sequence[UsageLine], by: str, as_csv: bool = False) -> str:
+    """Render a table (or CSV) with a total line."""
+    column = by.removeprefix("label:")
+    rows = [[column, "runs", "gpu_hours_used", "gpu_hours_lost_to_preemption", "gpu_hours_lent"]]
+    rows += [[x.key, str(len(x.runs)), f"{x.used:.2f}", f"{x.lost:.2f}", f"{x.lent:.2f}"] for x in lines]
+    if as_csv:
+        out = io.StringIO()
+        csv.writer(out, lineterminator="\n").writerows(rows)
+        return out.getvalue().rstrip("\n")
+    if not lines:
+        return "no offhours workflows in that period"
+    rows[0] = [column.upper(), "RUNS", "GPU-H USED", "GPU-H LOST TO PREEMPTION", "GPU-H LENT"]
+    rows.append(["total", str(sum(len(x.runs) for x in lines)), f"{sum(x.used for x in lines):.2f}",
+                 f"{sum(x.lost for x in lines):.2f}", f"{sum(x.lent for x in lines):.2f}"])
+    return table(rows)
+
+
+_DURATION = re.compile(r"^(\d+)([mhdw])$")
+
+
+def parse_since(text: str, now: datetime) -> datetime:
+    """`7d`, `12h`, `30m`, `2w`, or a date/time (RFC 3339, UTC if no zone)."""
+    match = _DURATION.match(text.strip())
+    if match:
+        unit = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}[match.group(2)]
+        return now - timedelta(**{unit: int(match.group(1))})
+    try:
+        at = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise CommandError(f"--since {text!r}: expected a duration (30m, 12h, 7d, 2w) or a date (2025-03-01)") from None
+    return at if at.tzinfo else at.replace(tzinfo=timezone.utc)
+
+
+# -- logs --------------------------------------------------------------------------------------
+def step_matches(pod: dict[str, Any], step: str | None) -> bool:
+    """Whether a workflow pod belongs to step `step` (its node name ends with it, or its template is it)."""
+    if not step:
+        return True
+    meta = pod.get("metadata") or {}
+    node = str((meta.get("annotations") or {}).get("workflows.argoproj.io/node-name", ""))
+    template = str((meta.get("annotations") or {}).get("workflows.argoproj.io/template", ""))
+    last = node.rsplit(".", 1)[-1].split("(", 1)[0]
+    return step in (last, node) or f'"name":"{step}"' in template.replace(" ", "")
+
+
+# -- I/O wrappers --------------------------------------------------------------------------------
+def _namespaces(args: argparse.Namespace) -> tuple[str, str]:
+    research, serving = args.namespace, args.serving_namespace
+    if args.config:
+        from offhours.scripts.policy.config import ConfigError, load_config
+
+        try:
+            config = load_config(args.config)
+        except ConfigError as err:
+            raise CommandError(str(err)) from None
+        research, serving = research or config.workflow_namespace, serving or config.namespace
+    research = research or "default"
+    return research, serving or research
+
+
+def _reader(args: argparse.Namespace) -> Any:
+    from kubernetes import config
+
+    from offhours.scripts.readmodel_kube import PoolReader
+
+    try:
+        config.load_kube_config()
+    except (config.ConfigException, OSError, TypeError) as err:
+        try:
+            config.load_incluster_config()
+        except config.ConfigException:
+            raise CommandError(f"no Kubernetes configuration: {err}") from None
+    research, serving = _namespaces(args)
+    return PoolReader(serving, research)
+
+
+def read_pool(args: argparse.Namespace) -> Pool:
+    """Read the pool (the workflows must be readable; the rest is shown with its problems)."""
+    from offhours.scripts.readmodel_kube import PoolReadError
+
+    try:
+        pool: Pool = _reader(args).read(require_workflows=True)
+    except PoolReadError as err:
+        raise CommandError(str(err)) from None
+    for problem in pool.problems:
+        print(f"warning: {problem}", file=sys.stderr)
+    return pool
+
+
+def find_run(pool: Pool, name: str, namespace: str) -> RunView:
+    """Return the run with a workflow or run id `name`, or CommandError naming what exists."""
+    run = pool.find(name)
+    if run is None:
+        raise CommandError(f"no offhours job {name!r} in namespace {namespace} (`offhours jobs --all` lists them)")
+    return run
+
+
+def _cmd_jobs(args: argparse.Namespace) -> int:
+    pool = read_pool(args)
+    print(jobs_text(pool, select_runs(pool, args.service, args.all), args.output or ""))
+    return 0
+
+
+def _cmd_why(args: argparse.Namespace) -> int:
+    pool = read_pool(args)
+    print(why_text(find_run(pool, args.name, _namespaces(args)[0]), pool))
+    return 0
+
+
+def _cmd_usage(args: argparse.Namespace) -> int:
+    pool = read_pool(args)
+    since = parse_since(args.since, pool.read_at) if args.since else None
+    if args.by not in ("service", "user") and not args.by.startswith("label:"):
+        raise CommandError(f"--by {args.by!r}: expected service, user or label:KEY")
+    print(usage_text(usage_lines(pool, args.by, since), args.by, args.csv))
+    return 0
+
+
+def _cmd_cancel(args: argparse.Namespace) -> int:
+    from offhours.scripts.readmodel_kube import GROUP, PLURAL, VERSION, describe_api_error
+
+    reader = _reader(args)
+    pool = read_pool(args)
+    run = find_run(pool, args.name, reader.research_namespace)
+    live = [c for c in run.copies if c.state not in FINISHED]
+    if not live:
+        raise CommandError(f"{run.run_id} has nothing to cancel: it is {run.state}")
+    if not args.yes:
+        if not sys.stdin.isatty():
+            raise CommandError("cancel needs confirmation: run it in a terminal or pass --yes")
+        answer = input(f"Stop run {run.run_id} ({', '.join(c.name for c in live)}) gracefully? [y/N] ")
+        if answer.strip().lower() not in ("y", "yes"):
+            print("not cancelled")
+            return 1
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    for copy in live:
+        body = {"metadata": {"annotations": {"offhours.io/cancelled-at": now}}, "spec": {"shutdown": "Stop"}}
+        try:
+            reader.custom.patch_namespaced_custom_object(GROUP, VERSION, copy.namespace, PLURAL, copy.name, body)
+        except Exception as err:  # noqa: BLE001 - reported as one line naming the workflow
+            raise CommandError(describe_api_error(f"stop workflow {copy.namespace}/{copy.name}", err)) from None
+        print(f"{copy.name}: stopping (exit handlers run; its GPUs go back to {copy.service})")
+    return 0
+
+
+def _cmd_logs(args: argparse.Namespace) -> int:
+    from offhours.scripts.readmodel_kube import describe_api_error
+
+    reader = _reader(args)
+    pool = read_pool(args)
+    run = find_run(pool, args.name, reader.research_namespace)
+    pods: list[tuple[str, dict[str, Any]]] = []
+    for copy in run.copies:
+        try:
+            found = reader.core.list_namespaced_pod(copy.namespace,
+                                                    label_selector=f"workflows.argoproj.io/workflow={copy.name}")
+        except Exception as err:  # noqa: BLE001
+            raise CommandError(describe_api_error(f"list pods of {copy.name}", err)) from None
+        items = sorted((reader.api.sanitize_for_serialization(p) for p in found.items),
+                       key=lambda p: (p.get("metadata") or {}).get("creationTimestamp") or "")
+        pods += [(copy.name, p) for p in items if step_matches(p, args.step)]
+    if not pods:
+        what = f" for step {args.step!r}" if args.step else ""
+        raise CommandError(f"{run.run_id} has no pods{what} yet (it is {run.state})")
+    for index, (workflow, pod) in enumerate(pods):
+        name = pod["metadata"]["name"]
+        follow = args.follow and index == len(pods) - 1
+        print(f"==> {workflow} / {name} <==", flush=True)
+        try:
+            if follow:
+                stream = reader.core.read_namespaced_pod_log(name, run.namespace, container="main", follow=True,
+                                                             _preload_content=False)
+                for chunk in stream.stream():
+                    sys.stdout.write(chunk.decode(errors="replace"))
+                    sys.stdout.flush()
+            else:
+                sys.stdout.write(reader.core.read_namespaced_pod_log(name, run.namespace, container="main"))
+        except Exception as err:  # noqa: BLE001 - one pod's missing log does not hide the others
+            print(f"({describe_api_error(f'log of {name}', err)})")
+    return 0
+
+
+def _guarded(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return command(args)
+        except CommandError as err:
+            print(f"{args.command}: {err}", file=sys.stderr)
+            return 1
+        except KeyboardInterrupt:
+            return 130
+    return run
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-n", "--namespace", help="research (workflow) namespace (default: the config's, else default)")
+    p.add_argument("--serving-namespace", help="namespace of the services and their state ConfigMaps "
+                   "(default: the config's, else the research namespace)")
+    p.add_argument("--config", help="gate configuration, for both namespaces")
+
+
+def register(subparsers: Any) -> None:
+    """Add `jobs`, `why`, `logs`, `cancel`, `usage` to the `offhours` command."""
+    jobs = subparsers.add_parser("jobs", help="list research jobs: state, queue position, GPUs, preemptions, GPU-hours")
+    _common(jobs)
+    jobs.add_argument("--service", help="only jobs that borrow from this service")
+    jobs.add_argument("--all", action="store_true", help="include finished jobs")
+    jobs.add_argument("-o", "--output", choices=["wide", "json"], help="wide table or JSON")
+    jobs.set_defaults(func=_guarded(_cmd_jobs))
+
+    why = subparsers.add_parser("why", help="why a job waits (or where it is), with its timeline and last checkpoint")
+    _common(why)
+    why.add_argument("name", help="workflow name or run id")
+    why.set_defaults(func=_guarded(_cmd_why))
+
+    logs = subparsers.add_parser("logs", help="pod logs of a job, across its parked copies")
+    _common(logs)
+    logs.add_argument("name", help="workflow name or run id")
+    logs.add_argument("-f", "--follow", action="store_true", help="follow the newest pod")
+    logs.add_argument("--step", help="only pods of this step")
+    logs.set_defaults(func=_guarded(_cmd_logs))
+
+    cancel = subparsers.add_parser("cancel", help="stop a run and all its copies gracefully (exit handlers run)")
+    _common(cancel)
+    cancel.add_argument("name", help="workflow name or run id")
+    cancel.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    cancel.set_defaults(func=_guarded(_cmd_cancel))
+
+    usage = subparsers.add_parser("usage", help="GPU-hours used, lost to preemption and lent, per service, user or label")
+    _common(usage)
+    usage.add_argument("--by", default="service", help="service, user or label:KEY (default service)")
+    usage.add_argument("--since", help="only workflows created since: 30m, 12h, 7d, 2w or a date")
+    usage.add_argument("--csv", action="store_true", help="CSV instead of a table")
+    usage.set_defaults(func=_guarded(_cmd_usage))

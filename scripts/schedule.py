@@ -1,0 +1,239 @@
+"""`offhours schedule`: nightly (or any cron) runs of an offhours template, each parked for the gate.
+
+    offhours schedule NAME --template T --cron "0 21 * * *" [--timezone Z] [-p k=v ...] [--priority P]
+                      [--concurrency Forbid|Allow] [--keep N] [--starting-deadline S] [--dry-run] [-n NS]
+    offhours schedule list [-n NS]
+    offhours schedule suspend|resume|delete NAME [-n NS]
+
+`list`, `suspend`, `resume` and `delete` are the verbs; a schedule cannot take one as its name.
+Everything is checked before anything is created; bad input is one line naming it (exit 2).
+"""
+
+import argparse
+import sys
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from kubernetes.config import ConfigException
+
+from offhours.cronworkflows.research import (
+    DEFAULT_KEEP,
+    DEFAULT_STARTING_DEADLINE_SECONDS,
+    LABEL_SCHEDULE,
+    ScheduleError,
+    check_schedule,
+    installed_template,
+    research_cron_workflow,
+)
+from offhours.scripts.cluster.base import FINISHED_PHASES, STATE_PARKED
+from offhours.scripts.cronexpr import CronError, next_firings, parse_cron, time_zone
+from offhours.scripts.submit import GROUP, VERSION, SubmitError, parse_params
+from offhours.steps.contract import LABEL_RUN_ID
+
+VERBS = ("list", "suspend", "resume", "delete")
+ANNOTATION_SCHEDULED_TIME = "workflows.argoproj.io/scheduled-time"
+LAST_RUNS = 3
+
+
+# -- pure: what `list` shows ---------------------------------------------------------------
+def next_firing(cron: dict[str, Any], now: datetime) -> datetime | None:
+    """Return the CronWorkflow's next firing after `now` (None if suspended or it never fires)."""
+    spec = cron.get("spec") or {}
+    if spec.get("suspend"):
+        return None
+    zone = time_zone(spec.get("timezone") or "UTC")
+    firings = [f for line in spec.get("schedules") or [] for f in next_firings(parse_cron(line), zone, now)]
+    return min(firings, default=None)
+
+
+def run_state(wf: dict[str, Any]) -> str:
+    """Return a run's state as a researcher reads it: parked, running, stopping, or Argo's final phase."""
+    phase = (wf.get("status") or {}).get("phase")
+    if phase in FINISHED_PHASES:
+        return str(phase)
+    spec = wf.get("spec") or {}
+    if spec.get("shutdown"):
+        return "stopping"
+    if spec.get("suspend"):
+        return STATE_PARKED
+    return "running"
+
+
+def _run_key(wf: dict[str, Any]) -> str:
+    meta = wf.get("metadata") or {}
+    return str((meta.get("annotations") or {}).get(ANNOTATION_SCHEDULED_TIME) or meta.get("creationTimestamp") or "")
+
+
+@dataclass(frozen=True)
+class ScheduleRow:
+    """One line of `offhours schedule list`."""
+
+    name: str
+    template: str
+    cron: str
+    next: str
+    policy: str
+    runs: list[tuple[str, str, str]]  # (workflow, run id, state), newest first
+
+
+def schedule_rows(crons: list[dict[str, Any]], runs: list[dict[str, Any]], now: datetime) -> list[ScheduleRow]:
+    """Return a row per schedule: its next firing in its time zone and its last runs (parked copies included)."""
+    rows = []
+    for cron in sorted(crons, key=lambda c: c["metadata"]["name"]):
+        name = cron["metadata"]["name"]
+        spec = cron.get("spec") or {}
+        zone = spec.get("timezone") or "UTC"
+        try:
+            upcoming = next_firing(cron, now)
+            nxt = "suspended" if spec.get("suspend") else (upcoming.strftime("%Y-%m-%d %H:%M ") + zone if upcoming
+                                                             else "never")
+        except CronError as err:
+            nxt = f"invalid: {err}"
+        mine = sorted((w for w in runs if ((w.get("metadata") or {}).get("labels") or {}).get(LABEL_SCHEDULE) == name),
+                      key=_run_key, reverse=True)[:LAST_RUNS]
+        rows.append(ScheduleRow(
+            name=name,
+            template=str(((spec.get("workflowSpec") or {}).get("workflowTemplateRef") or {}).get("name", "?")),
+            cron="; ".join(spec.get("schedules") or []),
+            next=nxt,
+            policy=str(spec.get("concurrencyPolicy") or "Allow"),
+            runs=[(w["metadata"]["name"], str((w["metadata"].get("labels") or {}).get(LABEL_RUN_ID, "")), run_state(w))
+                  for w in mine],
+        ))
+    return rows
+
+
+def render_rows(rows: list[ScheduleRow]) -> str:
+    """Render `list` as a table, the last runs indented under each schedule."""
+    if not rows:
+        return "no schedules"
+    header = ("NAME", "TEMPLATE", "CRON", "NEXT", "POLICY")
+    table = [header, *((r.name, r.template, r.cron, r.next, r.policy) for r in rows)]
+    widths = [max(len(line[i]) for line in table) for i in range(len(header))]
+    out = ["  ".join(cell.ljust(w) for cell, w in zip(table[0], widths)).rstrip()]
+    for row, line in zip(rows, table[1:]):
+        out.append("  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip())
+        out.extend(f"    {wf}  {run_id}  {state}" for wf, run_id, state in row.runs)
+    return "\n".join(out)
+
+
+# -- I/O: the cluster ----------------------------------------------------------------------
+def _custom_api() -> Any:
+    from kubernetes import client
+
+    from offhours.scripts.cluster.kube import load_client_config
+
+    load_client_config()
+    return client.CustomObjectsApi()
+
+
+def create(args: argparse.Namespace, api: Any = None) -> int:
+    """Build (and unless --dry-run, create) the schedule; print it or what was created."""
+    from kubernetes.client.exceptions import ApiException
+
+    from offhours.workflows.render import to_yaml
+
+    if not args.template or not args.cron:
+        raise ScheduleError("a new schedule needs --template and --cron")
+    # Everything that needs no cluster is checked before the cluster is asked for anything.
+    check_schedule(args.name, args.cron, timezone=args.timezone, concurrency=args.concurrency, keep=args.keep,
+                   starting_deadline_seconds=args.starting_deadline)
+    params = parse_params(args.param or [])
+    template = installed_template(args.template, args.namespace, api or _custom_api())
+    body = research_cron_workflow(args.name, template, args.cron, params, args.namespace, timezone=args.timezone,
+                                  priority=args.priority, concurrency=args.concurrency, keep=args.keep,
+                                  starting_deadline_seconds=args.starting_deadline)
+    if args.dry_run:
+        print(to_yaml(body), end="")
+        return 0
+    api = api or _custom_api()
+    try:
+        api.create_namespaced_custom_object(GROUP, VERSION, args.namespace, "cronworkflows", body)
+    except ApiException as err:
+        if err.status == 409:
+            raise ScheduleError(f"schedule {args.name!r} exists in namespace {args.namespace!r}; delete it first") from None
+        raise
+    upcoming = next_firing(body, datetime.now(timezone.utc))
+    when = upcoming.strftime("%Y-%m-%d %H:%M") if upcoming else "never"
+    print(f"{args.name} created: next run {when} {args.timezone}, parked until the gate admits it")
+    return 0
+
+
+def _named(args: argparse.Namespace) -> str:
+    if not args.target:
+        raise ScheduleError(f"offhours schedule {args.name} needs the schedule's name")
+    return str(args.target)
+
+
+def act(args: argparse.Namespace, api: Any) -> int:
+    """Run one of the verbs list, suspend, resume, delete."""
+    from kubernetes.client.exceptions import ApiException
+
+    if args.name == "list":
+        crons = api.list_namespaced_custom_object(GROUP, VERSION, args.namespace, "cronworkflows",
+                                                  label_selector=LABEL_SCHEDULE)["items"]
+        runs = api.list_namespaced_custom_object(GROUP, VERSION, args.namespace, "workflows",
+                                                 label_selector=LABEL_SCHEDULE)["items"]
+        print(render_rows(schedule_rows(crons, runs, datetime.now(timezone.utc))))
+        return 0
+    name = _named(args)
+    try:
+        if args.name == "delete":
+            # Orphan: a run that is admitted finishes (and returns its GPUs through its exit hook)
+            # instead of being deleted under the gate with the CronWorkflow that owns it.
+            api.delete_namespaced_custom_object(GROUP, VERSION, args.namespace, "cronworkflows", name,
+                                                propagation_policy="Orphan")
+            print(f"{name} deleted; its runs are kept")
+        else:
+            api.patch_namespaced_custom_object(GROUP, VERSION, args.namespace, "cronworkflows", name,
+                                               {"spec": {"suspend": args.name == "suspend"}})
+            print(f"{name} {'suspended: it creates no runs' if args.name == 'suspend' else 'resumed'}")
+    except ApiException as err:
+        if err.status == 404:
+            raise ScheduleError(f"no schedule {name!r} in namespace {args.namespace!r}") from None
+        raise
+    return 0
+
+
+def run(args: argparse.Namespace, api: Any = None) -> int:
+    """Run `offhours schedule` with parsed `args`; `api` is a CustomObjectsApi (default: from kubeconfig)."""
+    try:
+        if args.name in VERBS:
+            if args.template or args.cron:
+                raise ScheduleError(f"{args.name!r} is a verb of offhours schedule, not a schedule name")
+            if args.name != "list":
+                _named(args)
+            return act(args, api or _custom_api())
+        if args.target:
+            raise ScheduleError(f"unexpected argument {args.target!r}")
+        return create(args, api)
+    except (ScheduleError, SubmitError, CronError) as err:
+        print(f"schedule: {err}", file=sys.stderr)
+        return 2
+    except ConfigException as err:
+        print(f"schedule: no cluster to talk to: {err}", file=sys.stderr)
+        return 2
+
+
+def register(subparsers: Any) -> None:
+    """Add `offhours schedule` to the CLI's subparsers."""
+    sched = subparsers.add_parser(
+        "schedule", help="run a template on a cron schedule, each run parked for the gate; list|suspend|resume|delete",
+        description="Create a CronWorkflow whose runs wait parked for the gate, or list|suspend|resume|delete them.")
+    sched.add_argument("name", help="new schedule's name, or a verb: list, suspend, resume, delete")
+    sched.add_argument("target", nargs="?", help="the schedule a verb acts on")
+    sched.add_argument("--template", help="WorkflowTemplate to run, e.g. offhours-llm-pipeline")
+    sched.add_argument("--cron", action="append", help='cron line, e.g. "0 21 * * *" (repeatable)')
+    sched.add_argument("--timezone", default="UTC", help="IANA time zone of the cron lines (default UTC)")
+    sched.add_argument("-p", "--param", action="append", help="workflow parameter name=value (repeatable); "
+                       "run-id is the prefix of each night's run id (default: the schedule's name)")
+    sched.add_argument("--priority", type=int, default=0, help="admission priority of every run (higher first)")
+    sched.add_argument("--concurrency", default="Forbid", help="a firing while an earlier run is parked or running: "
+                       "Forbid skips it (default), Allow queues another run")
+    sched.add_argument("--keep", type=int, default=DEFAULT_KEEP, help="finished runs kept per outcome (default 3)")
+    sched.add_argument("--starting-deadline", type=int, default=DEFAULT_STARTING_DEADLINE_SECONDS,
+                       help="seconds after a missed firing (controller down) it may still create its run (default 3600)")
+    sched.add_argument("--dry-run", action="store_true", help="print the CronWorkflow; create nothing")
+    sched.add_argument("-n", "--namespace", default="default", help="namespace of the template and the schedule")
+    sched.set_defaults(func=run)

@@ -1,0 +1,45 @@
+"""A real headless Chromium (Debian's `chromium` and `chromium-driver`), driven by Selenium; nothing downloaded."""
+
+import os
+import shutil
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from werkzeug.serving import make_server
+
+CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run", "--window-size=1200,1000")
+
+
+@contextmanager
+def serving(app) -> Iterator[str]:  # type: ignore[no-untyped-def]
+    """Serve a WSGI app on a free loopback port in a thread; yield its URL."""
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        thread.join(10)
+
+
+@contextmanager
+def chromium() -> Iterator:  # type: ignore[type-arg]
+    """A Selenium WebDriver on Debian's headless Chromium."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    binary, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    assert binary and driver, "chromium is not installed: apt-get install chromium chromium-driver (make deps does it)"
+    os.environ["SE_OFFLINE"] = "true"  # Selenium Manager must never fetch a browser or a driver
+    options = webdriver.ChromeOptions()
+    options.binary_location = binary
+    for flag in CHROMIUM_FLAGS:
+        options.add_argument(flag)
+    browser = webdriver.Chrome(service=Service(executable_path=driver), options=options)
+    try:
+        yield browser
+    finally:
+        browser.quit()

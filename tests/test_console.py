@@ -1,0 +1,120 @@
+import os
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from selenium.webdriver.common.by import By
+
+from offhours.scripts.console.app import create_app, usage_by_month
+from offhours.scripts.console.source import PoolSource
+from offhours.scripts.metrics.exposition import parse
+from offhours.scripts.readmodel import Pool, build_pool
+
+from .browser import chromium, serving
+from .pool_fixture import NOW, SERVING, chat_state, lending_pool, state_configmap
+
+SCREENSHOTS = os.environ.get("OFFHOURS_SCREENSHOTS")  # e.g. docs/console: where to keep the page images
+
+
+class FixtureReader:
+    """Returns prepared pools in turn (the last one again when they run out), or raises."""
+
+    def __init__(self, *pools: Pool | Exception) -> None:
+        self.pools = list(pools)
+
+    def read(self, now=None, require_workflows=False):
+        item = self.pools.pop(0) if len(self.pools) > 1 else self.pools[0]
+        if isinstance(item, Exception):
+            raise item
+        return item
+
+
+def lending_then_more():
+    """Three reads 10 minutes apart: the pool lends 2, then 3 (required drops), then still 3."""
+    cms, deps, wfs = lending_pool()
+    later = [state_configmap("chat", chat_state(required=5, lent=3)), *cms[1:]]
+    return [build_pool(cms, deps, wfs, SERVING, NOW - timedelta(minutes=20)),
+            build_pool(later, deps, wfs, SERVING, NOW - timedelta(minutes=10)),
+            build_pool(later, deps, wfs, SERVING, NOW)]
+
+
+def source(*pools):
+    return PoolSource(FixtureReader(*pools), interval=0)
+
+
+def text(browser, css):
+    return browser.find_element(By.CSS_SELECTOR, css).text
+
+
+def test_pages_in_chromium_show_the_read_model(tmp_path):
+    src = source(*lending_then_more())
+    for _ in range(2):
+        src.pool()  # two reads of history before the browser's
+    shots = Path(SCREENSHOTS) if SCREENSHOTS else tmp_path
+    with serving(create_app(src)) as url, chromium() as browser:
+        browser.get(url + "/")
+        chat = "#service-chat td[data-field='{}']"
+        assert [text(browser, chat.format(f)) for f in ("baseline", "replicas", "ready", "required", "lent", "lendable",
+                                                         "gpus_lent")] == ["10", "8", "8", "5", "3", "2", "12"]
+        lines = browser.find_elements(By.CSS_SELECTOR, "#service-chat svg path[data-series]")
+        assert [p.get_attribute("data-series") for p in lines] == ["baseline", "in service", "required", "lent"]
+        assert "state.json is not JSON" in text(browser, "#service-code .problem")
+        browser.save_screenshot(str(shots / "pool.png"))
+
+        browser.get(url + "/queue")
+        row = "#queue tr[data-run='{}'] td[data-field='{}']"
+        assert [text(browser, row.format("rl-d", f)) for f in ("state", "position", "gpus", "preemptions", "gpu_hours")] \
+            == ["preempted→waiting", "3", "8", "1", "1.00"]
+        assert text(browser, row.format("sweep-b", "reason")) == (
+            "waiting: chat needs 5 of its 10 replicas and lends 3 already; 2 are lendable and this job needs 4; "
+            "first in the queue (computed)")
+        browser.save_screenshot(str(shots / "queue.png"))
+
+        browser.find_element(By.LINK_TEXT, "rl-d-x7-p1").click()
+        assert text(browser, "#sentence").startswith("preempted 1 time(s), parked to resume from its last checkpoint;")
+        items = [li.text for li in browser.find_elements(By.CSS_SELECTOR, "#timeline li")]
+        assert items[0] == "2025-03-14 07:00:00Z submitted rl-d-x7" and len(items) == 7
+        assert text(browser, "td[data-field='last_checkpoint']") == "2025-03-14 11:15:00Z"
+        browser.save_screenshot(str(shots / "job.png"))
+
+        browser.get(url + "/usage")
+        usage = "#usage tr[data-key='chat/2025-03'] td[data-field='{}']"
+        assert [text(browser, usage.format(f)) for f in ("runs", "preemptions", "used", "lost")] == ["5", "1", "3.00", "1.87"]
+        browser.save_screenshot(str(shots / "usage.png"))
+
+
+def test_empty_and_broken_clusters_render_in_chromium():
+    empty = source(build_pool([], [], [], SERVING, NOW))
+    broken = source(ConnectionRefusedError("[Errno 111] Connection refused"))
+    with chromium() as browser:
+        with serving(create_app(empty)) as url:
+            browser.get(url + "/")
+            assert text(browser, "#no-services").startswith("No service yet")
+            browser.get(url + "/queue")
+            assert text(browser, "#no-jobs") == "No research job is waiting or running."
+            browser.get(url + "/usage")
+            assert text(browser, "#no-usage") == "No offhours workflow yet."
+        with serving(create_app(broken)) as url:
+            for page in ("/", "/queue", "/usage"):
+                browser.get(url + page)
+                assert text(browser, "#problems li") == "reading the pool failed: [Errno 111] Connection refused"
+            browser.get(url + "/jobs/nope")
+            assert text(browser, "#error") == "no offhours job 'nope'"
+
+
+def test_metrics_of_a_broken_cluster_still_parse():
+    app = create_app(source(RuntimeError("API down")))
+    page = parse(app.test_client().get("/metrics").get_data(as_text=True))
+    assert [(s.name, s.value) for s in page.samples if s.name == "offhours_read_problems"] == [("offhours_read_problems", 1)]
+
+
+def test_usage_by_month_of_the_fixture():
+    (row,) = usage_by_month(build_pool(*lending_pool(), SERVING, NOW))
+    assert (row.service, row.month, row.runs, row.preemptions, row.used, round(row.lost, 3)) == \
+        ("chat", "2025-03", 5, 1, 3.0, round(14 / 60 * 8, 3))
+
+
+@pytest.mark.parametrize("path", ["/", "/queue", "/usage", "/jobs/rl-d", "/healthz"])
+def test_every_page_answers_200_over_the_fixture(path):
+    client = create_app(source(build_pool(*lending_pool(), SERVING, NOW))).test_client()
+    assert client.get(path).status_code == 200
