@@ -3,7 +3,7 @@
 It installs offhours for a demo gate configuration (service `chat`, 16 replicas of 4 GPUs: every
 GPU of the 16 kwok nodes serves), runs an emulated vLLM fleet on the serving pods' loopback IPs
 that replays the bundled 14-day trace at an accelerated clock (default: two trace minutes per
-second, from 15:00 of day 1, when the evening rise begins), lets the gate's CronWorkflow run for
+second, from 04:00 of day 1, before the morning rise), lets the gate's CronWorkflow run for
 real (every minute; its pods are run by the cluster's local pod runner), submits a pipeline from
 `offhours-llm-pipeline` with the README's local parameters (its sft stage is the reference job,
 run as a local process that checkpoints to a local folder), and prints what happens as it
@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 from kubernetes import client
 from kubernetes import config as kube_config
@@ -44,7 +45,7 @@ CAPACITY_RPS = 10.0  # what one emulated replica serves (the gate config's capac
 def demo_gate_config(port: int, replicas: int) -> dict[str, Any]:
     """Return the demo's gate configuration: one service, direct scraping, decisions every few seconds."""
     return {
-        "namespace": SERVING, "workflowNamespace": RESEARCH, "tickSeconds": 5,
+        "namespace": SERVING, "workflowNamespace": RESEARCH, "tickSeconds": 10,
         "metrics": {"source": "direct", "maxAgeSeconds": 60, "direct": {"port": port, "timeoutSeconds": 2}},
         "failSafe": {"failedTicksBeforeReclaim": 3},
         "services": {SERVICE: {"deployment": SERVICE, "gpusPerReplica": 4,
@@ -84,10 +85,14 @@ class TraceClock:
         return f"day {m // 1440 + 1} {m % 1440 // 60:02d}:{m % 60:02d}"
 
 
-def load_scale(trace: Trace, start_minute: int, minutes: int, replicas: int, headroom: float) -> float:
-    """Return the factor that makes the window's busiest minute need all but one of `replicas`."""
-    peak_per_second = float(trace.requests[start_minute:start_minute + minutes].max()) / 60
-    return (replicas - 0.5) * CAPACITY_RPS / (1 + headroom) / peak_per_second
+def load_scale(trace: Trace, start_minute: int, minutes: int, replicas: int, headroom: float,
+               percentile: float = 90.0) -> float:
+    """Return the factor that makes the window's `percentile` minute need all but half a replica of `replicas`.
+
+    The busier minutes above it need more than serving has lent out: the gate must reclaim.
+    """
+    level = float(np.percentile(trace.requests[start_minute:start_minute + minutes], percentile)) / 60
+    return (replicas - 0.5) * CAPACITY_RPS / (1 + headroom) / level
 
 
 class Replay:
@@ -236,7 +241,7 @@ def install(env: dict[str, str], raw_config: dict[str, Any], replicas: int, say:
                                  "workflowSpec": {"arguments": {"parameters": [
                                      {"name": p["name"], "value": "50" if p["name"] == "run-seconds" else p["value"]}
                                      for p in cron["spec"]["workflowSpec"]["arguments"]["parameters"]]}}}}))
-    say("gate CronWorkflow: every minute, one decision every 5 s")
+    say("gate CronWorkflow: every minute, one decision every 10 s")
     labels = {"app": SERVICE, "offhours.io/service": SERVICE}
     kubectl(bin_dir, kubeconfig, "apply", "--server-side", "--force-conflicts", "-f", "-", stdin=json.dumps({
         "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": SERVICE, "namespace": SERVING,
@@ -310,10 +315,10 @@ def demo(args: argparse.Namespace, say: Callable[[str], None] = print) -> DemoRe
     minutes = int(args.hours * 60)
     port = 18000 + os.getpid() % 1000
     raw = demo_gate_config(port, args.replicas)
-    clock = TraceClock(start, args.speed)
     scale = load_scale(trace, start, minutes, args.replicas, 0.25)
     DEMO_DIR.mkdir(parents=True, exist_ok=True)
     install(env, raw, args.replicas, say)
+    clock = TraceClock(start, args.speed)
     replay = Replay(api, port, trace, clock, scale).start()
     say(f"replaying the bundled trace from {clock.label()} at {args.speed:g}x ({minutes} trace minutes in "
         f"{minutes * 60 / args.speed:.0f} s); peak {float(trace.requests[start:start + minutes].max()) / 60 * scale:.1f} "
@@ -332,6 +337,11 @@ def demo(args: argparse.Namespace, say: Callable[[str], None] = print) -> DemoRe
         return result
     finally:
         replay.stop()
+        # Without the emulated fleet the gate would only see missing metrics: stop its runs.
+        cron_ns = yaml.safe_load((DEMO_DIR / "manifests" / "cronworkflow-offhours-gate.yaml").read_text())
+        kubectl(env["OFFHOURS_CLUSTER_BIN"], env["KUBECONFIG"], "-n", cron_ns["metadata"]["namespace"], "patch",
+                "cronworkflow", "offhours-gate", "--type=merge", "-p", '{"spec":{"suspend":true}}')
+        say(f"gate CronWorkflow suspended; the workflows stay for `argo list -n {RESEARCH}`")
 
 
 def register(subparsers: Any) -> None:
@@ -339,7 +349,8 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser("demo", help="the whole loop live on the local control plane (make cluster-up): "
                               "emulated vLLM replaying the bundled trace, the gate, a pipeline preempted and resumed")
     p.add_argument("--speed", type=float, default=120.0, help="trace seconds per wall-clock second (default 120)")
-    p.add_argument("--start-hour", type=float, default=15.0, help="trace hour to start at (default 15: day 1, 15:00)")
+    p.add_argument("--start-hour", type=float, default=4.0, help="trace hour to start at (default 4: day 1, 04:00, "
+                   "before the morning rise)")
     p.add_argument("--hours", type=float, default=6.0, help="trace hours to replay at most (default 6)")
     p.add_argument("--replicas", type=int, default=16, help="serving replicas of 4 GPUs (default 16: every kwok GPU)")
     p.add_argument("--steps", type=int, default=2000, help="training steps of the reference job (default 2000)")
