@@ -52,6 +52,9 @@ class Install:
         self.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", stdin=json.dumps({
             "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "offhours-gate-config", "namespace": SERVING},
             "data": {"gate.yaml": self.config_file.read_text()}}))
+        # Other tests suspend the shared CronWorkflow with a patch, which an apply of the render leaves alone.
+        self.kubectl("-n", SERVING, "patch", "cronworkflow", "offhours-gate", "--type=merge", "-p",
+                     '{"spec":{"suspend":false}}')
         self.kubectl("apply", "-f", "-", stdin=json.dumps(serving_deployment("ask", 2, gpus=0)))
         apps, core = client.AppsV1Api(self.api), client.CoreV1Api(self.api)
         wait("ask to be ready", lambda: (apps.read_namespaced_deployment("ask", SERVING).status.ready_replicas or 0) == 2)
