@@ -172,10 +172,11 @@ def changes(before: Snapshot | None, after: Snapshot) -> list[str]:
 
 
 class Watcher:
-    """Reads a Snapshot from the cluster."""
+    """Reads a Snapshot from the cluster: the demo's service and the workflows of its run id (copies included)."""
 
-    def __init__(self, api: client.ApiClient) -> None:
+    def __init__(self, api: client.ApiClient, run_id: str) -> None:
         self.apps, self.core, self.custom = client.AppsV1Api(api), client.CoreV1Api(api), client.CustomObjectsApi(api)
+        self.run_id = run_id
 
     def snapshot(self) -> Snapshot:
         """Read the serving Deployment, the gate's state ConfigMap and the research workflows."""
@@ -190,10 +191,9 @@ class Watcher:
         except (client.ApiException, ValueError):
             decision = ""
         jobs: dict[str, str] = {}
-        for wf in self.custom.list_namespaced_custom_object(GROUP, VERSION, RESEARCH, "workflows")["items"]:
+        for wf in self.custom.list_namespaced_custom_object(GROUP, VERSION, RESEARCH, "workflows",
+                                                            label_selector=f"offhours.io/run-id={self.run_id}")["items"]:
             labels = wf["metadata"].get("labels", {})
-            if "offhours.io/run-id" not in labels and "offhours.io/service" not in labels:
-                continue
             phase = wf.get("status", {}).get("phase") or "Pending"
             state = labels.get("offhours.io/state", "")
             reason = wf["metadata"].get("annotations", {}).get("offhours.io/waiting-reason", "")
@@ -324,13 +324,14 @@ def demo(args: argparse.Namespace, say: Callable[[str], None] = print) -> DemoRe
         f"{minutes * 60 / args.speed:.0f} s); peak {float(trace.requests[start:start + minutes].max()) / 60 * scale:.1f} "
         f"req/s for {args.replicas} replicas of {CAPACITY_RPS:g} req/s")
     result = DemoResult()
+    run_id = args.run_id or f"demo-{int(time.time())}"
     try:
-        result.workflow = submit(env, args.run_id or f"demo-{int(time.time())}", args.steps)
+        result.workflow = submit(env, run_id, args.steps)
         say(f"submitted {result.workflow}: argo submit -n {RESEARCH} --from workflowtemplate/offhours-llm-pipeline "
             "(README's local parameters)")
         deadline = time.monotonic() + minutes * 60 / args.speed
         done = {"Succeeded", "Failed", "Error"}
-        for snap in watch(Watcher(api), clock, replay,
+        for snap in watch(Watcher(api, run_id), clock, replay,
                           lambda s: any(state.split(",")[0] in done for state in s.jobs.values()), deadline, say):
             result.snapshots.append((clock.label(), snap))
         say("pipeline completed" if result.completed else "the replay ended before the pipeline completed")
