@@ -2,8 +2,8 @@
 
 It installs offhours for a demo gate configuration (service `chat`, 16 replicas of 4 GPUs: every
 GPU of the 16 kwok nodes serves), runs an emulated vLLM fleet on the serving pods' loopback IPs
-that replays the bundled 14-day trace at an accelerated clock (default: two trace minutes per
-second, from 04:00 of day 1, before the morning rise), lets the gate's CronWorkflow run for
+that replays the bundled 14-day trace at an accelerated clock (default: a trace minute per
+second, from 03:00 of day 1, before the morning rise), lets the gate's CronWorkflow run for
 real (every minute; its pods are run by the cluster's local pod runner), submits a pipeline from
 `offhours-llm-pipeline` with the README's local parameters (its sft stage is the reference job,
 run as a local process that checkpoints to a local folder), and prints what happens as it
@@ -326,12 +326,18 @@ def demo(args: argparse.Namespace, say: Callable[[str], None] = print) -> DemoRe
     result = DemoResult()
     run_id = args.run_id or f"demo-{int(time.time())}"
     try:
+        # The first gate run starts at the next minute: submit once the gate is deciding.
+        watcher = Watcher(api, run_id)
+        say("waiting for the gate's first decision (its CronWorkflow runs every minute)")
+        first_decision = time.monotonic() + 180
+        while not watcher.snapshot().decision and time.monotonic() < first_decision:
+            time.sleep(2)
         result.workflow = submit(env, run_id, args.steps)
         say(f"submitted {result.workflow}: argo submit -n {RESEARCH} --from workflowtemplate/offhours-llm-pipeline "
             "(README's local parameters)")
         deadline = time.monotonic() + minutes * 60 / args.speed
         done = {"Succeeded", "Failed", "Error"}
-        for snap in watch(Watcher(api, run_id), clock, replay,
+        for snap in watch(watcher, clock, replay,
                           lambda s: any(state.split(",")[0] in done for state in s.jobs.values()), deadline, say):
             result.snapshots.append((clock.label(), snap))
         say("pipeline completed" if result.completed else "the replay ended before the pipeline completed")
@@ -349,12 +355,13 @@ def register(subparsers: Any) -> None:
     """Add `offhours demo` to the command line."""
     p = subparsers.add_parser("demo", help="the whole loop live on the local control plane (make cluster-up): "
                               "emulated vLLM replaying the bundled trace, the gate, a pipeline preempted and resumed")
-    p.add_argument("--speed", type=float, default=120.0, help="trace seconds per wall-clock second (default 120)")
-    p.add_argument("--start-hour", type=float, default=4.0, help="trace hour to start at (default 4: day 1, 04:00, "
+    p.add_argument("--speed", type=float, default=60.0, help="trace seconds per wall-clock second (default 60)")
+    p.add_argument("--start-hour", type=float, default=3.0, help="trace hour to start at (default 3: day 1, 03:00, "
                    "before the morning rise)")
-    p.add_argument("--hours", type=float, default=6.0, help="trace hours to replay at most (default 6)")
+    p.add_argument("--hours", type=float, default=9.0, help="trace hours to replay at most (default 9)")
     p.add_argument("--replicas", type=int, default=16, help="serving replicas of 4 GPUs (default 16: every kwok GPU)")
-    p.add_argument("--steps", type=int, default=2000, help="training steps of the reference job (default 2000)")
+    p.add_argument("--steps", type=int, default=3000, help="training steps of the reference job, 0.05 s each "
+                   "(default 3000)")
     p.add_argument("--run-id", help="run id of the pipeline (default: demo-<time>)")
     p.set_defaults(func=run_demo)
 
