@@ -3,7 +3,7 @@
 Real: API server, scheduler, Argo controller and CLI, the gate CronWorkflow's runs (their pods run
 by the local pod runner as the gate's ServiceAccount), the exit hooks, the reference job (a local
 process checkpointing to a local folder). Stand-ins: kwok nodes and the vLLM servers (emulated,
-replaying the bundled trace at 240x).
+replaying the bundled trace at 60x).
 """
 
 import argparse
