@@ -23,6 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -103,6 +104,7 @@ class Replay:
         self.servers: dict[str, EmulatedServer] = {}
         self.fleet = Fleet([]).start()
         self.rps = 0.0
+        self.errors: list[str] = []
         self._last = time.monotonic()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True, name="replay")
@@ -133,12 +135,14 @@ class Replay:
             generated = float(self.trace.output_tokens[minute]) / 60 * self.scale
             try:
                 ips = self._ready_ips()
-            except client.ApiException:
-                continue  # the next second tries again; the gate sees stale data, as with a real outage
-            for ip in ips:
-                if ip not in self.servers:
-                    self.servers[ip] = EmulatedServer(engines=1)
-                    self.fleet.add(ip, self.port, self.servers[ip])
+                for ip in ips:
+                    if ip not in self.servers:
+                        server = EmulatedServer(engines=1)
+                        self.fleet.add(ip, self.port, server)
+                        self.servers[ip] = server
+            except Exception as err:  # noqa: BLE001 - reported; the next second tries again
+                self.errors.append(f"{type(err).__name__}: {err}")
+                continue
             for ip in ips:
                 n = len(ips)
                 # More load per replica than it serves shows as a queue, as on a saturated vLLM.
@@ -154,6 +158,7 @@ class Snapshot:
     ready: int
     decision: str
     jobs: dict[str, str]
+    decided_at: str = ""
 
 
 def changes(before: Snapshot | None, after: Snapshot) -> list[str]:
@@ -181,11 +186,12 @@ class Watcher:
     def snapshot(self) -> Snapshot:
         """Read the serving Deployment, the gate's state ConfigMap and the research workflows."""
         dep = self.apps.read_namespaced_deployment(SERVICE, SERVING)
-        decision = ""
+        decision, decided_at = "", ""
         try:
             cm = self.core.read_namespaced_config_map(f"offhours-state-{SERVICE}", SERVING)
             last = json.loads((cm.data or {}).get("state.json", "{}")).get("lastDecision") or {}
             if last:
+                decided_at = str(last.get("at", ""))
                 decision = (f"{last.get('action')}: required {last.get('required')}, lent {last.get('lent')}, "
                             f"target {last.get('target')} ({last.get('reason')})")
         except (client.ApiException, ValueError):
@@ -198,7 +204,14 @@ class Watcher:
             state = labels.get("offhours.io/state", "")
             reason = wf["metadata"].get("annotations", {}).get("offhours.io/waiting-reason", "")
             jobs[wf["metadata"]["name"]] = f"{phase}{', ' + state if state else ''}{': ' + reason if reason else ''}"
-        return Snapshot(dep.spec.replicas or 0, dep.status.ready_replicas or 0, decision, jobs)
+        return Snapshot(dep.spec.replicas or 0, dep.status.ready_replicas or 0, decision, jobs, decided_at)
+
+
+def finished(snapshot: Snapshot) -> bool:
+    """Whether the run is over: a run succeeded, or one failed on its own (not stopped by the gate)."""
+    states = snapshot.jobs.values()
+    return any(s.startswith("Succeeded") for s in states) or any(
+        s.startswith(("Failed", "Error")) and "preempted" not in s for s in states)
 
 
 def kubectl(bin_dir: str, kubeconfig: str, *args: str, stdin: str | None = None) -> str:
@@ -329,16 +342,17 @@ def demo(args: argparse.Namespace, say: Callable[[str], None] = print) -> DemoRe
         # The first gate run starts at the next minute: submit once the gate is deciding.
         watcher = Watcher(api, run_id)
         say("waiting for the gate's first decision (its CronWorkflow runs every minute)")
+        began = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         first_decision = time.monotonic() + 180
-        while not watcher.snapshot().decision and time.monotonic() < first_decision:
+        while watcher.snapshot().decided_at < began and time.monotonic() < first_decision:
             time.sleep(2)
+        for error in replay.errors[:3]:
+            say(f"emulated fleet: {error}")
         result.workflow = submit(env, run_id, args.steps)
         say(f"submitted {result.workflow}: argo submit -n {RESEARCH} --from workflowtemplate/offhours-llm-pipeline "
             "(README's local parameters)")
         deadline = time.monotonic() + minutes * 60 / args.speed
-        done = {"Succeeded", "Failed", "Error"}
-        for snap in watch(watcher, clock, replay,
-                          lambda s: any(state.split(",")[0] in done for state in s.jobs.values()), deadline, say):
+        for snap in watch(watcher, clock, replay, finished, deadline, say):
             result.snapshots.append((clock.label(), snap))
         say("pipeline completed" if result.completed else "the replay ended before the pipeline completed")
         return result

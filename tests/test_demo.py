@@ -4,7 +4,15 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from offhours.scripts.demo import CAPACITY_RPS, Snapshot, TraceClock, changes, load_scale, pipeline_parameters
+from offhours.scripts.demo import (
+    CAPACITY_RPS,
+    Snapshot,
+    TraceClock,
+    changes,
+    finished,
+    load_scale,
+    pipeline_parameters,
+)
 from offhours.scripts.trace import Trace
 
 
@@ -44,3 +52,10 @@ def test_local_parameters_schedule_on_the_kwok_gpu_nodes() -> None:
     assert params["node-selector"] == '{"offhours.io/pool": "inference"}'
     assert params["sft-gpus"] == "4" and params["image"].startswith("offhours.local/")
     assert params["sft-args"] == '["--steps", "100", "--every", "50", "--step-seconds", "0.05"]'
+
+
+def test_a_run_stopped_by_the_gate_is_not_the_end() -> None:
+    stopped = Snapshot(16, 16, "", {"a": "Failed, preempted", "a-p1": "Running, parked"})
+    assert not finished(stopped)
+    assert finished(Snapshot(16, 16, "", {"a": "Failed, preempted", "a-p1": "Succeeded, returned"}))
+    assert finished(Snapshot(16, 16, "", {"a": "Failed, returned"}))  # failed on its own
