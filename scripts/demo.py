@@ -23,7 +23,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -158,7 +157,7 @@ class Snapshot:
     ready: int
     decision: str
     jobs: dict[str, str]
-    decided_at: str = ""
+    decided_at: float = 0.0
 
 
 def changes(before: Snapshot | None, after: Snapshot) -> list[str]:
@@ -186,12 +185,12 @@ class Watcher:
     def snapshot(self) -> Snapshot:
         """Read the serving Deployment, the gate's state ConfigMap and the research workflows."""
         dep = self.apps.read_namespaced_deployment(SERVICE, SERVING)
-        decision, decided_at = "", ""
+        decision, decided_at = "", 0.0
         try:
             cm = self.core.read_namespaced_config_map(f"offhours-state-{SERVICE}", SERVING)
             last = json.loads((cm.data or {}).get("state.json", "{}")).get("lastDecision") or {}
             if last:
-                decided_at = str(last.get("at", ""))
+                decided_at = float(last.get("at") or 0.0)  # the gate's clock: seconds since the epoch
                 decision = (f"{last.get('action')}: required {last.get('required')}, lent {last.get('lent')}, "
                             f"target {last.get('target')} ({last.get('reason')})")
         except (client.ApiException, ValueError):
@@ -342,7 +341,7 @@ def demo(args: argparse.Namespace, say: Callable[[str], None] = print) -> DemoRe
         # The first gate run starts at the next minute: submit once the gate is deciding.
         watcher = Watcher(api, run_id)
         say("waiting for the gate's first decision (its CronWorkflow runs every minute)")
-        began = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        began = time.time()
         first_decision = time.monotonic() + 180
         while watcher.snapshot().decided_at < began and time.monotonic() < first_decision:
             time.sleep(2)
