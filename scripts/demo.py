@@ -40,6 +40,9 @@ GROUP, VERSION = "argoproj.io", "v1alpha1"
 DEMO_DIR = Path(tempfile.gettempdir()) / "offhours-demo"
 LOCAL_IMAGE = "offhours.local/reference-job:demo"
 CAPACITY_RPS = 10.0  # what one emulated replica serves (the gate config's capacity)
+# One port for every run: a gate run that started before this demo still reads its metrics there.
+METRICS_PORT = 18473
+DEMO_LABEL = "offhours.io/demo"
 
 
 def demo_gate_config(port: int, replicas: int) -> dict[str, Any]:
@@ -247,6 +250,11 @@ def install(env: dict[str, str], raw_config: dict[str, Any], replicas: int, say:
             "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "offhours-gate-config", "namespace": ns},
             "data": {"gate.yaml": yaml.safe_dump(raw_config)}}))
     say(f"installed offhours (render of the demo gate config) and the ConfigMap in {cron_ns}")
+    # A fresh start: no gate memory, serving Deployment or workflows left by an earlier demo.
+    kubectl(bin_dir, kubeconfig, "-n", SERVING, "delete", "configmap", f"offhours-state-{SERVICE}", "deployment",
+            SERVICE, "--ignore-not-found", "--wait=true")
+    kubectl(bin_dir, kubeconfig, "-n", RESEARCH, "delete", "workflows", "-l", f"{DEMO_LABEL}=true",
+            "--ignore-not-found", "--wait=true")
     # One gate run a minute (the least cron allows), ticking every tickSeconds for 50 s.
     kubectl(bin_dir, kubeconfig, "-n", cron_ns, "patch", "cronworkflow", "offhours-gate", "--type=merge", "-p",
             json.dumps({"spec": {"suspend": False, "schedules": ["* * * * *"],
@@ -271,7 +279,7 @@ def install(env: dict[str, str], raw_config: dict[str, Any], replicas: int, say:
 def submit(env: dict[str, str], run_id: str, steps: int) -> str:
     """Submit the pipeline with the argo CLI, parameters only; return the workflow's name."""
     args = [f"{env['OFFHOURS_CLUSTER_BIN']}/argo", "--kubeconfig", env["KUBECONFIG"], "submit", "-n", RESEARCH,
-            "--from", "workflowtemplate/offhours-llm-pipeline", "-o", "name"]
+            "--from", "workflowtemplate/offhours-llm-pipeline", "-o", "name", "--labels", f"{DEMO_LABEL}=true"]
     for name, value in pipeline_parameters(run_id, steps).items():
         args += ["-p", f"{name}={value}"]
     out = subprocess.run(args, capture_output=True, text=True, timeout=120)
@@ -325,7 +333,7 @@ def demo(args: argparse.Namespace, say: Callable[[str], None] = print) -> DemoRe
     trace = load_trace()
     start = int(args.start_hour * 60)
     minutes = int(args.hours * 60)
-    port = 18000 + os.getpid() % 1000
+    port = METRICS_PORT
     raw = demo_gate_config(port, args.replicas)
     scale = load_scale(trace, start, minutes, args.replicas, 0.25)
     DEMO_DIR.mkdir(parents=True, exist_ok=True)
