@@ -251,8 +251,8 @@ def install(env: dict[str, str], raw_config: dict[str, Any], replicas: int, say:
             "data": {"gate.yaml": yaml.safe_dump(raw_config)}}))
     say(f"installed offhours (render of the demo gate config) and the ConfigMap in {cron_ns}")
     # A fresh start: no gate memory, serving Deployment or workflows left by an earlier demo.
-    kubectl(bin_dir, kubeconfig, "-n", SERVING, "delete", "configmap", f"offhours-state-{SERVICE}", "deployment",
-            SERVICE, "--ignore-not-found", "--wait=true")
+    kubectl(bin_dir, kubeconfig, "-n", SERVING, "delete", f"configmap/offhours-state-{SERVICE}",
+            f"deployment/{SERVICE}", "--ignore-not-found", "--wait=true")
     kubectl(bin_dir, kubeconfig, "-n", RESEARCH, "delete", "workflows", "-l", f"{DEMO_LABEL}=true",
             "--ignore-not-found", "--wait=true")
     # One gate run a minute (the least cron allows), ticking every tickSeconds for 50 s.
