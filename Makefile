@@ -10,8 +10,12 @@ help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
 .PHONY: deps
-deps: ## Install what the tests need beyond Python: Prometheus, Chromium (Debian), s3proxy (Maven Central)
+deps: ## Install what the tests need beyond Python: Prometheus, Chromium (Debian), s3proxy (Maven Central), go, node
 	@command -v prometheus >/dev/null || { apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
+	@# go builds the launcher, node evaluates Argo expressions: on this machine kind already, else Debian's.
+	@command -v go >/dev/null || { apt-get update -qq && apt-get install -y -qq --no-install-recommends golang-go >/dev/null; }
+	@command -v node >/dev/null || { apt-get update -qq && apt-get install -y -qq --no-install-recommends nodejs >/dev/null; }
+	@go version && echo "node $$(node --version)"
 	@prometheus --version 2>&1 | head -1
 	@command -v chromedriver >/dev/null || { apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null; }
 	@chromium --version 2>/dev/null | head -1
@@ -28,7 +32,8 @@ test: ## Run the tests without the cluster (Prometheus and s3proxy on loopback: 
 
 .PHONY: golden
 golden: ## Regenerate tests/golden from the templates (review the diff!)
-	$(PYTEST) -q tests/test_golden.py tests/test_schedule.py --regen-golden
+	@# A rewritten golden fails the regenerating run (it compared nothing); the second run compares every file.
+	$(PYTEST) -q tests/test_golden.py tests/test_schedule.py --regen-golden || $(PYTEST) -q tests/test_golden.py tests/test_schedule.py
 
 .PHONY: render
 render: ## Render every manifest into build/manifests
@@ -49,6 +54,11 @@ bench: ## Run the benchmarks; results go to bench/results/
 	$(PYTHON) bench/bench_templates.py
 	$(PYTHON) bench/bench_gate.py
 	$(PYTHON) bench/bench_simulate.py
+
+.PHONY: mutation
+mutation: ## Mutation testing (mutmut 3) of the policy, metrics maths, exit hook, gate act path; bench/results/mutation.json
+	$(PYTHON) -m pip install -q "mutmut==3.8.1"
+	$(PYTHON) bench/mutation.py
 
 .PHONY: cluster-up
 cluster-up: ## Build (cached) and start the local control plane: Kubernetes, etcd, kwok GPU nodes, Argo, pod runner

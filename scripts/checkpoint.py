@@ -4,8 +4,8 @@ A job on borrowed GPUs is stopped whenever serving needs them back. In a few lin
 
     from offhours.scripts.checkpoint import CheckpointStore, PreemptionSignal, PREEMPTED_EXIT_CODE
 
+    stop = PreemptionSignal.install()             # first: SIGTERM sets a flag; the step in flight finishes
     store = CheckpointStore.from_env()            # OFFHOURS_CHECKPOINT_URI: file:// or s3://
-    stop = PreemptionSignal.install()             # SIGTERM sets a flag; the step in flight finishes
     latest = store.latest()                       # newest *complete* checkpoint, or None
     step, state = (latest.step, load(latest.data)) if latest else (0, fresh())
     while step < total:
@@ -54,7 +54,13 @@ class Checkpoint:
 
 
 class PreemptionSignal:
-    """A SIGTERM handler that only sets a flag, so the step in flight can finish cleanly."""
+    """A SIGTERM handler that only sets a flag, so the step in flight can finish cleanly.
+
+    A job is stoppable from its first instruction: a SIGTERM that arrives before the handler is
+    installed is a preemption too. A job with imports or set-up before `install()` blocks the
+    signal as its first statement (`signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})`);
+    it then waits, pending, until `install()` takes it.
+    """
 
     def __init__(self) -> None:
         self.requested = False
@@ -62,10 +68,15 @@ class PreemptionSignal:
 
     @classmethod
     def install(cls, signals: tuple[int, ...] = (signal.SIGTERM,)) -> "PreemptionSignal":
-        """Install the handler for `signals` and return the flag holder."""
+        """Install the handler for `signals`, then unblock them; return the flag holder.
+
+        A signal held since the job blocked it is delivered to the handler here, so `requested` is already
+        true when this returns.
+        """
         flag = cls()
         for sig in signals:
             signal.signal(sig, flag._handle)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, set(signals))
         return flag
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:

@@ -142,12 +142,20 @@ class Gate:
         ns = self.config.namespace
         self._dry_run, self._advisory_spent = dry_run, 0.0
         if not dry_run:
-            if not self.cluster.acquire_lease(ns, self.holder, self.lease_seconds):
+            try:
+                held = self.cluster.acquire_lease(ns, self.holder, self.lease_seconds)
+            except Exception as err:  # noqa: BLE001 - without the Lease nothing may be written: skip, never crash
+                print(f"could not take the offhours lease: {_describe(err)}: skipping this tick", file=self.out)
+                return []
+            if not held:
                 print("another gate or exit hook holds the offhours lease: skipping this tick", file=self.out)
                 return []
             self._renewed = self.monotonic()
         try:
             return self._tick()
+        except LeaseLost as err:  # raised wherever the gate noticed (observing, failing a service): stop writing
+            print(f"stopped this tick: {err}", file=self.out)
+            return []
         finally:
             if not dry_run:
                 try:
@@ -328,8 +336,12 @@ class Gate:
         self.cluster.stop(namespace, job)
 
     def _incarnation(self, job: Job, uid: str) -> Job:
-        """Treat a job admitted against another incarnation of the Deployment as lending nothing to this one."""
-        if job.state == ADMITTED and job.borrowed_from and uid and job.borrowed_from != uid:
+        """Count a job as lent only if the gate admitted it against this incarnation of the Deployment.
+
+        One admitted against another incarnation lends nothing to this one; one labelled admitted without
+        the gate's `borrowed-from` mark is a tenant's label (anyone can write it), not an admission.
+        """
+        if job.state == ADMITTED and uid and job.borrowed_from != uid:
             return replace(job, state="unmanaged")
         return job
 
@@ -420,8 +432,12 @@ class Gate:
             if record.deployment_uid and dep.uid and dep.uid != record.deployment_uid:
                 return record  # a new incarnation: nothing of ours to restore on it
             obs = Observed(policy, dep, self.cluster.autoscaler(dep), record, [], [])
-        if obs.current < record.baseline:
-            record = self._apply(obs, record, record.baseline)
+        # What someone else set during the failed ticks is theirs: restore the adopted baseline, not the stored one.
+        lent = sum(j.replicas for j in obs.jobs if j.state == ADMITTED)
+        owned = own_baseline(record, obs.dep.uid, obs.writes_to, obs.current, lent)
+        record = owned.record
+        if obs.current < owned.baseline:
+            record = self._apply(obs, record, owned.baseline)
         return record
 
     def _fence(self) -> None:

@@ -4,18 +4,20 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 REPO = Path(__file__).resolve().parent.parent
+
+# `make mutation` reruns the property tests once per mutant: fewer examples there keep it within its budget.
+settings.register_profile("mutation", max_examples=20)
+settings.load_profile(os.environ.get("OFFHOURS_HYPOTHESIS_PROFILE", "default"))
 SHARED = REPO.parent / "shared"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption(
-        "--regen-golden",
-        action="store_true",
-        default=os.environ.get("OFFHOURS_REGEN_GOLDEN") == "1",
-        help="rewrite tests/golden from the current templates instead of comparing",
-    )
+    # Only this explicit option rewrites the goldens: no environment variable turns comparing off.
+    parser.addoption("--regen-golden", action="store_true", default=False,
+                     help="rewrite tests/golden from the current templates (each rewritten file still fails once)")
 
 
 @pytest.fixture(scope="session")
@@ -23,12 +25,27 @@ def regen_golden(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("--regen-golden"))
 
 
+def in_ci(env: dict[str, str] | None = None) -> bool:
+    """Whether this is a CI run (`CI` set to anything but empty, 0 or false), where every tool must be there."""
+    value = (os.environ if env is None else env).get("CI", "")
+    return value.strip().lower() not in ("", "0", "false", "no")
+
+
+def require_tool(name: str) -> str:
+    """Return the path of program `name`. Without it the test skips, but in CI it fails: CI must run every test."""
+    path = shutil.which(name)
+    if path is None:
+        message = f"{name} is not installed (`make deps` installs it)"
+        if in_ci():
+            pytest.fail(f"{message}; CI is set, so a missing tool is a failure, not a skip")
+        pytest.skip(message)
+    return path
+
+
 @pytest.fixture(scope="session")
 def launcher(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The Go launcher, built from scripts/launcher for this test session."""
-    go = shutil.which("go")
-    if go is None:
-        pytest.skip("go is not installed")
+    go = require_tool("go")
     out = tmp_path_factory.mktemp("launcher") / "offhours-launch"
     env = {**os.environ, "CGO_ENABLED": "0"}
     subprocess.run([go, "build", "-o", str(out), "."], cwd=REPO / "scripts" / "launcher", check=True, env=env)

@@ -67,3 +67,10 @@ def test_unreadable_file_is_named(tmp_path: Path) -> None:
         load_config(bad)
     with pytest.raises(ConfigError, match="cannot read"):
         load_config(tmp_path / "missing.yaml")
+
+
+def test_a_sample_age_bound_shorter_than_a_tick_is_refused() -> None:
+    raw = {"namespace": "s", "tickSeconds": 120, "metrics": {"source": "direct", "maxSampleAgeSeconds": 60},
+           "services": {"chat": {"capacity": {"requestsPerSecond": 1}}}}
+    with pytest.raises(ConfigError, match="maxSampleAgeSeconds: 60 is shorter than tickSeconds 120"):
+        parse_config(raw)

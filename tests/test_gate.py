@@ -6,6 +6,7 @@ parser, the policy. The cluster is the in-memory implementation of the same inte
 """
 
 import io
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -266,3 +267,81 @@ def test_holds_are_one_counted_event_not_one_per_tick(harness: Harness) -> None:
         h.tick(10)  # the first ticks only hold (no full window yet)
     holds = [e for e in h.cluster.events if e.reason == "GateHold"]
     assert len(holds) == 1 and holds[0].count == 3
+
+
+def test_exit_hook_records_exactly_what_happened() -> None:
+    from offhours.scripts.exit_hook import Returned
+
+    cluster = MemoryCluster()
+    wf = cluster.add_workflow("research", "eval-b", "chat", 3, state="admitted")
+    wf["status"]["resourcesDuration"] = {"nvidia.com/gpu": 43200}
+    failures = json.dumps([{"displayName": f"n{i}"} for i in range(5)] + [{"id": "no-name"}])
+    out = io.StringIO()
+    done = return_gpus(cluster, workflow_namespace="research", workflow_name="eval-b", status="Failed",
+                       failures=failures, clock=lambda: 86400.0 * 365 + 3723, out=out)
+    assert done == Returned("eval-b", "chat", "returned", 43200.0)
+    assert out.getvalue() == ("workflow eval-b ended Failed (returned); 43200 GPU-seconds; chat gets its replicas back; "
+                              "6 failed node(s): n0, n1, n2, n3, n4\n")
+    unnamed = io.StringIO()
+    return_gpus(cluster, workflow_namespace="research", workflow_name="eval-b", status="Failed",
+                failures=json.dumps([{"id": "no-name"}]), clock=lambda: 86400.0 * 365 + 3723, out=unnamed)
+    assert unnamed.getvalue().endswith("; 1 failed node(s): ?\n")
+    annotations = wf["metadata"]["annotations"]
+    assert annotations["offhours.io/returned-at"] == "1971-01-01T01:02:03Z"
+    assert annotations["offhours.io/gpu-seconds"] == "43200"
+
+
+def test_exit_hook_without_a_service_label_or_gpu_record() -> None:
+    cluster = MemoryCluster()
+    wf = cluster.add_workflow("research", "x", "chat", 1)
+    del wf["metadata"]["labels"]["offhours.io/service"]
+    out = io.StringIO()
+    done = return_gpus(cluster, workflow_namespace="research", workflow_name="x", status="Succeeded", out=out)
+    assert done.service == "" and done.gpu_seconds is None
+    assert out.getvalue() == "workflow x ended Succeeded (returned); GPU-seconds not recorded; its service gets its " \
+                             "replicas back\n"
+    assert "offhours.io/gpu-seconds" not in wf["metadata"]["annotations"]
+
+
+@pytest.mark.parametrize("status, seconds", [
+    ({"resourcesDuration": {"nvidia.com/gpu": 0}}, 0.0),
+    ({"resourcesDuration": {"nvidia.com/gpu": "120"}}, 120.0),
+    ({"resourcesDuration": {"nvidia.com/gpu": 0.5}}, 0.5),
+    ({"resourcesDuration": {"nvidia.com/gpu": -1}}, None),
+    ({"resourcesDuration": {"nvidia.com/gpu": True}}, None),
+    ({"resourcesDuration": {"nvidia.com/gpu": "nan"}}, None),
+    ({"resourcesDuration": {"nvidia.com/gpu": "a lot"}}, None),
+    ({"resourcesDuration": ["nvidia.com/gpu"]}, None),
+    ({"resourcesDuration": {}}, None),
+    ("Running", None),
+])
+def test_gpu_seconds_reads_only_a_sane_number(status: object, seconds: float | None) -> None:
+    from offhours.scripts.exit_hook import gpu_seconds
+
+    assert gpu_seconds({"status": status}) == seconds
+
+
+def test_failures_are_decoded_at_most_one_quoting_deep() -> None:
+    from offhours.scripts.exit_hook import failed_nodes
+
+    nodes = [{"displayName": "a"}]
+    assert failed_nodes(json.dumps(nodes)) == nodes
+    assert failed_nodes(json.dumps(json.dumps(nodes))) == nodes
+    assert failed_nodes(json.dumps(json.dumps(json.dumps(nodes)))) == []
+    assert failed_nodes("   ") == []
+
+
+def test_exit_hook_writes_utc_whatever_the_pod_time_zone(monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    monkeypatch.setenv("TZ", "Asia/Seoul")
+    time.tzset()
+    try:
+        cluster = MemoryCluster()
+        wf = cluster.add_workflow("research", "x", "chat", 1)
+        return_gpus(cluster, workflow_namespace="research", workflow_name="x", status="Succeeded", clock=lambda: 0.0,
+                    out=io.StringIO())
+        assert wf["metadata"]["annotations"]["offhours.io/returned-at"] == "1970-01-01T00:00:00Z"
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()

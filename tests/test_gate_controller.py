@@ -24,8 +24,9 @@ TICK = 60.0
 
 
 def config(**service: object) -> GateConfig:
+    # The look-ahead is off unless a test turns it on: the numbers below are the capacity model's alone.
     svc = {"capacity": {"requestsPerSecond": 10}, "headroom": 0.25, "stabilizationSeconds": 300, "maxLendStep": 8,
-           **service}
+           "trend": False, **service}
     return parse_config({
         "namespace": "serving", "workflowNamespace": "research", "tickSeconds": 60,
         "metrics": {"source": "direct", "maxAgeSeconds": 180},
@@ -205,6 +206,9 @@ def test_any_exception_in_one_service_is_its_failed_tick_and_the_other_ticks(fau
     assert w.replicas() == 8, "3 failed ticks in a row: the fail-safe restores chat's baseline"
     assert "serving restored to its baseline 8" in (results[2]["chat"].error or "")
     assert any(e.reason == "GateTickFailed" and e.warning for e in w.cluster.events)
+    after = w.tick()["chat"]  # healthy again: a hold never lowers serving, though 2 replicas are still lent
+    assert after.plan is not None and after.plan.scale_to == 6 and w.replicas() == 8
+    assert after.summary().startswith("chat: hold lent 2 -> 2 of baseline 8; (") and "; at 8" in after.summary()
 
 
 @pytest.mark.parametrize("key, value", [
@@ -436,3 +440,156 @@ def test_the_trend_term_raises_what_a_rising_load_requires(trend: bool, required
     out = w.tick(chat=30)["chat"]
     assert out.decision is not None and out.decision.required == required
     assert len(w.record().needs) == (8 if trend else 0)  # kept only when a look-ahead term is on
+
+
+# -- the act path, exactly ----------------------------------------------------------------------
+def test_a_partial_reclaim_raises_serving_first_then_settles_on_what_stays_lent() -> None:
+    w = World()
+    w.lend(2)  # 4 lent, 4 in service
+    w.cluster.calls.clear()
+    w.tick(chat=40)  # needs 5: at most 3 may stay lent, one job of 2 is stopped, 2 stay lent
+    assert [c for c in w.cluster.calls if c.startswith("scale")] == ["scale chat 5", "scale chat 6"]
+    assert w.replicas() == 6 and w.record().applied == 6 and w.record().applying_from is None
+
+
+def test_a_partial_reclaim_with_an_hpa_moves_only_its_cap() -> None:
+    w = World()
+    w.cluster.autoscalers[("serving", "chat")] = Autoscaler("HorizontalPodAutoscaler", "serving", "h", 1, 8)
+    w.park("job-0")
+    w.park("job-1")
+    for _ in range(7):
+        w.tick()
+    w.cluster.calls.clear()
+    w.tick(chat=40)
+    assert [c for c in w.cluster.calls if c.startswith(("scale", "set-max"))] == ["set-max h 5", "set-max h 6"]
+
+
+def test_when_the_record_cannot_be_written_a_raise_goes_ahead_and_a_lend_does_not() -> None:
+    w = World()
+    w.park("job-0", replicas=4)
+    for _ in range(5):
+        w.tick()
+    w.cluster.fail_next["write-state chat"] = [ClusterError("write configmap: HTTP 500")]
+    out = w.tick()  # the lend's record fails: no scale-down without it, and a failed tick restarts the window
+    assert w.replicas() == 8 and w.state("job-0") == "parked" and "HTTP 500" in (out["chat"].error or "")
+    actions = [w.tick()["chat"].decision.action for _ in range(6)]  # type: ignore[union-attr]
+    assert actions == ["hold"] * 5 + ["lend"] and w.replicas() == 4 and w.state("job-0") == "admitted"
+    w.cluster.fail_next["write-state chat"] = [ClusterError("write configmap: HTTP 500")]
+    w.tick(chat=60)  # the reclaim's record fails: serving is raised anyway
+    assert w.replicas() == 8
+
+
+def test_the_intent_is_recorded_before_the_write_it_describes() -> None:
+    class Killed(BaseException):
+        pass
+
+    w = World()
+    w.lend(2)
+    w.cluster.fail_next["scale chat 8"] = [Killed()]
+    with pytest.raises(Killed):
+        w.tick(chat=60)
+    assert (w.record().applied, w.record().applying_from) == (8, 4) and w.replicas() == 4
+    w.tick(chat=60)  # the next gate: 4 is its own unfinished write, not someone else's
+    assert w.replicas() == 8 and w.record().baseline == 8 and (w.record().applied, w.record().applying_from) == (8, None)
+
+
+def test_progress_is_read_only_when_a_stop_is_coming() -> None:
+    w = World()
+    reads: list[str] = []
+    w.gate.progress = lambda job: reads.append(job.name) or None  # type: ignore[func-returns-value]
+    w.lend(2)
+    w.tick()  # a lend
+    out = w.tick(chat=30)  # needs 4: 4 stay lent, a hold
+    assert out["chat"].decision is not None and out["chat"].decision.action == "hold" and reads == []
+    w.tick(chat=60)
+    assert sorted(reads) == ["job-0", "job-1"]
+
+
+def test_a_lending_window_in_utc_is_read_at_the_tick_time() -> None:
+    cfg = parse_config({"namespace": "serving", "workflowNamespace": "research", "tickSeconds": 60,
+                        "metrics": {"source": "direct"},
+                        "schedule": {"mode": "window", "start": "20:00", "end": "08:00", "timezone": "UTC"},
+                        "services": {"chat": {"capacity": {"requestsPerSecond": 10}, "stabilizationSeconds": 300},
+                                     "code": {"capacity": {"requestsPerSecond": 10}}}})
+    w = World(cfg)
+    w.lend(1)  # midnight UTC: inside the window
+    w.now = 12 * 3600.0 - TICK
+    out = w.tick()
+    assert out["chat"].decision is not None and out["chat"].decision.reason == "outside the lending window"
+    assert w.replicas() == 8
+
+
+def test_a_dry_run_plans_what_the_real_tick_then_does() -> None:
+    w = World()
+    w.park("job-0")
+    for _ in range(5):
+        w.tick()
+    w.now += TICK
+    dry = {o.service: o for o in w.gate.tick(dry_run=True)}["chat"]
+    w.now -= TICK
+    real = w.tick()["chat"]
+    assert dry.plan is not None and real.plan is not None
+    assert ([j.name for j in dry.plan.admit], dry.plan.scale_to) == ([j.name for j in real.plan.admit], 6) \
+        == (["job-0"], real.plan.scale_to)
+
+
+def test_the_last_decision_is_recorded_for_readers() -> None:
+    w = World()
+    w.tick()
+    assert w.record().last_decision == {"at": 60.0, "action": "hold", "required": 2, "lent": 0, "target": 0,
+                                        "reason": "load is low but not yet for 300 s"}
+
+
+def test_a_workflow_running_without_admission_that_fits_is_adopted_against_this_incarnation() -> None:
+    w = World()
+    for _ in range(5):
+        w.tick()
+    w.park("argo-submitted")  # started by `argo submit --from`, once the window allows lending
+    w.wf("argo-submitted")["spec"].pop("suspend")
+    del w.wf("argo-submitted")["metadata"]["labels"]["offhours.io/state"]
+    w.tick()
+    assert w.state("argo-submitted") == "admitted" and w.replicas() == 6
+    assert w.wf("argo-submitted")["metadata"]["annotations"]["offhours.io/borrowed-from"] == \
+        w.cluster.deployments[("serving", "chat")].uid
+
+
+def test_waiting_jobs_carry_their_reason_and_position_written_only_on_change() -> None:
+    w = World()
+    w.park("big-a", replicas=8)
+    w.park("big-b", replicas=8)
+    w.tick()
+    a, b = (w.wf(n)["metadata"]["annotations"] for n in ("big-a", "big-b"))
+    assert (a["offhours.io/queue-position"], b["offhours.io/queue-position"]) == ("1", "2")
+    assert a["offhours.io/waiting-reason"] == ("waiting: chat: load is low but not yet for 300 s; position 1 of 2 "
+                                              "in the queue")
+    w.cluster.calls.clear()
+    w.tick()
+    assert not any(c.startswith("annotate-workflow") for c in w.cluster.calls)
+
+
+def test_every_failed_job_write_is_reported_in_one_line() -> None:
+    w = World()
+    w.lend(2)
+    w.cluster.fail_next["stop"] = [ClusterError("stop: HTTP 503"), ClusterError("stop: HTTP 504")]
+    out = w.tick(chat=60)
+    assert out["chat"].error == "stop job-0: stop: HTTP 503; stop job-1: stop: HTTP 504"
+
+
+def test_an_admitted_job_whose_replica_label_is_rewritten_is_stopped() -> None:
+    w = World()
+    w.lend(1)
+    w.wf("job-0")["metadata"]["labels"]["offhours.io/replicas"] = "0"  # a tenant hides what it holds
+    out = w.tick()
+    assert out["chat"].plan is not None and [j.name for j in out["chat"].plan.stop] == ["job-0"]
+    assert w.state("job-0") == "preempted" and w.replicas() == 8
+
+
+def test_a_dry_run_during_a_reclaim_names_its_victims_and_stops_nothing() -> None:
+    w = World()
+    w.lend(2)
+    w.now += TICK
+    out = {o.service: o for o in w.gate.tick(dry_run=True)}["chat"]
+    w.source.rps["chat"] = 60
+    out = {o.service: o for o in w.gate.tick(dry_run=True)}["chat"]
+    assert out.plan is not None and sorted(j.name for j in out.plan.stop) == ["job-0", "job-1"]
+    assert w.state("job-0") == "admitted" and w.replicas() == 4

@@ -13,14 +13,23 @@ RENDERED = rendered_files()
 @pytest.mark.parametrize("name", sorted(RENDERED))
 def test_rendered_manifest_matches_golden(name: str, regen_golden: bool) -> None:
     golden = GOLDEN / name
-    if regen_golden:
+    before = golden.read_text() if golden.exists() else None
+    if regen_golden and before != RENDERED[name]:
+        # Rewritten, so not compared: this run fails; the next one compares the new file.
         GOLDEN.mkdir(exist_ok=True)
         golden.write_text(RENDERED[name])
-    assert golden.exists(), f"no golden for {name}: run `make golden`"
-    assert RENDERED[name] == golden.read_text(), f"{name} differs from its golden: run `make golden` and review"
+        pytest.fail(f"{name}: golden {'written' if before is None else 'rewritten'}: review `git diff tests/golden`")
+    assert before is not None, f"no golden for {name}: run `make golden`"
+    assert RENDERED[name] == before, f"{name} differs from its golden: run `make golden` and review"
 
 
-def test_no_stale_goldens() -> None:
+def test_no_stale_goldens(regen_golden: bool) -> None:
+    stale = sorted(p.name for p in GOLDEN.glob("*.yaml") if p.name not in RENDERED)
+    if regen_golden and stale:
+        for name in stale:
+            (GOLDEN / name).unlink()
+        pytest.fail(f"removed stale goldens {stale}: review `git status tests/golden`")
+    assert stale == []
     assert sorted(p.name for p in GOLDEN.glob("*.yaml")) == sorted(RENDERED)
 
 

@@ -1,7 +1,6 @@
 """The LLM pipeline and job WorkflowTemplates: DAG shape, skipping, fan-out, exit hook, parameters only."""
 
 import json
-import shutil
 import subprocess
 from typing import Any
 
@@ -10,6 +9,8 @@ import pytest
 from offhours.steps.contract import LABEL_REPLICAS, LABEL_SERVICE, RETURN_GPUS, STEPS_TEMPLATE
 from offhours.workflows import job, llm_pipeline
 from offhours.workflows.llm_pipeline import STAGES, input_uri_expression
+
+from .conftest import require_tool
 
 PIPELINE = llm_pipeline.workflow_template().to_dict()
 JOB = job.workflow_template().to_dict()
@@ -85,9 +86,7 @@ def test_no_environment_specific_default() -> None:
 )
 def test_skipped_stages_pass_the_previous_output_on(runs: dict[str, str], expected: str) -> None:
     # Argo's expr and JavaScript agree on this subset (ternary, ==, +, indexing): evaluate with node.
-    node = shutil.which("node")
-    if node is None:
-        pytest.skip("node is not installed")
+    node = require_tool("node")
     params = {"input-uri": "IN", "output-uri": "OUT", "run-id": "r1", **{f"run-{s}": v for s, v in runs.items()}}
     expr = input_uri_expression("eval")[3:-2]
     script = f"const workflow = {{parameters: {json.dumps(params)}}}; process.stdout.write({expr});"

@@ -61,6 +61,19 @@ def test_night_window_crosses_midnight_in_its_time_zone(utc: datetime, allowed: 
     assert lending_allowed(Schedule(), utc) is True
 
 
+@pytest.mark.parametrize(
+    "utc, allowed",
+    [
+        (datetime(2026, 11, 30, 8, 59, tzinfo=timezone.utc), False),
+        (datetime(2026, 11, 30, 9, 0, tzinfo=timezone.utc), True),    # the start is inside
+        (datetime(2026, 11, 30, 16, 59, tzinfo=timezone.utc), True),
+        (datetime(2026, 11, 30, 17, 0, tzinfo=timezone.utc), False),  # the end is not
+    ],
+)
+def test_day_window_includes_its_start_and_excludes_its_end(utc: datetime, allowed: bool) -> None:
+    assert lending_allowed(Schedule("window", time(9, 0), time(17, 0), "UTC"), utc) is allowed
+
+
 # -- decide ------------------------------------------------------------------------------------
 def run(loads: list[Load | None], lent: int = 0, period: float = 300.0) -> list[Decision]:
     state, out = ServiceState(), []
@@ -127,6 +140,66 @@ def test_forecast_can_only_make_the_gate_more_careful() -> None:
     assert tick(0, 0, load(1), state, forecast_required=0).target_lent == 2
 
 
+# Whole decisions, field by field, on every branch of `decide`.
+def test_each_branch_decides_exactly() -> None:
+    history = ServiceState(((-300.0, 1),), 1)
+    assert tick(0, 6, load(1), history, allowed=False) == Decision(
+        "chat", "reclaim", 0, 6, None, "outside the lending window", ServiceState())
+    assert tick(0, 0, load(1), history, allowed=False).action == "hold"
+    assert tick(0, 4, None, history, "scrape failed") == Decision(
+        "chat", "hold", 4, 4, None, "scrape failed: no lending", ServiceState((), 2))
+    assert tick(0, 4, None, ServiceState(((-300.0, 1),)), None) == Decision(
+        "chat", "hold", 4, 4, None, "no load data: no lending", ServiceState((), 1))
+    assert tick(0, 4, None, ServiceState((), 2), "scrape failed") == Decision(
+        "chat", "reclaim", 0, 4, None, "scrape failed; 3 failed ticks in a row: reclaim everything", ServiceState((), 3))
+    assert tick(0, 4, load(10, read=4), ServiceState((), 2)) == Decision(  # a reading, but the third partial one
+        "chat", "reclaim", 0, 4, 2, "partial data: 4 of 8 ready pods read; 3 failed ticks in a row: reclaim everything",
+        ServiceState((), 3))
+    # Partial data: 32 rps from half the pods needs 3.2 x 1.25 = 4, the 4 in service: hold, no lending.
+    assert tick(0, 4, load(32, read=4), ServiceState()) == Decision(
+        "chat", "hold", 4, 4, 4, "partial data: 4 of 8 ready pods read: no lending", ServiceState((), 1))
+    assert tick(0, 4, load(50, read=4), ServiceState()) == Decision(
+        "chat", "reclaim", 1, 4, 7, "partial data: 4 of 8 ready pods read; the part read already needs 7 replicas",
+        ServiceState((), 1))
+    # 80 rps from half the pods needs 10, more than the baseline: everything back, not "all but one".
+    assert tick(0, 4, load(80, read=4), ServiceState()).target_lent == 0
+
+
+def test_lend_hold_and_reclaim_decide_exactly() -> None:
+    decisions = run([load(10)] * 6 + [load(60)])  # needs 2 of 8, then 8 of 8
+    assert decisions[1] == Decision("chat", "hold", 0, 0, 2, "load is low but not yet for 600 s",
+                                    ServiceState(((0.0, 2), (300.0, 2))))
+    assert decisions[2] == Decision("chat", "lend", 2, 0, 2, "load has needed at most 2 of 8 replicas for 600 s",
+                                    ServiceState(((0.0, 2), (300.0, 2), (600.0, 2))), ceiling=6)
+    assert decisions[5] == Decision("chat", "hold", 6, 6, 2, "load needs 2 of 8 replicas; 6 lent",
+                                    ServiceState(((900.0, 2), (1200.0, 2), (1500.0, 2))))
+    assert decisions[6] == Decision("chat", "reclaim", 0, 6, 8, "load needs 8 of 8 replicas",
+                                    ServiceState(((1200.0, 2), (1500.0, 2), (1800.0, 8))))
+
+
+def test_a_failed_tick_clears_the_window_so_the_first_good_tick_after_it_holds() -> None:
+    # Lending had begun (2 lent at t=600); the scrape fails at t=900; the load is low again at t=1200.
+    decisions = run([load(10)] * 3 + [None, load(10), load(10), load(10)])
+    assert [d.target_lent for d in decisions] == [0, 0, 2, 2, 2, 2, 4]
+    assert decisions[3].state == ServiceState((), 1)
+    assert decisions[4] == Decision("chat", "hold", 2, 2, 2, "load is low but not yet for 600 s",
+                                    ServiceState(((1200.0, 2),)))
+
+
+@pytest.mark.parametrize(
+    "age, stale",
+    [(0.0, False), (120.0, False), (121.0, True), (200.0, True), (239.0, True), (600.0, True)],
+)
+def test_data_older_than_max_age_is_a_failed_tick(age: float, stale: bool) -> None:
+    covered = ServiceState(((-600.0, 2), (-300.0, 2)))
+    d = tick(0, 0, load(10, age=age), covered)
+    if stale:
+        assert d == Decision("chat", "hold", 0, 0, 2, f"load data is {age:.0f} s old (max 120 s): no lending",
+                             ServiceState((), 1))
+    else:
+        assert d.action == "lend" and d.target_lent == 2 and d.state.failed_ticks == 0
+
+
 # -- plan ----------------------------------------------------------------------------------------
 def decision(target: int, lent: int, ceiling: int | None = None) -> Decision:
     action = "lend" if target > lent else "reclaim" if target < lent else "hold"
@@ -189,3 +262,20 @@ def test_hysteresis_keeps_spare_replicas_before_lending_more() -> None:
     # Reclaiming ignores the spare: a replica more than the load needs is given back only when needed.
     assert decide(now=0, policy=spare, baseline=8, lent=6, load=load(10), load_error=None, lending_allowed=True,
                   max_age_seconds=120, failed_ticks_before_reclaim=3, state=state).action == "hold"
+
+
+@pytest.mark.parametrize("gap, lends", [(600.0, True), (601.0, False), (900.0, False)])
+def test_a_gap_longer_than_two_ticks_starts_the_window_again(gap: float, lends: bool) -> None:
+    d = tick(0, 0, load(10), ServiceState(((-gap, 2),)), tick_seconds=300)
+    assert (d.action, d.target_lent, d.state) == (("lend", 2, ServiceState(((-gap, 2), (0.0, 2)))) if lends
+                                                  else ("hold", 0, ServiceState(((0.0, 2),))))
+
+
+@pytest.mark.parametrize("field, value, shown", [("request_rate", float("nan"), "nan"), ("waiting", -1.0, "-1.0"),
+                                                 ("kv_cache_usage", float("inf"), "inf")])
+def test_an_unusable_number_is_a_failed_tick(field: str, value: float, shown: str) -> None:
+    from dataclasses import replace
+
+    d = tick(0, 4, replace(load(10), **{field: value}), ServiceState(((-300.0, 2),)))
+    assert d == Decision("chat", "hold", 4, 4, None, f"unusable load reading: {field} = {shown}: no lending",
+                         ServiceState((), 1))

@@ -5,10 +5,12 @@ S3-compatible server (s3proxy) on loopback for the s3:// store.
 """
 
 import os
+import queue
 import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,31 +26,79 @@ JOB = Path(__file__).resolve().parent.parent / "examples" / "reference-job" / "t
 STEPS, EVERY = 1500, 100
 
 
-def start(uri: str, log: Path, out: Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, str(JOB), "--steps", str(STEPS), "--every", str(EVERY),
-                             "--step-seconds", "0.002", "--log", str(log), "--out", str(out)],
-                            env={**(env or os.environ), "OFFHOURS_CHECKPOINT_URI": uri},
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+class Job:
+    """The reference job as a process, with its stdout read line by line so a test can wait on what it says."""
+
+    def __init__(self, uri: str, log: Path, out: Path, env: dict[str, str] | None = None) -> None:
+        self.log = log
+        self.proc = subprocess.Popen([sys.executable, str(JOB), "--steps", str(STEPS), "--every", str(EVERY),
+                                      "--step-seconds", "0.002", "--log", str(log), "--out", str(out)],
+                                     env={**(env or os.environ), "OFFHOURS_CHECKPOINT_URI": uri},
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.lines: "queue.Queue[str | None]" = queue.Queue()
+        self.said: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line.rstrip("\n"))
+        self.lines.put(None)
+
+    def expect(self, prefix: str, timeout: float = 60) -> str:
+        """Wait for the job to print a line starting with `prefix`; return it."""
+        deadline = time.monotonic() + timeout
+        while True:
+            line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            if line is None:
+                raise AssertionError(f"job exited ({self.proc.wait()}) before saying {prefix!r}: {self.said}")
+            self.said.append(line)
+            if line.startswith(prefix):
+                return line
+
+    def wait_for_step(self, step: int, timeout: float = 60) -> None:
+        """Wait until the job has executed `step` (it appends each executed step to its log)."""
+        deadline = time.monotonic() + timeout
+        while not (self.log.exists() and int((self.log.read_text().split() or ["-1"])[-1]) >= step):
+            assert self.proc.poll() is None, f"job exited ({self.proc.returncode}) before step {step}"
+            assert time.monotonic() < deadline, f"job did not reach step {step} in {timeout} s"
+            time.sleep(0.005)  # polling a condition, not timing one
+
+    def wait(self, timeout: float) -> int:
+        code = self.proc.wait(timeout=timeout)
+        while self.lines.get(timeout=timeout) is not None:
+            pass
+        return code
 
 
 def run_to_end(uri: str, tmp: Path, env: dict[str, str] | None = None) -> np.ndarray:
-    proc = start(uri, tmp / "ref.log", tmp / "ref.npy", env)
-    assert proc.wait(timeout=120) == 0, proc.stdout.read() if proc.stdout else ""
+    job = Job(uri, tmp / "ref.log", tmp / "ref.npy", env)
+    assert job.wait(timeout=120) == 0
     return np.load(tmp / "ref.npy")
 
 
-def run_with_stops(uri: str, tmp: Path, stops: int, sig: int, seed: int,
-                   env: dict[str, str] | None = None) -> tuple[np.ndarray, list[int], list[int]]:
-    """Run, stopping with `sig` at random points `stops` times; return final weights, executed steps, exit codes."""
+def run_with_stops(uri: str, tmp: Path, stops: int, sig: int, seed: int, env: dict[str, str] | None = None,
+                   at: str = "step") -> tuple[np.ndarray, list[int], list[int]]:
+    """Run, stopping with `sig` `stops` times; return final weights, executed steps, exit codes.
+
+    `at="step"`: each stop comes once the job is ready and has executed a random step (spread over
+    the run, each at least 300 steps before the end so the job is still running); `at="start"`:
+    as soon as the job's first line runs, before its handler is installed.
+    """
     rng = random.Random(seed)
+    targets = sorted(rng.sample(range(1, STEPS - 300), stops))
     log, out, codes = tmp / "steps.log", tmp / "out.npy", []
-    for _ in range(stops):
-        proc = start(uri, log, out, env)
-        time.sleep(rng.uniform(0.4, 1.2))
-        proc.send_signal(sig)
-        codes.append(proc.wait(timeout=60))
-    proc = start(uri, log, out, env)
-    codes.append(proc.wait(timeout=120))
+    for target in targets:
+        job = Job(uri, log, out, env)
+        if at == "start":
+            job.expect("started")
+        else:
+            job.expect("ready")
+            job.wait_for_step(max(target, int(job.expect("start at step").split()[3])))
+        job.proc.send_signal(sig)
+        codes.append(job.wait(timeout=60))
+    job = Job(uri, log, out, env)
+    codes.append(job.wait(timeout=120))
     executed = [int(x) for x in log.read_text().split()]
     return np.load(out), executed, codes
 
@@ -71,15 +121,24 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> np.ndarray:
 
 def test_sigterm_at_random_points_loses_no_work_and_ends_bit_identical(reference: np.ndarray, tmp_path: Path) -> None:
     weights, executed, codes = run_with_stops(f"file://{tmp_path}/ckpt", tmp_path, stops=4, sig=signal.SIGTERM, seed=1)
-    assert codes[:-1] == [PREEMPTED_EXIT_CODE] * 4 and codes[-1] == 0
+    assert codes == [PREEMPTED_EXIT_CODE] * 4 + [0]
     assert weights.tobytes() == reference.tobytes()
     assert sorted(set(executed)) == list(range(STEPS))
     assert redone(executed) == []  # SIGTERM: the step in flight finishes and is checkpointed
 
 
+def test_sigterm_during_start_up_is_a_preemption_too(reference: np.ndarray, tmp_path: Path) -> None:
+    # Sent on the job's first line, while it still imports: held, then taken by the handler.
+    weights, executed, codes = run_with_stops(f"file://{tmp_path}/ckpt", tmp_path, stops=2, sig=signal.SIGTERM, seed=4,
+                                              at="start")
+    assert codes == [PREEMPTED_EXIT_CODE, PREEMPTED_EXIT_CODE, 0]
+    assert weights.tobytes() == reference.tobytes()
+    assert sorted(set(executed)) == list(range(STEPS)) and redone(executed) == []
+
+
 def test_sigkill_redoes_at_most_one_checkpoint_interval(reference: np.ndarray, tmp_path: Path) -> None:
     weights, executed, codes = run_with_stops(f"file://{tmp_path}/ckpt", tmp_path, stops=3, sig=signal.SIGKILL, seed=2)
-    assert codes[:-1] == [-signal.SIGKILL] * 3 and codes[-1] == 0
+    assert codes == [-signal.SIGKILL] * 3 + [0]
     assert weights.tobytes() == reference.tobytes()
     assert all(0 < cost <= EVERY for cost in redone(executed)), redone(executed)
 
@@ -123,9 +182,9 @@ def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
 def test_s3_store_survives_sigterms_bit_identical(reference: np.ndarray, s3: dict[str, str], tmp_path: Path) -> None:
     weights, executed, codes = run_with_stops("s3://lab/runs/ref-1/job", tmp_path, stops=3, sig=signal.SIGTERM,
                                               seed=3, env=s3)
-    assert codes[:-1] == [PREEMPTED_EXIT_CODE] * 3 and codes[-1] == 0
+    assert codes == [PREEMPTED_EXIT_CODE] * 3 + [0]
     assert weights.tobytes() == reference.tobytes()
-    assert redone(executed) == []
+    assert sorted(set(executed)) == list(range(STEPS)) and redone(executed) == []
 
 
 def test_s3_half_written_checkpoint_is_skipped(s3: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:

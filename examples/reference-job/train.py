@@ -6,16 +6,25 @@ ends bit-identical to an uninterrupted one. It checkpoints every --every steps a
 then exits 75 (preempted, resumable); on start it resumes from the newest complete checkpoint.
 
     OFFHOURS_CHECKPOINT_URI=file:///tmp/ckpt python train.py --steps 2000 --every 100
+
+Stoppable from its first instruction: SIGTERM is blocked before anything else is imported and
+taken by the handler once it is installed, so a stop during start-up is a preemption (exit 75)
+too. It prints `ready` once the handler is in place, `started` as the very first thing.
 """
 
-import argparse
-import io
-import sys
-import time
+import signal
 
-import numpy as np
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})  # held until the handler is installed
+print("started", flush=True)
 
-from offhours.scripts.checkpoint import PREEMPTED_EXIT_CODE, CheckpointStore, PreemptionSignal
+import argparse  # noqa: E402 - after the signal is held
+import io  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from offhours.scripts.checkpoint import PREEMPTED_EXIT_CODE, CheckpointStore, PreemptionSignal  # noqa: E402
 
 DIM = 64
 
@@ -49,8 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", help="write the final weights here (.npy)")
     args = parser.parse_args(argv)
 
+    stop = PreemptionSignal.install()  # a SIGTERM held since the first line lands here
+    print("ready", flush=True)
     store = CheckpointStore.from_env()
-    stop = PreemptionSignal.install()
     latest = store.latest()
     step, weights = load(latest.data) if latest else (0, np.zeros(DIM))
     log = open(args.log, "a") if args.log else None

@@ -179,6 +179,10 @@ def parse_config(raw: Any) -> GateConfig:
     source = metrics.get("source", "prometheus" if prom else "direct")
     if source == "prometheus" and not prom.get("url"):
         raise ConfigError("gate config: metrics.prometheus.url: required when metrics.source is prometheus")
+    tick, sample_age = raw.get("tickSeconds", 60), metrics.get("maxSampleAgeSeconds", 300.0)
+    if source == "direct" and tick > sample_age:
+        raise ConfigError(f"gate config: metrics.maxSampleAgeSeconds: {sample_age} is shorter than tickSeconds {tick}: "
+                          "the last tick's counter samples would always be too old to give a rate")
     namespace = raw.get("namespace", "default")
     return GateConfig(
         namespace=namespace,

@@ -119,6 +119,10 @@ def plan(decision: Decision, baseline: int, jobs: Sequence[Job], now: float) -> 
         if job.state not in (ADMITTED, PARKED) and job not in adopt:
             stop.append(job)
             notes.append(f"{job.name} runs without admission and does not fit: stopped and parked again")
+        elif job.state == ADMITTED and job.problem and job not in stop:
+            # Its replica count cannot be read any more (a tenant rewrote the label): what it holds is unknown.
+            stop.append(job)
+            notes.append(f"{job.name} was admitted but {job.problem}: stopped and parked again")
 
     scale_to = baseline - min(lent, target) if target < decision.lent else baseline - lent
     waiting = _waiting(decision, baseline, jobs, deleted, {j.name for j in admit}, lent)

@@ -131,7 +131,10 @@ def own_baseline(record: ServiceRecord, uid: str, writes_to: str, observed: int,
         return Ownership(observed + lent, base, note)
     assert record.baseline is not None
     if record.applied is None or observed in (record.applied, record.applying_from):
-        settled = replace(record, applied=record.applied if record.applied is not None else observed)
+        # A write in flight has now landed (observed == applied) or never happened (observed == applying_from,
+        # the gate died first): either way settle on what is observed, or the next change someone else makes
+        # would be measured from a value that was never there.
+        settled = replace(record, applied=observed, applying_from=None)
         return Ownership(record.baseline, settled)
     baseline = max(lent, record.baseline + observed - record.applied)
     note = (f"{writes_to} set to {observed} by someone else (the gate had applied {record.applied}): "

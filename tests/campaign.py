@@ -1,0 +1,763 @@
+"""The fault campaign's world: a simulated fleet around the in-memory cluster, and the gate's state machine.
+
+Shared by tests/test_campaign.py (a fixed budget in the offline suite) and bench/bench_campaign.py
+(the long variant). Everything runs for real except the vLLM pods: the gate, the policy, the
+in-memory cluster (`MemoryCluster`, the same contract as `KubeCluster`) and the exit hook.
+
+The simulated fleet is two services in one gate configuration:
+- `code` takes every fault: API errors on its calls, malformed readings and tenant values, a
+  corrupted state ConfigMap, its Deployment recreated, exit hooks racing the gate's writes;
+- `chat` never takes a service-scoped fault, and is run a second time in a twin cluster where
+  `code` does not exist: its outcome must be the same in both (a fault stays with its service).
+Faults that hit the whole process (the gate killed between two writes, the Lease taken mid-tick,
+an API error on the Lease, the load source raising) are run in the main cluster only, and the
+twin is then re-synchronised with it.
+
+Time is modelled in ticks of `TICK` seconds. A serving replica added by the gate is ready
+`GRACE + COLD_START` seconds later (the research pod's termination grace, then vLLM's cold
+start), so the gate's reaction time to a load rise is the tick that sees it plus
+`REACTION_TICKS` ticks.
+"""
+
+import copy
+import io
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+
+from offhours.scripts.cluster.base import (
+    ANNOTATION_BORROWED_FROM,
+    ANNOTATION_PRIORITY,
+    ANNOTATION_PROGRESS,
+    ANNOTATION_ROOT,
+    FINISHED_PHASES,
+    LABEL_COPY_OF,
+    LABEL_REPLICAS,
+    LABEL_SERVICE,
+    LABEL_STATE,
+    Autoscaler,
+    ClusterError,
+    Pod,
+)
+from offhours.scripts.cluster.memory import MemoryCluster
+from offhours.scripts.exit_hook import return_gpus
+from offhours.scripts.gate import Gate
+from offhours.scripts.metrics.load import CounterSample
+from offhours.scripts.metrics.sources import Reading, ServiceTarget
+from offhours.scripts.policy.capacity import Load
+from offhours.scripts.policy.config import GateConfig, parse_config
+from offhours.scripts.policy.plan import ADMITTED
+from offhours.scripts.policy.record import ServiceRecord
+
+NS = "serving"
+TICK = 60
+GRACE = 30
+COLD_START = 90
+REACTION_TICKS = math.ceil((GRACE + COLD_START) / TICK)
+MIN_REPLICAS = 2
+RPS_PER_REPLICA = 10.0
+HEADROOM = 0.25
+FAULTY, CLEAN = "code", "chat"
+START_REPLICAS = 8
+WRITES = ("scale", "set-max", "write-state", "admit", "adopt", "stop", "park-copy", "delete-workflow",
+          "annotate-workflow")
+GATE_CALLS = ("get-deployment", "get-autoscaler", "read-state", "list-workflows", "list-pods", "get-workflow", *WRITES)
+
+API_ERRORS: tuple[tuple[str, Exception], ...] = (
+    ("403", ClusterError("HTTP 403 Forbidden: admission webhook denied the request")),
+    ("409", ClusterError("HTTP 409 Conflict: the object has been modified")),
+    ("429", ClusterError("HTTP 429 Too Many Requests (retries exhausted)")),
+    ("500", ClusterError("HTTP 500 Internal Server Error (retries exhausted)")),
+    ("503", ClusterError("HTTP 503 Service Unavailable (retries exhausted)")),
+    ("timeout", ClusterError("read timed out after 10 s (retries exhausted)")),
+    ("TimeoutError", TimeoutError("timed out")),
+    ("ConnectionResetError", ConnectionResetError(104, "Connection reset by peer")),
+    ("KeyError", KeyError("status")),
+    ("ValueError", ValueError("unexpected answer from the API server")),
+)
+MALFORMED_READINGS = ("nan", "inf", "overflow", "negative", "partial", "stale", "error", "absurd", "no-pods-read")
+TENANT_VALUES: tuple[tuple[str, str, str], ...] = (  # (where, key, value) a tenant can write on its own workflow
+    ("annotations", ANNOTATION_PRIORITY, "abc"),
+    ("annotations", ANNOTATION_PRIORITY, "1e400"),
+    ("annotations", ANNOTATION_PROGRESS, "yesterday"),
+    ("annotations", ANNOTATION_PROGRESS, "nan"),
+    ("labels", LABEL_REPLICAS, "-3"),
+    ("labels", LABEL_REPLICAS, "1e9"),
+    ("labels", LABEL_REPLICAS, "abc"),
+    ("labels", LABEL_STATE, "admitted"),
+    ("labels", LABEL_STATE, "returned"),
+    ("annotations", ANNOTATION_BORROWED_FROM, "not-a-uid"),
+)
+CORRUPT_STATES = ("", "{", "[]", "null", '"text"', '{"baseline":"8"}', '{"baseline":8.5}', '{"baseline":-1}',
+                  '{"baseline":true}', '{"baseline":1e400}', '{"recommendations":[[1,"x"]],"baseline":8}',
+                  '{"samples":{"p":[1]},"baseline":8}', '{"lastDecision":5,"baseline":8}', "\x00\xff")
+
+
+class Killed(BaseException):
+    """The gate process died at this call (a BaseException: nothing in the gate may catch it)."""
+
+
+def required(rps: float, floor: int) -> int:
+    """Replicas the true demand needs (the same capacity model the configuration gives the gate)."""
+    return max(math.ceil(rps / RPS_PER_REPLICA * (1 + HEADROOM) - 1e-9), floor)
+
+
+def campaign_config(services: Iterable[str]) -> GateConfig:
+    return parse_config({
+        "namespace": NS, "tickSeconds": TICK,
+        "metrics": {"source": "direct", "maxAgeSeconds": 600, "direct": {"port": 8000}},
+        "failSafe": {"failedTicksBeforeReclaim": 3},
+        "services": {s: {"capacity": {"requestsPerSecond": RPS_PER_REPLICA}, "headroom": HEADROOM,
+                         "minReplicas": MIN_REPLICAS, "stabilizationSeconds": 2 * TICK, "maxLendStep": 2,
+                         "gpusPerReplica": 4} for s in services},
+    })
+
+
+def service_of(target: str) -> str | None:
+    """The service a call's target (a Deployment, a service, a workflow, an autoscaler) belongs to."""
+    for service in (FAULTY, CLEAN):
+        if target == service or target.startswith(service + "-"):
+            return service
+    return None
+
+
+@dataclass
+class SimCluster(MemoryCluster):
+    """`MemoryCluster` whose injected faults (`fail_next`) hit only the faulty service's calls (and the Lease).
+
+    It also kills the gate at a chosen call, lets another actor take the Lease at a chosen call,
+    and lets an exit hook finish a workflow just as the gate writes to it.
+    """
+
+    kill_at: int | None = None  # die at this write call of the next tick (0-based)
+    lease_taken_at: int | None = None  # another gate takes the Lease at this call of the next tick
+    race_at: str | None = None  # the workflow whose job completes at the gate's next write to it
+    writes_seen: int = 0
+    calls_seen: int = 0
+    faulted: set[str] = field(default_factory=set)  # services that took a fault this tick
+    dead_lease: tuple[str | None, float] | None = None
+
+    def _call(self, what: str) -> None:
+        verb, _, rest = what.partition(" ")
+        target = rest.split(" ")[0]
+        self.calls.append(what)
+        self.calls_seen += 1
+        if self.lease_taken_at is not None and self.calls_seen > self.lease_taken_at:
+            self.lease_taken_at = None
+            self.lease_holder, self.lease_until = "gate/other-host/7/intruder", self.clock + 2 * TICK
+        if verb in WRITES:
+            if self.kill_at is not None and self.writes_seen >= self.kill_at:
+                self.kill_at = None
+                self.dead_lease = (self.lease_holder, self.lease_until)  # a dead process releases nothing
+                raise Killed(what)
+            self.writes_seen += 1
+            if self.race_at is not None and target == self.race_at and verb != "annotate-workflow":
+                self.race_at = None
+                complete(self, target, "Succeeded")
+        queued = self.fail_next.get(verb)
+        if queued and (verb == "acquire-lease" or service_of(target) == FAULTY):
+            self.faulted.add(FAULTY if verb != "acquire-lease" else "*")
+            raise queued.pop(0)
+
+
+def complete(cluster: MemoryCluster, name: str, phase: str) -> None:
+    """The job's work ended: Argo runs its exit hook (which marks it), then finishes it."""
+    wf = cluster.workflows.get((NS, name))
+    if wf is not None:
+        wf.setdefault("status", {"phase": "Running"})  # a copy the gate just created: Argo picks it up
+    if wf is None or wf.get("status", {}).get("phase") in FINISHED_PHASES:
+        return
+    wf["status"]["nodes"] = {f"{name}-x": {"name": f"{name}.onExit", "phase": "Running"}}
+    try:
+        return_gpus(cluster, workflow_namespace=NS, workflow_name=name, status=phase, clock=lambda: cluster.clock,
+                    out=io.StringIO())
+    except Exception:  # noqa: BLE001 - an exit hook can fail on the API like anything else; Argo still ends the job
+        pass
+    cluster.finish(NS, name, phase)
+
+
+@dataclass
+class SimSource:
+    """The load source: a `Reading` from the simulated demand, or a malformed one when told to."""
+
+    demand: dict[str, float] = field(default_factory=dict)
+    malformed: dict[str, str] = field(default_factory=dict)  # service -> kind, for the next read
+    raise_next: Exception | None = None
+    bad: set[str] = field(default_factory=set)  # services whose last reading was malformed
+
+    def read(self, targets: list[ServiceTarget], now: float) -> dict[str, Reading]:
+        self.bad = set()
+        if self.raise_next is not None:
+            err, self.raise_next = self.raise_next, None
+            self.bad = {t.service for t in targets}
+            raise err
+        out = {}
+        for t in targets:
+            rps, n = self.demand.get(t.service, 0.0), len(t.pods)
+            kind = self.malformed.pop(t.service, None)
+            if kind is not None:
+                self.bad.add(t.service)
+            samples = {p.name: CounterSample(now, (rps * now, 0.0, 0.0)) for p in t.pods}
+            if kind == "error":
+                out[t.service] = Reading(None, "2 of 2 pods unreadable: connection refused")
+                continue
+            values: dict[str, Any] = {"request_rate": rps, "prompt_token_rate": rps * 200.0,
+                                      "generation_token_rate": rps * 100.0, "running": rps / 2, "waiting": 0.0,
+                                      "kv_cache_usage": 0.3}
+            read, age = n, 5.0
+            if kind == "nan":
+                values["request_rate"] = math.nan
+            elif kind == "inf":
+                values["prompt_token_rate"] = math.inf
+            elif kind == "overflow":
+                values["running"] = 1e308 + 1e308
+            elif kind == "negative":
+                values["waiting"] = -1.0
+            elif kind == "partial":
+                read = max(0, n - 1)
+            elif kind == "stale":
+                age = 10_000.0
+            elif kind == "absurd":
+                values["request_rate"] = 1e12
+            elif kind == "no-pods-read":
+                read = 0
+            out[t.service] = Reading(Load(**values, pods_read=read, pods_expected=n, age_seconds=age), None, samples)
+        return out
+
+
+class World:
+    """One cluster, its gate and the simulated fleet around it, with the test's model of each service."""
+
+    def __init__(self, services: tuple[str, ...]) -> None:
+        self.services = services
+        self.cluster = SimCluster()
+        self.config = campaign_config(services)
+        self.source = SimSource({s: 0.0 for s in services})
+        self.log = io.StringIO()
+        self.gate = self.new_gate()
+        self.ready_at: dict[str, list[tuple[str, float]]] = {}
+        self.baseline: dict[str, int] = {}  # the model: what the owner wants serving at with nothing lent
+        self.clean: dict[str, list[tuple[int, bool]]] = {s: [] for s in services}  # per tick: replicas needed, clean
+        self.pod_serial = 0
+        self.submitted: dict[str, int] = {}  # run -> the replicas it was submitted with (the truth)
+        self.tampered: set[str] = set()  # runs whose labels a tenant changed (stuck parked is right for them)
+        self.pending: set[str] = set()  # services whose baseline the gate must learn afresh
+        for s in services:
+            self.cluster.add_deployment(NS, s, START_REPLICAS)
+            self.ready_at[s] = [(p.name, 0.0) for p in self.cluster.pods[(NS, s)]]
+            self.baseline[s] = START_REPLICAS
+
+    def new_gate(self) -> Gate:
+        """A gate process (a new one has a new Lease holder)."""
+        return Gate(self.config, self.cluster, self.source, clock=lambda: self.cluster.clock, out=self.log,
+                    monotonic=lambda: self.cluster.calls_seen * 5.0)
+
+    # -- the fleet around the gate ------------------------------------------------------------
+    def dep(self, service: str) -> Any:
+        return self.cluster.deployments[(NS, service)]
+
+    def scaler(self, service: str) -> Autoscaler | None:
+        return self.cluster.autoscalers.get((NS, service))
+
+    def floor(self, service: str) -> int:
+        scaler = self.scaler(service)
+        return max(MIN_REPLICAS, scaler.min_replicas) if scaler else MIN_REPLICAS
+
+    def value(self, service: str) -> int:
+        """What the gate writes for the service: replicas, or the autoscaler's maxReplicas."""
+        scaler = self.scaler(service)
+        return scaler.max_replicas if scaler else self.dep(service).replicas
+
+    def run_autoscalers(self) -> None:
+        """The HPA controller: replicas follow the demand between the autoscaler's min and max."""
+        for s in self.services:
+            scaler = self.scaler(s)
+            if scaler is not None:
+                need = required(self.source.demand[s], 1)
+                self.dep(s).replicas = min(max(need, scaler.min_replicas), scaler.max_replicas)
+
+    def sync_pods(self) -> None:
+        """Serving pods: removed at once on a scale-down, ready GRACE + COLD_START after a scale-up."""
+        now = self.cluster.clock
+        for s in self.services:
+            dep, pods = self.dep(s), self.ready_at[s]
+            del pods[dep.replicas:]
+            while len(pods) < dep.replicas:
+                self.pod_serial += 1
+                pods.append((f"{s}-pod{self.pod_serial}", now + GRACE + COLD_START))
+            self.cluster.pods[(NS, s)] = [Pod(name, f"10.1.{i // 250}.{i % 250 + 1}")
+                                          for i, (name, at) in enumerate(pods) if at <= now]
+
+    def in_service(self, service: str) -> int:
+        return min(len(self.cluster.pods[(NS, service)]), self.dep(service).replicas)
+
+    def argo(self) -> None:
+        """Argo: a stopped workflow runs its exit hook and ends Failed; a finishing one ends Succeeded."""
+        for (_, name), wf in list(self.cluster.workflows.items()):
+            phase = wf.setdefault("status", {"phase": "Running"}).get("phase")  # Argo picks up a new copy
+            if phase in FINISHED_PHASES:
+                continue
+            if wf["spec"].get("shutdown") == "Stop":
+                complete(self.cluster, name, "Failed")
+            elif wf.get("status", {}).get("nodes"):
+                self.cluster.finish(NS, name, "Succeeded")
+
+    def workflows(self, service: str | None = None) -> list[dict[str, Any]]:
+        return [wf for (_, _n), wf in sorted(self.cluster.workflows.items())
+                if service is None or wf["metadata"]["labels"].get(LABEL_SERVICE) == service]
+
+    def lent(self, service: str) -> int:
+        """Replicas research really holds from this Deployment incarnation: admitted, running, as submitted."""
+        uid = self.dep(service).uid
+        total = 0
+        for wf in self.workflows(service):
+            meta, spec = wf["metadata"], wf["spec"]
+            if (meta["labels"].get(LABEL_STATE) == ADMITTED and wf.get("status", {}).get("phase") not in FINISHED_PHASES
+                    and not spec.get("shutdown") and not wf.get("status", {}).get("nodes")
+                    and meta.get("annotations", {}).get(ANNOTATION_BORROWED_FROM) == uid):
+                total += self.submitted.get(run_of(wf), 0)
+        return total
+
+    def finishing(self, service: str) -> bool:
+        return any(wf.get("status", {}).get("nodes") and wf.get("status", {}).get("phase") not in FINISHED_PHASES
+                   for wf in self.workflows(service))
+
+    def tick(self, second: bool = False) -> dict[str, bool]:
+        """One tick of the gate (or of a second gate process); return, per service, whether it ran clean."""
+        c = self.cluster
+        c.clock += TICK
+        c.faulted, c.writes_seen, c.calls_seen = set(), 0, 0
+        gate = self.new_gate() if second else self.gate
+        fresh = {s: self.value(s) + self.lent(s) for s in self.pending}  # what the gate can know at this tick
+        killed = False
+        try:
+            outcomes = {o.service: o for o in gate.tick()}
+        except Killed:
+            killed, outcomes = True, {}
+            if c.dead_lease is not None:
+                c.lease_holder, c.lease_until = c.dead_lease
+            self.gate = self.new_gate()  # the next tick is another process
+        c.dead_lease, c.kill_at, c.lease_taken_at = None, None, None
+        self.run_autoscalers()
+        self.sync_pods()
+        for s in list(self.pending):
+            record = ServiceRecord.from_json(c.states.get((NS, s)))
+            scaler = self.scaler(s)
+            writes_to = f"{scaler.kind}/{scaler.name}" if scaler else "replicas"
+            if record.baseline is not None and (record.deployment_uid, record.writes_to) == (self.dep(s).uid, writes_to):
+                self.baseline[s] = fresh[s]
+                self.pending.discard(s)
+        clean = {}
+        for s in self.services:
+            o = outcomes.get(s)
+            clean[s] = (not killed and o is not None and o.error is None and o.decision is not None
+                        and s not in c.faulted and "*" not in c.faulted and s not in self.source.bad)
+            scaler = self.scaler(s)  # with an HPA, its owner's minimum is what low load needs
+            floor = scaler.min_replicas if scaler else MIN_REPLICAS
+            self.clean[s].append((min(required(self.source.demand[s], floor), self.baseline[s]), clean[s]))
+        return clean
+
+    def in_flight_from(self, service: str) -> int:
+        """The value an owner's change is measured from: the current one, except while the gate's record shows
+        a write in flight (it died between recording its intent and settling it): then the gate cannot tell
+        whether its write landed before the owner's, and by design measures from what it meant to apply.
+        A known ambiguity (closing it needs the Deployment's generation in the record), not asserted here."""
+        record = ServiceRecord.from_json(self.cluster.states.get((NS, service)))
+        scaler = self.scaler(service)
+        target = f"{scaler.kind}/{scaler.name}" if scaler else "replicas"
+        current = self.value(service)
+        if (record.applying_from is not None and record.applied is not None and current != record.applied
+                and (record.deployment_uid, record.writes_to) == (self.dep(service).uid, target)):
+            return record.applied
+        return current
+
+    def rebase(self, service: str) -> None:
+        """The gate lost its memory of the service, or meets a new incarnation or writer target: it can know
+        only what it sees at its next tick that records the service again (replicas or maxReplicas + lent)."""
+        self.pending.add(service)
+        self.baseline[service] = self.value(service) + self.lent(service)  # until then
+
+
+def run_of(wf: dict[str, Any]) -> str:
+    meta = wf["metadata"]
+    return str(meta.get("annotations", {}).get(ANNOTATION_ROOT) or meta["name"])
+
+
+def live(wf: dict[str, Any]) -> bool:
+    """Its pods run: not finished, not stopped, not parked."""
+    return (wf.get("status", {}).get("phase") not in FINISHED_PHASES and not wf["spec"].get("shutdown")
+            and not wf["spec"].get("suspend"))
+
+
+def view(world: World, service: str) -> tuple[Any, ...]:
+    """What a service's outcome is: its replicas, its autoscaler's cap, the gate's memory, its workflows."""
+    record = ServiceRecord.from_json(world.cluster.states.get((NS, service)))
+    scaler = world.scaler(service)
+    wfs = tuple((wf["metadata"]["name"], wf["metadata"]["labels"].get(LABEL_STATE), bool(wf["spec"].get("suspend")),
+                 wf["spec"].get("shutdown"), wf.get("status", {}).get("phase")) for wf in world.workflows(service))
+    return (world.dep(service).replicas, scaler.max_replicas if scaler else None, record.baseline, record.applied,
+            record.decision.failed_ticks, record.decision.recommendations, wfs)
+
+
+RPS = st.sampled_from([0.0, 0.0, 5.0, 10.0, 20.0, 30.0, 45.0, 60.0, 90.0])
+SERVICE = st.sampled_from([CLEAN, FAULTY])
+PICK = st.integers(0, 1000)
+
+
+class GateCampaign(RuleBasedStateMachine):
+    """Ticks, owners, faults, second gates, exit hooks and tenants against the gate; invariants after every step."""
+
+    total_steps: ClassVar[int] = 0  # over every example run in this process (the bench reports it)
+    examples: ClassVar[int] = 0
+
+    def __init__(self) -> None:
+        super().__init__()
+        GateCampaign.examples += 1
+        self.main = World((CLEAN, FAULTY))
+        self.twin = World((CLEAN,))
+        self.steps = 0
+        self.ticked = False
+        self.clean: dict[str, bool] = {}
+        self.write_marks = 0  # calls of main already checked by the write invariant
+        self.twin_marks = 0
+        self.jobs = 0
+
+    def worlds(self, service: str) -> list[World]:
+        return [self.main, self.twin] if service == CLEAN else [self.main]
+
+    def _tick(self, chat: float, code: float, second: bool = False, main_only: bool = False) -> None:
+        for w in (self.main, self.twin):
+            w.source.demand[CLEAN] = chat
+        self.main.source.demand[FAULTY] = code
+        self.clean = self.main.tick(second)
+        twin_clean = self.twin.tick(second)
+        if main_only:  # a process-wide fault lasts one tick (if the Lease kept the gate away, it never hit)
+            self.main.source.raise_next = None
+            self.main.cluster.fail_next.pop("acquire-lease", None)
+            self.resync()
+        else:
+            assert twin_clean[CLEAN] or not self.clean[CLEAN], "the twin failed where the main gate ran clean"
+        for w in (self.main, self.twin):
+            w.argo()
+        self.ticked = True
+
+    def resync(self) -> None:
+        """After a fault that hit the whole gate process, the twin starts again from the main cluster's chat."""
+        m, t = self.main, self.twin
+        t.cluster.deployments[(NS, CLEAN)] = copy.deepcopy(m.dep(CLEAN))
+        t.cluster.pods[(NS, CLEAN)] = list(m.cluster.pods[(NS, CLEAN)])
+        t.ready_at[CLEAN] = list(m.ready_at[CLEAN])
+        t.cluster.autoscalers = {k: copy.deepcopy(v) for k, v in m.cluster.autoscalers.items() if k[1] == CLEAN}
+        t.cluster.workflows = {k: copy.deepcopy(wf) for k, wf in m.cluster.workflows.items()
+                               if wf["metadata"]["labels"].get(LABEL_SERVICE) == CLEAN}
+        t.cluster.states = {k: v for k, v in m.cluster.states.items() if k[1] == CLEAN}
+        t.cluster.lease_holder, t.cluster.lease_until = m.cluster.lease_holder, m.cluster.lease_until
+        t.baseline[CLEAN] = m.baseline[CLEAN]
+        t.pending = m.pending & {CLEAN}
+        t.clean[CLEAN] = list(m.clean[CLEAN])
+        t.gate = t.new_gate()
+
+    # -- rules --------------------------------------------------------------------------------
+    @initialize(chat=PICK, code=PICK)
+    def start(self, chat: int, code: int) -> None:
+        for i in range(2 + chat % 3):
+            self.submit(CLEAN, 1 + (i + chat) % 3, i % 2)
+        for i in range(2 + code % 3):
+            self.submit(FAULTY, 1 + (i + code) % 3, i % 2)
+
+    def _step(self) -> None:
+        self.steps += 1
+        GateCampaign.total_steps += 1
+        self.ticked = False
+
+    @rule(chat=RPS, code=RPS)
+    def tick(self, chat: float, code: float) -> None:
+        """A tick of the gate with the load of this minute."""
+        self._step()
+        self._tick(chat, code)
+
+    @rule(chat=RPS, code=RPS)
+    def second_gate_ticks(self, chat: float, code: float) -> None:
+        """Another gate process (its own Lease holder) runs the tick."""
+        self._step()
+        self._tick(chat, code, second=True)
+
+    @rule(ticks=st.integers(1, 3))
+    def second_gate_holds_the_lease(self, ticks: int) -> None:
+        """Another gate holds the Lease (alive, then expired): this gate must skip, then take over."""
+        self._step()
+        for w in (self.main, self.twin):
+            w.cluster.lease_holder = "gate/other-host/1/0a1b2c3d"
+            w.cluster.lease_until = w.cluster.clock + ticks * TICK + 1
+
+    @rule(chat=RPS, code=RPS, at=st.integers(0, 12))
+    def gate_killed(self, chat: float, code: float, at: int) -> None:
+        """The gate process dies before its `at`-th write of the tick; the next processes must converge."""
+        self._step()
+        self.main.cluster.kill_at = at
+        self._tick(chat, code, main_only=True)
+
+    @rule(chat=RPS, code=RPS, at=st.integers(0, 40))
+    def lease_taken_mid_tick(self, chat: float, code: float, at: int) -> None:
+        """Another gate takes the Lease at the `at`-th call of the tick (this one's grant lapsed)."""
+        self._step()
+        self.main.cluster.lease_taken_at = at
+        self._tick(chat, code, main_only=True)
+
+    @rule(chat=RPS, code=RPS, error=st.sampled_from(API_ERRORS))
+    def lease_api_error(self, chat: float, code: float, error: tuple[str, Exception]) -> None:
+        """The API fails the Lease acquire itself: the tick is skipped, never a crash."""
+        self._step()
+        self.main.cluster.fail_next.setdefault("acquire-lease", []).append(error[1])
+        self._tick(chat, code, main_only=True)
+
+    @rule(chat=RPS, code=RPS, error=st.sampled_from([ConnectionError("Prometheus unreachable"),
+                                                      ValueError("result is a list")]))
+    def load_source_raises(self, chat: float, code: float, error: Exception) -> None:
+        """The load source raises for every service at once."""
+        self._step()
+        self.main.source.raise_next = error
+        self._tick(chat, code, main_only=True)
+
+    @rule(verb=st.sampled_from(GATE_CALLS), error=st.sampled_from(API_ERRORS), times=st.integers(1, 3))
+    def api_error(self, verb: str, error: tuple[str, Exception], times: int) -> None:
+        """The API answers the faulty service's next `verb` call(s) with an error (403/409/429/5xx/timeout/other)."""
+        self._step()
+        self.main.cluster.fail_next.setdefault(verb, []).extend([error[1]] * times)
+
+    @rule(kind=st.sampled_from(MALFORMED_READINGS))
+    def malformed_reading(self, kind: str) -> None:
+        """The faulty service's next reading is malformed (NaN, inf, overflow, partial, stale, an error...)."""
+        self._step()
+        self.main.source.malformed[FAULTY] = kind
+
+    @rule(service=SERVICE, replicas=st.integers(1, 14))
+    def owner_scales(self, service: str, replicas: int) -> None:
+        """On-call sets the replicas (or, with an HPA, its owner sets maxReplicas): the baseline moves by as much."""
+        self._step()
+        for w in self.worlds(service):
+            scaler = w.scaler(service)
+            if scaler is not None:
+                replicas = max(replicas, scaler.min_replicas)
+                w.baseline[service] += replicas - w.in_flight_from(service)
+                scaler.max_replicas = replicas
+            else:
+                w.baseline[service] += replicas - w.in_flight_from(service)
+                w.dep(service).replicas = replicas
+            w.baseline[service] = max(w.baseline[service], w.lent(service))
+            w.clean[service] = []  # the owner's change restarts the reaction clock
+            w.run_autoscalers()
+            w.sync_pods()
+
+    @rule(service=SERVICE, low=st.integers(1, 3), high=st.integers(4, 12))
+    def hpa_added(self, service: str, low: int, high: int) -> None:
+        """An HPA now scales the Deployment: the gate must lend by capping maxReplicas instead."""
+        self._step()
+        for w in self.worlds(service):
+            if w.scaler(service) is None:
+                w.cluster.autoscalers[(NS, service)] = Autoscaler("HorizontalPodAutoscaler", NS, f"{service}-hpa",
+                                                                  low, high)
+                w.run_autoscalers()
+                w.sync_pods()
+                w.rebase(service)
+                w.clean[service] = []
+
+    @rule(replicas=st.integers(1, 12))
+    def deployment_recreated(self, replicas: int) -> None:
+        """The faulty service's Deployment is deleted and created again (a new UID), with ready pods."""
+        self._step()
+        w = self.main
+        del w.cluster.deployments[(NS, FAULTY)]
+        w.cluster.add_deployment(NS, FAULTY, replicas)
+        w.ready_at[FAULTY] = [(p.name, w.cluster.clock) for p in w.cluster.pods[(NS, FAULTY)]]
+        w.run_autoscalers()
+        w.sync_pods()
+        w.rebase(FAULTY)
+        w.clean[FAULTY] = []
+
+    @rule(text=st.sampled_from(CORRUPT_STATES))
+    def state_corrupted(self, text: str) -> None:
+        """Someone overwrites the faulty service's state ConfigMap with something unreadable."""
+        self._step()
+        self.main.cluster.states[(NS, FAULTY)] = text
+        self.main.rebase(FAULTY)
+
+    @rule(pick=PICK, value=st.sampled_from(TENANT_VALUES))
+    def tenant_writes_a_bad_value(self, pick: int, value: tuple[str, str, str]) -> None:
+        """A researcher writes a malformed label or annotation on one of the faulty service's workflows."""
+        self._step()
+        wfs = [wf for wf in self.main.workflows(FAULTY) if wf.get("status", {}).get("phase") not in FINISHED_PHASES]
+        if wfs:
+            wf = wfs[pick % len(wfs)]
+            where, key, text = value
+            wf["metadata"].setdefault(where, {})[key] = text
+            self.main.tampered.add(run_of(wf))
+
+    @rule(service=SERVICE, replicas=st.integers(1, 3), priority=st.integers(0, 2))
+    def submit(self, service: str, replicas: int, priority: int) -> None:
+        """A researcher submits a job (parked until the gate admits it)."""
+        self._step()
+        self.jobs += 1
+        name = f"{service}-job{self.jobs}"
+        for w in self.worlds(service):
+            w.cluster.add_workflow(NS, name, service, replicas, priority=priority, created=w.cluster.clock)
+            w.submitted[name] = replicas
+
+    @rule(service=SERVICE, pick=PICK, phase=st.sampled_from(["Succeeded", "Succeeded", "Failed"]))
+    def job_ends(self, service: str, pick: int, phase: str) -> None:
+        """A running job's work ends (its exit hook marks it, Argo finishes it)."""
+        self._step()
+        names = [wf["metadata"]["name"] for wf in self.main.workflows(service) if live(wf)]
+        if names:
+            for w in self.worlds(service):
+                complete(w.cluster, names[pick % len(names)], phase)
+
+    @rule(pick=PICK)
+    def job_ends_during_the_gates_write(self, pick: int) -> None:
+        """A faulty-service job completes (exit hook and all) just as the gate's next write to it arrives."""
+        self._step()
+        names = [wf["metadata"]["name"] for wf in self.main.workflows(FAULTY) if live(wf)]  # a parked job cannot end
+        if names:
+            self.main.cluster.race_at = names[pick % len(names)]
+
+    # -- invariants ---------------------------------------------------------------------------
+    @invariant()
+    def serving_within_reaction_time(self) -> None:
+        """Serving: once the load has needed R replicas over the tick that saw it and the REACTION_TICKS after
+        (tick + grace + cold start), at least min(R, baseline) replicas are in service (ready pods), provided
+        the gate could act on that service in the tick that saw it (no fault hit it then)."""
+        if not self.ticked:
+            return
+        for w in (self.main, self.twin):
+            for s in w.services:
+                window = w.clean[s][-(REACTION_TICKS + 1):]
+                if len(window) == REACTION_TICKS + 1 and window[0][1]:
+                    need = min(r for r, _ in window)
+                    assert w.in_service(s) >= need, (
+                        f"{s}: {w.in_service(s)} in service, the load has needed {need} for {REACTION_TICKS + 1} ticks")
+
+    @invariant()
+    def never_more_lent_than_baseline_minus_min(self) -> None:
+        """After a tick where the gate acted without a fault, research holds at most baseline - minReplicas."""
+        if not self.ticked:
+            return
+        for s in self.main.services:
+            if self.clean.get(s):
+                assert self.main.lent(s) <= max(0, self.main.baseline[s] - self.main.floor(s)), (
+                    f"{s}: {self.main.lent(s)} lent of baseline {self.main.baseline[s]}")
+
+    @invariant()
+    def gate_owns_only_its_delta(self) -> None:
+        """The gate never writes a value that undoes someone else's change: every replicas (or maxReplicas) it
+        writes lies between the floor and the owner's baseline; after a tick without a fault, what it left
+        plus what research holds is at least the owner's baseline (it lowered serving only by what it lent)."""
+        for w in (self.main, self.twin):
+            calls = w.cluster.calls
+            for call in calls[self.write_marks if w is self.main else self.twin_marks:]:
+                verb, *rest = call.split(" ")
+                if verb in ("scale", "set-max"):
+                    s = service_of(rest[0])
+                    assert s is not None
+                    value = int(rest[1])
+                    assert value <= w.baseline[s], f"{call}: above the owner's baseline {w.baseline[s]}"
+                    floor = min(w.floor(s), w.baseline[s])
+                    assert value >= floor, f"{call}: below the floor {floor}"
+            if w is self.main:
+                self.write_marks = len(calls)
+            else:
+                self.twin_marks = len(calls)
+            if self.ticked:
+                for s in w.services:
+                    if self.clean.get(s):
+                        assert w.value(s) + w.lent(s) >= w.baseline[s], (
+                            f"{s}: left at {w.value(s)} with {w.lent(s)} lent, the owner's baseline is "
+                            f"{w.baseline[s]}")
+
+    @invariant()
+    def no_work_lost_or_duplicated(self) -> None:
+        """Every run has at most one live workflow and at most one that succeeded, nothing live after it
+        succeeded, and every workflow the gate stopped (unless its run succeeded) has exactly one parked copy,
+        linked by label offhours.io/copy-of."""
+        for w in (self.main, self.twin):
+            runs: dict[str, list[dict[str, Any]]] = {}
+            for wf in w.workflows():
+                runs.setdefault(run_of(wf), []).append(wf)
+            for run, wfs in runs.items():
+                if run in w.tampered:
+                    continue  # a tenant who forges its own workflow's labels can run its own work twice anyway
+                alive = [wf["metadata"]["name"] for wf in wfs if live(wf)]
+                assert len(alive) <= 1, f"run {run}: two live workflows {alive}"
+                done = [wf["metadata"]["name"] for wf in wfs if wf.get("status", {}).get("phase") == "Succeeded"]
+                assert len(done) <= 1, f"run {run}: its job succeeded twice: {done}"
+                if done:
+                    assert not alive, f"run {run}: {alive} runs after {done[0]} succeeded"
+                    continue
+                for wf in wfs:
+                    if wf["spec"].get("shutdown") == "Stop":
+                        uid = wf["metadata"]["uid"]
+                        copies = [c["metadata"]["name"] for c in wfs if c["metadata"]["labels"].get(LABEL_COPY_OF) == uid]
+                        assert len(copies) == 1, f"run {run}: {wf['metadata']['name']} stopped with copies {copies}"
+
+    @invariant()
+    def a_fault_in_one_service_never_changes_another(self) -> None:
+        """chat's outcome (replicas, the gate's memory of it, its workflows) is the same with the faulty
+        neighbour as in the twin cluster where the neighbour does not exist."""
+        main, twin = view(self.main, CLEAN), view(self.twin, CLEAN)
+        assert main == twin, f"chat with a faulty neighbour: {main}\nchat alone: {twin}\n{self.main.log.getvalue()[-800:]}"
+
+    def teardown(self) -> None:
+        """Drain: faults stop, load falls; every parked job that is not a tenant's broken one ends exactly once."""
+        drain(self)
+
+
+def drain(machine: GateCampaign, ticks: int = 60) -> None:
+    w = machine.main
+    w.cluster.fail_next.clear()
+    w.source.malformed.clear()
+    w.cluster.race_at = None
+    for _ in range(ticks):
+        for s in w.services:
+            scaler = w.scaler(s)
+            more = w.floor(s) + 3 - w.baseline[s]
+            if more > 0 and s not in w.pending:  # room for any job: the owner raises the fleet
+                if scaler is not None:
+                    scaler.max_replicas += more
+                else:
+                    w.dep(s).replicas += more
+                w.baseline[s] += more
+        w.source.demand = {s: 0.0 for s in w.services}
+        machine.clean = w.tick()
+        machine.ticked = True
+        machine.never_more_lent_than_baseline_minus_min()
+        for wf in w.workflows():
+            if live(wf) and wf["metadata"]["labels"].get(LABEL_STATE) == ADMITTED:
+                complete(w.cluster, wf["metadata"]["name"], "Succeeded")
+        w.argo()
+        machine.no_work_lost_or_duplicated()
+        if not any(live(wf) or wf["spec"].get("suspend") for wf in w.workflows()
+                   if run_of(wf) not in w.tampered and wf.get("status", {}).get("phase") not in FINISHED_PHASES):
+            break
+    ended: dict[str, list[str]] = {}
+    for wf in w.workflows():
+        run = run_of(wf)
+        if run in w.tampered:
+            continue
+        ended.setdefault(run, [])
+        phase = wf.get("status", {}).get("phase")  # a job that succeeded as the stop arrived has ended too
+        if phase == "Succeeded" or (phase in FINISHED_PHASES and wf["spec"].get("shutdown") != "Stop"):
+            ended[run].append(f"{wf['metadata']['name']}:{phase}")
+    # Exactly one success; or, if the job failed by itself, no success (a parked copy of a job that then
+    # failed on its own resumes it from its checkpoint: a retry, not a duplicate).
+    stuck = {run: names for run, names in ended.items()
+             if sum(n.endswith(":Succeeded") for n in names) != 1 and not (names and all(n.endswith(":Failed")
+                                                                                       for n in names))}
+    if stuck:
+        detail = [(wf["metadata"]["name"], wf["metadata"]["labels"], wf["metadata"].get("annotations"), wf["spec"],
+                   wf.get("status", {}).get("phase")) for wf in w.workflows() if run_of(wf) in stuck]
+        state = {s: (w.baseline[s], w.value(s), w.scaler(s), w.cluster.states.get((NS, s))) for s in w.services}
+        raise AssertionError(f"runs that did not end exactly once after the drain: {stuck}\n{detail}\n"
+                             f"model/state: {state}\n{w.log.getvalue()[-1500:]}")

@@ -1,0 +1,112 @@
+"""The randomized fault campaign of issue 9, with a fixed budget for the offline suite.
+
+The state machine and its invariants (each stated in words in its docstring) are in
+tests/campaign.py; bench/bench_campaign.py runs the long variant. On a failure hypothesis prints
+the failing steps and a reproduction blob (`print_blob`), and the database replays it first.
+"""
+
+import json
+
+from hypothesis import HealthCheck, settings
+
+from .campaign import GateCampaign
+
+CampaignInCI = GateCampaign.TestCase
+CampaignInCI.settings = settings(max_examples=150, stateful_step_count=40, deadline=None, print_blob=True,
+                                 suppress_health_check=[HealthCheck.too_slow])
+
+
+# -- minimal examples of what the campaign found, one regression test each -----------------------
+
+def test_an_api_error_on_the_lease_skips_the_tick_instead_of_crashing_the_gate() -> None:
+    # Found by the campaign: a 403 (or any error) on the Lease acquire escaped Gate.tick, so the
+    # gate process died with a traceback instead of skipping the tick; the next tick must run.
+    from offhours.scripts.cluster.base import ClusterError
+
+    from .campaign import NS, World
+
+    w = World(("chat",))
+    w.cluster.fail_next["acquire-lease"] = [ClusterError("HTTP 403 Forbidden: admission webhook denied the request")]
+    assert w.tick() == {"chat": False}
+    assert "could not take the offhours lease: HTTP 403 Forbidden: admission webhook denied the request: " \
+           "skipping this tick" in w.log.getvalue()
+    assert w.cluster.states == {} and w.cluster.lease_holder is None
+    assert w.tick() == {"chat": True}
+    assert (NS, "chat") in w.cluster.states
+
+
+def test_the_fail_safe_restores_the_owners_baseline_not_a_stale_one() -> None:
+    # Found by the campaign: on-call scaled the Deployment from 8 to 3 while the gate's ticks were
+    # failing (here: listing workflows raised); the third failed tick's fail-safe "restored" the
+    # stored baseline 8, undoing the owner's change. It must adopt the change like any tick does.
+    from .campaign import World
+
+    w = World(("code",))
+    assert [w.tick(), w.tick()] == [{"code": True}, {"code": True}]
+    w.dep("code").replicas = 3
+    w.cluster.fail_next["list-workflows"] = [ValueError("unexpected answer from the API server")] * 3
+    assert [w.tick() for _ in range(3)] == [{"code": False}] * 3
+    assert w.dep("code").replicas == 3
+    assert [c for c in w.cluster.calls if c.startswith("scale")] == []
+    assert "3 failed ticks in a row: serving restored to its baseline 3" in w.log.getvalue()
+
+
+def test_a_tenants_admitted_label_is_not_an_admission() -> None:
+    # Found by the campaign: a researcher labelled a parked workflow offhours.io/state=admitted; the
+    # gate counted its replica as lent, so its first baseline became 9 (8 + 1) and a reclaim scaled
+    # serving to 9, above the owner's 8 (with a record, the same label lowered serving instead).
+    # Only the gate's own admission (its borrowed-from mark for this incarnation) lends replicas.
+    from .campaign import NS, World
+
+    w = World(("code",))
+    wf = w.cluster.add_workflow(NS, "code-job1", "code", 1, created=0.0)
+    wf["metadata"]["labels"]["offhours.io/state"] = "admitted"
+    w.source.malformed["code"] = "absurd"  # a reclaim-everything tick
+    w.tick()
+    assert [c for c in w.cluster.calls if c.startswith("scale")] == []
+    assert w.dep("code").replicas == 8 and json.loads(w.cluster.states[(NS, "code")])["baseline"] == 8
+    # Running without the gate's admission and not adopted: it is stopped, and parked again as a clean copy.
+    assert w.cluster.workflows[(NS, "code-job1")]["spec"]["shutdown"] == "Stop"
+    assert w.cluster.workflows[(NS, "code-job1-p1")]["metadata"]["labels"]["offhours.io/state"] == "parked"
+
+
+def test_a_lease_lost_while_recording_a_failed_observation_stops_the_tick_without_a_crash() -> None:
+    # Found by the campaign: reading a service's state failed (403), and while the gate recorded that
+    # failed tick it found another gate had taken the Lease; LeaseLost escaped Gate.tick (only the
+    # acting phase caught it) and crashed the gate. It must stop writing and end the tick quietly.
+    from offhours.scripts.cluster.base import ClusterError
+
+    from .campaign import NS, World
+
+    w = World(("code",))
+    w.gate.monotonic = lambda: w.cluster.calls_seen * 50.0  # every fence renews the Lease
+    w.cluster.fail_next["read-state"] = [ClusterError("HTTP 403 Forbidden")]
+    w.cluster.lease_taken_at = 1  # the intruder takes it right after this gate's acquire
+    assert w.tick() == {"code": False}
+    assert "stopped this tick: another actor took the offhours lease" in w.log.getvalue()
+    assert w.cluster.lease_holder == "gate/other-host/7/intruder"
+    assert (NS, "code") not in w.cluster.states and not [c for c in w.cluster.calls if c.startswith("write-")]
+
+
+def test_a_write_the_gate_died_before_does_not_skew_the_next_owner_change() -> None:
+    # Found by the campaign: the gate recorded its intent to scale 6 -> 8 (a reclaim) and died before
+    # the scale. The next ticks saw 6 (the value it was applying from) and kept `applied: 8` in the
+    # record; when on-call then scaled 6 -> 10 (+4), the gate measured the change from 8 and adopted a
+    # baseline of 10 instead of 12, so it would lend 2 replicas the owner had just added.
+    from .campaign import NS, World
+
+    w = World(("chat",))
+    w.cluster.add_workflow(NS, "chat-job1", "chat", 2)
+    w.submitted["chat-job1"] = 2
+    for _ in range(4):
+        w.tick()
+    assert (w.dep("chat").replicas, w.lent("chat")) == (6, 2)
+    w.source.demand["chat"], w.cluster.kill_at = 90.0, 1  # dies after recording the intent, before the scale
+    w.tick()
+    w.source.demand["chat"] = 0.0
+    assert [w.tick(), w.tick()] == [{"chat": False}, {"chat": True}]  # the dead process's Lease, then a new one
+    assert w.dep("chat").replicas == 6
+    w.dep("chat").replicas = 10  # on-call adds 4: the owner's baseline is 12
+    w.tick()
+    record = json.loads(w.cluster.states[(NS, "chat")])
+    assert (record["baseline"], record["applied"], record["applyingFrom"]) == (12, 10, None)

@@ -1,0 +1,146 @@
+"""plan(): which jobs to admit, adopt and stop, and the scale; exact plans for the edges of each rule."""
+
+import pytest
+
+from offhours.scripts.policy.decide import Decision, ServiceState
+from offhours.scripts.policy.plan import ADMITTED, PARKED, Job, Plan, loss_if_stopped, plan
+
+
+def decision(target: int, lent: int, ceiling: int | None = None) -> Decision:
+    action = "lend" if target > lent else "reclaim" if target < lent else "hold"
+    return Decision("chat", action, target, lent, 1, "test", ServiceState(), ceiling=ceiling or target)
+
+
+def job(name: str, replicas: int, state: str = PARKED, **kw: float | int | str | None) -> Job:
+    return Job(name, "chat", replicas, state, **kw)  # type: ignore[arg-type]
+
+
+# -- the cost of a stop ---------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "progress_at, started, created, cost",
+    [
+        (300.0, 100.0, 50.0, (400 - 300) * 2),  # work since the last checkpoint, on each of its replicas
+        (None, 100.0, 50.0, (400 - 100) * 2),   # no checkpoint yet: since it started
+        (None, None, 50.0, (400 - 50) * 2),     # not started either: since it was created
+        (500.0, 100.0, 50.0, 0.0),              # a checkpoint stamped after now (clock skew) loses nothing
+    ],
+)
+def test_loss_if_stopped_is_work_since_progress_times_replicas(progress_at: float | None, started: float | None,
+                                                               created: float, cost: float) -> None:
+    j = job("j", 2, ADMITTED, progress_at=progress_at, started=started, created=created)
+    assert loss_if_stopped(j, now=400.0) == cost
+
+
+def test_a_stop_costs_by_the_replicas_it_throws_away() -> None:
+    # big: 4 replicas x 100 s = 400 lost; small: 1 replica x 300 s = 300 lost. Freeing one replica stops small.
+    jobs = [job("big", 4, ADMITTED, progress_at=900.0), job("small", 1, ADMITTED, progress_at=700.0)]
+    assert plan(decision(4, 5), 8, jobs, now=1000.0) == Plan("chat", 4, stop=(jobs[1],), lent_after=4)
+
+
+def test_equal_costs_stop_the_youngest() -> None:
+    jobs = [job("old", 2, ADMITTED, created=0.0, progress_at=900.0),
+            job("young", 2, ADMITTED, created=50.0, progress_at=900.0),
+            job("middle", 2, ADMITTED, created=20.0, progress_at=900.0)]
+    assert [j.name for j in plan(decision(2, 6), 8, jobs, now=1000.0).stop] == ["young", "middle"]
+
+
+def test_stops_exactly_enough() -> None:
+    jobs = [job(n, 2, ADMITTED, progress_at=900.0 + i) for i, n in enumerate("abc")]
+    assert plan(decision(4, 6), 8, jobs, now=1000.0) == Plan("chat", 4, stop=(jobs[2],), lent_after=4)  # c: newest checkpoint
+    assert plan(decision(6, 6), 8, jobs, now=1000.0) == Plan("chat", 2, lent_after=6)
+
+
+# -- admission ------------------------------------------------------------------------------------------
+def test_hold_admits_nothing_even_under_a_higher_ceiling() -> None:
+    jobs = [job("a", 2, ADMITTED), job("p", 2)]
+    assert plan(decision(2, 2, ceiling=4), 8, jobs, 0.0) == Plan(
+        "chat", 6, lent_after=2, waiting=((jobs[1], 1, "waiting: chat: test; position 1 of 1 in the queue"),))
+
+
+def test_room_is_the_target_less_what_is_lent() -> None:
+    jobs = [job("a", 2, ADMITTED), job("p1", 2, created=1.0), job("p2", 2, created=2.0)]
+    assert plan(decision(4, 2, ceiling=4), 8, jobs, 0.0) == Plan("chat", 4, admit=(jobs[1],), lent_after=4, waiting=(
+        (jobs[2], 1, "waiting: chat can lend 0 more replica(s) now; this job needs 2; position 1 of 1 in the queue"),))
+
+
+def test_ceiling_room_is_the_ceiling_less_what_is_lent() -> None:
+    jobs = [job("a", 2, ADMITTED), job("big", 4)]
+    assert plan(decision(4, 2, ceiling=4), 8, jobs, 0.0) == Plan(
+        "chat", 6, lent_after=2, notes=("no parked job fits in 2 lendable replicas",), waiting=(
+            (jobs[1], 1, "waiting: chat can lend 2 more replica(s) now; this job needs 4; position 1 of 1 in the queue"),))
+    assert plan(decision(3, 2, ceiling=6), 8, jobs, 0.0) == Plan("chat", 2, admit=(jobs[1],), lent_after=6)
+
+
+def test_a_first_job_may_fill_the_ceiling_exactly() -> None:
+    jobs = [job("big", 4)]
+    assert plan(decision(2, 0, ceiling=4), 8, jobs, 0.0) == Plan("chat", 4, admit=(jobs[0],), lent_after=4)
+
+
+def test_only_the_first_job_may_exceed_the_step() -> None:
+    jobs = [job("small", 1, created=1.0), job("big", 4, created=2.0)]
+    assert plan(decision(2, 0, ceiling=6), 8, jobs, 0.0) == Plan("chat", 7, admit=(jobs[0],), lent_after=1, waiting=(
+        (jobs[1], 1, "waiting: chat can lend 1 more replica(s) now; this job needs 4; position 1 of 1 in the queue"),))
+
+
+def test_each_admission_uses_up_room() -> None:
+    jobs = [job("one", 1, created=1.0), job("two", 2, created=2.0), job("three", 1, created=3.0)]
+    assert plan(decision(3, 0, ceiling=3), 8, jobs, 0.0) == Plan("chat", 5, admit=tuple(jobs[:2]), lent_after=3, waiting=(
+        (jobs[2], 1, "waiting: chat can lend 0 more replica(s) now; this job needs 1; position 1 of 1 in the queue"),))
+
+
+def test_a_job_of_zero_replicas_is_never_admitted() -> None:
+    jobs = [job("empty", 0)]
+    assert plan(decision(2, 0), 8, jobs, 0.0) == Plan("chat", 8, notes=("no parked job fits in 2 lendable replicas",),
+                                                      waiting=((jobs[0], 1, "waiting: chat can lend 2 more replica(s) "
+                                                                "now; this job needs 0; position 1 of 1 in the queue"),))
+
+
+def test_admitted_jobs_are_not_candidates_again() -> None:
+    jobs = [job("a", 2, ADMITTED), job("p", 2, created=1.0)]
+    assert plan(decision(4, 2), 8, jobs, 0.0) == Plan("chat", 4, admit=(jobs[1],), lent_after=4)
+
+
+def test_a_running_unadmitted_job_is_adopted_before_parked_ones() -> None:
+    rogue, parked = job("rogue", 2, "unmanaged", priority=0, created=5.0), job("parked", 2, priority=9, created=1.0)
+    assert plan(decision(2, 0), 8, [parked, rogue], 0.0) == Plan("chat", 6, adopt=(rogue,), lent_after=2, waiting=(
+        (parked, 1, "waiting: chat can lend 0 more replica(s) now; this job needs 2; position 1 of 1 in the queue"),))
+
+
+def test_the_no_fit_note_only_when_nothing_was_taken_and_something_waits() -> None:
+    big = job("big", 6)
+    assert plan(decision(2, 0), 8, [big], 0.0).notes == ("no parked job fits in 2 lendable replicas",)
+    assert plan(decision(2, 0), 8, [big, job("small", 2)], 0.0).notes == ()
+    assert plan(decision(2, 0), 8, [big, job("rogue", 2, "unmanaged")], 0.0).notes == ()
+    rogue = job("rogue", 6, "unmanaged")
+    assert plan(decision(2, 0), 8, [rogue], 0.0) == Plan(
+        "chat", 8, stop=(rogue,), notes=("rogue runs without admission and does not fit: stopped and parked again",))
+
+
+# -- finishing jobs and waiting reasons -------------------------------------------------------------------
+def test_a_reclaim_blocked_by_a_finishing_job_still_gives_serving_what_it_needs() -> None:
+    done = job("done", 4, ADMITTED, finishing=True)
+    assert plan(decision(1, 4), 8, [done], 0.0) == Plan(
+        "chat", 7, lent_after=4, notes=("3 replica(s) are held by jobs that are finishing: returned when they end",))
+
+
+def test_without_a_reclaim_serving_is_the_baseline_less_what_stays_lent() -> None:
+    done = job("done", 4, ADMITTED, finishing=True)  # the snapshot shows more lent than the decision saw
+    p = plan(decision(2, 2), 8, [done], 0.0)
+    assert (p.scale_to, p.lent_after, p.stop) == (4, 4, ())
+
+
+def test_a_copy_whose_original_still_runs_waits_outside_the_queue() -> None:
+    original, copy = job("a", 2, ADMITTED), job("a-p1", 2, parked_from="a")
+    assert plan(decision(4, 2), 8, [original, copy], 0.0).waiting == (
+        (copy, 0, "waiting: its original a has not stopped yet"),)
+
+
+def test_a_job_with_a_problem_waits_with_it_named() -> None:
+    bad = job("bad", 2, problem="offhours.io/replicas 'x' is not a number")
+    assert plan(decision(4, 0), 8, [bad], 0.0).waiting == ((bad, 0, "not admitted: offhours.io/replicas 'x' is not a number"),)
+
+
+def test_only_parked_copies_of_a_succeeded_original_are_deleted() -> None:
+    copy = job("a-p1", 2, parked_from="a", original_succeeded=True)
+    running = job("b", 2, ADMITTED, parked_from="a", original_succeeded=True)
+    assert plan(decision(2, 2), 8, [copy, running], 0.0).delete == (copy,)
