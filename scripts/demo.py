@@ -381,8 +381,8 @@ def register(subparsers: Any) -> None:
                    "before the morning rise)")
     p.add_argument("--hours", type=float, default=9.0, help="trace hours to replay at most (default 9)")
     p.add_argument("--replicas", type=int, default=16, help="serving replicas of 4 GPUs (default 16: every kwok GPU)")
-    p.add_argument("--steps", type=int, default=3000, help="training steps of the reference job, 0.05 s each "
-                   "(default 3000)")
+    p.add_argument("--steps", type=int, default=8000, help="training steps of the reference job, 0.05 s each "
+                   "(default 8000: the job runs into the morning rise)")
     p.add_argument("--run-id", help="run id of the pipeline (default: demo-<time>)")
     p.set_defaults(func=run_demo)
 

@@ -16,7 +16,7 @@ from .runner import LocalPodRunner
 
 def test_demo_lends_reclaims_resumes_and_completes(runner: LocalPodRunner, cluster_env: dict[str, str]) -> None:
     lines: list[str] = []
-    args = argparse.Namespace(speed=60.0, start_hour=3.0, hours=9.0, replicas=16, steps=3000, run_id="e2e-demo")
+    args = argparse.Namespace(speed=60.0, start_hour=3.0, hours=9.0, replicas=16, steps=8000, run_id="e2e-demo")
     result = demo(args, say=lines.append)
     transcript = "\n".join(lines)
     replicas = [snap.replicas for _, snap in result.snapshots]
