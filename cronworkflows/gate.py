@@ -1,15 +1,17 @@
 """The `offhours-gate` CronWorkflow: one gate tick every few minutes, never two at once.
 
-It runs `gate_tick` from the offhours image through Hera's runner (`python -m
-hera.workflows.runner -e offhours.cronworkflows.gate:gate_tick`), with the gate configuration
-mounted from the ConfigMap `offhours-gate-config`. `concurrencyPolicy: Forbid` and the Lease
+It runs `gate_tick` from the offhours image (fixed at render time) through Hera's runner
+(`python -m hera.workflows.runner -e offhours.cronworkflows.gate:gate_tick`), with the gate
+configuration mounted from the ConfigMap `offhours-gate-config`. It lives in the serving
+namespace and runs as `offhours-gate`, the one ServiceAccount with rights on serving, which no
+research workflow (in the research namespace) can name. `concurrencyPolicy: Forbid` and the Lease
 keep ticks from overlapping; `startingDeadlineSeconds` drops a tick that could not start in time
 rather than running it late.
 """
 
 from collections.abc import Sequence
 
-from hera.workflows import CronWorkflow, FieldEnv, Steps, script
+from hera.workflows import CronWorkflow, FieldEnv, Script, Steps, script
 from hera.workflows import models as m
 
 from offhours.steps.contract import GATE_SERVICE_ACCOUNT, LABEL_MANAGED, OFFHOURS_IMAGE
@@ -49,8 +51,8 @@ def gate_tick(config: str = f"{CONFIG_DIR}/gate.yaml", dry_run: bool = False, se
 
 
 def gate_cron_workflow(schedules: Sequence[str] = DEFAULT_SCHEDULES, timezone: str = "UTC",
-                       config: str = f"{CONFIG_DIR}/gate.yaml") -> CronWorkflow:
-    """Build the gate CronWorkflow for `schedules` (cron lines) in `timezone`, reading `config`."""
+                       config: str = f"{CONFIG_DIR}/gate.yaml", image: str = OFFHOURS_IMAGE) -> CronWorkflow:
+    """Build the gate CronWorkflow for `schedules` (cron lines) in `timezone`, reading `config`, running `image`."""
     with CronWorkflow(
         name=NAME,
         labels={LABEL_MANAGED: "true"},
@@ -70,4 +72,7 @@ def gate_cron_workflow(schedules: Sequence[str] = DEFAULT_SCHEDULES, timezone: s
         with Steps(name="gate"):
             gate_tick(arguments={"config": "{{workflow.parameters.config}}", "dry_run": "{{workflow.parameters.dry-run}}",
                                  "seconds": "{{workflow.parameters.run-seconds}}"})
+    for template in cron.templates or []:
+        if isinstance(template, Script):
+            template.image = image
     return cron

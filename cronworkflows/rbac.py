@@ -1,18 +1,36 @@
-"""Least-privilege RBAC of the gate and the exit hook: one ServiceAccount, namespaced Roles only.
+"""Least-privilege RBAC of offhours: three ServiceAccounts, namespaced Roles only, nothing cluster-wide.
 
-In the serving namespace: scale and annotate only the Deployments the configuration names
-(`resourceNames`), read pods (for direct scraping), record events, hold the offhours Lease. In
-the workflow namespace: get/list/patch/create workflows, record events, and what Argo's
-executor needs to report a step's result. Nothing cluster-wide.
+- `offhours-gate` lives in the SERVING namespace, beside its CronWorkflow, so no research workflow
+  (created in the research namespace) can run as it. In serving it scales the configured
+  Deployments through the scale subresource only (never `patch deployments`, which would let it
+  rewrite a pod template), caps their HPAs and KEDA ScaledObjects, reads pods for direct
+  scraping, keeps its state in its own ConfigMaps, records events and holds the Lease. In the
+  research namespace it admits, parks, stops and deletes workflows and records events.
+- `offhours-exit-hook` (research namespace) marks its own workflow: workflows get/patch, and
+  what Argo's executor needs. Nothing on serving.
+- `offhours-research` (research namespace) runs research pods and the parameter check: only
+  what Argo's executor needs (workflowtaskresults). Nothing on serving.
 """
 
 from typing import Any
 
-from offhours.scripts.cluster.base import HOLD_REASON, LEASE_NAME, aggregated_event_name
-from offhours.scripts.policy.config import GateConfig
-from offhours.steps.contract import GATE_SERVICE_ACCOUNT, LABEL_MANAGED
+from offhours.scripts.cluster.base import HOLD_REASON, LEASE_NAME, aggregated_event_name, state_configmap_name
+from offhours.scripts.policy.config import ConfigError, GateConfig
+from offhours.steps.contract import (
+    EXIT_HOOK_SERVICE_ACCOUNT,
+    GATE_SERVICE_ACCOUNT,
+    LABEL_MANAGED,
+    RESEARCH_SERVICE_ACCOUNT,
+)
 
 _META = {"labels": {LABEL_MANAGED: "true"}}
+
+_EXECUTOR_RULE: dict[str, Any] = {"apiGroups": ["argoproj.io"], "resources": ["workflowtaskresults"],
+                                  "verbs": ["create", "patch"]}
+
+
+def _service_account(name: str, namespace: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": namespace, **_META}}
 
 
 def _role(name: str, namespace: str, rules: list[dict[str, Any]]) -> dict[str, Any]:
@@ -20,22 +38,21 @@ def _role(name: str, namespace: str, rules: list[dict[str, Any]]) -> dict[str, A
             "metadata": {"name": name, "namespace": namespace, **_META}, "rules": rules}
 
 
-def _binding(name: str, namespace: str, sa_namespace: str) -> dict[str, Any]:
+def _binding(name: str, namespace: str, service_account: str, sa_namespace: str) -> dict[str, Any]:
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
         "metadata": {"name": name, "namespace": namespace, **_META},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
-        "subjects": [{"kind": "ServiceAccount", "name": GATE_SERVICE_ACCOUNT, "namespace": sa_namespace}],
+        "subjects": [{"kind": "ServiceAccount", "name": service_account, "namespace": sa_namespace}],
     }
 
 
-def rbac_manifests(config: GateConfig) -> list[dict[str, Any]]:
-    """Return the ServiceAccount, Roles and RoleBindings for a gate configuration."""
+def gate_serving_rules(config: GateConfig) -> list[dict[str, Any]]:
+    """Return the gate's rights in the serving namespace: scale subresource, never a Deployment patch."""
     deployments = sorted({s.deployment or s.name for s in config.services})
-    serving, workflows = config.namespace, config.workflow_namespace
-    serving_rules: list[dict[str, Any]] = [
-        {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["list"]},
-        {"apiGroups": ["apps"], "resources": ["deployments"], "resourceNames": deployments, "verbs": ["get", "patch"]},
+    state = sorted(state_configmap_name(s.name) for s in config.services)
+    return [
+        {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "list", "watch"]},
         {"apiGroups": ["apps"], "resources": ["deployments/scale"], "resourceNames": deployments,
          "verbs": ["get", "patch", "update"]},
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
@@ -46,24 +63,54 @@ def rbac_manifests(config: GateConfig) -> list[dict[str, Any]]:
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [LEASE_NAME],
          "verbs": ["get", "update"]},
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
+        {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": state, "verbs": ["get", "update", "patch"]},
+        {"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"],
+         "verbs": ["get", "list", "patch", "update"]},
+        {"apiGroups": ["keda.sh"], "resources": ["scaledobjects"], "verbs": ["get", "list", "patch"]},
+        # The gate's own pod runs Argo's executor in the serving namespace.
+        _EXECUTOR_RULE,
     ]
-    workflow_rules: list[dict[str, Any]] = [
-        {"apiGroups": ["argoproj.io"], "resources": ["workflows"], "verbs": ["get", "list", "patch", "create"]},
-        {"apiGroups": ["argoproj.io"], "resources": ["workflowtaskresults"], "verbs": ["create", "patch"]},
-        {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
+
+
+GATE_RESEARCH_RULES: list[dict[str, Any]] = [
+    {"apiGroups": ["argoproj.io"], "resources": ["workflows"],
+     "verbs": ["get", "list", "watch", "patch", "create", "delete"]},
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
+]
+"""The gate's rights in the research namespace: admit, park, stop and delete workflows; record events."""
+
+EXIT_HOOK_RULES: list[dict[str, Any]] = [
+    {"apiGroups": ["argoproj.io"], "resources": ["workflows"], "verbs": ["get", "patch"]},
+    _EXECUTOR_RULE,
+]
+"""The exit hook's rights in the research namespace: mark its own workflow; Argo's executor."""
+
+RESEARCH_RULES: list[dict[str, Any]] = [_EXECUTOR_RULE]
+"""The rights of research pods: what Argo's executor needs, nothing else."""
+
+
+def rbac_manifests(config: GateConfig) -> list[dict[str, Any]]:
+    """Return the ServiceAccounts, Roles and RoleBindings for a gate configuration.
+
+    Refuses one namespace for serving and research: the gate's ServiceAccount must live where no
+    research workflow can name it.
+    """
+    serving, research = config.namespace, config.workflow_namespace
+    if serving == research:
+        raise ConfigError(f"gate config: namespace and workflowNamespace are both {serving!r}; research workflows "
+                          "must run in another namespace than serving, or they could run as the gate's ServiceAccount")
+    gate, hook, pods = GATE_SERVICE_ACCOUNT, EXIT_HOOK_SERVICE_ACCOUNT, RESEARCH_SERVICE_ACCOUNT
+    return [
+        _service_account(gate, serving),
+        _role(gate, serving, gate_serving_rules(config)),
+        _binding(gate, serving, gate, serving),
+        _role(gate, research, GATE_RESEARCH_RULES),
+        _binding(gate, research, gate, serving),
+        _service_account(hook, research),
+        _role(hook, research, EXIT_HOOK_RULES),
+        _binding(hook, research, hook, research),
+        _service_account(pods, research),
+        _role(pods, research, RESEARCH_RULES),
+        _binding(pods, research, pods, research),
     ]
-    manifests: list[dict[str, Any]] = [{
-        "apiVersion": "v1", "kind": "ServiceAccount",
-        "metadata": {"name": GATE_SERVICE_ACCOUNT, "namespace": workflows, **_META},
-    }]
-    if serving == workflows:
-        name = GATE_SERVICE_ACCOUNT
-        manifests += [_role(name, serving, serving_rules + workflow_rules[:2]), _binding(name, serving, workflows)]
-    else:
-        manifests += [
-            _role(f"{GATE_SERVICE_ACCOUNT}-serving", serving, serving_rules),
-            _binding(f"{GATE_SERVICE_ACCOUNT}-serving", serving, workflows),
-            _role(f"{GATE_SERVICE_ACCOUNT}-workflows", workflows, workflow_rules),
-            _binding(f"{GATE_SERVICE_ACCOUNT}-workflows", workflows, workflows),
-        ]
-    return manifests

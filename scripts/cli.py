@@ -6,22 +6,27 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from offhours.scripts import check, console, demo, researcher, schedule
+from offhours.scripts import check, check_parameters_cli, console, demo, researcher, schedule
+from offhours.steps.contract import OFFHOURS_IMAGE
 
 Command = Callable[[argparse.Namespace], int]
 MIN_TICK_SECONDS = 5.0  # the gate never ticks more often than this, however many workflows end
 
 
 def _render(args: argparse.Namespace) -> int:
-    from offhours.scripts.policy.config import ConfigError, load_config
+    from offhours.scripts.policy.config import ConfigError
     from offhours.workflows.render import write
 
     try:
-        config = load_config(args.gate_config) if args.gate_config else None
+        text = Path(args.gate_config).read_text() if args.gate_config else None
+        paths = write(Path(args.out), text, args.image)
+    except OSError as err:
+        print(f"render: cannot read {args.gate_config}: {err.strerror}", file=sys.stderr)
+        return 2
     except ConfigError as err:
         print(err, file=sys.stderr)
         return 2
-    for path in write(Path(args.out), config):
+    for path in paths:
         print(path)
     return 0
 
@@ -168,17 +173,19 @@ def _report(args: argparse.Namespace) -> int:
 def _submit(args: argparse.Namespace) -> int:
     from offhours.scripts.cli_errors import default_namespace
     from offhours.scripts.cluster.kube import KubeCluster, load_client_config
+    from offhours.scripts.policy.config import ConfigError, load_config
     from offhours.scripts.submit import GROUP, VERSION, SubmitError, parked_workflow, parse_params
 
     try:
         params = parse_params(args.param or [])
+        services = {s.name for s in load_config(args.config).services} if args.config else None
         load_client_config()
         args.namespace = args.namespace or default_namespace()
         cluster = KubeCluster()
         template = cluster.custom.get_namespaced_custom_object(GROUP, VERSION, args.namespace, "workflowtemplates",
                                                                args.template)
-        body = parked_workflow(template, params, args.namespace, args.priority)
-    except SubmitError as err:
+        body = parked_workflow(template, params, args.namespace, args.priority, services)
+    except (SubmitError, ConfigError) as err:
         print(f"submit: {err}", file=sys.stderr)
         return 2
     created = cluster.custom.create_namespaced_custom_object(GROUP, VERSION, args.namespace, "workflows", body)
@@ -197,8 +204,10 @@ def parser() -> argparse.ArgumentParser:
 
     render = sub.add_parser("render", help="write every manifest of the library and a kustomization.yaml")
     render.add_argument("--out", required=True, help="folder to write into (created if missing)")
-    render.add_argument("--gate-config", help="gate configuration whose Deployments and namespaces the RBAC names "
-                        "(default: the bundled example)")
+    render.add_argument("--gate-config", help="gate configuration: installed as the gate's ConfigMap; its "
+                        "Deployments and namespaces shape the RBAC (default: the bundled example)")
+    render.add_argument("--image", default=OFFHOURS_IMAGE, help="offhours image of the launcher, the parameter "
+                        f"check, the exit hook and the gate (default: {OFFHOURS_IMAGE})")
     render.set_defaults(func=_render)
 
     validate = sub.add_parser("validate", help="check Argo manifests: v4.0.5 CRD schemas and reference lint")
@@ -222,6 +231,7 @@ def parser() -> argparse.ArgumentParser:
     submit.add_argument("-n", "--namespace", help="workflow namespace (default: the kubeconfig context's, else the "
                         "gate config's research namespace)")
     submit.add_argument("--priority", type=int, default=0, help="admission priority (higher first)")
+    submit.add_argument("--config", help="gate configuration: the service must be one of its services")
     submit.set_defaults(func=_submit)
 
     sim = sub.add_parser("simulate", help="replay a traffic trace through the gate's policy; compare with the "
@@ -245,6 +255,7 @@ def parser() -> argparse.ArgumentParser:
 
     check.register(sub)
     demo.register(sub)
+    check_parameters_cli.register(sub)
 
     ret = sub.add_parser("return-gpus", help="exit hook: mark a finished workflow as having returned its replicas "
                          "(the gate scales serving back)")

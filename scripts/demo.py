@@ -235,13 +235,12 @@ def local_cluster() -> dict[str, str]:
 
 def install(env: dict[str, str], raw_config: dict[str, Any], replicas: int, say: Callable[[str], None]) -> None:
     """Install offhours for the demo configuration, the serving Deployment, and a fast gate schedule."""
-    from offhours.scripts.policy.config import parse_config
     from offhours.workflows.render import write
 
     bin_dir, kubeconfig = env["OFFHOURS_CLUSTER_BIN"], env["KUBECONFIG"]
     out = DEMO_DIR / "manifests"
     shutil.rmtree(out, ignore_errors=True)
-    write(out, parse_config(raw_config))
+    write(out, yaml.safe_dump(raw_config))
     kubectl(bin_dir, kubeconfig, "apply", "--server-side", "--force-conflicts", "-k", str(out))
     cron = yaml.safe_load((out / "cronworkflow-offhours-gate.yaml").read_text())
     cron_ns = cron["metadata"]["namespace"]

@@ -2,14 +2,20 @@
 
 Parked means created with `spec.suspend: true` and the labels the gate reads (service, replicas,
 run id, state); the gate resumes it when the service can lend that many replicas. Parameters are
-checked against the template's declared arguments first: an unknown or missing one is refused
-before anything is created.
+checked before anything is created: an unknown or missing one is refused, and every value is
+checked against its kind in the template's own parameter schema (the schema its
+`check-parameters` step checks in the cluster), and the service against the gate configuration
+when one is given. The workflow sets only the template, the parameter values and `suspend`: no
+image, ServiceAccount or pod-spec field can come from a submission.
 """
 
 import re
+from collections.abc import Collection
 from typing import Any
 
 from offhours.scripts.cluster.base import ANNOTATION_PRIORITY, LABEL_REPLICAS, LABEL_SERVICE, LABEL_STATE, STATE_PARKED
+from offhours.scripts.parameter_check import SchemaError, check_values, parse_schema
+from offhours.steps.contract import CHECK_PARAMETERS
 
 GROUP, VERSION = "argoproj.io", "v1alpha1"
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -25,8 +31,29 @@ def declared_arguments(template: dict[str, Any]) -> dict[str, str | None]:
     return {p["name"]: p.get("value") for p in params}
 
 
-def parked_workflow(template: dict[str, Any], params: dict[str, str], namespace: str, priority: int = 0) -> dict[str, Any]:
-    """Build the parked Workflow that runs `template` with `params`."""
+def parameter_schema(template: dict[str, Any]) -> dict[str, str]:
+    """Return a WorkflowTemplate's parameter schema (name -> kind), read from its `check-parameters` task.
+
+    A template without that task (not composed by offhours) has an empty schema.
+    """
+    for tmpl in (template.get("spec") or {}).get("templates") or []:
+        for task in (tmpl.get("dag") or {}).get("tasks") or []:
+            if (task.get("templateRef") or {}).get("template") != CHECK_PARAMETERS:
+                continue
+            args = {p.get("name"): p.get("value") for p in (task.get("arguments") or {}).get("parameters") or []}
+            try:
+                return parse_schema(str(args.get("schema")))
+            except SchemaError as err:
+                raise SubmitError(f"{template['metadata']['name']}: {err}") from None
+    return {}
+
+
+def parked_workflow(template: dict[str, Any], params: dict[str, str], namespace: str, priority: int = 0,
+                    services: Collection[str] | None = None) -> dict[str, Any]:
+    """Build the parked Workflow that runs `template` with `params`.
+
+    With `services` (those of the gate configuration), the `service` parameter must name one.
+    """
     name = template["metadata"]["name"]
     declared = declared_arguments(template)
     unknown = sorted(set(params) - set(declared))
@@ -36,12 +63,17 @@ def parked_workflow(template: dict[str, Any], params: dict[str, str], namespace:
     if missing:
         raise SubmitError(f"{name} needs -p {' -p '.join(m + '=...' for m in missing)}")
     values = {k: (params[k] if k in params else v) for k, v in declared.items()}
+    # The two values the gate reads from labels first (whatever the template), then every value by its kind.
     replicas = str(values.get("replicas") or "1")
     if not replicas.isdigit() or int(replicas) < 1:
         raise SubmitError(f"replicas must be a whole number >= 1, got {replicas!r}")
     run_id = str(values.get("run-id") or "")
     if not _NAME.match(run_id) or len(run_id) > 50:
         raise SubmitError(f"run-id must be a DNS label of at most 50 characters, got {run_id!r}")
+    problems = check_values(parameter_schema(template), {k: v for k, v in values.items() if v is not None}, services)
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise SubmitError(problems[0] + more)
     return {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "Workflow",

@@ -18,11 +18,21 @@ RETURN_GPUS = "return-gpus"
 PRIORITY_CLASS = "offhours-best-effort"
 """PriorityClass of every research pod: below every serving class, never preempting others."""
 
+CHECK_PARAMETERS = "check-parameters"
+"""Name of the CPU-only step that checks every workflow parameter before any GPU is used."""
+
 OFFHOURS_IMAGE = f"ghcr.io/offhours/offhours:{__version__}"
-"""Default image of the launcher init container, the exit hook and the gate."""
+"""Default image of the launcher init container, the parameter check, the exit hook and the gate
+(`offhours render --image` replaces it; it is never a workflow parameter)."""
 
 GATE_SERVICE_ACCOUNT = "offhours-gate"
-"""ServiceAccount that the gate and the exit hook run as (its RBAC ships with the gate)."""
+"""ServiceAccount of the gate, in the serving namespace: the only one with rights on serving."""
+
+EXIT_HOOK_SERVICE_ACCOUNT = "offhours-exit-hook"
+"""ServiceAccount of the `return-gpus` exit hook, in the research namespace: marks its own workflow only."""
+
+RESEARCH_SERVICE_ACCOUNT = "offhours-research"
+"""ServiceAccount of research pods and the parameter check: only what Argo's executor needs."""
 
 LAUNCHER_DIR = "/offhours/bin"
 LAUNCHER = f"{LAUNCHER_DIR}/offhours-launch"
@@ -37,73 +47,89 @@ LABEL_MANAGED = "offhours.io/managed"
 LABEL_ROLE = "offhours.io/role"
 LABEL_STAGE = "offhours.io/stage"
 
+CHECK_FAILED_EXIT_CODE = 64
+"""Exit code (EX_USAGE) of the parameter check when a value is bad: a failure, never a preemption."""
+
 
 @dataclass(frozen=True)
 class StepInput:
     """One input parameter of a research step template.
 
-    `default` None means required. `json` names the JSON type a value must decode to
-    ("list" or "object"); the composition API encodes Python values of that type.
+    `default` None means required. `kind` names what a value must be (a kind of
+    `offhours.scripts.parameter_check.KINDS`); None means not decided yet (a pipeline parameter
+    takes the kind of the step input it feeds, else "text").
     """
 
     name: str
     description: str
     default: str | None = None
-    json: str | None = None
+    kind: str | None = None
 
     @property
     def required(self) -> bool:
         """Whether the step has no default for this input."""
         return self.default is None
 
+    @property
+    def json(self) -> str | None:
+        """The JSON type a value decodes to ("list" or "object"), or None for a plain string."""
+        return _JSON_KINDS.get(self.kind or "")
+
+
+_JSON_KINDS = {"command": "list", "string-list": "list", "object-list": "list", "string-map": "object"}
+
 
 RESEARCH_STEP_INPUTS: tuple[StepInput, ...] = (
-    StepInput("image", "Container image of the research code (any image)."),
+    StepInput("image", "Container image of the research code (any image).", kind="image"),
     StepInput(
         "command",
         "JSON list: the program and its fixed arguments, exec'd by the launcher (never a shell line).",
-        json="list",
+        kind="command",
     ),
-    StepInput("args", "JSON list of further arguments appended to command.", "[]", json="list"),
-    StepInput("env", 'JSON object of environment variables, e.g. {"WANDB_MODE": "offline"}.', "{}", json="object"),
-    StepInput("gpus", "nvidia.com/gpu count of the pod (patched in through podSpecPatch).", "1"),
-    StepInput("cpu", "CPU request.", "4"),
-    StepInput("memory", "Memory request and limit.", "16Gi"),
-    StepInput("node-selector", "JSON object: node selector of the inference GPU pool.", "{}", json="object"),
-    StepInput("tolerations", "JSON list: tolerations of the inference GPU pool's taints.", "[]", json="list"),
-    StepInput("input-uri", "Where the step reads its input (s3://, gs://, file://); may be empty.", ""),
-    StepInput("output-uri", "Where the step writes its result (s3://, gs://, file://)."),
-    StepInput("checkpoint-uri", "Where the step writes and finds its checkpoints (s3://, gs://, file://)."),
-    StepInput("run-id", "Stable id of the run: a restarted or re-parked job resumes the checkpoints under it."),
+    StepInput("args", "JSON list of further arguments appended to command.", "[]", kind="string-list"),
+    StepInput("env", 'JSON object of environment variables, e.g. {"WANDB_MODE": "offline"}.', "{}",
+              kind="string-map"),
+    StepInput("gpus", "nvidia.com/gpu count of the pod (patched in through podSpecPatch).", "1", kind="integer"),
+    StepInput("cpu", "CPU request.", "4", kind="quantity"),
+    StepInput("memory", "Memory request and limit.", "16Gi", kind="quantity"),
+    StepInput("node-selector", "JSON object: node selector of the inference GPU pool.", "{}", kind="string-map"),
+    StepInput("tolerations", "JSON list: tolerations of the inference GPU pool's taints.", "[]", kind="object-list"),
+    StepInput("input-uri", "Where the step reads its input (s3://, gs://, file://); may be empty.", "",
+              kind="optional-uri"),
+    StepInput("output-uri", "Where the step writes its result (s3://, gs://, file://).", kind="uri"),
+    StepInput("checkpoint-uri", "Where the step writes and finds its checkpoints (s3://, gs://, file://).",
+              kind="uri"),
+    StepInput("run-id", "Stable id of the run: a restarted or re-parked job resumes the checkpoints under it.",
+              kind="run-id"),
     StepInput(
         "termination-grace-seconds",
         "Seconds between SIGTERM and SIGKILL: time to finish the step and write a checkpoint.",
         "120",
+        kind="integer",
     ),
-    StepInput("active-deadline-seconds", "Hard bound on one attempt's run time on the GPUs.", "43200"),
-    StepInput("retry-limit", "Retries after preemption (evicted, pod deleted, node shutdown, exit 75).", "5"),
-    StepInput("launcher-image", "Image that carries the offhours launcher (copied in by an init container).",
-              OFFHOURS_IMAGE),
+    StepInput("active-deadline-seconds", "Hard bound on one attempt's run time on the GPUs.", "43200",
+              kind="positive-integer"),
+    StepInput("retry-limit", "Retries after preemption (evicted, pod deleted, node shutdown, exit 75).", "5",
+              kind="integer"),
 )
 """The inputs every research step declares, in order."""
 
 RESEARCH_INPUT_NAMES = frozenset(i.name for i in RESEARCH_STEP_INPUTS)
 
-RETURN_GPUS_INPUTS: tuple[StepInput, ...] = (
-    StepInput("workflow-name", "Name of the workflow that ended."),
-    StepInput("status", "Status of that workflow: Succeeded, Failed or Error."),
-    StepInput("failures", "JSON list of the workflow's failed nodes, as Argo reports them.", "[]"),
-    StepInput("service", "The inference service the workflow borrowed from."),
-    StepInput("replicas", "How many replicas it borrowed."),
-    StepInput("offhours-image", "Image that runs the exit hook.", OFFHOURS_IMAGE),
+CHECK_PARAMETERS_INPUTS: tuple[StepInput, ...] = (
+    StepInput("schema", "JSON object: each workflow parameter and its kind (fixed by the calling template)."),
+    StepInput("values", "JSON object: each workflow parameter and its value."),
 )
-"""The inputs of the `return-gpus` exit template."""
+"""The inputs of the `check-parameters` step."""
 
 # A stop for reclaim, an eviction, a deleted pod or a node shutdown is Argo phase "Error" or a
 # SIGTERM exit; a real failure of the research code is "Failed" with its own exit code. Only the
-# first kind is retried. 137 (SIGKILL) is left out: it is also what the OOM killer gives.
+# first kind is retried. 137 (SIGKILL) is left out: it is also what the OOM killer gives. An
+# "Error" that comes from a bad value (the pod-spec patch or the pod itself refused) is no
+# preemption: retrying it would only wait for the same refusal.
 PREEMPTION_RETRY_EXPRESSION = (
-    'lastRetry.status == "Error"'
+    '(lastRetry.status == "Error"'
+    " && !(lastRetry.message matches '(?i)podspecpatch|failed to evaluate|is invalid|is forbidden|quantities must match'))"
     f' || lastRetry.exitCode == "{PREEMPTED_EXIT_CODE}"'
     ' || lastRetry.exitCode == "143"'
     " || lastRetry.message matches '(?i)evict|preempt|pod deleted|node shutdown'"

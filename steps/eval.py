@@ -2,7 +2,7 @@
 
 from hera.workflows import Container
 
-from offhours.steps.contract import StepInput
+from offhours.steps.contract import OFFHOURS_IMAGE, StepInput
 from offhours.steps.research import research_step
 
 DESCRIPTION = "Evaluate the model at input-uri on one suite; results go to output-uri."
@@ -10,6 +10,6 @@ DESCRIPTION = "Evaluate the model at input-uri on one suite; results go to outpu
 SUITE = StepInput("suite", "Name of the eval suite, exported to the job as OFFHOURS_SUITE.", "default")
 
 
-def template() -> Container:
+def template(image: str = OFFHOURS_IMAGE) -> Container:
     """Build the `eval` step template."""
-    return research_step("eval", DESCRIPTION, extra_inputs=(SUITE,))
+    return research_step("eval", DESCRIPTION, extra_inputs=(SUITE,), image=image)

@@ -2,11 +2,12 @@
 
 from hera.workflows import Container
 
+from offhours.steps.contract import OFFHOURS_IMAGE
 from offhours.steps.research import research_step
 
 DESCRIPTION = "Run any image's command on borrowed GPUs, preemptible and resumable."
 
 
-def template() -> Container:
+def template(image: str = OFFHOURS_IMAGE) -> Container:
     """Build the generic `job` step template."""
-    return research_step("job", DESCRIPTION)
+    return research_step("job", DESCRIPTION, image=image)

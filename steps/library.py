@@ -1,16 +1,17 @@
-"""The `offhours-steps` WorkflowTemplate: every step template plus the `return-gpus` exit template."""
+"""The `offhours-steps` WorkflowTemplate: every step template, the parameter check and the `return-gpus` exit template."""
 
 from functools import cache
 from types import ModuleType
 
 from hera.workflows import WorkflowTemplate
 
+from offhours.steps import check_parameters, job, preprocess, pretrain, return_gpus, rl, sft
 from offhours.steps import eval as eval_step
-from offhours.steps import job, preprocess, pretrain, return_gpus, rl, sft
 from offhours.steps.contract import (
+    CHECK_PARAMETERS_INPUTS,
     LABEL_MANAGED,
+    OFFHOURS_IMAGE,
     RESEARCH_STEP_INPUTS,
-    RETURN_GPUS_INPUTS,
     STEPS_TEMPLATE,
     StepInput,
 )
@@ -26,21 +27,25 @@ STEP_MODULES: dict[str, ModuleType] = {
 """Each research step kind and the module that builds its template."""
 
 
-def steps_workflow_template() -> WorkflowTemplate:
-    """Build the `offhours-steps` WorkflowTemplate that every offhours workflow refers to."""
+def steps_workflow_template(image: str = OFFHOURS_IMAGE) -> WorkflowTemplate:
+    """Build the `offhours-steps` WorkflowTemplate that every offhours workflow refers to.
+
+    `image` is the offhours image of the launcher, the parameter check and the exit hook.
+    """
     with WorkflowTemplate(
         name=STEPS_TEMPLATE,
         labels={LABEL_MANAGED: "true"},
         annotations={
             "workflows.argoproj.io/description": (
                 "offhours step library: preprocess, pretrain, sft, rl, eval, a generic job, "
-                "and the return-gpus exit template. Call them by templateRef."
+                "check-parameters and the return-gpus exit template. Call them by templateRef."
             )
         },
     ) as template:
         for module in STEP_MODULES.values():
-            module.template()
-        return_gpus.template()
+            module.template(image)
+        check_parameters.template(image)
+        return_gpus.template(image)
     return template
 
 
@@ -56,6 +61,6 @@ def declared_inputs() -> dict[str, tuple[StepInput, ...]]:
 
 
 def _spec_of(param: dict[str, str]) -> StepInput:
-    known = {s.name: s for s in (*RESEARCH_STEP_INPUTS, *RETURN_GPUS_INPUTS)}
-    json_type = known[param["name"]].json if param["name"] in known else None
-    return StepInput(param["name"], param.get("description", ""), param.get("default"), json=json_type)
+    known = {s.name: s for s in (*RESEARCH_STEP_INPUTS, *CHECK_PARAMETERS_INPUTS)}
+    kind = known[param["name"]].kind if param["name"] in known else None
+    return StepInput(param["name"], param.get("description", ""), param.get("default"), kind=kind)

@@ -2,11 +2,12 @@
 
 from hera.workflows import Container
 
+from offhours.steps.contract import OFFHOURS_IMAGE
 from offhours.steps.research import research_step
 
 DESCRIPTION = "Preprocess raw data into a training set at output-uri."
 
 
-def template() -> Container:
+def template(image: str = OFFHOURS_IMAGE) -> Container:
     """Build the `preprocess` step template."""
-    return research_step("preprocess", DESCRIPTION)
+    return research_step("preprocess", DESCRIPTION, image=image)

@@ -2,11 +2,12 @@
 
 from hera.workflows import Container
 
+from offhours.steps.contract import OFFHOURS_IMAGE
 from offhours.steps.research import research_step
 
 DESCRIPTION = "Pre-train (or continue pre-training) a model on input-uri; checkpoints under checkpoint-uri."
 
 
-def template() -> Container:
+def template(image: str = OFFHOURS_IMAGE) -> Container:
     """Build the `pretrain` step template."""
-    return research_step("pretrain", DESCRIPTION)
+    return research_step("pretrain", DESCRIPTION, image=image)

@@ -4,12 +4,14 @@ A research step runs any image on borrowed GPUs under the preemptible contract:
 - the command and args arrive as JSON lists and are exec'd by a fixed launcher that an init
   container copies in from the offhours image, so no shell line is ever built from a parameter;
 - GPUs, CPU, memory, node selector, tolerations and the grace period reach the pod through
-  `podSpecPatch`, since Argo rejects a parameter inside `resources`;
+  `podSpecPatch`, since Argo rejects a parameter inside `resources`. The patch is built by an
+  Argo expression that serialises each value (`toJson`, `asInt`, `fromJSON`), never by pasting
+  parameter text into JSON, so no value can add a key (a ServiceAccount, a host path...);
+- the pod runs as the `offhours-research` ServiceAccount (no rights beyond Argo's executor),
+  named by the template, and the launcher image is the offhours image fixed at render time;
 - the pod runs at the `offhours-best-effort` priority, with an active deadline, and is retried
   only when it was preempted, never when the research code failed.
 """
-
-import json
 
 from hera.workflows import Container, Env, Parameter, RetryPolicy, RetryStrategy
 from hera.workflows import models as m
@@ -19,8 +21,10 @@ from offhours.steps.contract import (
     LABEL_STAGE,
     LAUNCHER,
     LAUNCHER_DIR,
+    OFFHOURS_IMAGE,
     PREEMPTION_RETRY_EXPRESSION,
     PRIORITY_CLASS,
+    RESEARCH_SERVICE_ACCOUNT,
     RESEARCH_STEP_INPUTS,
     StepInput,
 )
@@ -32,26 +36,31 @@ def _param(name: str) -> str:
     return "{{inputs.parameters." + name + "}}"
 
 
-def _pod_spec_patch() -> str:
-    # JSON parameters are substituted raw, so they arrive as JSON values, not strings.
-    patch = {
-        "terminationGracePeriodSeconds": "@termination-grace-seconds@",
-        "nodeSelector": "@node-selector@",
-        "tolerations": "@tolerations@",
-        "containers": [
-            {
-                "name": "main",
-                "resources": {
-                    "requests": {"cpu": _param("cpu"), "memory": _param("memory"), "nvidia.com/gpu": _param("gpus")},
-                    "limits": {"memory": _param("memory"), "nvidia.com/gpu": _param("gpus")},
-                },
-            }
-        ],
-    }
-    text = json.dumps(patch, separators=(",", ":"))
-    for raw in ("termination-grace-seconds", "node-selector", "tolerations"):
-        text = text.replace(f'"@{raw}@"', _param(raw))
-    return text
+def _expr_param(name: str) -> str:
+    return f"inputs.parameters['{name}']"
+
+
+def pod_spec_patch_expression() -> str:
+    """Return the `podSpecPatch` of a research step: one Argo expression that serialises every value.
+
+    `asInt` makes the grace period a number (or fails), `fromJSON` decodes the node selector and
+    tolerations into values, and quantities stay JSON strings: whatever a parameter holds, the
+    patch has exactly these keys. Written with single quotes and no two adjacent braces, since
+    Argo reads the expression out of a JSON string and a `}}` would end the tag.
+    """
+    gpus, cpu, memory = (_expr_param(n) for n in ("gpus", "cpu", "memory"))
+    resources = (f"{{'requests': {{'cpu': {cpu}, 'memory': {memory}, 'nvidia.com/gpu': {gpus}}} , "
+                 f"'limits': {{'memory': {memory}, 'nvidia.com/gpu': {gpus}}} }}")
+    patch = (
+        "{"
+        f"'terminationGracePeriodSeconds': asInt({_expr_param('termination-grace-seconds')}), "
+        f"'nodeSelector': fromJSON({_expr_param('node-selector')}), "
+        f"'tolerations': fromJSON({_expr_param('tolerations')}), "
+        f"'containers': [{{'name': 'main', 'resources': {resources} }}]"
+        "}"
+    )
+    assert "{{" not in patch and "}}" not in patch and '"' not in patch
+    return "{{=toJson(" + patch + ")}}"
 
 
 def as_parameter(spec: StepInput) -> Parameter:
@@ -65,11 +74,13 @@ def _inputs(extra: tuple[StepInput, ...]) -> list[Parameter]:
     return [as_parameter(spec) for spec in (*RESEARCH_STEP_INPUTS, *extra)]
 
 
-def research_step(stage: str, description: str, extra_inputs: tuple[StepInput, ...] = ()) -> Container:
+def research_step(stage: str, description: str, extra_inputs: tuple[StepInput, ...] = (),
+                  image: str = OFFHOURS_IMAGE) -> Container:
     """Build the step template for one kind of research work.
 
     `stage` names the template and is exported to the job as OFFHOURS_STAGE; `extra_inputs`
-    adds inputs of this kind only (e.g. the eval suite), exported as OFFHOURS_<NAME>.
+    adds inputs of this kind only (e.g. the eval suite), exported as OFFHOURS_<NAME>; `image`
+    is the offhours image whose launcher the init container copies in.
     """
     env = [
         Env(name="OFFHOURS_STAGE", value=stage),
@@ -94,14 +105,15 @@ def research_step(stage: str, description: str, extra_inputs: tuple[StepInput, .
         init_containers=[
             m.UserContainer(
                 name="offhours-launcher",
-                image=_param("launcher-image"),
+                image=image,
                 command=["offhours-launch", "--install", LAUNCHER],
                 volume_mounts=[mount],
             )
         ],
         priority_class_name=PRIORITY_CLASS,
+        service_account_name=RESEARCH_SERVICE_ACCOUNT,
         active_deadline_seconds=_param("active-deadline-seconds"),
-        pod_spec_patch=_pod_spec_patch(),
+        pod_spec_patch=pod_spec_patch_expression(),
         retry_strategy=RetryStrategy(
             limit=_param("retry-limit"),
             retry_policy=RetryPolicy.always,

@@ -2,11 +2,12 @@
 
 from hera.workflows import Container
 
+from offhours.steps.contract import OFFHOURS_IMAGE
 from offhours.steps.research import research_step
 
 DESCRIPTION = "Reinforcement learning on the model at input-uri; the policy goes to output-uri."
 
 
-def template() -> Container:
+def template(image: str = OFFHOURS_IMAGE) -> Container:
     """Build the `rl` step template."""
-    return research_step("rl", DESCRIPTION)
+    return research_step("rl", DESCRIPTION, image=image)

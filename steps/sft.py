@@ -2,11 +2,12 @@
 
 from hera.workflows import Container
 
+from offhours.steps.contract import OFFHOURS_IMAGE
 from offhours.steps.research import research_step
 
 DESCRIPTION = "Supervised fine-tuning of the model at input-uri; the tuned model goes to output-uri."
 
 
-def template() -> Container:
+def template(image: str = OFFHOURS_IMAGE) -> Container:
     """Build the `sft` step template."""
-    return research_step("sft", DESCRIPTION)
+    return research_step("sft", DESCRIPTION, image=image)

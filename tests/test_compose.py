@@ -74,6 +74,9 @@ def test_missing_required_argument_is_named() -> None:
         ("command", "python train.py", "not valid JSON"),
         ("env", '["A=1"]', "must be a JSON object"),
         ("gpus", [1], "takes a string"),
+        ("gpus", "abc", "input 'gpus' of 'job': 'abc' must be a whole number >= 0"),
+        ("memory", "lots", "must be a Kubernetes quantity"),
+        ("args", ["--epochs", 2], "must be a JSON list of strings"),
     ],
 )
 def test_malformed_argument_is_refused(argument: str, value: object, needle: str) -> None:
@@ -98,3 +101,36 @@ def test_empty_pipeline_is_refused() -> None:
 def test_parameter_declared_twice_is_refused() -> None:
     with pytest.raises(CompositionError, match="'service' is declared twice"):
         Pipeline("p").add_parameter("service")
+
+
+def test_a_parameter_takes_the_kind_of_the_input_it_feeds() -> None:
+    p = Pipeline("p")
+    gpus = p.add_parameter("student-gpus", "4", "GPUs of the student.")
+    p.add_parameter("note", "", "Free text.")
+    p.add_parameter("fast", "false", "Skip things.", kind="boolean")
+    p.step("job", image=p.add_parameter("img", "ghcr.io/lab/x:1"), command=["x"], gpus=gpus)
+    schema = p.parameter_schema()
+    assert (schema["student-gpus"], schema["img"], schema["note"], schema["fast"]) == ("integer", "image", "text",
+                                                                                       "boolean")
+    assert schema["service"] == "service" and schema["replicas"] == "positive-integer"
+
+
+def test_every_composed_pipeline_checks_its_parameters_first() -> None:
+    doc = _distillation().workflow_template().to_dict()
+    tasks = doc["spec"]["templates"][0]["dag"]["tasks"]
+    assert tasks[0]["name"] == "check-parameters" and "depends" not in tasks[0]
+    assert tasks[0]["templateRef"] == {"name": "offhours-steps", "template": "check-parameters"}
+    assert {t["name"]: t["depends"] for t in tasks[1:]} == {"teacher": "check-parameters", "distill": "teacher",
+                                                            "eval": "distill"}
+
+
+def test_check_parameters_is_not_a_step_kind_nor_a_step_name() -> None:
+    with pytest.raises(CompositionError, match="unknown step kind 'check-parameters'"):
+        Pipeline("p").step("check-parameters", schema="{}", values="{}")
+    with pytest.raises(CompositionError, match="'check-parameters' is reserved"):
+        Pipeline("p").step("job", name="check-parameters", image="x", command=["x"])
+
+
+def test_unknown_parameter_kind_is_refused() -> None:
+    with pytest.raises(CompositionError, match="unknown kind 'number'"):
+        Pipeline("p").add_parameter("n", "1", kind="number")

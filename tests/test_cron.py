@@ -4,11 +4,15 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from offhours.cronworkflows.gate import CONFIG_MAP, gate_cron_workflow
 from offhours.cronworkflows.rbac import rbac_manifests
-from offhours.scripts.policy.config import parse_config
-from offhours.workflows.render import example_gate_config
+from offhours.scripts.cluster.base import HOLD_REASON, LEASE_NAME, aggregated_event_name
+from offhours.scripts.policy.config import ConfigError, parse_config
+from offhours.workflows.render import example_gate_config, example_gate_config_text, manifests
 
 
 def test_cron_workflow_runs_one_tick_at_a_time() -> None:
@@ -42,28 +46,86 @@ def test_runner_entrypoint_runs_the_gate_with_argo_style_inputs(tmp_path: Path) 
     assert "gate config: services.chat.headroom: -1 is less than the minimum of 0" in run.stderr
 
 
-def test_rbac_scales_only_the_named_deployments_and_nothing_cluster_wide() -> None:
+def rights(manifests: list[dict[str, Any]]) -> dict[tuple[str, str], set[tuple[str, str, str, str]]]:
+    """Each ServiceAccount (namespace/name) and namespace -> its (group, resource, verb, resourceNames) rights."""
+    roles = {(m["metadata"]["namespace"], m["metadata"]["name"]): m["rules"] for m in manifests if m["kind"] == "Role"}
+    table: dict[tuple[str, str], set[tuple[str, str, str, str]]] = {}
+    for binding in (m for m in manifests if m["kind"] == "RoleBinding"):
+        ns = binding["metadata"]["namespace"]
+        for subject in binding["subjects"]:
+            row = table.setdefault((f"{subject['namespace']}/{subject['name']}", ns), set())
+            for rule in roles[(ns, binding["roleRef"]["name"])]:
+                for group in rule["apiGroups"]:
+                    for resource in rule["resources"]:
+                        for verb in rule["verbs"]:
+                            row.add((group, resource, verb, ",".join(rule.get("resourceNames", []))))
+    return table
+
+
+def _rows(group: str, resource: str, verbs: str, names: str = "") -> set[tuple[str, str, str, str]]:
+    return {(group, resource, verb, names) for verb in verbs.split()}
+
+
+def test_rbac_is_exactly_the_contract() -> None:
+    table = rights(rbac_manifests(example_gate_config()))
+    hold = ",".join(aggregated_event_name(d, HOLD_REASON) for d in ("chat-llama", "code-qwen"))
+    assert table == {
+        ("serving/offhours-gate", "serving"): (
+            _rows("apps", "deployments", "get list watch")
+            | _rows("apps", "deployments/scale", "get patch update", "chat-llama,code-qwen")
+            | _rows("", "pods", "list") | _rows("", "events", "create") | _rows("", "events", "get update", hold)
+            | _rows("coordination.k8s.io", "leases", "create") | _rows("coordination.k8s.io", "leases", "get update",
+                                                                         LEASE_NAME)
+            | _rows("", "configmaps", "create")
+            | _rows("", "configmaps", "get update patch", "offhours-state-chat-llama,offhours-state-code-qwen")
+            | _rows("autoscaling", "horizontalpodautoscalers", "get list patch update")
+            | _rows("keda.sh", "scaledobjects", "get list patch")
+            | _rows("argoproj.io", "workflowtaskresults", "create patch")),
+        ("serving/offhours-gate", "research"): (
+            _rows("argoproj.io", "workflows", "get list watch patch create delete") | _rows("", "events", "create")),
+        ("research/offhours-exit-hook", "research"): (
+            _rows("argoproj.io", "workflows", "get patch") | _rows("argoproj.io", "workflowtaskresults", "create patch")),
+        ("research/offhours-research", "research"): _rows("argoproj.io", "workflowtaskresults", "create patch"),
+    }
+
+
+def test_no_research_account_has_a_right_on_serving_and_nobody_patches_a_deployment() -> None:
     manifests = rbac_manifests(example_gate_config())
-    kinds = [m["kind"] for m in manifests]
-    assert "ClusterRole" not in kinds and "ClusterRoleBinding" not in kinds
-    serving = next(m for m in manifests if m["kind"] == "Role" and m["metadata"]["namespace"] == "serving")
-    scale = [r for r in serving["rules"] if "deployments/scale" in r["resources"]]
-    assert scale == [{"apiGroups": ["apps"], "resources": ["deployments/scale"],
-                      "resourceNames": ["chat-llama", "code-qwen"], "verbs": ["get", "patch", "update"]}]
-    writes = [r for r in serving["rules"] if set(r["verbs"]) & {"patch", "update"}]
-    assert all("resourceNames" in r for r in writes)
-    workflows = next(m for m in manifests if m["kind"] == "Role" and m["metadata"]["namespace"] == "research")
-    wf_rule = next(r for r in workflows["rules"] if r["resources"] == ["workflows"])
-    assert wf_rule["verbs"] == ["get", "list", "patch", "create"]
-    assert "delete" not in json.dumps(manifests)
+    assert not {m["kind"] for m in manifests} & {"ClusterRole", "ClusterRoleBinding"}
+    table = rights(manifests)
+    assert [key for key in table if key[0].startswith("research/") and key[1] == "serving"] == []
+    assert [key for key, row in table.items() if {r for r in row if r[1] == "deployments" and r[2] in
+                                                    ("patch", "update", "create", "delete")}] == []
+    accounts = {(m["metadata"]["namespace"], m["metadata"]["name"]) for m in manifests if m["kind"] == "ServiceAccount"}
+    assert accounts == {("serving", "offhours-gate"), ("research", "offhours-exit-hook"), ("research", "offhours-research")}
 
 
-def test_rbac_in_one_namespace_is_one_role() -> None:
+def test_rbac_refuses_one_namespace_for_serving_and_research() -> None:
     config = parse_config({"namespace": "ml", "metrics": {"source": "direct"},
                            "services": {"chat": {"capacity": {"requestsPerSecond": 1}}}})
-    manifests = rbac_manifests(config)
-    assert [m["kind"] for m in manifests] == ["ServiceAccount", "Role", "RoleBinding"]
-    assert {m["metadata"]["namespace"] for m in manifests} == {"ml"}
+    with pytest.raises(ConfigError, match="^gate config: namespace and workflowNamespace are both 'ml'; research "
+                                          "workflows must run in another namespace than serving"):
+        rbac_manifests(config)
+
+
+def test_gate_runs_in_the_serving_namespace_with_its_config_map_there() -> None:
+    docs = manifests()
+    cron = docs["cronworkflow-offhours-gate.yaml"]
+    assert cron["metadata"]["namespace"] == "serving"
+    assert cron["spec"]["workflowSpec"]["serviceAccountName"] == "offhours-gate"
+    config_map = docs["configmap-offhours-gate-config.yaml"]
+    assert config_map["metadata"]["namespace"] == "serving"
+    assert config_map["data"]["gate.yaml"] == example_gate_config_text()
+    for name in ("workflowtemplate-offhours-steps.yaml", "workflowtemplate-offhours-llm-pipeline.yaml",
+                 "workflowtemplate-offhours-job.yaml"):
+        assert docs[name]["metadata"]["namespace"] == "research"
+    assert [d["metadata"]["name"] for d in docs.values() if d["kind"] == "Namespace"] == ["serving", "research"]
+    assert list(docs)[:2] == ["namespace-serving.yaml", "namespace-research.yaml"]
+
+
+def test_render_image_reaches_the_gate() -> None:
+    script = gate_cron_workflow(image="registry.lab/offhours:7").to_dict()["spec"]["workflowSpec"]["templates"][1]
+    assert script["script"]["image"] == "registry.lab/offhours:7"
 
 
 def test_dockerfile_copies_every_package_folder() -> None:

@@ -39,3 +39,31 @@ def test_render_command_writes_the_goldens(tmp_path: Path) -> None:
     assert main(["render", "--out", str(tmp_path)]) == 0
     for name in RENDERED:
         assert (tmp_path / name).read_text() == (GOLDEN / name).read_text()
+
+
+def test_render_refuses_a_bad_gate_config_and_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from offhours.scripts.cli import main
+
+    config = tmp_path / "one-namespace.yaml"
+    config.write_text("namespace: ml\nmetrics: {source: direct}\nservices: {chat: {capacity: {requestsPerSecond: 1}}}\n")
+    assert main(["render", "--out", str(tmp_path / "out"), "--gate-config", str(config)]) == 2
+    assert capsys.readouterr().err.startswith("gate config: namespace and workflowNamespace are both 'ml'")
+    assert not (tmp_path / "out").exists()
+    assert main(["render", "--out", str(tmp_path / "out"), "--gate-config", str(tmp_path / "missing.yaml")]) == 2
+    assert capsys.readouterr().err == f"render: cannot read {tmp_path / 'missing.yaml'}: No such file or directory\n"
+
+
+def test_render_with_a_gate_config_and_an_image(tmp_path: Path) -> None:
+    from offhours.scripts.cli import main
+
+    config = tmp_path / "gate.yaml"
+    config.write_text("namespace: inference\nworkflowNamespace: lab\nmetrics: {source: direct}\n"
+                      "services: {chat: {deployment: chat-v2, capacity: {requestsPerSecond: 1}}}\n")
+    assert main(["render", "--out", str(tmp_path / "out"), "--gate-config", str(config),
+                 "--image", "registry.lab/offhours:7"]) == 0
+    out = tmp_path / "out"
+    assert (out / "configmap-offhours-gate-config.yaml").read_text().count("workflowNamespace: lab") == 1
+    assert (out / "namespace-inference.yaml").exists() and (out / "namespace-lab.yaml").exists()
+    text = "".join(p.read_text() for p in out.glob("*.yaml"))
+    assert "ghcr.io/offhours/offhours" not in text and text.count("registry.lab/offhours:7") == 9
+    assert "resourceNames:\n  - chat-v2" in (out / "role-inference-offhours-gate.yaml").read_text()

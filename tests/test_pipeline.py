@@ -1,12 +1,13 @@
 """The LLM pipeline and job WorkflowTemplates: DAG shape, skipping, fan-out, exit hook, parameters only."""
 
 import json
+import re
 import subprocess
 from typing import Any
 
 import pytest
 
-from offhours.steps.contract import LABEL_REPLICAS, LABEL_SERVICE, RETURN_GPUS, STEPS_TEMPLATE
+from offhours.steps.contract import CHECK_PARAMETERS, LABEL_REPLICAS, LABEL_SERVICE, RETURN_GPUS, STEPS_TEMPLATE
 from offhours.workflows import job, llm_pipeline
 from offhours.workflows.llm_pipeline import STAGES, input_uri_expression
 
@@ -21,12 +22,29 @@ def _args(task: dict[str, Any]) -> dict[str, str]:
     return {p["name"]: p["value"] for p in task["arguments"]["parameters"]}
 
 
-def test_dag_runs_the_stages_in_order_by_template_ref() -> None:
-    assert list(TASKS) == list(STAGES)
+def test_dag_checks_the_parameters_then_runs_the_stages_in_order_by_template_ref() -> None:
+    assert list(TASKS) == [CHECK_PARAMETERS, *STAGES]
+    assert TASKS[STAGES[0]]["depends"] == CHECK_PARAMETERS
     for previous, stage in zip(STAGES, STAGES[1:]):
         assert TASKS[stage]["depends"] == previous
     for stage, task in TASKS.items():
         assert task["templateRef"] == {"name": STEPS_TEMPLATE, "template": stage}
+
+
+@pytest.mark.parametrize("template", [PIPELINE, JOB], ids=["pipeline", "job"])
+def test_the_check_step_gets_every_parameter_serialised(template: dict[str, Any]) -> None:
+    tasks = template["spec"]["templates"][0]["dag"]["tasks"]
+    check = _args(tasks[0])
+    declared = [p["name"] for p in template["spec"]["arguments"]["parameters"]]
+    assert list(json.loads(check["schema"])) == declared
+    # One expression tag, toJson of a map naming each parameter: a value cannot break out of its string.
+    values = check["values"]
+    assert values.startswith("{{=toJson({") and values.endswith("})}}") and values.count("}}") == 1
+    assert [m for m in re.findall(r"'([a-z-]+)': workflow\.parameters\['([a-z-]+)'\]", values) if m[0] == m[1]] == [
+        (n, n) for n in declared]
+    # Every other task waits for the check, directly or through its predecessors.
+    roots = [t for t in tasks[1:] if t["depends"] == CHECK_PARAMETERS]
+    assert roots and all(t["depends"] for t in tasks[1:])
 
 
 @pytest.mark.parametrize("stage", STAGES)
@@ -44,12 +62,12 @@ def test_eval_fans_out_over_suites() -> None:
 @pytest.mark.parametrize("template", [PIPELINE, JOB], ids=["pipeline", "job"])
 def test_exit_hook_gives_gpus_back(template: dict[str, Any]) -> None:
     hook = template["spec"]["hooks"]["exit"]
-    assert hook["templateRef"] == {"name": STEPS_TEMPLATE, "template": RETURN_GPUS}
-    args = {p["name"]: p["value"] for p in hook["arguments"]["parameters"]}
-    assert args["status"] == "{{workflow.status}}"
-    assert args["failures"] == "{{workflow.failures}}"
-    assert args["workflow-name"] == "{{workflow.name}}"
+    # No arguments: the hook's image, account and target are fixed by offhours-steps.
+    assert hook == {"templateRef": {"name": STEPS_TEMPLATE, "template": RETURN_GPUS}}
     assert "onExit" not in template["spec"]
+    names = {p["name"] for p in template["spec"]["arguments"]["parameters"]}
+    assert not names & {"offhours-image", "launcher-image"}
+    assert template["spec"]["serviceAccountName"] == "offhours-research"
 
 
 @pytest.mark.parametrize("template", [PIPELINE, JOB], ids=["pipeline", "job"])

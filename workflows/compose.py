@@ -4,6 +4,9 @@ A composed workflow calls the steps of `offhours-steps` by `templateRef`, declar
 parameters every offhours workflow shares (service, replicas, run id, URIs, pool placement),
 carries the labels the gate reads, and calls `return-gpus` through `hooks.exit`. Each step's
 arguments are checked against the inputs that step template declares when the step is added.
+Every parameter has a kind (integer, quantity, JSON list...): its first task, `check-parameters`,
+checks every value in the cluster before any step runs, and `offhours submit` checks them before
+the workflow is created. Research pods run as `offhours-research`.
 
     p = Pipeline("distill-pipeline")
     teacher = p.step("sft", image="ghcr.io/lab/train:3", command=["python", "-m", "sft"], gpus=8)
@@ -12,7 +15,9 @@ arguments are checked against the inputs that step template declares when the st
     template = p.workflow_template()
 """
 
+import dataclasses
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,14 +25,16 @@ from typing import Any
 from hera.workflows import DAG, Parameter, Task, Workflow, WorkflowTemplate
 from hera.workflows import models as m
 
+from offhours.scripts.parameter_check import KINDS, value_problem
 from offhours.steps.contract import (
+    CHECK_PARAMETERS,
     LABEL_MANAGED,
     LABEL_REPLICAS,
     LABEL_RUN_ID,
     LABEL_SERVICE,
+    RESEARCH_SERVICE_ACCOUNT,
     RESEARCH_STEP_INPUTS,
     RETURN_GPUS,
-    RETURN_GPUS_INPUTS,
     STEPS_TEMPLATE,
     StepInput,
 )
@@ -45,20 +52,20 @@ def _by_name(specs: Sequence[StepInput]) -> dict[str, StepInput]:
 _RESEARCH = _by_name(RESEARCH_STEP_INPUTS)
 
 SHARED_PARAMETERS: tuple[StepInput, ...] = (
-    StepInput("service", "Inference service (Deployment label offhours.io/service) the GPUs are borrowed from."),
-    StepInput("replicas", "How many of the service's replicas the workflow borrows.", "1"),
-    StepInput("run-id", _RESEARCH["run-id"].description),
-    StepInput("input-uri", "Input of the first step (s3://, gs://, file://); may be empty.", ""),
-    StepInput("output-uri", "Base URI of the results: each step writes to <output-uri>/<run-id>/<step>."),
-    StepInput("checkpoint-uri", "Base URI of the checkpoints: each step uses <checkpoint-uri>/<run-id>/<step>."),
+    StepInput("service", "Inference service (Deployment label offhours.io/service) the GPUs are borrowed from.",
+              kind="service"),
+    StepInput("replicas", "How many of the service's replicas the workflow borrows.", "1", kind="positive-integer"),
+    StepInput("run-id", _RESEARCH["run-id"].description, kind="run-id"),
+    StepInput("input-uri", "Input of the first step (s3://, gs://, file://); may be empty.", "", kind="optional-uri"),
+    StepInput("output-uri", "Base URI of the results: each step writes to <output-uri>/<run-id>/<step>.", kind="uri"),
+    StepInput("checkpoint-uri", "Base URI of the checkpoints: each step uses <checkpoint-uri>/<run-id>/<step>.",
+              kind="uri"),
     _RESEARCH["env"],
     _RESEARCH["node-selector"],
     _RESEARCH["tolerations"],
     _RESEARCH["termination-grace-seconds"],
     _RESEARCH["active-deadline-seconds"],
     _RESEARCH["retry-limit"],
-    _RESEARCH["launcher-image"],
-    _by_name(RETURN_GPUS_INPUTS)["offhours-image"],
 )
 """Workflow parameters every composed workflow declares, in order."""
 
@@ -71,7 +78,6 @@ _FORWARDED = (
     "termination-grace-seconds",
     "active-deadline-seconds",
     "retry-limit",
-    "launcher-image",
 )
 
 
@@ -121,6 +127,9 @@ def _encode(kind: str, spec: StepInput | None, name: str, value: Any) -> str:
         want = list if spec.json == "list" else dict
         if not isinstance(decoded, want):
             raise CompositionError(f"input {name!r} of {kind!r} must be a JSON {spec.json}")
+    problem = value_problem(spec.kind, value) if spec.kind and "{{" not in value else None
+    if problem:
+        raise CompositionError(f"input {name!r} of {kind!r}: {value!r} {problem}")
     return value
 
 
@@ -138,12 +147,32 @@ class Pipeline:
     labels: dict[str, str] = field(default_factory=dict)
     steps: list[Step] = field(default_factory=list)
 
-    def add_parameter(self, name: str, default: str | None = None, description: str = "") -> str:
-        """Declare a workflow parameter of this pipeline and return its reference."""
+    def add_parameter(self, name: str, default: str | None = None, description: str = "",
+                      kind: str | None = None) -> str:
+        """Declare a workflow parameter of this pipeline and return its reference.
+
+        `kind` (see `offhours.scripts.parameter_check.KINDS`) is what its values must be; left
+        out, the parameter takes the kind of the first step input it is passed to, else "text".
+        """
         if any(spec.name == name for spec in (*SHARED_PARAMETERS, *self.parameters)):
             raise CompositionError(f"workflow parameter {name!r} is declared twice")
-        self.parameters.append(StepInput(name, description, default))
+        if kind is not None and kind not in KINDS:
+            raise CompositionError(f"workflow parameter {name!r}: unknown kind {kind!r}; known: {', '.join(KINDS)}")
+        self.parameters.append(StepInput(name, description, default, kind=kind))
         return workflow_parameter(name)
+
+    def _adopt_kinds(self, declared: dict[str, StepInput], given: dict[str, str]) -> None:
+        # A parameter passed as a whole to a typed step input is checked as that input.
+        for i, param in enumerate(self.parameters):
+            for input_name, value in given.items():
+                spec = declared.get(input_name)
+                if param.kind is None and spec is not None and spec.kind and value == workflow_parameter(param.name):
+                    self.parameters[i] = dataclasses.replace(param, kind=spec.kind)
+                    break
+
+    def parameter_schema(self) -> dict[str, str]:
+        """Return each workflow parameter of the pipeline and its kind, in declaration order."""
+        return {spec.name: spec.kind or "text" for spec in (*SHARED_PARAMETERS, *self.parameters)}
 
     def step(
         self,
@@ -163,10 +192,13 @@ class Pipeline:
         it. Unset inputs take the workflow parameter of the same name or the step's default.
         """
         inputs = declared_inputs()
-        if kind not in inputs or kind == RETURN_GPUS:
-            kinds = ", ".join(k for k in inputs if k != RETURN_GPUS)
+        internal = (RETURN_GPUS, CHECK_PARAMETERS)
+        if kind not in inputs or kind in internal:
+            kinds = ", ".join(k for k in inputs if k not in internal)
             raise CompositionError(f"unknown step kind {kind!r}; known kinds: {kinds}")
         task = name or kind
+        if task == CHECK_PARAMETERS:
+            raise CompositionError(f"step name {task!r} is reserved for the parameter check every pipeline runs first")
         if any(s.name == task for s in self.steps):
             raise CompositionError(f"step name {task!r} is used twice in pipeline {self.name!r}")
         declared = _by_name(inputs[kind])
@@ -184,6 +216,7 @@ class Pipeline:
         if missing:
             raise CompositionError(f"step {task!r} ({kind}) is missing required argument(s): {', '.join(missing)}")
 
+        self._adopt_kinds(declared, given)
         step = Step(task, kind, resolved, _depends(depends, input_from), when, with_param)
         self.steps.append(step)
         return step
@@ -197,17 +230,10 @@ class Pipeline:
         return params
 
     def _spec(self) -> dict[str, Any]:
-        exit_args = [
-            m.Parameter(name="workflow-name", value="{{workflow.name}}"),
-            m.Parameter(name="status", value="{{workflow.status}}"),
-            m.Parameter(name="failures", value="{{workflow.failures}}"),
-            m.Parameter(name="service", value=workflow_parameter("service")),
-            m.Parameter(name="replicas", value=workflow_parameter("replicas")),
-            m.Parameter(name="offhours-image", value=workflow_parameter("offhours-image")),
-        ]
         return dict(
             entrypoint="main",
             arguments=self._arguments(),
+            service_account_name=RESEARCH_SERVICE_ACCOUNT,
             labels={LABEL_MANAGED: "true", **self.labels},
             annotations={"workflows.argoproj.io/description": self.description} if self.description else None,
             workflow_metadata=m.WorkflowMetadata(
@@ -219,10 +245,8 @@ class Pipeline:
                 },
             ),
             hooks={
-                "exit": m.LifecycleHook(
-                    template_ref=m.TemplateRef(name=STEPS_TEMPLATE, template=RETURN_GPUS),
-                    arguments=m.Arguments(parameters=exit_args),
-                )
+                # No arguments: the exit hook reads the workflow's name, namespace and status itself.
+                "exit": m.LifecycleHook(template_ref=m.TemplateRef(name=STEPS_TEMPLATE, template=RETURN_GPUS))
             },
         )
 
@@ -230,12 +254,20 @@ class Pipeline:
         if not self.steps:
             raise CompositionError(f"pipeline {self.name!r} has no steps")
         with DAG(name="main"):
+            schema = self.parameter_schema()
+            Task(
+                name=CHECK_PARAMETERS,
+                template_ref=m.TemplateRef(name=STEPS_TEMPLATE, template=CHECK_PARAMETERS),
+                arguments=[m.Parameter(name="schema", value=json.dumps(schema, separators=(",", ":"))),
+                           m.Parameter(name="values", value=values_expression(list(schema)))],
+            )
             for step in self.steps:
                 Task(
                     name=step.name,
                     template_ref=m.TemplateRef(name=STEPS_TEMPLATE, template=step.kind),
                     arguments=[m.Parameter(name=k, value=v) for k, v in step.arguments.items()],
-                    depends=step.depends,
+                    # Steps with no other dependency wait for the parameter check; the rest follow them.
+                    depends=step.depends or CHECK_PARAMETERS,
                     when=step.when,
                     with_param=step.with_param,
                 )
@@ -258,6 +290,18 @@ class Pipeline:
         with Workflow(generate_name=f"{self.name}-", **spec) as workflow:
             self._add_dag()
         return workflow
+
+
+def values_expression(names: Sequence[str]) -> str:
+    """Return the Argo expression of a JSON object of the named workflow parameters' values.
+
+    `toJson` serialises the values, so quotes or braces in a value stay inside its string.
+    """
+    for name in names:
+        if not re.fullmatch(r"[A-Za-z0-9_-]+", name):
+            raise CompositionError(f"workflow parameter {name!r}: names are letters, digits, '-' and '_'")
+    pairs = ", ".join(f"'{n}': workflow.parameters['{n}']" for n in names)
+    return "{{=toJson({" + pairs + "})}}"
 
 
 def _depends(depends: "Step | Sequence[Step] | str | None", input_from: Step | None) -> str | None:

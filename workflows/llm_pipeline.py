@@ -46,10 +46,11 @@ def pipeline() -> Pipeline:
         ),
     )
     image = p.add_parameter("image", description="Research image that holds the code of every stage.")
-    p.add_parameter("eval-suites", '["default"]', "JSON list of eval suites, evaluated in parallel.")
+    p.add_parameter("eval-suites", '["default"]', "JSON list of eval suites, evaluated in parallel.",
+                    kind="string-list")
     previous: Step | None = None
     for stage in STAGES:
-        run = p.add_parameter(f"run-{stage}", "true", f"Run the {stage} stage (true/false).")
+        run = p.add_parameter(f"run-{stage}", "true", f"Run the {stage} stage (true/false).", kind="boolean")
         args: dict[str, str] = {
             "image": image,
             "input_uri": input_uri_expression(stage),

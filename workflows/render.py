@@ -1,4 +1,11 @@
-"""Render every manifest the library defines, and write them with a kustomization.yaml."""
+"""Render every manifest an install needs, and write them with a kustomization.yaml.
+
+The set is complete for an empty cluster (`kubectl apply --server-side -k DIR`): the serving and
+research namespaces, the PriorityClass, the RBAC, the gate's ConfigMap (the gate configuration
+given to `offhours render --gate-config`, else the bundled example), the WorkflowTemplates in the
+research namespace and the gate's CronWorkflow in the serving namespace. The offhours image (the
+launcher, the parameter check, the exit hook, the gate) is fixed here, never a workflow parameter.
+"""
 
 from importlib import resources
 from pathlib import Path
@@ -6,38 +13,79 @@ from typing import Any
 
 import yaml
 
-from offhours.cronworkflows.gate import gate_cron_workflow
+from offhours.cronworkflows.gate import CONFIG_MAP, gate_cron_workflow
 from offhours.cronworkflows.rbac import rbac_manifests
-from offhours.scripts.policy.config import GateConfig, parse_config
+from offhours.scripts.policy.config import ConfigError, GateConfig, parse_config
+from offhours.steps.contract import LABEL_MANAGED, OFFHOURS_IMAGE
 from offhours.steps.library import steps_workflow_template
 from offhours.workflows import job, llm_pipeline
 from offhours.workflows.priority_class import priority_class
 
+CONFIG_KEY = "gate.yaml"
+"""Key of the gate configuration in the ConfigMap `offhours-gate-config`."""
+
+
+def example_gate_config_text() -> str:
+    """Return the text of the bundled example gate configuration."""
+    return resources.files("offhours.cronworkflows").joinpath("gate-config.example.yaml").read_text()
+
+
+def parse_gate_config_text(text: str, source: str = "gate config") -> GateConfig:
+    """Parse and validate the text of a gate configuration; a ConfigError names what is wrong."""
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise ConfigError(f"gate config: {source} is not valid YAML: {str(err).splitlines()[0]}") from None
+    return parse_config(raw)
+
 
 def example_gate_config() -> GateConfig:
     """Return the bundled example gate configuration (what `render` uses unless given one)."""
-    text = resources.files("offhours.cronworkflows").joinpath("gate-config.example.yaml").read_text()
-    return parse_config(yaml.safe_load(text))
+    return parse_gate_config_text(example_gate_config_text())
 
 
-def manifests(gate_config: GateConfig | None = None) -> dict[str, dict[str, Any]]:
-    """Return each manifest of the library by its file name, in install order.
+def _namespace(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
 
-    The RBAC names the Deployments and namespaces of `gate_config` (default: the bundled example).
+
+def _config_map(namespace: str, text: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": CONFIG_MAP, "namespace": namespace, "labels": {LABEL_MANAGED: "true"}},
+            "data": {CONFIG_KEY: text}}
+
+
+def _namespaced(manifest: dict[str, Any], namespace: str) -> dict[str, Any]:
+    manifest["metadata"] = {"name": manifest["metadata"].pop("name"), "namespace": namespace, **manifest["metadata"]}
+    return manifest
+
+
+def manifests(config_text: str | None = None, image: str = OFFHOURS_IMAGE) -> dict[str, dict[str, Any]]:
+    """Return each manifest of an install by its file name, in install order.
+
+    `config_text` is the gate configuration (YAML text; default: the bundled example): its
+    namespaces, Deployments and services shape the RBAC, and it is installed as the gate's
+    ConfigMap. `image` is the offhours image. A bad configuration raises ConfigError.
     """
-    config = gate_config or example_gate_config()
-    rbac = {f"{m['kind'].lower()}-{m['metadata']['name']}.yaml": m for m in rbac_manifests(config)}
-    argo = {
-        "workflowtemplate-offhours-steps.yaml": steps_workflow_template().to_dict(),
+    text = example_gate_config_text() if config_text is None else config_text
+    config = parse_gate_config_text(text)
+    serving, research = config.namespace, config.workflow_namespace
+    rbac = {f"{m['kind'].lower()}-{m['metadata']['namespace']}-{m['metadata']['name']}.yaml": m
+            for m in rbac_manifests(config)}
+    research_templates = {
+        "workflowtemplate-offhours-steps.yaml": steps_workflow_template(image).to_dict(),
         "workflowtemplate-offhours-llm-pipeline.yaml": llm_pipeline.workflow_template().to_dict(),
         "workflowtemplate-offhours-job.yaml": job.workflow_template().to_dict(),
-        "cronworkflow-offhours-gate.yaml": gate_cron_workflow().to_dict(),
     }
-    # Namespaced explicitly (the RBAC spans two namespaces), so `kubectl apply -k DIR` needs no -n.
-    for manifest in argo.values():
-        manifest["metadata"] = {"name": manifest["metadata"].pop("name"), "namespace": config.workflow_namespace,
-                                **manifest["metadata"]}
-    return {"priorityclass-offhours-best-effort.yaml": priority_class(), **rbac, **argo}
+    # Namespaced explicitly (the install spans two namespaces), so `kubectl apply -k DIR` needs no -n.
+    return {
+        f"namespace-{serving}.yaml": _namespace(serving),
+        f"namespace-{research}.yaml": _namespace(research),
+        "priorityclass-offhours-best-effort.yaml": priority_class(),
+        **rbac,
+        f"configmap-{CONFIG_MAP}.yaml": _config_map(serving, text),
+        **{name: _namespaced(doc, research) for name, doc in research_templates.items()},
+        "cronworkflow-offhours-gate.yaml": _namespaced(gate_cron_workflow(image=image).to_dict(), serving),
+    }
 
 
 def to_yaml(manifest: dict[str, Any]) -> str:
@@ -50,19 +98,20 @@ def kustomization(files: list[str]) -> dict[str, Any]:
     return {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "resources": files}
 
 
-def rendered_files(gate_config: GateConfig | None = None) -> dict[str, str]:
+def rendered_files(config_text: str | None = None, image: str = OFFHOURS_IMAGE) -> dict[str, str]:
     """Return the text of every file `offhours render` writes, by file name."""
-    docs = manifests(gate_config)
+    docs = manifests(config_text, image)
     files = {name: to_yaml(doc) for name, doc in docs.items()}
     files["kustomization.yaml"] = to_yaml(kustomization(list(docs)))
     return files
 
 
-def write(out: Path, gate_config: GateConfig | None = None) -> list[Path]:
+def write(out: Path, config_text: str | None = None, image: str = OFFHOURS_IMAGE) -> list[Path]:
     """Write the manifests and kustomization.yaml into `out`; return the paths written."""
+    files = rendered_files(config_text, image)  # before mkdir: a bad configuration writes nothing
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, text in rendered_files(gate_config).items():
+    for name, text in files.items():
         path = out / name
         path.write_text(text)
         written.append(path)

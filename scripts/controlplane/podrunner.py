@@ -2,7 +2,8 @@
 """Run the pods whose program matters as local processes, on a cluster whose nodes are kwok fakes.
 
 kwok runs no containers. The pods that opt in (label offhours.io/role=gate|exit-hook: the gate's
-tick and the `return-gpus` exit hook; offhours.io/local-run=true; or an Argo step whose image is
+tick, the `return-gpus` exit hook and the parameter check: role gate|exit-hook|check-parameters;
+offhours.io/local-run=true; or an Argo step whose image is
 under offhours.local/, e.g. the demo's reference job; the cluster's kwok stages leave them alone)
 are run here: the main container's command (what
 Argo's emissary would exec) as a local process, with the pod's environment, its ConfigMap volumes
@@ -40,12 +41,14 @@ from typing import Any
 import yaml
 from kubernetes import client, config
 
-SELECTORS = ("offhours.io/role in (exit-hook,gate)", "offhours.io/local-run=true", "workflows.argoproj.io/workflow")
+SELECTORS = ("offhours.io/role in (exit-hook,gate,check-parameters)", "offhours.io/local-run=true",
+             "workflows.argoproj.io/workflow")
 # Research pods opt in by image: a step whose image is under this name runs here (its files come
 # from the runner's path map, e.g. /app -> examples/reference-job). kwok's stages leave it alone.
 LOCAL_IMAGE_PREFIX = "offhours.local/"
 CLAIM = "offhours.io/local-runner"
 STATUS_TRIES = 10
+MESSAGE_BYTES = 2048  # what the kubelet keeps of a log as a termination message
 log = logging.getLogger("podrunner")
 
 
@@ -138,7 +141,8 @@ class LocalPodRunner:
                 for pod in pods:
                     if selector == SELECTORS[2] and not _local_image(pod):
                         continue
-                    if (not pod.spec.node_name or pod.status.phase != "Pending" or pod.metadata.deletion_timestamp
+                    if (not pod.spec.node_name or pod.status.phase not in ("Pending", "Running")
+                            or pod.metadata.deletion_timestamp
                             or CLAIM in (pod.metadata.annotations or {})):
                         continue
                     if not self._claim(core, pod):
@@ -247,7 +251,11 @@ class LocalPodRunner:
         self._journal(Ran(ns, name, argv, code, text[-20000:]))
         log.info("%s/%s: exit %d", ns, name, code)
         reason = None if code == 0 else (text.strip().splitlines() or [f"exit code {code}"])[-1][:500]
-        self._status(core, ns, name, "Succeeded" if code == 0 else "Failed", code, started, message=reason)
+        # Like the kubelet: a failed container with FallbackToLogsOnError gets its log's tail as its message.
+        tail = (text.encode()[-MESSAGE_BYTES:].decode(errors="replace").strip()
+                if code and main.termination_message_policy == "FallbackToLogsOnError" else None)
+        self._status(core, ns, name, "Succeeded" if code == 0 else "Failed", code, started, message=reason,
+                     container_message=tail or reason)
 
     def _wait(self, core: client.CoreV1Api, proc: subprocess.Popen[str], pod: Any) -> int:
         """Wait for the process; SIGTERM it when its pod is being deleted, SIGKILL after the grace period."""
@@ -302,23 +310,31 @@ class LocalPodRunner:
                 out.write(json.dumps(asdict(ran)) + "\n")
 
     def _status(self, core: client.CoreV1Api, ns: str, name: str, phase: str, code: int | None, started: str,
-                message: str | None = None) -> None:
+                message: str | None = None, container_message: str | None = None) -> None:
         now = _now()
-        state: dict[str, Any] = ({"running": {"startedAt": started}} if code is None else
-                                 {"terminated": {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
-                                                 "startedAt": started, "finishedAt": now,
-                                                 **({"message": message} if message else {})}})
+        main = "main"
+
+        def state(container: str) -> dict[str, Any]:
+            if code is None:
+                return {"running": {"startedAt": started}}
+            own = code if container == main else 0  # Argo's wait container ends well
+            text = container_message or message
+            return {"terminated": {"exitCode": own, "reason": "Completed" if own == 0 else "Error",
+                                   "startedAt": started, "finishedAt": now, **({"message": text} if own and text else {})}}
+
         last: Exception | None = None
         for _ in range(STATUS_TRIES):
             try:
                 pod = core.read_namespaced_pod(name, ns)
+                if not any(c.name == "main" for c in pod.spec.containers):
+                    main = pod.spec.containers[0].name
                 body = {"status": {
                     "phase": phase,
                     **({"message": message} if message else {}),
                     "conditions": [{"type": "Ready", "status": "True" if code is None else "False",
                                     "lastTransitionTime": now}],
                     "containerStatuses": [{"name": c.name, "image": c.image, "ready": code is None,
-                                           "restartCount": 0, "state": state} for c in pod.spec.containers],
+                                           "restartCount": 0, "state": state(c.name)} for c in pod.spec.containers],
                     "initContainerStatuses": [{"name": c.name, "image": c.image, "ready": True, "restartCount": 0,
                                                "state": {"terminated": {"exitCode": 0, "reason": "Completed",
                                                                         "startedAt": now, "finishedAt": now}}}

@@ -13,7 +13,6 @@ import yaml
 from kubernetes import client, config
 
 from offhours.scripts.controlplane.podrunner import hand_back, take_over
-from offhours.scripts.policy.config import parse_config
 from offhours.workflows.render import write
 
 from .runner import LocalPodRunner
@@ -71,13 +70,17 @@ def gate_config_raw(port: int) -> dict[str, Any]:
 def installed(kubectl: Callable[..., str], tmp_path_factory: pytest.TempPathFactory) -> Path:
     """offhours rendered for the e2e gate config and applied server-side with kubectl -k."""
     out = tmp_path_factory.mktemp("manifests")
-    write(out, parse_config(gate_config_raw(8000)))
+    # The gate config becomes the ConfigMap in the serving namespace, beside the gate's CronWorkflow.
+    write(out, yaml.safe_dump(gate_config_raw(8000)))
+    # A reinstall on a shared cluster: RBAC and CronWorkflows of an earlier offhours install (say, the
+    # gate's account in the research namespace) go first, so the cluster holds exactly this install's.
+    for ns in (SERVING, RESEARCH):
+        if kubectl("get", "namespace", ns, "--ignore-not-found", "-o", "name").strip():
+            kubectl("-n", ns, "delete", "serviceaccount,role,rolebinding,cronworkflow", "-l", "offhours.io/managed=true",
+                    "--ignore-not-found", "--wait=true")
     kubectl("apply", "--server-side", "--force-conflicts", "-k", str(out))
-    kubectl("apply", "-f", "-", stdin=json.dumps({
-        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "offhours-gate-config", "namespace": RESEARCH},
-        "data": {"gate.yaml": yaml.safe_dump(gate_config_raw(8000))}}))
     # The tests drive the gate tick by tick; the CronWorkflow's own schedule would race them.
-    kubectl("-n", RESEARCH, "patch", "cronworkflow", "offhours-gate", "--type=merge", "-p", '{"spec":{"suspend":true}}')
+    kubectl("-n", SERVING, "patch", "cronworkflow", "offhours-gate", "--type=merge", "-p", '{"spec":{"suspend":true}}')
     return out
 
 

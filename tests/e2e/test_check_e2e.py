@@ -19,7 +19,6 @@ from kubernetes import client
 
 from offhours.scripts.check import check
 from offhours.scripts.metrics.emulator import EmulatedServer, Fleet
-from offhours.scripts.policy.config import parse_config
 from offhours.workflows.render import write
 
 from ..fleet import free_port
@@ -43,7 +42,7 @@ class Install:
         self.config_file = root / "gate.yaml"
         self.config_file.write_text(yaml.safe_dump(self.raw))
         self.manifests = root / "manifests"
-        write(self.manifests, parse_config(self.raw))
+        write(self.manifests, yaml.safe_dump(self.raw))
         self.fleet = Fleet([]).start()
         self.served: set[str] = set()
 

@@ -105,7 +105,7 @@ def gate_setup(api: client.ApiClient, installed: Path, runner: LocalPodRunner, c
     chat_service(16)  # every GPU of the cluster serves
     port = free_port()
     load = ServingLoad(api, port)
-    gate_api = token_client(api, cluster_env["KUBECONFIG"], RESEARCH, "offhours-gate")
+    gate_api = token_client(api, cluster_env["KUBECONFIG"], SERVING, "offhours-gate")
     log = io.StringIO()
     gate = Gate(parse_config(gate_config_raw(port)), KubeCluster(gate_api), DirectSource(port=port), out=log,
                 holder="gate/e2e")
@@ -262,17 +262,18 @@ def test_cron_workflow_runs_the_gate_through_hera_runner(api: client.ApiClient, 
     """A run of the installed CronWorkflow: its tick pod runs `python -m hera.workflows.runner` for real."""
     chat_service(2)
     custom = client.CustomObjectsApi(api)
-    cron = custom.get_namespaced_custom_object(GROUP, VERSION, RESEARCH, "cronworkflows", "offhours-gate")
+    cron = custom.get_namespaced_custom_object(GROUP, VERSION, SERVING, "cronworkflows", "offhours-gate")
     spec = cron["spec"]["workflowSpec"]
     spec["arguments"]["parameters"] = [{"name": "config", "value": "/etc/offhours/gate.yaml"},
                                        {"name": "dry-run", "value": "true"}, {"name": "run-seconds", "value": "1"}]
     name = f"gate-run-{int(time.time())}"
-    custom.create_namespaced_custom_object(GROUP, VERSION, RESEARCH, "workflows", {
+    # The gate's CronWorkflow and its runs live in the serving namespace, beside its ServiceAccount.
+    custom.create_namespaced_custom_object(GROUP, VERSION, SERVING, "workflows", {
         "apiVersion": f"{GROUP}/{VERSION}", "kind": "Workflow",
-        "metadata": {"name": name, "namespace": RESEARCH}, "spec": spec})
+        "metadata": {"name": name, "namespace": SERVING}, "spec": spec})
     done = wait("the gate run to end", lambda: (lambda w: w if w.get("status", {}).get("phase") in
                                                 ("Succeeded", "Failed", "Error") else None)(
-        custom.get_namespaced_custom_object(GROUP, VERSION, RESEARCH, "workflows", name)), timeout=120)
+        custom.get_namespaced_custom_object(GROUP, VERSION, SERVING, "workflows", name)), timeout=120)
     ran = [r for r in runner.ran if r.pod.startswith(name)]
     assert ran and ran[0].argv[1:5] == ["-m", "hera.workflows.runner", "-e", "offhours.cronworkflows.gate:gate_tick"]
     assert done["status"]["phase"] == "Succeeded", ran[0].output

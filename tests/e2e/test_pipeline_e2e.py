@@ -65,7 +65,11 @@ def test_pipeline_runs_from_its_template_with_parameters_only(api: client.ApiCli
         assert pod.spec.termination_grace_period_seconds == 120
 
     # The exit hook ran for real: it marked the workflow returned and recorded its GPU-seconds.
-    hook = wait("the exit hook to run", lambda: [r for r in runner.ran if r.pod.startswith(name)], timeout=60)
+    # The parameter check ran for real first, as the research ServiceAccount, and passed.
+    check = [r for r in runner.ran if r.pod.startswith(name) and r.argv[1:2] == ["check-parameters"]]
+    assert len(check) == 1 and check[0].exit_code == 0 and check[0].output.strip().endswith("parameter(s) ok")
+    hook = wait("the exit hook to run", lambda: [r for r in runner.ran if r.pod.startswith(name)
+                                                 and r.argv[1:2] == ["return-gpus"]], timeout=60)
     assert hook[0].argv[:2] == ["offhours", "return-gpus"] and hook[0].exit_code == 0, hook[0].output
     final = custom.get_namespaced_custom_object(GROUP, VERSION, RESEARCH, "workflows", name)
     assert final["metadata"]["labels"]["offhours.io/state"] == "returned"

@@ -1,0 +1,168 @@
+"""Check workflow parameter values against their kinds, before anything runs on a GPU.
+
+One checker serves both paths into a research workflow: `offhours submit` checks the values
+before it creates the workflow, and the `check-parameters` step (the first step of every
+composed pipeline, for `argo submit --from`) checks them in the cluster and fails the workflow
+at once. A kind names what a value must be; every problem is one line naming the parameter.
+"""
+
+import json
+import re
+from collections.abc import Callable, Collection, Mapping
+
+_INT = re.compile(r"^[0-9]{1,9}$")
+# A Kubernetes quantity without a sign: decimal number, then a binary or decimal SI suffix or an exponent.
+_QUANTITY = re.compile(r"^([0-9]+(\.[0-9]*)?|\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]+)?$")
+_URI = re.compile(r"^(s3|gs|file)://[^\s]+$")
+# A container image reference: [registry[:port]/]path[:tag][@digest], lower-case path components.
+_IMAGE = re.compile(r"^[a-z0-9]+([._-][a-z0-9]+)*(\.[a-z0-9-]+)*(:[0-9]{1,5})?(/[a-z0-9]+([._-]+[a-z0-9]+)*)*"
+                    r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?$")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
+
+
+def _integer(value: str) -> str | None:
+    return None if _INT.match(value) else "must be a whole number >= 0"
+
+
+def _positive_integer(value: str) -> str | None:
+    return None if _INT.match(value) and int(value) >= 1 else "must be a whole number >= 1"
+
+
+def _quantity(value: str) -> str | None:
+    return None if _QUANTITY.match(value) else "must be a Kubernetes quantity such as 8, 500m or 64Gi"
+
+
+def _json(value: str, want: type) -> tuple[object, str | None]:
+    try:
+        decoded = json.loads(value)
+    except json.JSONDecodeError as err:
+        return None, f"is not valid JSON ({err.msg} at character {err.pos})"
+    if not isinstance(decoded, want):
+        return None, f"must be a JSON {'list' if want is list else 'object'}, not {type(decoded).__name__}"
+    return decoded, None
+
+
+def _string_list(value: str) -> str | None:
+    decoded, problem = _json(value, list)
+    if problem:
+        return problem
+    assert isinstance(decoded, list)
+    bad = [i for i, item in enumerate(decoded) if not isinstance(item, str)]
+    return f"must be a JSON list of strings (item {bad[0]} is not a string)" if bad else None
+
+
+def _command(value: str) -> str | None:
+    problem = _string_list(value)
+    return problem or (None if json.loads(value) else "must name a program: the JSON list is empty")
+
+
+def _string_map(value: str) -> str | None:
+    decoded, problem = _json(value, dict)
+    if problem:
+        return problem
+    assert isinstance(decoded, dict)
+    bad = [k for k, v in decoded.items() if not isinstance(v, str)]
+    return f"must be a JSON object of strings (the value of {bad[0]!r} is not a string)" if bad else None
+
+
+def _object_list(value: str) -> str | None:
+    decoded, problem = _json(value, list)
+    if problem:
+        return problem
+    assert isinstance(decoded, list)
+    bad = [i for i, item in enumerate(decoded) if not isinstance(item, dict)]
+    return f"must be a JSON list of objects (item {bad[0]} is not an object)" if bad else None
+
+
+def _uri(value: str) -> str | None:
+    return None if _URI.match(value) else "must be an s3://, gs:// or file:// URI"
+
+
+def _optional_uri(value: str) -> str | None:
+    return None if value == "" else _uri(value)
+
+
+def _boolean(value: str) -> str | None:
+    return None if value in ("true", "false") else "must be true or false"
+
+
+def _image(value: str) -> str | None:
+    return None if len(value) <= 512 and _IMAGE.match(value) else "must be a container image reference"
+
+
+def _run_id(value: str) -> str | None:
+    return None if len(value) <= 50 and _DNS_LABEL.match(value) else "must be a DNS label of at most 50 characters"
+
+
+def _service(value: str) -> str | None:
+    return None if value and len(value) <= 63 and _LABEL_VALUE.match(value) else "must be a service name (a label value)"
+
+
+def _text(value: str) -> str | None:
+    return None
+
+
+KINDS: dict[str, Callable[[str], str | None]] = {
+    "integer": _integer,
+    "positive-integer": _positive_integer,
+    "quantity": _quantity,
+    "command": _command,
+    "string-list": _string_list,
+    "string-map": _string_map,
+    "object-list": _object_list,
+    "uri": _uri,
+    "optional-uri": _optional_uri,
+    "boolean": _boolean,
+    "image": _image,
+    "run-id": _run_id,
+    "service": _service,
+    "text": _text,
+}
+"""Each kind of parameter value and its check (None: the value is fine; else why it is not)."""
+
+
+def value_problem(kind: str, value: str) -> str | None:
+    """Return why `value` is not a valid `kind`, or None."""
+    return KINDS[kind](value)
+
+
+def check_values(schema: Mapping[str, str], values: Mapping[str, str],
+                 services: Collection[str] | None = None) -> list[str]:
+    """Return one line per bad value, in schema order, each naming the parameter.
+
+    `schema` maps parameter names to kinds; a name of the schema absent from `values` is not
+    checked here (the caller refuses missing required parameters). With `services` (the
+    services of a gate configuration), a `service` value must be one of them.
+    """
+    problems = []
+    for name, kind in schema.items():
+        if name not in values:
+            continue
+        value = values[name]
+        problem = value_problem(kind, value)
+        if problem is None and kind == "service" and services is not None and value not in services:
+            known = ", ".join(sorted(services)) or "none"
+            problem = f"is not a service of the gate configuration (known: {known})"
+        if problem:
+            shown = value if len(value) <= 80 else value[:77] + "..."
+            problems.append(f"parameter {name}={shown!r} {problem}")
+    return problems
+
+
+class SchemaError(ValueError):
+    """A parameter schema is malformed (a kind that does not exist, or not a JSON object of strings)."""
+
+
+def parse_schema(text: str) -> dict[str, str]:
+    """Decode a schema (JSON object: parameter name -> kind) and check every kind exists."""
+    try:
+        schema = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise SchemaError(f"parameter schema is not valid JSON: {err.msg}") from None
+    if not isinstance(schema, dict) or not all(isinstance(v, str) for v in schema.values()):
+        raise SchemaError("parameter schema must be a JSON object of parameter name -> kind")
+    unknown = sorted({k for k in schema.values() if k not in KINDS})
+    if unknown:
+        raise SchemaError(f"parameter schema names unknown kind(s): {', '.join(unknown)}")
+    return schema
