@@ -46,7 +46,7 @@ lint: ## ruff (E, F, I, D) and mypy
 	@# mypy sees the installed layout: one package `offhours` mapped from the top-level folders.
 	@cp scripts/_root/__init__.py $(TYPECHECK_ROOT)/offhours/__init__.py
 	@for d in steps workflows cronworkflows scripts schemas; do ln -s $(CURDIR)/$$d $(TYPECHECK_ROOT)/offhours/$$d; done
-	cd $(TYPECHECK_ROOT) && $(PYTHON) -m mypy --config-file $(CURDIR)/pyproject.toml -p offhours
+	cd $(TYPECHECK_ROOT) && $(if $(findstring /,$(PYTHON)),$(abspath $(PYTHON)),$(PYTHON)) -m mypy --config-file $(CURDIR)/pyproject.toml -p offhours
 	cd scripts/launcher && gofmt -l . | (! grep .) && go vet .
 
 .PHONY: bench
@@ -61,16 +61,20 @@ mutation: ## Mutation testing (mutmut 3) of the policy, metrics maths, exit hook
 	$(PYTHON) bench/mutation.py
 
 .PHONY: cluster-up
-cluster-up: ## Build (cached) and start the local control plane: Kubernetes, etcd, kwok GPU nodes, Argo
+cluster-up: ## Build (cached) and start the local control plane: Kubernetes, etcd, kwok GPU nodes, Argo, pod runner
 	$(PYTHON) scripts/controlplane/cluster.py up
 
 .PHONY: cluster-down
 cluster-down: ## Stop every process of the local control plane
 	$(PYTHON) scripts/controlplane/cluster.py down
 
+.PHONY: demo
+demo: ## The whole loop live on the local control plane (make cluster-up first): offhours demo
+	$(PYTHON) -m offhours.scripts.cli demo
+
 .PHONY: e2e
 e2e: ## Run the end-to-end tier against the local control plane (make cluster-up first)
 	$(PYTEST) -q -m cluster tests/e2e
 
 .PHONY: ci
-ci: install lint test ## What CI runs: install, lint, tests (then .ci/run runs the e2e tier)
+ci: deps install lint test ## What CI runs: deps, install, lint, tests (then .ci/run runs the e2e tier)

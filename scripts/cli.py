@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from offhours.scripts import check_parameters_cli, console, researcher, schedule
+from offhours.scripts import check, check_parameters_cli, console, demo, researcher, schedule
 from offhours.steps.contract import OFFHOURS_IMAGE
 
 Command = Callable[[argparse.Namespace], int]
@@ -124,6 +124,8 @@ def _simulate(args: argparse.Namespace) -> int:
         return 2
     if args.price is not None:
         fleet = dataclasses.replace(fleet, gpu_hour_price=args.price)
+    for out in filter(None, (args.json, args.plot)):  # e.g. build/, which git ignores
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
     result = simulate(trace, fleet, jobs)
     print(text_table(result, fleet.gpu_hour_price))
     if args.json:
@@ -136,6 +138,7 @@ def _simulate(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     import json
 
+    from offhours.scripts.cli_errors import default_namespace
     from offhours.scripts.cluster.base import ClusterError
     from offhours.scripts.cluster.kube import KubeCluster, load_client_config
     from offhours.scripts.policy.config import ConfigError, load_config
@@ -153,7 +156,7 @@ def _report(args: argparse.Namespace) -> int:
         namespace = namespace or config.workflow_namespace
     load_client_config()
     try:
-        workflows = KubeCluster().list_workflows(namespace or "default")
+        workflows = KubeCluster().list_workflows(namespace or default_namespace())
     except ClusterError as err:
         print(f"report: {err}", file=sys.stderr)
         return 1
@@ -168,6 +171,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _submit(args: argparse.Namespace) -> int:
+    from offhours.scripts.cli_errors import default_namespace
     from offhours.scripts.cluster.kube import KubeCluster, load_client_config
     from offhours.scripts.policy.config import ConfigError, load_config
     from offhours.scripts.submit import GROUP, VERSION, SubmitError, parked_workflow, parse_params
@@ -176,6 +180,7 @@ def _submit(args: argparse.Namespace) -> int:
         params = parse_params(args.param or [])
         services = {s.name for s in load_config(args.config).services} if args.config else None
         load_client_config()
+        args.namespace = args.namespace or default_namespace()
         cluster = KubeCluster()
         template = cluster.custom.get_namespaced_custom_object(GROUP, VERSION, args.namespace, "workflowtemplates",
                                                                args.template)
@@ -223,7 +228,8 @@ def parser() -> argparse.ArgumentParser:
                             "admits it")
     submit.add_argument("template", help="WorkflowTemplate name, e.g. offhours-llm-pipeline or offhours-job")
     submit.add_argument("-p", "--param", action="append", help="workflow parameter name=value (repeatable)")
-    submit.add_argument("-n", "--namespace", default="default", help="workflow namespace")
+    submit.add_argument("-n", "--namespace", help="workflow namespace (default: the kubeconfig context's, else the "
+                        "gate config's research namespace)")
     submit.add_argument("--priority", type=int, default=0, help="admission priority (higher first)")
     submit.add_argument("--config", help="gate configuration: the service must be one of its services")
     submit.set_defaults(func=_submit)
@@ -240,12 +246,15 @@ def parser() -> argparse.ArgumentParser:
 
     rep = sub.add_parser("report", help="GPU-hours lent and used, jobs, preemptions and saving, per service and "
                          "month, from the cluster's offhours workflows")
-    rep.add_argument("--namespace", help="workflow namespace (default: the config's, else default)")
+    rep.add_argument("--namespace", help="workflow namespace (default: the config's, else the kubeconfig "
+                     "context's, else the bundled gate config's)")
     rep.add_argument("--config", help="gate configuration (for GPUs per replica and the namespace)")
     rep.add_argument("--price", type=float, default=2.0, help="GPU-hour price for the saving (default 2.0)")
     rep.add_argument("--json", help="write the rows as JSON here")
     rep.set_defaults(func=_report)
 
+    check.register(sub)
+    demo.register(sub)
     check_parameters_cli.register(sub)
 
     ret = sub.add_parser("return-gpus", help="exit hook: mark a finished workflow as having returned its replicas "
@@ -264,9 +273,11 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the `offhours` command line; return its exit code."""
+    from offhours.scripts.cli_errors import run_command
+
     args = parser().parse_args(argv)
     func: Command = args.func
-    return func(args)
+    return run_command(func, args)
 
 
 if __name__ == "__main__":

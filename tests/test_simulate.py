@@ -247,14 +247,14 @@ def test_cli_simulates_files_and_writes_json_and_plot(tmp_path: Path, capsys: py
     (tmp_path / "jobs.yaml").write_text("jobs:\n" + "".join(
         "  - {service: chat, replicas: 1, workHours: 3, checkpointMinutes: 20}\n" for _ in range(12)))
     code = main(["simulate", "--trace", str(tmp_path / "t.csv"), "--fleet", str(tmp_path / "fleet.json"),
-                 "--jobs", str(tmp_path / "jobs.yaml"), "--json", str(tmp_path / "out.json"),
-                 "--plot", str(tmp_path / "out.png"), "--price", "2.5"])
+                 "--jobs", str(tmp_path / "jobs.yaml"), "--json", str(tmp_path / "new" / "out.json"),
+                 "--plot", str(tmp_path / "build" / "out.png"), "--price", "2.5"])
     assert code == 0
     out = capsys.readouterr().out
     assert "SLO-minutes" in out and "share of the fixed reference's GPU-hours" in out and "queueing delay" in out
-    report = json.loads((tmp_path / "out.json").read_text())
+    report = json.loads((tmp_path / "new" / "out.json").read_text())  # folders created: `build/` is not in git
     assert set(report["modes"]) == {"gate", "fixed-window", "reference", "oracle"}
-    assert (tmp_path / "out.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (tmp_path / "build" / "out.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_cli_refuses_a_bad_trace_and_jobs_for_unknown_services(tmp_path: Path,

@@ -3,16 +3,20 @@
 
     python scripts/controlplane/cluster.py up      # build (cached) and start everything on 127.0.0.1
     python scripts/controlplane/cluster.py down    # stop every process it started
-    python scripts/controlplane/cluster.py env     # print KUBECONFIG=... for a shell
+    eval "$(python scripts/controlplane/cluster.py env)"   # KUBECONFIG, and kubectl + argo on PATH
 
 Everything runs as local processes bound to loopback: etcd, kube-apiserver,
 kube-controller-manager, kube-scheduler (one binary, offhours-kube), kwok managing fake nodes
-with nvidia.com/gpu capacity, and the Argo Workflows controller with the v4.0.5 CRDs applied
-server-side. Certificates and the kubeconfig are generated on start. No Docker.
+with nvidia.com/gpu capacity, the Argo Workflows controller with the v4.0.5 CRDs applied
+server-side, and the local pod runner (podrunner.py), which runs the pods whose program matters
+(gate ticks, exit hooks, opted-in jobs) as local processes. Certificates and the kubeconfig are
+generated on start; its context's namespace is `research`. No Docker. A start that fails stops
+what it started.
 """
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -42,7 +46,10 @@ def run(*cmd: str, **kw: object) -> subprocess.CompletedProcess[str]:
 
 def build() -> Path:
     t0 = time.monotonic()
-    out = subprocess.run(["bash", str(HERE / "build.sh")], check=True, text=True, stdout=subprocess.PIPE)
+    log("building the control plane from Go modules (cached; a cold build takes several minutes)")
+    out = subprocess.run(["bash", str(HERE / "build.sh")], text=True, stdout=subprocess.PIPE)
+    if out.returncode:
+        raise SystemExit(f"[cluster] the build failed (exit {out.returncode}); see the lines above")
     bin_dir = Path(out.stdout.strip().splitlines()[-1])
     log(f"binaries ready in {time.monotonic() - t0:.1f} s: {bin_dir}")
     return bin_dir
@@ -68,7 +75,7 @@ def certificates(pki: Path) -> None:
     run("openssl", "rsa", "-in", str(pki / "sa.key"), "-pubout", "-out", str(pki / "sa.pub"))
 
 
-def kubeconfig(pki: Path, path: Path, namespace: str = "default") -> None:
+def kubeconfig(pki: Path, path: Path, namespace: str = "research") -> None:
     config = {
         "apiVersion": "v1", "kind": "Config", "current-context": "offhours",
         "clusters": [{"name": "offhours", "cluster": {"server": f"https://127.0.0.1:{API_PORT}",
@@ -127,7 +134,21 @@ def nodes_manifest() -> str:
 
 def up() -> None:
     t0 = time.monotonic()
+    if not ARGO_CRDS.is_dir():
+        raise SystemExit(f"[cluster] the Argo v4.0.5 CRDs are not at {ARGO_CRDS}: put the project's shared/ folder "
+                         "beside the checkout, or set OFFHOURS_ARGO_CRDS to the folder of argoproj.io_*.yaml")
+    if (STATE / "pids").is_dir() and any((STATE / "pids").iterdir()):
+        raise SystemExit(f"[cluster] already up ({STATE / 'pids'} lists its processes): `make cluster-down` first")
     bin_dir = build()
+    try:
+        start_all(bin_dir, t0)
+    except BaseException as err:
+        log(f"start failed ({err}): stopping what was started")
+        down()
+        raise
+
+
+def start_all(bin_dir: Path, t0: float) -> None:
     for sub in ("logs", "pids", "pki", "etcd"):
         (STATE / sub).mkdir(parents=True, exist_ok=True)
     pki = STATE / "pki"
@@ -182,9 +203,26 @@ def up() -> None:
     start("workflow-controller", [str(bin_dir / "workflow-controller"), f"--kubeconfig={STATE / 'argo.kubeconfig'}",
                                   "--executor-image=quay.io/argoproj/argoexec:v4.0.5", "--loglevel=info"],
           env={"ARGO_NAMESPACE": "argo", "LEADER_ELECTION_DISABLE": "true"})
+    # The research steps the runner runs locally exec through the launcher, as in a pod.
+    (STATE / "bin").mkdir(exist_ok=True)
+    run("go", "build", "-o", str(STATE / "bin" / "offhours-launch"), ".", cwd=str(REPO / "scripts" / "launcher"),
+        env={**os.environ, "CGO_ENABLED": "0"})
+    start("podrunner", [sys.executable, str(HERE / "podrunner.py"), "--kubeconfig", admin,
+                        "--journal", str(STATE / "podrunner.jsonl"), "--pause-file", str(STATE / "podrunner.pause"),
+                        "--map", f"/offhours/bin/={STATE / 'bin'}/", "--map", f"/app/={REPO / 'examples' / 'reference-job'}/"])
+    wait_for("the local pod runner", lambda: "local pod runner up" in (STATE / "logs" / "podrunner.log").read_text(),
+             timeout=60)
     (STATE / "env").write_text(f"KUBECONFIG={admin}\nOFFHOURS_CLUSTER_BIN={bin_dir}\n")
     log(f"control plane up in {time.monotonic() - t0:.1f} s ({time.monotonic() - t_start:.1f} s after the build)")
-    log(f"export KUBECONFIG={admin}")
+    log('for a shell: eval "$(python3 scripts/controlplane/cluster.py env)"  (KUBECONFIG; kubectl and argo on PATH)')
+
+
+def shell_env() -> str:
+    """Return the shell lines that point kubectl, argo and offhours at the local control plane."""
+    env = dict(line.split("=", 1) for line in (STATE / "env").read_text().split())
+    return (f"export KUBECONFIG={env['KUBECONFIG']}\n"
+            f"export OFFHOURS_CLUSTER_BIN={env['OFFHOURS_CLUSTER_BIN']}\n"
+            f"export PATH=\"{env['OFFHOURS_CLUSTER_BIN']}:$PATH\"\n")
 
 
 def down() -> None:
@@ -192,7 +230,7 @@ def down() -> None:
     if not pids.exists():
         log("nothing to stop")
         return
-    order = ["workflow-controller", "kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"]
+    order = ["podrunner", "workflow-controller", "kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"]
     for name in order + sorted(p.name for p in pids.iterdir() if p.name not in order):
         path = pids / name
         if not path.exists():
@@ -208,9 +246,8 @@ def down() -> None:
             pass
         path.unlink()
         log(f"stopped {name}")
-    import shutil
-
     shutil.rmtree(STATE / "etcd", ignore_errors=True)
+    (STATE / "env").unlink(missing_ok=True)
 
 
 def main() -> None:
@@ -220,7 +257,9 @@ def main() -> None:
     elif command == "down":
         down()
     elif command == "env":
-        print((STATE / "env").read_text(), end="")
+        if not (STATE / "env").exists():
+            raise SystemExit("[cluster] not up: `make cluster-up` first")
+        print(shell_env(), end="")
     elif command == "build":
         print(build())
     else:

@@ -12,11 +12,13 @@ import pytest
 import yaml
 from kubernetes import client, config
 
+from offhours.scripts.controlplane.podrunner import hand_back, take_over
 from offhours.workflows.render import write
 
 from .runner import LocalPodRunner
 
 STATE = Path(os.environ.get("OFFHOURS_CLUSTER_DIR", "/tmp/offhours-cluster"))
+REPO = Path(__file__).resolve().parents[2]
 SERVING, RESEARCH = "serving", "research"
 
 
@@ -114,12 +116,19 @@ def chat_service(kubectl: Callable[..., str], api: client.ApiClient) -> Iterator
 
 @pytest.fixture(scope="session")
 def runner(api: client.ApiClient, cluster_env: dict[str, str]) -> Iterator[LocalPodRunner]:
+    """This checkout's pod runner, in-process (its records are the tests'); the cluster's daemon pauses meanwhile."""
     kube = yaml.safe_load(Path(cluster_env["KUBECONFIG"]).read_text())
     cluster = kube["clusters"][0]["cluster"]
-    # Research pods (exit hooks, parameter checks) and the gate's tick pods (serving namespace).
-    pods = LocalPodRunner(api, cluster["server"], cluster["certificate-authority"], (RESEARCH, SERVING)).start()
-    yield pods
-    pods.stop()
+    daemon_pid = STATE / "pids" / "podrunner"
+    take_over(STATE / "podrunner.pause", int(daemon_pid.read_text()) if daemon_pid.exists() else None)
+    # As the daemon's: the launcher built by cluster-up, and the reference job as the offhours.local/ image's /app.
+    path_map = {"/offhours/bin/": f"{STATE / 'bin'}/", "/app/": f"{REPO / 'examples' / 'reference-job'}/"}
+    pods = LocalPodRunner(api, cluster["server"], cluster["certificate-authority"], path_map=path_map).start()
+    try:
+        yield pods
+    finally:
+        pods.stop()
+        hand_back(STATE / "podrunner.pause")
 
 
 def wait(what: str, check: Callable[[], Any], timeout: float = 120.0, every: float = 1.0) -> Any:

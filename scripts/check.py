@@ -1,0 +1,390 @@
+"""`offhours check`: verify an install on a live cluster, one line per check, each failure with its fix.
+
+What it checks, in order (each line says ✓ or ✗; any ✗ makes the exit status 1):
+the API server; Argo's CRDs and that their schema is Argo v4.0.5's; the serving and research
+namespaces; the PriorityClass `offhours-best-effort`; the WorkflowTemplates; the ServiceAccounts;
+what the gate's and the exit hook's ServiceAccounts may do, asked of the API server itself
+(SubjectAccessReview); the gate ConfigMap `offhours-gate-config`; each configured Deployment
+present and ready; the metrics source reachable and returning vLLM series; the CronWorkflow
+`offhours-gate` scheduled and its last run.
+"""
+
+import argparse
+import gzip
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import yaml
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from offhours.scripts.policy.config import ConfigError, GateConfig, load_config, parse_config
+
+CONFIG_MAP, CONFIG_KEY = "offhours-gate-config", "gate.yaml"
+PRIORITY_CLASS = "offhours-best-effort"
+CRON_WORKFLOW = "offhours-gate"
+GATE_SA, EXIT_HOOK_SA, RESEARCH_SA = "offhours-gate", "offhours-exit-hook", "offhours-research"
+TEMPLATES = ("offhours-steps", "offhours-llm-pipeline", "offhours-job")
+ARGO_CRDS = {"workflows": "workflows.json.gz", "workflowtemplates": "workflowtemplates.json.gz",
+             "cronworkflows": "cronworkflows.json.gz", "workflowtaskresults": None}
+INSTALL = "offhours render --gate-config FILE --out build/manifests && kubectl apply --server-side -k build/manifests"
+# What no ServiceAccount of the research namespace may do in the serving namespace (asked one by one).
+SERVING_RESOURCES = (("apps", "deployments", ""), ("apps", "deployments", "scale"), ("", "pods", ""),
+                     ("", "configmaps", ""), ("", "secrets", ""), ("coordination.k8s.io", "leases", ""),
+                     ("autoscaling", "horizontalpodautoscalers", ""), ("", "events", ""))
+VERBS = ("get", "list", "watch", "create", "update", "patch", "delete")
+
+
+@dataclass(frozen=True)
+class Check:
+    """One line of the report: what was checked, whether it holds, what was seen, how to fix it."""
+
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+
+    def line(self) -> str:
+        """Return the report line."""
+        mark = "✓" if self.ok else "✗"
+        return f"{mark} {self.name}: {self.detail}" + ("" if self.ok or not self.fix else f" — fix: {self.fix}")
+
+
+def _absent(err: ApiException) -> bool:
+    return err.status == 404
+
+
+def _message(err: ApiException) -> str:
+    try:
+        return str(json.loads(err.body or "")["message"])
+    except (ValueError, KeyError, TypeError):
+        return f"HTTP {err.status} {err.reason}"
+
+
+def _vendored_schema(file: str) -> dict[str, Any]:
+    raw = resources.files("offhours.schemas").joinpath("argo", file).read_bytes()
+    return dict(json.loads(gzip.decompress(raw)))
+
+
+def _schema_of(crd: Any) -> dict[str, Any] | None:
+    version = next((v for v in crd.get("spec", {}).get("versions", []) if v.get("name") == "v1alpha1"), None)
+    return None if version is None else version.get("schema", {}).get("openAPIV3Schema")
+
+
+def _numbers_as_read(value: Any) -> Any:
+    """Return `value` with whole floats as ints: the client reads a schema's `minimum: 1` back as 1.0."""
+    if isinstance(value, dict):
+        return {k: _numbers_as_read(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_numbers_as_read(v) for v in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(_numbers_as_read(value), sort_keys=True, separators=(",", ":"))
+
+
+@dataclass
+class Checker:
+    """Runs the checks against one cluster (an ApiClient) for one gate configuration."""
+
+    api: client.ApiClient
+    config: GateConfig | None
+    config_file: str | None = None
+
+    def __post_init__(self) -> None:
+        self.core = client.CoreV1Api(self.api)
+        self.apps = client.AppsV1Api(self.api)
+        self.custom = client.CustomObjectsApi(self.api)
+        self.ext = client.ApiextensionsV1Api(self.api)
+        self.auth = client.AuthorizationV1Api(self.api)
+        self.sched = client.SchedulingV1Api(self.api)
+
+    # -- the checks ------------------------------------------------------------------------
+    def api_server(self) -> Iterator[Check]:
+        """Check that the API server answers."""
+        version = client.VersionApi(self.api).get_code()
+        yield Check("Kubernetes API", True, f"reachable, {version.git_version}")
+
+    def crds(self) -> Iterator[Check]:
+        """Check Argo's CRDs and that their schema is Argo v4.0.5's."""
+        for plural, vendored in ARGO_CRDS.items():
+            name = f"{plural}.argoproj.io"
+            try:
+                crd = self.api.sanitize_for_serialization(self.ext.read_custom_resource_definition(name))
+            except ApiException as err:
+                if not _absent(err):
+                    raise
+                yield Check(f"CRD {name}", False, "missing", "install Argo Workflows v4.0.5 (its CRDs and controller)")
+                continue
+            established = any(c.get("type") == "Established" and c.get("status") == "True"
+                              for c in crd.get("status", {}).get("conditions", []))
+            schema = _schema_of(crd)
+            if not established or schema is None:
+                yield Check(f"CRD {name}", False, "not established, or no v1alpha1 version",
+                            "install Argo Workflows v4.0.5's CRDs")
+            elif vendored is None:
+                yield Check(f"CRD {name}", True, "established, v1alpha1")
+            elif _canonical(schema) != _canonical(_vendored_schema(vendored)["openAPIV3Schema"]):
+                yield Check(f"CRD {name}", False, "schema differs from Argo v4.0.5's (another Argo version?)",
+                            "install the CRDs of Argo v4.0.5's release (manifests/base/crds/full)")
+            else:
+                yield Check(f"CRD {name}", True, "established, v1alpha1, Argo v4.0.5 schema")
+
+    def namespaces(self, config: GateConfig) -> Iterator[Check]:
+        """Check the serving and research namespaces."""
+        for role, ns in (("serving", config.namespace), ("research", config.workflow_namespace)):
+            try:
+                self.core.read_namespace(ns)
+                yield Check(f"namespace {ns}", True, f"exists ({role})")
+            except ApiException as err:
+                if not _absent(err):
+                    raise
+                yield Check(f"namespace {ns}", False, f"missing ({role})", f"kubectl create namespace {ns}")
+
+    def priority_class(self) -> Iterator[Check]:
+        """Check the PriorityClass of research pods."""
+        try:
+            pc = self.sched.read_priority_class(PRIORITY_CLASS)
+        except ApiException as err:
+            if not _absent(err):
+                raise
+            yield Check(f"PriorityClass {PRIORITY_CLASS}", False, "missing", INSTALL)
+            return
+        ok = pc.value < 0 and pc.preemption_policy == "Never"
+        yield Check(f"PriorityClass {PRIORITY_CLASS}", ok, f"value {pc.value}, preemptionPolicy {pc.preemption_policy}",
+                    f"kubectl delete priorityclass {PRIORITY_CLASS}, then {INSTALL}")
+
+    def templates(self, config: GateConfig) -> Iterator[Check]:
+        """Check the WorkflowTemplates."""
+        ns = config.workflow_namespace
+        for name in TEMPLATES:
+            try:
+                self.custom.get_namespaced_custom_object("argoproj.io", "v1alpha1", ns, "workflowtemplates", name)
+                yield Check(f"WorkflowTemplate {ns}/{name}", True, "installed")
+            except ApiException as err:
+                if not _absent(err):
+                    raise
+                yield Check(f"WorkflowTemplate {ns}/{name}", False, "missing", INSTALL)
+
+    def service_accounts(self, config: GateConfig) -> Iterator[Check]:
+        """Check the gate's, the exit hook's and research pods' ServiceAccounts."""
+        for ns, name in ((config.namespace, GATE_SA), (config.workflow_namespace, EXIT_HOOK_SA),
+                         (config.workflow_namespace, RESEARCH_SA)):
+            try:
+                self.core.read_namespaced_service_account(name, ns)
+                yield Check(f"ServiceAccount {ns}/{name}", True, "exists")
+            except ApiException as err:
+                if not _absent(err):
+                    raise
+                yield Check(f"ServiceAccount {ns}/{name}", False, "missing", INSTALL)
+
+    def _allowed(self, user: str, namespace: str, group: str, resource: str, verb: str, subresource: str = "",
+                 name: str = "") -> bool:
+        review = client.V1SubjectAccessReview(spec=client.V1SubjectAccessReviewSpec(
+            user=user, groups=["system:serviceaccounts", f"system:serviceaccounts:{user.split(':')[2]}"],
+            resource_attributes=client.V1ResourceAttributes(namespace=namespace, group=group, resource=resource,
+                                                            subresource=subresource or None, verb=verb,
+                                                            name=name or None)))
+        return bool(self.auth.create_subject_access_review(review).status.allowed)
+
+    def rbac(self, config: GateConfig) -> Iterator[Check]:
+        """Ask the API server what the gate's, the exit hook's and research pods' ServiceAccounts may do."""
+        serving, research = config.namespace, config.workflow_namespace
+        gate = f"system:serviceaccount:{serving}:{GATE_SA}"
+        deployments = sorted({s.deployment or s.name for s in config.services})
+        needs: list[tuple[str, str, str, str, str, str]] = []  # namespace, group, resource, subresource, verb, name
+        for d in deployments:
+            needs += [(serving, "apps", "deployments", "scale", v, d) for v in ("get", "patch", "update")]
+        needs += [(serving, "apps", "deployments", "", v, "") for v in ("get", "list", "watch")]
+        needs += [(serving, "", "pods", "", "list", ""), (serving, "", "events", "", "create", ""),
+                  (serving, "coordination.k8s.io", "leases", "", "update", "offhours-gate")]
+        needs += [(serving, "", "configmaps", "", v, f"offhours-state-{s.name}") for s in config.services
+                  for v in ("get", "update")]
+        needs += [(research, "argoproj.io", "workflows", "", v, "") for v in
+                  ("get", "list", "watch", "patch", "create", "delete")]
+        missing = [f"{v} {r}{'/' + sub if sub else ''}{' ' + n if n else ''} in {ns}"
+                   for ns, g, r, sub, v, n in needs if not self._allowed(gate, ns, g, r, v, sub, n)]
+        yield Check(f"RBAC {serving}/{GATE_SA}", not missing,
+                    "may scale its Deployments and manage research workflows" if not missing
+                    else f"lacks {len(missing)} right(s): {'; '.join(missing[:4])}", INSTALL)
+        patching = [d for d in deployments if self._allowed(gate, serving, "apps", "deployments", "patch", "", d)]
+        yield Check(f"RBAC {serving}/{GATE_SA} cannot rewrite pods", not patching,
+                    "no `patch deployments`" if not patching else
+                    f"may patch Deployment(s) {', '.join(patching)} (and so rewrite their pod template)",
+                    f"remove `patch` on apps/deployments from the gate's Roles in {serving}")
+        hook = f"system:serviceaccount:{research}:{EXIT_HOOK_SA}"
+        hook_missing = [v for v in ("get", "patch") if not self._allowed(hook, research, "argoproj.io", "workflows", v)]
+        yield Check(f"RBAC {research}/{EXIT_HOOK_SA}", not hook_missing,
+                    "may get and patch its workflow" if not hook_missing
+                    else f"lacks {', '.join(hook_missing)} on workflows in {research}", INSTALL)
+        for sa in (EXIT_HOOK_SA, RESEARCH_SA):
+            user = f"system:serviceaccount:{research}:{sa}"
+            rights = [f"{v} {r}{'/' + sub if sub else ''}" for g, r, sub in SERVING_RESOURCES for v in VERBS
+                      if self._allowed(user, serving, g, r, v, sub)]
+            yield Check(f"RBAC {research}/{sa} has no right in {serving}", not rights,
+                        "none" if not rights else f"may {'; '.join(rights[:4])}" + (" …" if len(rights) > 4 else ""),
+                        f"remove the RoleBindings in {serving} that name {research}/{sa}")
+
+    def config_map(self) -> Iterator[Check]:
+        """Check the gate's ConfigMap in the serving namespace; adopt its configuration when none was given."""
+        ns = self.config.namespace if self.config else None
+        where = f"{ns}/{CONFIG_MAP}"
+        fix = (f"kubectl -n {ns} create configmap {CONFIG_MAP} --from-file={CONFIG_KEY}=gate-config.yaml "
+               "--dry-run=client -o yaml | kubectl apply -f -")
+        try:
+            cm = self.core.read_namespaced_config_map(CONFIG_MAP, ns)
+        except ApiException as err:
+            if not _absent(err):
+                raise
+            yield Check(f"ConfigMap {where}", False, "missing", fix)
+            return
+        text = (cm.data or {}).get(CONFIG_KEY)
+        if text is None:
+            yield Check(f"ConfigMap {where}", False, f"has no key {CONFIG_KEY}", fix)
+            return
+        try:
+            installed = parse_config(yaml.safe_load(text))
+        except (ConfigError, yaml.YAMLError) as err:
+            yield Check(f"ConfigMap {where}", False, f"{CONFIG_KEY} is invalid: {str(err).splitlines()[0]}", fix)
+            return
+        if self.config_file and installed != self.config:
+            yield Check(f"ConfigMap {where}", False, f"differs from {self.config_file}", fix.replace(
+                "gate-config.yaml", self.config_file))
+            return
+        self.config = installed
+        yield Check(f"ConfigMap {where}", True, f"valid, {len(installed.services)} service(s)")
+
+    def deployments(self, config: GateConfig) -> Iterator[Check]:
+        """Check each configured Deployment is present and ready."""
+        for s in config.services:
+            name = s.deployment or s.name
+            try:
+                dep = self.apps.read_namespaced_deployment(name, config.namespace)
+            except ApiException as err:
+                if not _absent(err):
+                    raise
+                yield Check(f"Deployment {config.namespace}/{name}", False, f"missing (service {s.name})",
+                            f"deploy {name} in {config.namespace}, or fix services.{s.name}.deployment in the config")
+                continue
+            want, ready = dep.spec.replicas or 0, dep.status.ready_replicas or 0
+            yield Check(f"Deployment {config.namespace}/{name}", ready >= want and want > 0,
+                        f"{ready}/{want} replicas ready", f"kubectl -n {config.namespace} describe deployment {name}")
+
+    def metrics(self, config: GateConfig) -> Iterator[Check]:
+        """Check the metrics source answers with vLLM series for every service."""
+        m = config.metrics
+        if m.source == "prometheus":
+            from offhours.scripts.metrics.prometheus import PrometheusError, read_services
+
+            try:
+                services = read_services(m.prometheus_url or "", m.service_label, m.window, m.extra_selector,
+                                         m.prometheus_timeout_seconds)
+            except PrometheusError as err:
+                yield Check(f"metrics (Prometheus {m.prometheus_url})", False, str(err),
+                            "fix metrics.prometheus.url, or let the gate's namespace reach Prometheus")
+                return
+            absent = [s.name for s in config.services if s.name not in services]
+            yield Check(f"metrics (Prometheus {m.prometheus_url})", not absent,
+                        "vLLM series for every service" if not absent else
+                        f"no vLLM series with {m.service_label}= {', '.join(absent)}",
+                        f"scrape the vLLM pods with the label {m.service_label}=<service>")
+            return
+        from offhours.scripts.metrics.scrape import Target, scrape
+
+        for s in config.services:
+            pods = self.core.list_namespaced_pod(config.namespace, label_selector=f"offhours.io/service={s.name}").items
+            ready = [p for p in pods if p.status.pod_ip and any(c.type == "Ready" and c.status == "True"
+                                                                for c in p.status.conditions or [])]
+            result = scrape([Target(p.metadata.name, f"http://{p.status.pod_ip}:{m.port}{m.path}") for p in ready],
+                            m.scrape_timeout_seconds, m.concurrency)
+            ok = bool(ready) and not result.errors
+            detail = (f"{len(result.readings)}/{len(ready)} ready pod(s) return vLLM series" if ready
+                      else "no ready pod labelled offhours.io/service=" + s.name)
+            if result.errors:
+                detail += "; " + "; ".join(f"{k}: {v}" for k, v in list(result.errors.items())[:2])
+            yield Check(f"metrics of {s.name} (direct :{m.port}{m.path})", ok, detail,
+                        f"serve vLLM's /metrics on port {m.port} of each pod labelled offhours.io/service={s.name}")
+
+    def cron_workflow(self, config: GateConfig) -> Iterator[Check]:
+        """Check the gate's CronWorkflow is scheduled, and its last run."""
+        ns = config.namespace
+        try:
+            cron = self.custom.get_namespaced_custom_object("argoproj.io", "v1alpha1", ns, "cronworkflows",
+                                                            CRON_WORKFLOW)
+        except ApiException as err:
+            if not _absent(err):
+                raise
+            yield Check(f"CronWorkflow {ns}/{CRON_WORKFLOW}", False, "missing", INSTALL)
+            return
+        if cron.get("spec", {}).get("suspend"):
+            yield Check(f"CronWorkflow {ns}/{CRON_WORKFLOW}", False, "suspended: the gate does not run",
+                        f"kubectl -n {ns} patch cronworkflow {CRON_WORKFLOW} --type=merge "
+                        "-p '{\"spec\":{\"suspend\":false}}'")
+            return
+        runs = self.custom.list_namespaced_custom_object(
+            "argoproj.io", "v1alpha1", ns, "workflows",
+            label_selector=f"workflows.argoproj.io/cron-workflow={CRON_WORKFLOW}")["items"]
+        finished = [w for w in runs if w.get("status", {}).get("phase") in ("Succeeded", "Failed", "Error")]
+        schedules = cron.get("spec", {}).get("schedules") or [cron.get("spec", {}).get("schedule")]
+        if not finished:
+            yield Check(f"CronWorkflow {ns}/{CRON_WORKFLOW}", True,
+                        f"scheduled ({', '.join(map(str, schedules))}); no finished run yet")
+            return
+        last = max(finished, key=lambda w: w["status"].get("finishedAt") or "")
+        phase = last["status"]["phase"]
+        yield Check(f"CronWorkflow {ns}/{CRON_WORKFLOW}", phase == "Succeeded",
+                    f"scheduled; last run {last['metadata']['name']} {phase} at {last['status'].get('finishedAt')}"
+                    + ("" if phase == "Succeeded" else f": {last['status'].get('message', '')}"),
+                    f"argo -n {ns} logs {last['metadata']['name']}")
+
+    def run(self) -> Iterator[Check]:
+        """Yield every check; stop early only when the API server cannot be reached."""
+        yield from self.api_server()
+        yield from self.crds()
+        yield from self.config_map()
+        config = self.config
+        assert config is not None
+        yield from self.namespaces(config)
+        yield from self.priority_class()
+        yield from self.templates(config)
+        yield from self.service_accounts(config)
+        yield from self.rbac(config)
+        yield from self.deployments(config)
+        yield from self.metrics(config)
+        yield from self.cron_workflow(config)
+
+
+def check(api: client.ApiClient, config_file: str | None, out: Callable[[str], None] = print) -> int:
+    """Run every check, print one line each; return 1 if any failed."""
+    from offhours.workflows.render import example_gate_config
+
+    config = load_config(config_file) if config_file else example_gate_config()
+    failed = 0
+    for result in Checker(api, config, config_file).run():
+        out(result.line())
+        failed += not result.ok
+    out(f"{failed} check(s) failed" if failed else "all checks passed")
+    return 1 if failed else 0
+
+
+def _main(args: argparse.Namespace) -> int:
+    from kubernetes import config as kube_config
+
+    kube_config.load_kube_config(config_file=args.kubeconfig)
+    return check(client.ApiClient(), args.config)
+
+
+def register(subparsers: Any) -> None:
+    """Add `offhours check` to the command line."""
+    parser = subparsers.add_parser("check", help="verify an offhours install on the cluster: one line per check, "
+                                   "each ✗ with its fix; exit 1 on any ✗")
+    parser.add_argument("--config", help="gate configuration the install should match (default: the ConfigMap "
+                        "offhours-gate-config in the bundled example's serving namespace)")
+    parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, else ~/.kube/config)")
+    parser.set_defaults(func=_main)

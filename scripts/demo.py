@@ -1,0 +1,387 @@
+"""`offhours demo`: the whole loop, live, on the local control plane (`make cluster-up`).
+
+It installs offhours for a demo gate configuration (service `chat`, 16 replicas of 4 GPUs: every
+GPU of the 16 kwok nodes serves), runs an emulated vLLM fleet on the serving pods' loopback IPs
+that replays the bundled 14-day trace at an accelerated clock (default: a trace minute per
+second, from 03:00 of day 1, before the morning rise), lets the gate's CronWorkflow run for
+real (every minute; its pods are run by the cluster's local pod runner), submits a pipeline from
+`offhours-llm-pipeline` with the README's local parameters (its sft stage is the reference job,
+run as a local process that checkpoints to a local folder), and prints what happens as it
+happens: load, replicas in service, the gate's decisions, the job's states, preemptions and
+resumes, until the pipeline completes or the replay ends.
+
+The pure part, what changed between two observations (`changes`), is separate from the I/O.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+from kubernetes import client
+from kubernetes import config as kube_config
+
+from offhours.scripts.metrics.emulator import EmulatedServer, Fleet
+from offhours.scripts.trace import Trace, load_trace
+
+CLUSTER_STATE = Path(os.environ.get("OFFHOURS_CLUSTER_DIR", "/tmp/offhours-cluster"))
+SERVING, RESEARCH, SERVICE = "serving", "research", "chat"
+GROUP, VERSION = "argoproj.io", "v1alpha1"
+DEMO_DIR = Path(tempfile.gettempdir()) / "offhours-demo"
+LOCAL_IMAGE = "offhours.local/reference-job:demo"
+CAPACITY_RPS = 10.0  # what one emulated replica serves (the gate config's capacity)
+# One port for every run: a gate run that started before this demo still reads its metrics there.
+METRICS_PORT = 18473
+DEMO_LABEL = "offhours.io/demo"
+
+
+def demo_gate_config(port: int, replicas: int) -> dict[str, Any]:
+    """Return the demo's gate configuration: one service, direct scraping, decisions every few seconds."""
+    return {
+        "namespace": SERVING, "workflowNamespace": RESEARCH, "tickSeconds": 10,
+        "metrics": {"source": "direct", "maxAgeSeconds": 60, "direct": {"port": port, "timeoutSeconds": 2}},
+        "failSafe": {"failedTicksBeforeReclaim": 3},
+        "services": {SERVICE: {"deployment": SERVICE, "gpusPerReplica": 4,
+                               "capacity": {"requestsPerSecond": CAPACITY_RPS}, "headroom": 0.25,
+                               "stabilizationSeconds": 15, "maxLendStep": 4, "minReplicas": 1}},
+    }
+
+
+def pipeline_parameters(run_id: str, steps: int) -> dict[str, str]:
+    """Return the README's local example parameters (schedules on the kwok GPU nodes; sft = the reference job)."""
+    return {
+        "service": SERVICE, "replicas": "2", "run-id": run_id, "image": LOCAL_IMAGE,
+        "output-uri": f"file://{DEMO_DIR}/out", "checkpoint-uri": f"file://{DEMO_DIR}/ckpt",
+        "node-selector": '{"offhours.io/pool": "inference"}',
+        "run-preprocess": "false", "run-pretrain": "false", "run-rl": "false", "run-eval": "false",
+        "sft-command": '["python", "/app/train.py"]',
+        "sft-args": json.dumps(["--steps", str(steps), "--every", "50", "--step-seconds", "0.05"]),
+        "sft-gpus": "4",
+    }
+
+
+@dataclass
+class TraceClock:
+    """Trace time that runs `speed` times faster than the wall clock, from `start_minute` of the trace."""
+
+    start_minute: float
+    speed: float
+    started: float = field(default_factory=time.monotonic)
+
+    def minute(self, now: float | None = None) -> float:
+        """Return the trace minute at wall-clock `now` (monotonic)."""
+        return self.start_minute + ((now if now is not None else time.monotonic()) - self.started) * self.speed / 60
+
+    def label(self, now: float | None = None) -> str:
+        """Return the trace time as `day D HH:MM`."""
+        m = int(self.minute(now))
+        return f"day {m // 1440 + 1} {m % 1440 // 60:02d}:{m % 60:02d}"
+
+
+def load_scale(trace: Trace, start_minute: int, minutes: int, replicas: int, headroom: float,
+               percentile: float = 90.0) -> float:
+    """Return the factor that makes the window's `percentile` minute need all but half a replica of `replicas`.
+
+    The busier minutes above it need more than serving has lent out: the gate must reclaim.
+    """
+    level = float(np.percentile(trace.requests[start_minute:start_minute + minutes], percentile)) / 60
+    return (replicas - 0.5) * CAPACITY_RPS / (1 + headroom) / level
+
+
+class Replay:
+    """Emulated vLLM on every ready serving pod, fed from the trace at the clock's pace."""
+
+    def __init__(self, api: client.ApiClient, port: int, trace: Trace, clock: TraceClock, scale: float) -> None:
+        self.core, self.port, self.trace, self.clock, self.scale = client.CoreV1Api(api), port, trace, clock, scale
+        self.servers: dict[str, EmulatedServer] = {}
+        self.fleet = Fleet([]).start()
+        self.rps = 0.0
+        self.errors: list[str] = []
+        self._last = time.monotonic()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="replay")
+
+    def start(self) -> "Replay":
+        """Start feeding the servers once a second."""
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop feeding and serving."""
+        self._stop.set()
+        self._thread.join(timeout=10)
+        self.fleet.stop()
+
+    def _ready_ips(self) -> list[str]:
+        pods = self.core.list_namespaced_pod(SERVING, label_selector=f"app={SERVICE}").items
+        return [p.status.pod_ip for p in pods if p.status.pod_ip and p.metadata.deletion_timestamp is None
+                and any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or [])]
+
+    def _loop(self) -> None:
+        while not self._stop.wait(1.0):
+            now = time.monotonic()
+            dt, self._last = now - self._last, now
+            minute = min(int(self.clock.minute(now)), self.trace.minutes - 1)
+            self.rps = float(self.trace.requests[minute]) / 60 * self.scale
+            prompt = float(self.trace.input_tokens[minute]) / 60 * self.scale
+            generated = float(self.trace.output_tokens[minute]) / 60 * self.scale
+            try:
+                ips = self._ready_ips()
+                for ip in ips:
+                    if ip not in self.servers:
+                        server = EmulatedServer(engines=1)
+                        self.fleet.add(ip, self.port, server)
+                        self.servers[ip] = server
+            except Exception as err:  # noqa: BLE001 - reported; the next second tries again
+                self.errors.append(f"{type(err).__name__}: {err}")
+                continue
+            for ip in ips:
+                n = len(ips)
+                # More load per replica than it serves shows as a queue, as on a saturated vLLM.
+                waiting = max(0.0, self.rps / n - CAPACITY_RPS) * 2.0
+                self.servers[ip].feed(self.rps * dt / n, prompt * dt / n, generated * dt / n, dt, waiting=waiting)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What the demo watches: serving replicas, the gate's last decision, each research workflow's state."""
+
+    replicas: int
+    ready: int
+    decision: str
+    jobs: dict[str, str]
+    decided_at: float = 0.0
+
+
+def changes(before: Snapshot | None, after: Snapshot) -> list[str]:
+    """Return one plain line per change between two snapshots (all of `after` when there is no `before`)."""
+    lines: list[str] = []
+    if before is None or (before.replicas, before.ready) != (after.replicas, after.ready):
+        lines.append(f"{SERVICE}: {after.ready}/{after.replicas} replicas ready"
+                     + ("" if before is None else f" (was {before.ready}/{before.replicas})"))
+    if after.decision and (before is None or before.decision != after.decision):
+        lines.append(f"gate: {after.decision}")
+    for name, state in sorted(after.jobs.items()):
+        was = None if before is None else before.jobs.get(name)
+        if was != state:
+            lines.append(f"job {name}: {state}" + (f" (was {was})" if was else ""))
+    return lines
+
+
+class Watcher:
+    """Reads a Snapshot from the cluster: the demo's service and the workflows of its run id (copies included)."""
+
+    def __init__(self, api: client.ApiClient, run_id: str) -> None:
+        self.apps, self.core, self.custom = client.AppsV1Api(api), client.CoreV1Api(api), client.CustomObjectsApi(api)
+        self.run_id = run_id
+
+    def snapshot(self) -> Snapshot:
+        """Read the serving Deployment, the gate's state ConfigMap and the research workflows."""
+        dep = self.apps.read_namespaced_deployment(SERVICE, SERVING)
+        decision, decided_at = "", 0.0
+        try:
+            cm = self.core.read_namespaced_config_map(f"offhours-state-{SERVICE}", SERVING)
+            last = json.loads((cm.data or {}).get("state.json", "{}")).get("lastDecision") or {}
+            if last:
+                decided_at = float(last.get("at") or 0.0)  # the gate's clock: seconds since the epoch
+                decision = (f"{last.get('action')}: required {last.get('required')}, lent {last.get('lent')}, "
+                            f"target {last.get('target')} ({last.get('reason')})")
+        except (client.ApiException, ValueError):
+            decision = ""
+        jobs: dict[str, str] = {}
+        for wf in self.custom.list_namespaced_custom_object(GROUP, VERSION, RESEARCH, "workflows",
+                                                            label_selector=f"offhours.io/run-id={self.run_id}")["items"]:
+            labels = wf["metadata"].get("labels", {})
+            phase = wf.get("status", {}).get("phase") or "Pending"
+            state = labels.get("offhours.io/state", "")
+            reason = wf["metadata"].get("annotations", {}).get("offhours.io/waiting-reason", "")
+            jobs[wf["metadata"]["name"]] = f"{phase}{', ' + state if state else ''}{': ' + reason if reason else ''}"
+        return Snapshot(dep.spec.replicas or 0, dep.status.ready_replicas or 0, decision, jobs, decided_at)
+
+
+def finished(snapshot: Snapshot) -> bool:
+    """Whether the run is over: a run succeeded, or one failed on its own (not stopped by the gate)."""
+    states = snapshot.jobs.values()
+    return any(s.startswith("Succeeded") for s in states) or any(
+        s.startswith(("Failed", "Error")) and "preempted" not in s for s in states)
+
+
+def kubectl(bin_dir: str, kubeconfig: str, *args: str, stdin: str | None = None) -> str:
+    """Run the cluster's kubectl; raise with its message on failure."""
+    out = subprocess.run([f"{bin_dir}/kubectl", "--kubeconfig", kubeconfig, *args], input=stdin, text=True,
+                         capture_output=True, timeout=120)
+    if out.returncode:
+        raise RuntimeError(f"kubectl {' '.join(args[:3])}: {out.stderr.strip()}")
+    return out.stdout
+
+
+def local_cluster() -> dict[str, str]:
+    """Return the local control plane's env (KUBECONFIG, OFFHOURS_CLUSTER_BIN); exit with a hint when it is down."""
+    env_file = CLUSTER_STATE / "env"
+    if not env_file.exists():
+        raise SystemExit("offhours demo: no local control plane: run `make cluster-up` first")
+    return dict(line.split("=", 1) for line in env_file.read_text().split())
+
+
+def install(env: dict[str, str], raw_config: dict[str, Any], replicas: int, say: Callable[[str], None]) -> None:
+    """Install offhours for the demo configuration, the serving Deployment, and a fast gate schedule."""
+    from offhours.workflows.render import write
+
+    bin_dir, kubeconfig = env["OFFHOURS_CLUSTER_BIN"], env["KUBECONFIG"]
+    out = DEMO_DIR / "manifests"
+    shutil.rmtree(out, ignore_errors=True)
+    write(out, yaml.safe_dump(raw_config))
+    kubectl(bin_dir, kubeconfig, "apply", "--server-side", "--force-conflicts", "-k", str(out))
+    cron = yaml.safe_load((out / "cronworkflow-offhours-gate.yaml").read_text())
+    cron_ns = cron["metadata"]["namespace"]
+    for ns in sorted({SERVING, cron_ns}):  # the ConfigMap beside the CronWorkflow that mounts it
+        kubectl(bin_dir, kubeconfig, "apply", "--server-side", "--force-conflicts", "-f", "-", stdin=json.dumps({
+            "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "offhours-gate-config", "namespace": ns},
+            "data": {"gate.yaml": yaml.safe_dump(raw_config)}}))
+    say(f"installed offhours (render of the demo gate config) and the ConfigMap in {cron_ns}")
+    # A fresh start: no gate memory, serving Deployment or workflows left by an earlier demo.
+    kubectl(bin_dir, kubeconfig, "-n", SERVING, "delete", f"configmap/offhours-state-{SERVICE}",
+            f"deployment/{SERVICE}", "--ignore-not-found", "--wait=true")
+    kubectl(bin_dir, kubeconfig, "-n", RESEARCH, "delete", "workflows", "-l", f"{DEMO_LABEL}=true",
+            "--ignore-not-found", "--wait=true")
+    # One gate run a minute (the least cron allows), ticking every tickSeconds for 50 s.
+    kubectl(bin_dir, kubeconfig, "-n", cron_ns, "patch", "cronworkflow", "offhours-gate", "--type=merge", "-p",
+            json.dumps({"spec": {"suspend": False, "schedules": ["* * * * *"],
+                                 "workflowSpec": {"arguments": {"parameters": [
+                                     {"name": p["name"], "value": "50" if p["name"] == "run-seconds" else p["value"]}
+                                     for p in cron["spec"]["workflowSpec"]["arguments"]["parameters"]]}}}}))
+    say("gate CronWorkflow: every minute, one decision every 10 s")
+    labels = {"app": SERVICE, "offhours.io/service": SERVICE}
+    kubectl(bin_dir, kubeconfig, "apply", "--server-side", "--force-conflicts", "-f", "-", stdin=json.dumps({
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": SERVICE, "namespace": SERVING,
+                                                                     "labels": labels},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": SERVICE}},
+                 "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": "100%"}},
+                 "template": {"metadata": {"labels": labels}, "spec": {
+                     "terminationGracePeriodSeconds": 5, "nodeSelector": {"offhours.io/pool": "inference"},
+                     "containers": [{"name": "vllm", "image": "vllm/vllm-openai:v0.12.0",
+                                     "resources": {"requests": {"nvidia.com/gpu": "4", "cpu": "4"},
+                                                   "limits": {"nvidia.com/gpu": "4"}}}]}}}}))
+    say(f"serving: Deployment {SERVICE}, {replicas} replicas x 4 GPUs (vLLM emulated on each pod's IP)")
+
+
+def submit(env: dict[str, str], run_id: str, steps: int) -> str:
+    """Submit the pipeline with the argo CLI, parameters only; return the workflow's name."""
+    args = [f"{env['OFFHOURS_CLUSTER_BIN']}/argo", "--kubeconfig", env["KUBECONFIG"], "submit", "-n", RESEARCH,
+            "--from", "workflowtemplate/offhours-llm-pipeline", "-o", "name", "--labels", f"{DEMO_LABEL}=true"]
+    for name, value in pipeline_parameters(run_id, steps).items():
+        args += ["-p", f"{name}={value}"]
+    out = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    if out.returncode:
+        raise RuntimeError(f"argo submit: {out.stderr.strip()}")
+    return out.stdout.strip().split("/")[-1]
+
+
+def watch(watcher: Watcher, clock: TraceClock, replay: Replay, until: Callable[[Snapshot], bool], deadline: float,
+          say: Callable[[str], None]) -> Iterator[Snapshot]:
+    """Print changes once a second until `until` holds or the deadline passes; yield each snapshot."""
+    before: Snapshot | None = None
+    while time.monotonic() < deadline:
+        try:
+            now = watcher.snapshot()
+        except client.ApiException as err:
+            say(f"cannot read the cluster: HTTP {err.status} {err.reason}")
+            time.sleep(1)
+            continue
+        for line in changes(before, now):
+            say(f"[{clock.label()}] load {replay.rps:6.1f} req/s | {line}")
+        before = now
+        yield now
+        if until(now):
+            return
+        time.sleep(1)
+
+
+@dataclass
+class DemoResult:
+    """What the demo saw: the submitted workflow, every snapshot (with its trace time), the lines it printed."""
+
+    workflow: str = ""
+    snapshots: list[tuple[str, Snapshot]] = field(default_factory=list)
+
+    @property
+    def completed(self) -> bool:
+        """Whether a run of the pipeline succeeded."""
+        return bool(self.snapshots) and any(s.startswith("Succeeded") for s in self.snapshots[-1][1].jobs.values())
+
+
+def run_demo(args: argparse.Namespace, say: Callable[[str], None] = print) -> int:
+    """Run the demo (`offhours demo`); exit 0 if the pipeline completed."""
+    return 0 if demo(args, say).completed else 1
+
+
+def demo(args: argparse.Namespace, say: Callable[[str], None] = print) -> DemoResult:
+    """Set up the demo, run it until the pipeline completes or the replay ends; return what it saw."""
+    env = local_cluster()
+    api = kube_config.new_client_from_config(env["KUBECONFIG"])
+    trace = load_trace()
+    start = int(args.start_hour * 60)
+    minutes = int(args.hours * 60)
+    port = METRICS_PORT
+    raw = demo_gate_config(port, args.replicas)
+    scale = load_scale(trace, start, minutes, args.replicas, 0.25)
+    DEMO_DIR.mkdir(parents=True, exist_ok=True)
+    install(env, raw, args.replicas, say)
+    clock = TraceClock(start, args.speed)
+    replay = Replay(api, port, trace, clock, scale).start()
+    say(f"replaying the bundled trace from {clock.label()} at {args.speed:g}x ({minutes} trace minutes in "
+        f"{minutes * 60 / args.speed:.0f} s); peak {float(trace.requests[start:start + minutes].max()) / 60 * scale:.1f} "
+        f"req/s for {args.replicas} replicas of {CAPACITY_RPS:g} req/s")
+    result = DemoResult()
+    run_id = args.run_id or f"demo-{int(time.time())}"
+    try:
+        # The first gate run starts at the next minute: submit once the gate is deciding.
+        watcher = Watcher(api, run_id)
+        say("waiting for the gate's first decision (its CronWorkflow runs every minute)")
+        began = time.time()
+        first_decision = time.monotonic() + 180
+        while watcher.snapshot().decided_at < began and time.monotonic() < first_decision:
+            time.sleep(2)
+        for error in replay.errors[:3]:
+            say(f"emulated fleet: {error}")
+        result.workflow = submit(env, run_id, args.steps)
+        say(f"submitted {result.workflow}: argo submit -n {RESEARCH} --from workflowtemplate/offhours-llm-pipeline "
+            "(README's local parameters)")
+        deadline = time.monotonic() + minutes * 60 / args.speed
+        for snap in watch(watcher, clock, replay, finished, deadline, say):
+            result.snapshots.append((clock.label(), snap))
+        say("pipeline completed" if result.completed else "the replay ended before the pipeline completed")
+        return result
+    finally:
+        replay.stop()
+        # Without the emulated fleet the gate would only see missing metrics: stop its runs.
+        cron_ns = yaml.safe_load((DEMO_DIR / "manifests" / "cronworkflow-offhours-gate.yaml").read_text())
+        kubectl(env["OFFHOURS_CLUSTER_BIN"], env["KUBECONFIG"], "-n", cron_ns["metadata"]["namespace"], "patch",
+                "cronworkflow", "offhours-gate", "--type=merge", "-p", '{"spec":{"suspend":true}}')
+        say(f"gate CronWorkflow suspended; the workflows stay for `argo list -n {RESEARCH}`")
+
+
+def register(subparsers: Any) -> None:
+    """Add `offhours demo` to the command line."""
+    p = subparsers.add_parser("demo", help="the whole loop live on the local control plane (make cluster-up): "
+                              "emulated vLLM replaying the bundled trace, the gate, a pipeline preempted and resumed")
+    p.add_argument("--speed", type=float, default=60.0, help="trace seconds per wall-clock second (default 60)")
+    p.add_argument("--start-hour", type=float, default=3.0, help="trace hour to start at (default 3: day 1, 03:00, "
+                   "before the morning rise)")
+    p.add_argument("--hours", type=float, default=9.0, help="trace hours to replay at most (default 9)")
+    p.add_argument("--replicas", type=int, default=16, help="serving replicas of 4 GPUs (default 16: every kwok GPU)")
+    p.add_argument("--steps", type=int, default=8000, help="training steps of the reference job, 0.05 s each "
+                   "(default 8000: the job runs into the morning rise)")
+    p.add_argument("--run-id", help="run id of the pipeline (default: demo-<time>)")
+    p.set_defaults(func=run_demo)
+

@@ -1,0 +1,61 @@
+"""The demo's pure parts: the accelerated trace clock, the load scale, and what changed between snapshots."""
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from offhours.scripts.demo import (
+    CAPACITY_RPS,
+    Snapshot,
+    TraceClock,
+    changes,
+    finished,
+    load_scale,
+    pipeline_parameters,
+)
+from offhours.scripts.trace import Trace
+
+
+def test_clock_runs_speed_times_faster_and_labels_day_and_time() -> None:
+    clock = TraceClock(start_minute=15 * 60, speed=120, started=100.0)
+    assert clock.minute(100.0) == 900
+    assert clock.minute(130.0) == 960  # 30 s at 120x: one trace hour
+    assert clock.label(130.0) == "day 1 16:00"
+    assert clock.label(100.0 + 9 * 30) == "day 2 00:00"
+
+
+@given(st.lists(st.floats(1, 1e6), min_size=10, max_size=100), st.integers(2, 64), st.floats(0, 2))
+def test_the_90th_percentile_minute_needs_all_replicas_but_half_of_one(requests: list[float], replicas: int,
+                                                                       headroom: float) -> None:
+    # Invariant: after scaling, the window's 90th-percentile load with headroom is (replicas - 0.5) replicas' worth,
+    # so the busiest tenth of the minutes needs more than that: the gate has to reclaim.
+    trace = Trace(np.array(requests), np.zeros(len(requests)), np.zeros(len(requests)))
+    scale = load_scale(trace, 0, len(requests), replicas, headroom)
+    level_rps = float(np.percentile(requests, 90)) / 60 * scale
+    assert abs(level_rps * (1 + headroom) / CAPACITY_RPS - (replicas - 0.5)) < 1e-6 * replicas
+
+
+def test_changes_name_each_difference_once() -> None:
+    first = Snapshot(16, 16, "", {"demo-a": "Pending, parked"})
+    assert changes(None, first) == ["chat: 16/16 replicas ready", "job demo-a: Pending, parked"]
+    second = Snapshot(14, 14, "lend: required 9, lent 2, target 14 (load low)", {"demo-a": "Running, admitted"})
+    assert changes(first, second) == [
+        "chat: 14/14 replicas ready (was 16/16)",
+        "gate: lend: required 9, lent 2, target 14 (load low)",
+        "job demo-a: Running, admitted (was Pending, parked)",
+    ]
+    assert changes(second, second) == []
+
+
+def test_local_parameters_schedule_on_the_kwok_gpu_nodes() -> None:
+    params = pipeline_parameters("r1", 100)
+    assert params["node-selector"] == '{"offhours.io/pool": "inference"}'
+    assert params["sft-gpus"] == "4" and params["image"].startswith("offhours.local/")
+    assert params["sft-args"] == '["--steps", "100", "--every", "50", "--step-seconds", "0.05"]'
+
+
+def test_a_run_stopped_by_the_gate_is_not_the_end() -> None:
+    stopped = Snapshot(16, 16, "", {"a": "Failed, preempted", "a-p1": "Running, parked"})
+    assert not finished(stopped)
+    assert finished(Snapshot(16, 16, "", {"a": "Failed, preempted", "a-p1": "Succeeded, returned"}))
+    assert finished(Snapshot(16, 16, "", {"a": "Failed, returned"}))  # failed on its own
