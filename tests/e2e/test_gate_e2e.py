@@ -173,6 +173,9 @@ def test_gate_lends_reclaims_and_restores_the_baseline(api: client.ApiClient, ga
     hold = core.read_namespaced_event("chat.gatehold", SERVING)  # holds: one Event, counted (RBAC allows it)
     assert hold.reason == "GateHold" and hold.count >= 2
 
+    # The copy is admitted only once its original is confirmed stopped (Argo ends a stopped workflow Failed).
+    wait("research-a to end", lambda: custom.get_namespaced_custom_object(
+        GROUP, VERSION, RESEARCH, "workflows", "research-a").get("status", {}).get("phase") in ("Failed", "Error"))
     load.rps = 5.0  # quiet again: the parked copy resumes from its checkpoints (same run id)
     for _ in range(4):
         _tick(gate_setup)
@@ -196,8 +199,9 @@ def test_scheduler_preempts_research_pods_when_serving_needs_the_gpus(api: clien
     custom.create_namespaced_custom_object(GROUP, VERSION, RESEARCH, "workflows", _job("research-b"))
     for _ in range(4):
         _tick(gate_setup)
-    wait("the research pod to run", lambda: [p for p in core.list_namespaced_pod(
-        RESEARCH, label_selector="workflows.argoproj.io/workflow=research-b").items if p.status.phase == "Running"])
+    wait("the research GPU pod to run", lambda: [p for p in core.list_namespaced_pod(
+        RESEARCH, label_selector="workflows.argoproj.io/workflow=research-b").items if p.status.phase == "Running"
+        and any("nvidia.com/gpu" in (c.resources.requests or {}) for c in p.spec.containers)])
     # Serving grows on its own (an HPA, an operator): no free GPU is left but the research pod's.
     apps.patch_namespaced_deployment_scale("chat", SERVING, {"spec": {"replicas": 16}})
     wait("serving at 16 ready replicas", lambda: (apps.read_namespaced_deployment("chat", SERVING).status
@@ -244,7 +248,8 @@ def test_stop_runs_the_exit_hook_and_a_workflow_that_cannot_be_stopped_is_report
                                               ("Failed", "Error", "Succeeded") else None)(
         custom.get_namespaced_custom_object(GROUP, VERSION, RESEARCH, "workflows", "research-c")), timeout=120)
     assert "Stopped" in (done["status"].get("message") or "") or done["status"]["phase"] == "Failed"
-    hook = wait("its exit hook", lambda: [r for r in runner.ran if r.pod.startswith("research-c-")], timeout=90)
+    hook = wait("its exit hook", lambda: [r for r in runner.ran if r.pod.startswith("research-c-")
+                                          and r.argv[:2] == ["offhours", "return-gpus"]], timeout=90)
     assert hook[0].exit_code == 0 and "ended Failed" in hook[0].output
     with pytest.raises(ClusterError, match="stop workflow research/gone: HTTP 404"):
         cluster.stop(RESEARCH, Job("gone", "chat", 1, "admitted"))
