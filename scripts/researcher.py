@@ -10,6 +10,7 @@ import argparse
 import csv
 import io
 import json
+import os
 import re
 import sys
 from collections.abc import Callable, Sequence
@@ -258,7 +259,7 @@ def _reader(args: argparse.Namespace) -> Any:
     from offhours.scripts.readmodel_kube import PoolReader
 
     try:
-        config.load_kube_config()
+        config.load_kube_config(config_file=os.environ.get("KUBECONFIG") or None)
     except (config.ConfigException, OSError, TypeError) as err:
         try:
             config.load_incluster_config()

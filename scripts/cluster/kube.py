@@ -5,6 +5,7 @@ when the retries run out the call raises `ClusterError` naming the call and the 
 write is idempotent, so the next tick finishes what a failed one left.
 """
 
+import os
 import time
 from collections.abc import Callable
 from datetime import datetime, timezone
@@ -49,7 +50,8 @@ def load_client_config() -> None:
     try:
         config.load_incluster_config()
     except config.ConfigException:
-        config.load_kube_config()
+        # $KUBECONFIG read now, not when the client library was imported (it caches it at import).
+        config.load_kube_config(config_file=os.environ.get("KUBECONFIG") or None)
 
 
 class KubeCluster:
