@@ -37,7 +37,8 @@ SCOPES: dict[str, tuple[list[str], list[str], list[str]]] = {
                ["tests/test_policy.py", "tests/test_capacity.py", "tests/test_plan.py"]),
     "metrics": (["scripts/metrics/load.py", "scripts/metrics/exposition.py"],
                 ["offhours.scripts.metrics.load.*", "offhours.scripts.metrics.exposition.*"],
-                ["tests/test_exposition.py", "tests/test_load*.py", "tests/test_metrics*.py", "tests/test_gate.py"]),
+                ["tests/test_exposition*.py", "tests/test_load*.py", "tests/test_sources.py", "tests/test_metrics*.py",
+                 "tests/test_gate.py"]),
     "exit-hook": (["scripts/exit_hook.py"], ["offhours.scripts.exit_hook.*"],
                   ["tests/test_gate.py", "tests/test_steps.py", "tests/test_exit_hook*.py"]),
     # The act path: serving first, the scale (or the autoscaler's cap) with its intent recorded, then

@@ -6,8 +6,8 @@ annotation `offhours submit` gives a parked run, so the gate admits each night's
 service can lend, exactly like a submitted one. Parameters are checked against the template by
 `offhours.scripts.submit.parked_workflow` before anything is built.
 
-The run id of each run is `<prefix>-<YYYYMMDD>-<HHMM>`, the firing's wall-clock time in the
-schedule's time zone, derived by Argo from `{{workflow.scheduledTime}}` (the annotation
+The run id of each run is `<prefix>-<YYYYMMDD>-<HHMM>`, the firing's time as Argo records it
+(UTC in Argo v4.0.5, whatever the schedule's zone), derived by Argo from `{{workflow.scheduledTime}}` (the annotation
 `workflows.argoproj.io/scheduled-time` the controller puts on every run it creates). Checkpoints
 and outputs of different nights never collide, and a parked copy of a preempted run (the gate
 copies spec and annotations) resolves the same run id: it continues its own night's checkpoint.
@@ -39,8 +39,8 @@ DEFAULT_STARTING_DEADLINE_SECONDS = 3600
 DEFAULT_KEEP = 3
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
-# `workflow.scheduledTime` is RFC 3339 in the schedule's time zone ("2025-01-13T21:00:00+09:00"):
-# its first 16 characters are the local date and minute, made DNS-safe: "20250113-2100".
+# `workflow.scheduledTime` is RFC 3339 (Argo v4.0.5 writes UTC: "2025-01-13T12:00:00Z" for a 21:00
+# Asia/Seoul firing): its first 16 characters are the date and minute, made DNS-safe: "20250113-1200".
 NIGHT_EXPRESSION = ("sprig.replace('T', '-', sprig.replace(':', '', sprig.replace('-', '', "
                     "sprig.substr(0, 16, workflow.scheduledTime))))")
 
