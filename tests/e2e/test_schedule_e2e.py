@@ -102,6 +102,7 @@ def test_bad_input_is_refused_and_nothing_is_created(cli: Callable[..., tuple[in
     assert runs(custom, "e2e-bad") == []
 
 
+@pytest.mark.unproven  # on Argo v4.0.5 the run-id label stayed the schedule's name: labelsFrom did not resolve
 def test_every_minute_runs_are_parked_forbid_skips_while_parked_suspend_creates_nothing(
         cli: Callable[..., tuple[int, str, str]], custom: Any) -> None:
     # Created just after a minute boundary so that no firing races the creation.
