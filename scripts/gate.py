@@ -131,6 +131,9 @@ class Gate:
     _renewed: float = 0.0
     _advisory_spent: float = 0.0
     _dry_run: bool = False
+    # Raises written while the record could not be (service -> (from, to)): remembered in this process so
+    # the next tick does not take its own raise for someone else's change.
+    _unrecorded: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     @property
     def lease_seconds(self) -> int:
@@ -229,6 +232,9 @@ class Gate:
         policy, dep = obs.policy, obs.dep
         jobs = [self._incarnation(j, dep.uid) for j in obs.jobs]
         lent = sum(j.replicas for j in jobs if j.state == ADMITTED)
+        unrecorded = self._unrecorded.get(policy.name)
+        if unrecorded is not None and obs.record.applied == unrecorded[0] and obs.current == unrecorded[1]:
+            obs.record = replace(obs.record, applied=unrecorded[1])  # our own raise, not another writer's
         owned = own_baseline(obs.record, dep.uid, obs.writes_to, obs.current, lent)
         baseline, record = owned.baseline, owned.record
         outcome.baseline, outcome.adopted = baseline, owned.adopted
@@ -270,6 +276,7 @@ class Gate:
                          last_decision=_last_decision(decision, p, now))
         self._fence()
         self.cluster.write_state(self.config.namespace, policy.name, record.to_json())
+        self._unrecorded.pop(policy.name, None)
         self._research_side(obs, decision, p, outcome)
 
     def _look_ahead(self, policy: ServicePolicy, record: ServiceRecord, reading: Reading,
@@ -296,7 +303,8 @@ class Gate:
         except Exception:
             if value < obs.current:
                 raise  # no lending without the record of it
-            # A raise for serving goes ahead anyway: at worst the next tick adopts it as someone else's.
+            # A raise for serving goes ahead anyway; this process remembers it as its own.
+            self._unrecorded[obs.policy.name] = (obs.current, value)
         self._fence()
         if obs.scaler is not None:
             self.cluster.set_max_replicas(obs.scaler, value)

@@ -12,8 +12,10 @@ from hypothesis import HealthCheck, settings
 from .campaign import GateCampaign
 
 CampaignInCI = GateCampaign.TestCase
+# CI runs a fixed budget with a fixed seed (derandomize), so a red run is reproducible; the randomized
+# long variant is bench/bench_campaign.py, whose open findings the README lists.
 CampaignInCI.settings = settings(max_examples=150, stateful_step_count=40, deadline=None, print_blob=True,
-                                 suppress_health_check=[HealthCheck.too_slow])
+                                 derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 
 
 # -- minimal examples of what the campaign found, one regression test each -----------------------

@@ -593,3 +593,17 @@ def test_a_dry_run_during_a_reclaim_names_its_victims_and_stops_nothing() -> Non
     out = {o.service: o for o in w.gate.tick(dry_run=True)}["chat"]
     assert out.plan is not None and sorted(j.name for j in out.plan.stop) == ["job-0", "job-1"]
     assert w.state("job-0") == "admitted" and w.replicas() == 4
+
+
+def test_a_raise_whose_record_could_not_be_written_is_not_adopted_as_someone_elses() -> None:
+    # Found by the fault campaign in CI: every record write of a reclaim's tick refused (a webhook's 403);
+    # serving was raised anyway, and the next tick took that raise for an owner's change: baseline 8 -> 12.
+    w = World()
+    w.lend(2)
+    w.cluster.fail_next["write-state chat"] = [ClusterError("HTTP 403 Forbidden: admission webhook denied")] * 3
+    w.tick(chat=60)
+    assert w.replicas() == 8
+    for _ in range(8):
+        w.tick(chat=0)
+        assert w.record().baseline == 8 and w.replicas() <= 8
+    assert not any(e.reason == "ReplicasAdopted" for e in w.cluster.events)
