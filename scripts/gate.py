@@ -29,6 +29,8 @@ from functools import partial
 from typing import Any, TextIO
 
 from offhours.scripts.cluster.base import (
+    ANNOTATION_QUEUE_POSITION,
+    ANNOTATION_WAITING_REASON,
     FINISHED_PHASES,
     HOLD_REASON,
     Autoscaler,
@@ -507,8 +509,6 @@ def _last_decision(decision: Decision, p: Plan, now: float) -> dict[str, Any]:
 
 
 def _waiting_annotations(reason: str, position: int) -> dict[str, str]:
-    from offhours.scripts.cluster.base import ANNOTATION_QUEUE_POSITION, ANNOTATION_WAITING_REASON
-
     return {ANNOTATION_WAITING_REASON: reason, ANNOTATION_QUEUE_POSITION: str(position)}
 
 
