@@ -24,7 +24,7 @@ READER = r"""
 import json, resource, sys, time
 from offhours.scripts.cluster.base import Pod
 from offhours.scripts.metrics.sources import DirectSource, PrometheusSource, ServiceTarget
-from offhours.scripts.metrics.scrape import Target
+from offhours.scripts.metrics.scrape import fetch_page
 import requests
 from concurrent.futures import ThreadPoolExecutor
 mode, port, url = sys.argv[1], int(sys.argv[2]), sys.argv[3]
@@ -39,9 +39,8 @@ for run in range(5):
         targets = [ServiceTarget(name, p, out[name].samples) for name, p in pods.items()]
         assert all(r.load is not None and r.load.pods_read == ({replicas} if run else 0) for r in out.values()), out
     elif mode == "fetch-only":
-        with requests.Session() as s, ThreadPoolExecutor(64) as pool:
-            s.mount("http://", requests.adapters.HTTPAdapter(pool_connections=64, pool_maxsize=64))
-            pages = list(pool.map(lambda p: s.get(f"http://{p.ip}:{port}/metrics", timeout=5).text,
+        with ThreadPoolExecutor(64) as pool:  # the gate's own HTTP client, without the parsing
+            pages = list(pool.map(lambda p: fetch_page(f"http://{p.ip}:{port}/metrics", 5),
                                   [p for t in targets for p in t.pods]))
         assert len(pages) == {services} * {replicas}
     elif mode == "promql":

@@ -1,11 +1,12 @@
 """Scrape vLLM pods' /metrics directly, concurrently, when no Prometheus is configured."""
 
+import http.client
 import ipaddress
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from urllib.parse import unquote, urlsplit
 
-import requests
 
 from offhours.scripts.metrics.exposition import ExpositionError
 from offhours.scripts.metrics.vllm import MetricsIncomplete, PodMetrics, read_pod_text
@@ -39,11 +40,39 @@ def metrics_url(ip: str, port: int, path: str) -> str:
     return f"http://{ip}:{port}{path}"
 
 
-def scrape_one(session: requests.Session, target: Target, timeout: float) -> PodMetrics:
+MAX_PAGE_BYTES = 16 * 1024 * 1024  # a vLLM page is ~16 KB; anything this big is not one
+
+
+class ScrapeError(Exception):
+    """A pod's page could not be fetched: connection, timeout, HTTP status or size."""
+
+
+def fetch_page(url: str, timeout: float) -> str:
+    """GET one metrics page with the standard library's HTTP client.
+
+    Not `requests`: its per-request overhead was most of a 1,000-pod tick's CPU (bench/bench_gate.py).
+    """
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(unquote(parts.hostname or ""), parts.port, timeout=timeout)
+    try:
+        conn.request("GET", parts.path or "/", headers={"Accept": "text/plain"})
+        response = conn.getresponse()
+        if response.status != 200:
+            raise ScrapeError(f"HTTP {response.status} {response.reason}")
+        body = response.read(MAX_PAGE_BYTES + 1)
+        if len(body) > MAX_PAGE_BYTES:
+            raise ScrapeError(f"page larger than {MAX_PAGE_BYTES} bytes")
+        charset = response.headers.get_content_charset() or "utf-8"
+        return body.decode(charset, errors="replace")
+    except (OSError, http.client.HTTPException, LookupError) as err:
+        raise ScrapeError(f"{type(err).__name__}: {err}") from None
+    finally:
+        conn.close()
+
+
+def scrape_one(target: Target, timeout: float) -> PodMetrics:
     """Fetch and read one pod's metrics page; raise on any failure."""
-    response = session.get(target.url, timeout=timeout)
-    response.raise_for_status()
-    return read_pod_text(response.text)
+    return read_pod_text(fetch_page(target.url, timeout))
 
 
 def scrape(targets: Sequence[Target], timeout: float = 2.0, concurrency: int = 64) -> ScrapeResult:
@@ -52,18 +81,15 @@ def scrape(targets: Sequence[Target], timeout: float = 2.0, concurrency: int = 6
     errors: dict[str, str] = {}
     if not targets:
         return ScrapeResult(readings, errors)
-    with requests.Session() as session:
-        adapter = requests.adapters.HTTPAdapter(pool_connections=concurrency, pool_maxsize=concurrency)
-        session.mount("http://", adapter)
-        with ThreadPoolExecutor(max_workers=min(concurrency, len(targets))) as pool:
-            futures = {t.pod: pool.submit(scrape_one, session, t, timeout) for t in targets}
-            for pod, future in futures.items():
-                try:
-                    readings[pod] = future.result()
-                except (ExpositionError, MetricsIncomplete) as err:
-                    errors[pod] = f"{pod}: {err}"
-                except requests.RequestException as err:
-                    errors[pod] = f"{pod}: scrape failed: {type(err).__name__}: {err}"
-                except Exception as err:  # noqa: BLE001 - one pod's fault stays with that pod
-                    errors[pod] = f"{pod}: unreadable: {type(err).__name__}: {err}"
+    with ThreadPoolExecutor(max_workers=min(concurrency, len(targets))) as pool:
+        futures = {t.pod: pool.submit(scrape_one, t, timeout) for t in targets}
+        for pod, future in futures.items():
+            try:
+                readings[pod] = future.result()
+            except (ExpositionError, MetricsIncomplete) as err:
+                errors[pod] = f"{pod}: {err}"
+            except ScrapeError as err:
+                errors[pod] = f"{pod}: scrape failed: {err}"
+            except Exception as err:  # noqa: BLE001 - one pod's fault stays with that pod
+                errors[pod] = f"{pod}: unreadable: {type(err).__name__}: {err}"
     return ScrapeResult(readings, errors)
