@@ -220,9 +220,8 @@ class Gate:
                 self._lease_notes = {}
         return UnrecordedWrite.from_json(self._lease_notes.get(service))
 
-    def _recorded(self, obs: Observed) -> None:
+    def _recorded(self, name: str) -> None:
         """Remove the note of an unrecorded raise once the record is written (best effort: a stale note is ignored)."""
-        name = obs.policy.name
         if self._unrecorded.pop(name, None) is None and name not in (self._lease_notes or {}):
             return
         (self._lease_notes or {}).pop(name, None)
@@ -303,7 +302,7 @@ class Gate:
                          last_decision=_last_decision(decision, p, now))
         self._fence()
         self.cluster.write_state(self.config.namespace, policy.name, record.to_json())
-        self._recorded(obs)
+        self._recorded(policy.name)
         self._research_side(obs, decision, p, outcome)
 
     def _look_ahead(self, policy: ServicePolicy, record: ServiceRecord, reading: Reading,
@@ -456,35 +455,39 @@ class Gate:
         ns, name = self.config.namespace, policy.deployment or policy.name
         try:
             self._fence()
-            record = obs.record if obs is not None else ServiceRecord.from_json(self.cluster.read_state(ns, policy.name))
+            text = obs.stored_text if obs is not None else self.cluster.read_state(ns, policy.name)
+            record = obs.record if obs is not None else ServiceRecord.from_json(text)
             failed = record.decision.failed_ticks + 1
             record = replace(record, decision=ServiceState((), failed),
                              last_decision={"at": now, "action": "failed", "reason": error[:300]})
             if failed >= self.config.failed_ticks_before_reclaim and record.baseline is not None:
-                record = self._restore_baseline(policy, record, obs)
+                record = self._restore_baseline(policy, record, obs, text)
                 error += f"; {failed} failed ticks in a row: serving restored to its baseline {record.baseline}"
                 outcome.error = error
             self.cluster.write_state(ns, policy.name, record.to_json())
-            if obs is not None:
-                self._recorded(obs)
+            self._recorded(policy.name)
         except LeaseLost:
             raise
         except Exception as err:  # noqa: BLE001 - the record is best effort; the Event below still says why
             outcome.error = f"{error}; could not record the failed tick: {_describe(err)}"
         self._event_on(ns, name, "GateTickFailed", outcome.error or error, warning=True)
 
-    def _restore_baseline(self, policy: ServicePolicy, record: ServiceRecord, obs: Observed | None) -> ServiceRecord:
+    def _restore_baseline(self, policy: ServicePolicy, record: ServiceRecord, obs: Observed | None,
+                          stored_text: str | None) -> ServiceRecord:
         """Put serving back at its whole baseline (the fail-safe), whatever else cannot be read."""
         assert record.baseline is not None
         if obs is None:
             dep = self.cluster.deployment(self.config.namespace, policy.name, policy.deployment)
             if record.deployment_uid and dep.uid and dep.uid != record.deployment_uid:
                 return record  # a new incarnation: nothing of ours to restore on it
-            obs = Observed(policy, dep, self.cluster.autoscaler(dep), record, [], [])
+            obs = Observed(policy, dep, self.cluster.autoscaler(dep), record, [], [], stored_text)
             if record.writes_to and obs.writes_to != record.writes_to:
                 # A new writer target (an HPA came or went): its baseline is learned by a tick that can
                 # count the lent jobs, not by a fail-safe that could not read them.
                 return record
+            note = self._unrecorded.get(policy.name) or self._lease_note(policy.name)
+            if note is not None:
+                record = obs.record = note.supersede(record, stored_text, dep.uid, obs.writes_to)
         # What someone else set during the failed ticks is theirs: restore the adopted baseline, not the stored one.
         lent = sum(j.replicas for j in obs.jobs if j.state == ADMITTED)
         owned = own_baseline(record, obs.dep.uid, obs.writes_to, obs.current, lent)

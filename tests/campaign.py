@@ -248,9 +248,10 @@ class World:
         self.submitted: dict[str, int] = {}  # run -> the replicas it was submitted with (the truth)
         self.tampered: set[str] = set()  # runs whose labels a tenant changed (stuck parked is right for them)
         self.pending: set[str] = set()  # services whose baseline the gate must learn afresh
-        # Services whose owner changed them while the gate's record showed a write in flight: (lowest, highest)
-        # baseline the owner can have meant, until the gate's next tick settles which one it reads.
-        self.unsure: dict[str, tuple[int, int]] = {}
+        # Services whose owner changed them while the gate's memory showed a write in flight: the owner's
+        # baseline (the truth), and the baseline and memory before the change (from which the gate reads
+        # it), until the gate's next tick settles on one reading.
+        self.unsure: dict[str, tuple[int, int, ServiceRecord]] = {}
         for s in services:
             self.cluster.add_deployment(NS, s, START_REPLICAS)
             self.ready_at[s] = [(p.name, 0.0) for p in self.cluster.pods[(NS, s)]]
@@ -343,7 +344,7 @@ class World:
         c.faulted, c.writes_seen, c.calls_seen = set(), 0, 0
         gate = self.new_gate() if second else self.gate
         fresh = {s: self.value(s) + self.lent(s, readable=True) for s in self.pending}  # what the gate can know at this tick
-        lent_before = {s: self.lent(s) for s in self.unsure}
+        seen = {s: (self.lent(s), self.value(s)) for s in self.unsure}  # what the gate reads at this tick
         killed = False
         try:
             outcomes = {o.service: o for o in gate.tick()}
@@ -366,10 +367,12 @@ class World:
             record = self.record(s)
             if (record.applying_from is None and record.baseline is not None
                     and (record.deployment_uid, record.writes_to) == (self.dep(s).uid, self.target(s))):
-                lo, hi = self.unsure.pop(s)  # the gate settled on one reading of the owner's change: it must be one
-                assert min(lo, lent_before[s]) <= record.baseline <= max(hi, lent_before[s]), (
-                    f"{s}: the gate read the owner's change as baseline {record.baseline}, not within {lo}..{hi}")
+                lent, value = seen[s]  # the gate settled on a reading of the owner's change: it must be one of two
+                readings = {max(self.unsure[s][0], lent), max(self.gate_reading(s, value), lent)}
+                assert record.baseline in readings, (
+                    f"{s}: the gate read the owner's change as baseline {record.baseline}, not one of {readings}")
                 self.baseline[s] = record.baseline
+                del self.unsure[s]
         clean = {}
         for s in self.services:
             o = outcomes.get(s)
@@ -392,30 +395,36 @@ class World:
         note = UnrecordedWrite.from_json(self.cluster.lease_annotations.get(LEASE_NOTE_PREFIX + service))
         return note.supersede(record, text, self.dep(service).uid, self.target(service)) if note else record
 
-    def in_flight(self, service: str) -> int | None:
-        """What the gate meant to apply, while its memory shows a write in flight that has not landed (it died
-        between recording its intent and the write, or between the write and settling it); else None.
-        An owner's change then is ambiguous to any controller: the gate cannot tell whether its write landed
-        before the owner's, and measures from what it meant to apply. Both readings are allowed (`unsure`)."""
+    def in_flight(self, service: str) -> ServiceRecord | None:
+        """The gate's memory if it shows a write in flight (the gate died between recording its intent and
+        settling it), else None. An owner's change then is ambiguous to any controller: the gate cannot tell
+        whether its write landed before the owner's. It reads a value equal to the one it wrote or wrote from
+        as no change, and any other as a change from the value it meant to write."""
         record = self.record(service)
-        if (record.applying_from is not None and record.applied is not None and self.value(service) != record.applied
+        if (record.applying_from is not None and record.applied is not None
                 and (record.deployment_uid, record.writes_to) == (self.dep(service).uid, self.target(service))):
-            return record.applied
+            return record
         return None
 
+    def gate_reading(self, service: str, value: int) -> int:
+        """The baseline the gate reads from `value` while unsure (see `in_flight`)."""
+        _, before, record = self.unsure[service]
+        origin = value if value in (record.applied, record.applying_from) else record.applied
+        assert origin is not None
+        return before + value - origin
+
     def owner_sets(self, service: str, value: int) -> None:
-        """The model's side of an owner's change: the baseline moves by as much (or, in flight, by one of two)."""
-        current, meant = self.value(service), self.in_flight(service)
+        """The model's side of an owner's change: the baseline moves by as much (in flight: see `in_flight`)."""
+        current = self.value(service)
+        if service not in self.unsure and (record := self.in_flight(service)) is not None:
+            self.unsure[service] = (self.baseline[service], self.baseline[service], record)
         if service in self.unsure:
-            lo, hi = self.unsure[service]
-            self.unsure[service] = (lo + value - current, hi + value - current)
-        elif meant is not None:
-            a, b = self.baseline[service] + value - current, self.baseline[service] + value - meant
-            self.unsure[service] = (min(a, b), max(a, b))
+            truth, before, record = self.unsure[service]
+            self.unsure[service] = (truth + value - current, before, record)
+            # Until the gate settles, a write is bounded by the higher of the two readings.
+            self.baseline[service] = max(truth + value - current, self.gate_reading(service, value), self.lent(service))
         else:
             self.baseline[service] = max(self.baseline[service] + value - current, self.lent(service))
-        if service in self.unsure:
-            self.baseline[service] = max(self.unsure[service][1], self.lent(service))  # the write bound, until settled
 
     def rebase(self, service: str) -> None:
         """The gate lost its memory of the service, or meets a new incarnation or writer target: it can know
@@ -767,7 +776,8 @@ def drain(machine: GateCampaign, ticks: int = 60) -> None:
     for _ in range(ticks):
         for s in w.services:
             scaler = w.scaler(s)
-            more = w.floor(s) + 3 - (w.unsure[s][0] if s in w.unsure else w.baseline[s])
+            more = w.floor(s) + 3 - (min(w.unsure[s][0], w.gate_reading(s, w.value(s))) if s in w.unsure
+                                     else w.baseline[s])
             if more > 0 and s not in w.pending:  # room for any job: the owner raises the fleet
                 w.owner_sets(s, w.value(s) + more)
                 if scaler is not None:

@@ -189,3 +189,29 @@ def test_the_fail_safe_does_not_learn_a_new_autoscalers_baseline_without_the_len
     assert json.loads(w.cluster.states[(NS, "code")])["writesTo"] == "replicas"
     w.tick()
     assert json.loads(w.cluster.states[(NS, "code")])["baseline"] == 7 and w.lent("code") == 3
+
+
+def test_the_fail_safes_raise_without_its_record_is_noted_too() -> None:
+    # Found by the campaign: three ticks could not read the Deployment (403); the third one's fail-safe
+    # raised serving 6 -> 8 while the state ConfigMap refused its writes, and its note on the Lease named
+    # no stored record, so the next gate process ignored it, took the raise for an owner's (+2) and
+    # scaled serving to 10, above the owner's 8.
+    from offhours.scripts.cluster.base import ClusterError
+
+    from .campaign import NS, World
+
+    w = World(("code",))
+    w.cluster.add_workflow(NS, "code-job1", "code", 2)
+    w.submitted["code-job1"] = 2
+    for _ in range(3):
+        w.tick()
+    assert (w.dep("code").replicas, w.lent("code")) == (6, 2)
+    w.cluster.fail_next["get-deployment"] = [ClusterError("HTTP 403 Forbidden")] * 3
+    w.tick(), w.tick()
+    w.cluster.fail_next["write-state"] = [ClusterError("HTTP 403 Forbidden")] * 2
+    w.tick()
+    assert w.dep("code").replicas == 8 and json.loads(w.cluster.states[(NS, "code")])["applied"] == 6  # stale
+    calls = len(w.cluster.calls)
+    w.tick(second=True)
+    assert json.loads(w.cluster.states[(NS, "code")])["baseline"] == 8
+    assert all(int(c.split()[2]) <= 8 for c in w.cluster.calls[calls:] if c.startswith("scale code"))

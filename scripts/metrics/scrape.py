@@ -7,7 +7,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
-
 from offhours.scripts.metrics.exposition import ExpositionError
 from offhours.scripts.metrics.vllm import MetricsIncomplete, PodMetrics, read_pod_text
 
