@@ -33,7 +33,7 @@ test: ## Run the tests without the cluster (Prometheus and s3proxy on loopback: 
 .PHONY: golden
 golden: ## Regenerate tests/golden from the templates (review the diff!)
 	@# A rewritten golden fails the regenerating run (it compared nothing); the second run compares every file.
-	$(PYTEST) -q tests/test_golden.py tests/test_schedule.py --regen-golden || $(PYTEST) -q tests/test_golden.py tests/test_schedule.py
+	$(PYTEST) -q tests/test_golden.py tests/test_schedule.py tests/test_render_console.py --regen-golden || $(PYTEST) -q tests/test_golden.py tests/test_schedule.py tests/test_render_console.py
 
 .PHONY: render
 render: ## Render every manifest into build/manifests

@@ -19,7 +19,7 @@ def _render(args: argparse.Namespace) -> int:
 
     try:
         text = Path(args.gate_config).read_text() if args.gate_config else None
-        paths = write(Path(args.out), text, args.image)
+        paths = write(Path(args.out), text, args.image, args.console)
     except OSError as err:
         print(f"render: cannot read {args.gate_config}: {err.strerror}", file=sys.stderr)
         return 2
@@ -208,6 +208,8 @@ def parser() -> argparse.ArgumentParser:
                         "Deployments and namespaces shape the RBAC (default: the bundled example)")
     render.add_argument("--image", default=OFFHOURS_IMAGE, help="offhours image of the launcher, the parameter "
                         f"check, the exit hook and the gate (default: {OFFHOURS_IMAGE})")
+    render.add_argument("--console", action="store_true", help="also the web console: its Deployment, Service, "
+                        "ServiceAccount and read-only Roles (in the serving namespace)")
     render.set_defaults(func=_render)
 
     validate = sub.add_parser("validate", help="check Argo manifests: v4.0.5 CRD schemas and reference lint")

@@ -44,7 +44,7 @@ from offhours.scripts.policy.capacity import replicas_for_rates
 from offhours.scripts.policy.config import GateConfig, ServicePolicy
 from offhours.scripts.policy.decide import Decision, ServiceState, decide
 from offhours.scripts.policy.plan import ADMITTED, PARKED, Job, Plan, plan
-from offhours.scripts.policy.record import ServiceRecord, own_baseline, with_need
+from offhours.scripts.policy.record import ServiceRecord, UnrecordedWrite, fingerprint, own_baseline, with_need
 from offhours.scripts.policy.schedule import lending_allowed
 
 REPLICAS = "replicas"
@@ -104,6 +104,7 @@ class Observed:
     record: ServiceRecord
     jobs: list[Job]
     pods: list[Pod]
+    stored_text: str | None = None  # the record as read, before any unrecorded write of the gate is applied to it
 
     @property
     def writes_to(self) -> str:
@@ -133,9 +134,10 @@ class Gate:
     _renewed: float = 0.0
     _advisory_spent: float = 0.0
     _dry_run: bool = False
-    # Raises written while the record could not be (service -> (from, to)): remembered in this process so
-    # the next tick does not take its own raise for someone else's change.
-    _unrecorded: dict[str, tuple[int, int]] = field(default_factory=dict)
+    # Raises written while the record could not be: remembered in this process and noted on the Lease,
+    # so the next tick (of this process or another) does not take the gate's own raise for someone else's.
+    _unrecorded: dict[str, UnrecordedWrite] = field(default_factory=dict)
+    _lease_notes: dict[str, str] | None = None  # read once a tick
 
     @property
     def lease_seconds(self) -> int:
@@ -171,6 +173,7 @@ class Gate:
     # -- the tick ---------------------------------------------------------------------------
     def _tick(self) -> list[ServiceOutcome]:
         now = self.clock()
+        self._lease_notes = None
         outcomes = {p.name: ServiceOutcome(p.name) for p in self.config.services}
         observed: list[Observed] = []
         for policy in self.config.services:
@@ -198,10 +201,35 @@ class Gate:
         ns = self.config.namespace
         dep = self.cluster.deployment(ns, policy.name, policy.deployment)
         scaler = self.cluster.autoscaler(dep)
-        record = ServiceRecord.from_json(self.cluster.read_state(ns, policy.name))
+        text = self.cluster.read_state(ns, policy.name)
         jobs = self.cluster.jobs(self.config.workflow_namespace, policy.name)
         pods = self.cluster.ready_pods(dep)
-        return Observed(policy, dep, scaler, record, jobs, pods)
+        obs = Observed(policy, dep, scaler, ServiceRecord.from_json(text), jobs, pods, text)
+        note = self._unrecorded.get(policy.name) or self._lease_note(policy.name)
+        if note is not None:
+            obs.record = note.supersede(obs.record, text, dep.uid, obs.writes_to)
+        return obs
+
+    def _lease_note(self, service: str) -> UnrecordedWrite | None:
+        """Return this service's note on the Lease (a raise another gate process wrote without its record), if any."""
+        if self._lease_notes is None:
+            try:
+                self._lease_notes = self.cluster.lease_notes(self.config.namespace)
+            except Exception as err:  # noqa: BLE001 - unreadable: the stored record alone (a raise then reads as an owner's: the safe side)
+                print(f"the lease's notes are unreadable: {_describe(err)}", file=self.out)
+                self._lease_notes = {}
+        return UnrecordedWrite.from_json(self._lease_notes.get(service))
+
+    def _recorded(self, obs: Observed) -> None:
+        """Remove the note of an unrecorded raise once the record is written (best effort: a stale note is ignored)."""
+        name = obs.policy.name
+        if self._unrecorded.pop(name, None) is None and name not in (self._lease_notes or {}):
+            return
+        (self._lease_notes or {}).pop(name, None)
+        try:
+            self.cluster.note_on_lease(self.config.namespace, self.holder, name, None)
+        except Exception as err:  # noqa: BLE001 - a stale note is ignored anyway (it names the record it superseded)
+            print(f"could not remove the lease's note for {name}: {_describe(err)}", file=self.out)
 
     def _refuse_shared_deployments(self, observed: list[Observed], outcomes: dict[str, ServiceOutcome],
                                    now: float) -> list[Observed]:
@@ -234,9 +262,6 @@ class Gate:
         policy, dep = obs.policy, obs.dep
         jobs = [self._incarnation(j, dep.uid) for j in obs.jobs]
         lent = sum(j.replicas for j in jobs if j.state == ADMITTED)
-        unrecorded = self._unrecorded.get(policy.name)
-        if unrecorded is not None and obs.record.applied == unrecorded[0] and obs.current == unrecorded[1]:
-            obs.record = replace(obs.record, applied=unrecorded[1])  # our own raise, not another writer's
         owned = own_baseline(obs.record, dep.uid, obs.writes_to, obs.current, lent)
         baseline, record = owned.baseline, owned.record
         outcome.baseline, outcome.adopted = baseline, owned.adopted
@@ -278,7 +303,7 @@ class Gate:
                          last_decision=_last_decision(decision, p, now))
         self._fence()
         self.cluster.write_state(self.config.namespace, policy.name, record.to_json())
-        self._unrecorded.pop(policy.name, None)
+        self._recorded(obs)
         self._research_side(obs, decision, p, outcome)
 
     def _look_ahead(self, policy: ServicePolicy, record: ServiceRecord, reading: Reading,
@@ -305,15 +330,27 @@ class Gate:
         except Exception:
             if value < obs.current:
                 raise  # no lending without the record of it
-            # A raise for serving goes ahead anyway; this process remembers it as its own.
-            self._unrecorded[obs.policy.name] = (obs.current, value)
+            self._note_unrecorded(obs, intent)  # a raise for serving goes ahead anyway, noted as the gate's own
+        obs.record = intent  # what a failure later in this tick records (not the record as it was read)
         self._fence()
         if obs.scaler is not None:
             self.cluster.set_max_replicas(obs.scaler, value)
             obs.scaler.max_replicas = value
         else:
             self.cluster.scale(obs.dep, value)
-        return replace(intent, applying_from=None)
+        obs.record = replace(intent, applying_from=None)
+        return obs.record
+
+    def _note_unrecorded(self, obs: Observed, intent: ServiceRecord) -> None:
+        assert intent.baseline is not None and intent.applied is not None and intent.applying_from is not None
+        note = UnrecordedWrite(obs.dep.uid, obs.writes_to, intent.baseline, intent.applied, intent.applying_from,
+                               fingerprint(obs.stored_text))
+        self._unrecorded[obs.policy.name] = note
+        try:
+            self.cluster.note_on_lease(self.config.namespace, self.holder, obs.policy.name, note.to_json())
+        except Exception as err:  # noqa: BLE001 - this process still knows; the next one reads the raise as an owner's (the safe side)
+            print(f"could not note the unrecorded raise of {obs.policy.name} on the lease: {_describe(err)}",
+                  file=self.out)
 
     def _research_side(self, obs: Observed, decision: Decision, p: Plan, outcome: ServiceOutcome) -> None:
         """Park, stop, admit, delete, annotate: each job on its own; one failure never undoes serving's writes."""
@@ -428,6 +465,8 @@ class Gate:
                 error += f"; {failed} failed ticks in a row: serving restored to its baseline {record.baseline}"
                 outcome.error = error
             self.cluster.write_state(ns, policy.name, record.to_json())
+            if obs is not None:
+                self._recorded(obs)
         except LeaseLost:
             raise
         except Exception as err:  # noqa: BLE001 - the record is best effort; the Event below still says why
@@ -442,6 +481,10 @@ class Gate:
             if record.deployment_uid and dep.uid and dep.uid != record.deployment_uid:
                 return record  # a new incarnation: nothing of ours to restore on it
             obs = Observed(policy, dep, self.cluster.autoscaler(dep), record, [], [])
+            if record.writes_to and obs.writes_to != record.writes_to:
+                # A new writer target (an HPA came or went): its baseline is learned by a tick that can
+                # count the lent jobs, not by a fail-safe that could not read them.
+                return record
         # What someone else set during the failed ticks is theirs: restore the adopted baseline, not the stored one.
         lent = sum(j.replicas for j in obs.jobs if j.state == ADMITTED)
         owned = own_baseline(record, obs.dep.uid, obs.writes_to, obs.current, lent)

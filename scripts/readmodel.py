@@ -344,6 +344,23 @@ def _job_state(labels: Mapping[str, str], annotations: Mapping[str, str], spec: 
     return RUNNING if phase == "Running" else WAITING
 
 
+def _run_id_parameter(spec: Mapping[str, Any]) -> str | None:
+    """Return the `run-id` workflow parameter (`argo submit -p run-id=...` sets no run-id label; its copies get one)."""
+    arguments = spec.get("arguments")
+    params = arguments.get("parameters") if isinstance(arguments, Mapping) else None
+    for param in params if isinstance(params, list) else []:
+        if isinstance(param, Mapping) and param.get("name") == "run-id" and isinstance(param.get("value"), str):
+            return str(param["value"]) or None
+    return None
+
+
+def _first_pod_start(nodes: Any) -> datetime | None:
+    """When the workflow's first pod started (Argo's `status.nodes` of type Pod), if any did."""
+    starts = [parse_time(n.get("startedAt")) for n in (nodes.values() if isinstance(nodes, Mapping) else [])
+              if isinstance(n, Mapping) and n.get("type") == "Pod"]
+    return min((t for t in starts if t is not None), default=None)
+
+
 def job_view(wf: Mapping[str, Any]) -> JobView | None:
     """Read one workflow; None if it is not offhours' (no service label) or has no name."""
     meta = wf.get("metadata") or {}
@@ -360,11 +377,18 @@ def job_view(wf: Mapping[str, Any]) -> JobView | None:
     if gpu_seconds is None:
         gpu_seconds = _float(annotations.get(A_GPU_SECONDS))
     position = _int(annotations.get(A_POSITION))
+    admitted = parse_time(annotations.get(A_ADMITTED))
+    # Argo stamps startedAt on a suspended workflow when it first sees it: the job starts with its first pod
+    # (a parked job: after its admission; an adopted one: before it).
+    started = _first_pod_start(status.get("nodes"))
+    if started is None:
+        started = parse_time(status.get("startedAt"))
+        started = max(started, admitted) if started is not None and admitted is not None else started
     return JobView(
         name=str(name), namespace=str(meta.get("namespace") or ""), uid=str(meta.get("uid") or ""),
-        run_id=labels.get(L_RUN_ID) or str(name), service=service, replicas=max(0, replicas), state=state, phase=phase,
-        created=parse_time(meta.get("creationTimestamp")), started=parse_time(status.get("startedAt")),
-        finished=parse_time(status.get("finishedAt")), admitted=parse_time(annotations.get(A_ADMITTED)),
+        run_id=labels.get(L_RUN_ID) or _run_id_parameter(spec) or str(name), service=service, replicas=max(0, replicas),
+        state=state, phase=phase, created=parse_time(meta.get("creationTimestamp")), started=started,
+        finished=parse_time(status.get("finishedAt")), admitted=admitted,
         preempted=parse_time(annotations.get(A_PREEMPTED)), returned=parse_time(annotations.get(A_RETURNED)),
         cancelled=parse_time(annotations.get(A_CANCELLED)), last_checkpoint=parse_time(annotations.get(A_CHECKPOINT)),
         preemptions=max(0, _int(annotations.get(A_PREEMPTIONS), 0) or 0), priority=_int(annotations.get(A_PRIORITY), 0) or 0,

@@ -19,11 +19,13 @@ class PoolReadError(RuntimeError):
     """The API refused or failed a read; names the call and the answer."""
 
 
-def describe_api_error(what: str, err: Exception) -> str:
-    """One line naming the call and why it failed (`no rights` for 401/403)."""
+def describe_api_error(what: str, err: Exception, write: bool = False) -> str:
+    """One line naming the call and why it failed (`no rights` for 401/403; `write`: the call changes something)."""
     from kubernetes.client.exceptions import ApiException
 
     if isinstance(err, ApiException):
+        if err.status in (401, 403) and write:
+            return f"{what}: no rights (HTTP {err.status}): your account may read but not change it; nothing was changed"
         if err.status in (401, 403):
             return f"{what}: no rights (HTTP {err.status}): ask for read access, see `offhours render --console` for the Role"
         if err.status == 404:

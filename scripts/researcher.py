@@ -333,7 +333,7 @@ def _cmd_cancel(args: argparse.Namespace) -> int:
         try:
             reader.custom.patch_namespaced_custom_object(GROUP, VERSION, copy.namespace, PLURAL, copy.name, body)
         except Exception as err:  # noqa: BLE001 - reported as one line naming the workflow
-            raise CommandError(describe_api_error(f"stop workflow {copy.namespace}/{copy.name}", err)) from None
+            raise CommandError(describe_api_error(f"stop workflow {copy.namespace}/{copy.name}", err, write=True)) from None
         print(f"{copy.name}: stopping (exit handlers run; its GPUs go back to {copy.service})")
     return 0
 
@@ -369,7 +369,11 @@ def _cmd_logs(args: argparse.Namespace) -> int:
                     sys.stdout.write(chunk.decode(errors="replace"))
                     sys.stdout.flush()
             else:
-                sys.stdout.write(reader.core.read_namespaced_pod_log(name, run.namespace, container="main"))
+                # The log as the API server sent it: the client's own decoding would print a bytes repr (b'...').
+                answer = reader.core.read_namespaced_pod_log(name, run.namespace, container="main",
+                                                             _preload_content=False)
+                text = answer.data.decode(errors="replace")
+                sys.stdout.write(text if not text or text.endswith("\n") else text + "\n")
         except Exception as err:  # noqa: BLE001 - one pod's missing log does not hide the others
             print(f"({describe_api_error(f'log of {name}', err)})")
     return 0

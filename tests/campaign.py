@@ -39,6 +39,7 @@ from offhours.scripts.cluster.base import (
     LABEL_REPLICAS,
     LABEL_SERVICE,
     LABEL_STATE,
+    LEASE_NOTE_PREFIX,
     Autoscaler,
     ClusterError,
     Pod,
@@ -51,7 +52,7 @@ from offhours.scripts.metrics.sources import Reading, ServiceTarget
 from offhours.scripts.policy.capacity import Load
 from offhours.scripts.policy.config import GateConfig, parse_config
 from offhours.scripts.policy.plan import ADMITTED
-from offhours.scripts.policy.record import ServiceRecord
+from offhours.scripts.policy.record import ServiceRecord, UnrecordedWrite
 
 NS = "serving"
 TICK = 60
@@ -63,7 +64,7 @@ RPS_PER_REPLICA = 10.0
 HEADROOM = 0.25
 FAULTY, CLEAN = "code", "chat"
 START_REPLICAS = 8
-WRITES = ("scale", "set-max", "write-state", "admit", "adopt", "stop", "park-copy", "delete-workflow",
+WRITES = ("scale", "set-max", "write-state", "note-lease", "admit", "adopt", "stop", "park-copy", "delete-workflow",
           "annotate-workflow")
 GATE_CALLS = ("get-deployment", "get-autoscaler", "read-state", "list-workflows", "list-pods", "get-workflow", *WRITES)
 
@@ -158,6 +159,7 @@ class SimCluster(MemoryCluster):
             if self.race_at is not None and target == self.race_at and verb != "annotate-workflow":
                 self.race_at = None
                 complete(self, target, "Succeeded")
+                self.faulted.add(FAULTY)  # a job that ends during the tick is seen by the next one
         queued = self.fail_next.get(verb)
         if queued and (verb == "acquire-lease" or service_of(target) == FAULTY):
             self.faulted.add(FAULTY if verb != "acquire-lease" else "*")
@@ -246,6 +248,9 @@ class World:
         self.submitted: dict[str, int] = {}  # run -> the replicas it was submitted with (the truth)
         self.tampered: set[str] = set()  # runs whose labels a tenant changed (stuck parked is right for them)
         self.pending: set[str] = set()  # services whose baseline the gate must learn afresh
+        # Services whose owner changed them while the gate's record showed a write in flight: (lowest, highest)
+        # baseline the owner can have meant, until the gate's next tick settles which one it reads.
+        self.unsure: dict[str, tuple[int, int]] = {}
         for s in services:
             self.cluster.add_deployment(NS, s, START_REPLICAS)
             self.ready_at[s] = [(p.name, 0.0) for p in self.cluster.pods[(NS, s)]]
@@ -310,8 +315,11 @@ class World:
         return [wf for (_, _n), wf in sorted(self.cluster.workflows.items())
                 if service is None or wf["metadata"]["labels"].get(LABEL_SERVICE) == service]
 
-    def lent(self, service: str) -> int:
-        """Replicas research really holds from this Deployment incarnation: admitted, running, as submitted."""
+    def lent(self, service: str, readable: bool = False) -> int:
+        """Replicas research really holds from this Deployment incarnation: admitted, running, as submitted.
+
+        `readable`: as the gate can read them without its memory, i.e. a job whose size label a tenant forged
+        counts what the label says (the truth of what was lent is only in the gate's record)."""
         uid = self.dep(service).uid
         total = 0
         for wf in self.workflows(service):
@@ -319,7 +327,9 @@ class World:
             if (meta["labels"].get(LABEL_STATE) == ADMITTED and wf.get("status", {}).get("phase") not in FINISHED_PHASES
                     and not spec.get("shutdown") and not wf.get("status", {}).get("nodes")
                     and meta.get("annotations", {}).get(ANNOTATION_BORROWED_FROM) == uid):
-                total += self.submitted.get(run_of(wf), 0)
+                size = meta["labels"].get(LABEL_REPLICAS, "")
+                forged = readable and run_of(wf) in self.tampered
+                total += (int(size) if size.isdigit() else 0) if forged else self.submitted.get(run_of(wf), 0)
         return total
 
     def finishing(self, service: str) -> bool:
@@ -332,7 +342,8 @@ class World:
         c.clock += TICK
         c.faulted, c.writes_seen, c.calls_seen = set(), 0, 0
         gate = self.new_gate() if second else self.gate
-        fresh = {s: self.value(s) + self.lent(s) for s in self.pending}  # what the gate can know at this tick
+        fresh = {s: self.value(s) + self.lent(s, readable=True) for s in self.pending}  # what the gate can know at this tick
+        lent_before = {s: self.lent(s) for s in self.unsure}
         killed = False
         try:
             outcomes = {o.service: o for o in gate.tick()}
@@ -345,12 +356,20 @@ class World:
         self.run_autoscalers()
         self.sync_pods()
         for s in list(self.pending):
-            record = ServiceRecord.from_json(c.states.get((NS, s)))
-            scaler = self.scaler(s)
-            writes_to = f"{scaler.kind}/{scaler.name}" if scaler else "replicas"
-            if record.baseline is not None and (record.deployment_uid, record.writes_to) == (self.dep(s).uid, writes_to):
+            record = self.record(s)
+            if record.baseline is not None and (record.deployment_uid, record.writes_to) == (self.dep(s).uid,
+                                                                                            self.target(s)):
                 self.baseline[s] = fresh[s]
                 self.pending.discard(s)
+                self.unsure.pop(s, None)
+        for s in list(self.unsure):
+            record = self.record(s)
+            if (record.applying_from is None and record.baseline is not None
+                    and (record.deployment_uid, record.writes_to) == (self.dep(s).uid, self.target(s))):
+                lo, hi = self.unsure.pop(s)  # the gate settled on one reading of the owner's change: it must be one
+                assert min(lo, lent_before[s]) <= record.baseline <= max(hi, lent_before[s]), (
+                    f"{s}: the gate read the owner's change as baseline {record.baseline}, not within {lo}..{hi}")
+                self.baseline[s] = record.baseline
         clean = {}
         for s in self.services:
             o = outcomes.get(s)
@@ -361,25 +380,49 @@ class World:
             self.clean[s].append((min(required(self.source.demand[s], floor), self.baseline[s]), clean[s]))
         return clean
 
-    def in_flight_from(self, service: str) -> int:
-        """The value an owner's change is measured from: the current one, except while the gate's record shows
-        a write in flight (it died between recording its intent and settling it): then the gate cannot tell
-        whether its write landed before the owner's, and by design measures from what it meant to apply.
-        A known ambiguity (closing it needs the Deployment's generation in the record), not asserted here."""
-        record = ServiceRecord.from_json(self.cluster.states.get((NS, service)))
+    def target(self, service: str) -> str:
         scaler = self.scaler(service)
-        target = f"{scaler.kind}/{scaler.name}" if scaler else "replicas"
-        current = self.value(service)
-        if (record.applying_from is not None and record.applied is not None and current != record.applied
-                and (record.deployment_uid, record.writes_to) == (self.dep(service).uid, target)):
+        return f"{scaler.kind}/{scaler.name}" if scaler else "replicas"
+
+    def record(self, service: str) -> ServiceRecord:
+        """The gate's memory of the service as any gate process reads it: the state ConfigMap, superseded by
+        the Lease's note of a raise the gate wrote while the ConfigMap could not be."""
+        text = self.cluster.states.get((NS, service))
+        record = ServiceRecord.from_json(text)
+        note = UnrecordedWrite.from_json(self.cluster.lease_annotations.get(LEASE_NOTE_PREFIX + service))
+        return note.supersede(record, text, self.dep(service).uid, self.target(service)) if note else record
+
+    def in_flight(self, service: str) -> int | None:
+        """What the gate meant to apply, while its memory shows a write in flight that has not landed (it died
+        between recording its intent and the write, or between the write and settling it); else None.
+        An owner's change then is ambiguous to any controller: the gate cannot tell whether its write landed
+        before the owner's, and measures from what it meant to apply. Both readings are allowed (`unsure`)."""
+        record = self.record(service)
+        if (record.applying_from is not None and record.applied is not None and self.value(service) != record.applied
+                and (record.deployment_uid, record.writes_to) == (self.dep(service).uid, self.target(service))):
             return record.applied
-        return current
+        return None
+
+    def owner_sets(self, service: str, value: int) -> None:
+        """The model's side of an owner's change: the baseline moves by as much (or, in flight, by one of two)."""
+        current, meant = self.value(service), self.in_flight(service)
+        if service in self.unsure:
+            lo, hi = self.unsure[service]
+            self.unsure[service] = (lo + value - current, hi + value - current)
+        elif meant is not None:
+            a, b = self.baseline[service] + value - current, self.baseline[service] + value - meant
+            self.unsure[service] = (min(a, b), max(a, b))
+        else:
+            self.baseline[service] = max(self.baseline[service] + value - current, self.lent(service))
+        if service in self.unsure:
+            self.baseline[service] = max(self.unsure[service][1], self.lent(service))  # the write bound, until settled
 
     def rebase(self, service: str) -> None:
         """The gate lost its memory of the service, or meets a new incarnation or writer target: it can know
         only what it sees at its next tick that records the service again (replicas or maxReplicas + lent)."""
         self.pending.add(service)
-        self.baseline[service] = self.value(service) + self.lent(service)  # until then
+        self.unsure.pop(service, None)
+        self.baseline[service] = self.value(service) + self.lent(service, readable=True)  # until then
 
 
 def run_of(wf: dict[str, Any]) -> str:
@@ -395,7 +438,7 @@ def live(wf: dict[str, Any]) -> bool:
 
 def view(world: World, service: str) -> tuple[Any, ...]:
     """What a service's outcome is: its replicas, its autoscaler's cap, the gate's memory, its workflows."""
-    record = ServiceRecord.from_json(world.cluster.states.get((NS, service)))
+    record = world.record(service)
     scaler = world.scaler(service)
     wfs = tuple((wf["metadata"]["name"], wf["metadata"]["labels"].get(LABEL_STATE), bool(wf["spec"].get("suspend")),
                  wf["spec"].get("shutdown"), wf.get("status", {}).get("phase")) for wf in world.workflows(service))
@@ -455,9 +498,12 @@ class GateCampaign(RuleBasedStateMachine):
         t.cluster.workflows = {k: copy.deepcopy(wf) for k, wf in m.cluster.workflows.items()
                                if wf["metadata"]["labels"].get(LABEL_SERVICE) == CLEAN}
         t.cluster.states = {k: v for k, v in m.cluster.states.items() if k[1] == CLEAN}
+        t.cluster.lease_annotations = {k: v for k, v in m.cluster.lease_annotations.items()
+                                       if k == LEASE_NOTE_PREFIX + CLEAN}
         t.cluster.lease_holder, t.cluster.lease_until = m.cluster.lease_holder, m.cluster.lease_until
         t.baseline[CLEAN] = m.baseline[CLEAN]
         t.pending = m.pending & {CLEAN}
+        t.unsure = {k: v for k, v in m.unsure.items() if k == CLEAN}
         t.clean[CLEAN] = list(m.clean[CLEAN])
         t.gate = t.new_gate()
 
@@ -543,12 +589,11 @@ class GateCampaign(RuleBasedStateMachine):
             scaler = w.scaler(service)
             if scaler is not None:
                 replicas = max(replicas, scaler.min_replicas)
-                w.baseline[service] += replicas - w.in_flight_from(service)
+            w.owner_sets(service, replicas)
+            if scaler is not None:
                 scaler.max_replicas = replicas
             else:
-                w.baseline[service] += replicas - w.in_flight_from(service)
                 w.dep(service).replicas = replicas
-            w.baseline[service] = max(w.baseline[service], w.lent(service))
             w.clean[service] = []  # the owner's change restarts the reaction clock
             w.run_autoscalers()
             w.sync_pods()
@@ -722,13 +767,13 @@ def drain(machine: GateCampaign, ticks: int = 60) -> None:
     for _ in range(ticks):
         for s in w.services:
             scaler = w.scaler(s)
-            more = w.floor(s) + 3 - w.baseline[s]
+            more = w.floor(s) + 3 - (w.unsure[s][0] if s in w.unsure else w.baseline[s])
             if more > 0 and s not in w.pending:  # room for any job: the owner raises the fleet
+                w.owner_sets(s, w.value(s) + more)
                 if scaler is not None:
                     scaler.max_replicas += more
                 else:
                     w.dep(s).replicas += more
-                w.baseline[s] += more
         w.source.demand = {s: 0.0 for s in w.services}
         machine.clean = w.tick()
         machine.ticked = True

@@ -92,10 +92,23 @@ def lease_admits_one_writer_at_a_time(h: Harness) -> None:
     h.cluster.release_lease(h.serving, "contract/two")
 
 
+def lease_notes_are_written_only_by_the_holder_and_survive_renewals(h: Harness) -> None:
+    assert h.cluster.acquire_lease(h.serving, "contract/one", 30)
+    assert h.cluster.note_on_lease(h.serving, "contract/one", "chat", '{"applied":9}')
+    assert not h.cluster.note_on_lease(h.serving, "contract/two", "code", "{}")  # not the holder: nothing written
+    assert h.cluster.acquire_lease(h.serving, "contract/one", 30)  # a renewal keeps the notes
+    assert h.cluster.lease_notes(h.serving) == {"chat": '{"applied":9}'}
+    assert h.cluster.note_on_lease(h.serving, "contract/one", "chat", None)
+    assert h.cluster.note_on_lease(h.serving, "contract/one", "chat", None)  # removing what is gone is fine
+    assert h.cluster.lease_notes(h.serving) == {}
+    h.cluster.release_lease(h.serving, "contract/one")
+
+
 CONTRACT: list[Callable[[Harness], None]] = [
     deployment_found_by_label_scaled_and_its_state_kept,
     parked_job_is_admitted_then_stopped,
     parking_a_copy_is_idempotent,
     missing_workflow_is_none,
     lease_admits_one_writer_at_a_time,
+    lease_notes_are_written_only_by_the_holder_and_survive_renewals,
 ]

@@ -112,3 +112,80 @@ def test_a_write_the_gate_died_before_does_not_skew_the_next_owner_change() -> N
     w.tick()
     record = json.loads(w.cluster.states[(NS, "chat")])
     assert (record["baseline"], record["applied"], record["applyingFrom"]) == (12, 10, None)
+
+
+def _lending_three_of_eight(service: str = "code") -> "World":  # noqa: F821 - imported lazily, as above
+    from .campaign import NS, World
+
+    w = World((service,))
+    for name, replicas in ((f"{service}-job1", 2), (f"{service}-job2", 1)):
+        w.cluster.add_workflow(NS, name, service, replicas)
+        w.submitted[name] = replicas
+    for _ in range(4):
+        w.tick()
+    assert (w.dep(service).replicas, w.lent(service)) == (5, 3)
+    return w
+
+
+def test_a_raise_written_without_its_record_is_noted_on_the_lease_for_the_next_gate_process() -> None:
+    # Found by the campaign: on-call scaled 5 -> 1 with 3 lent (baseline 4); the state ConfigMap then
+    # refused the gate's writes (403), so its raise 1 -> 2 (the floor) went unrecorded. The next gate
+    # process (every CronWorkflow run is one) read the stale record (applied 5), took the gate's own
+    # raise for on-call's and adopted baseline 5, then scaled serving to 5, above the owner's 4.
+    from offhours.scripts.cluster.base import LEASE_NOTE_PREFIX, ClusterError
+
+    from .campaign import NS
+
+    w = _lending_three_of_eight()
+    w.dep("code").replicas = 1
+    w.cluster.fail_next["write-state"] = [ClusterError("HTTP 403 Forbidden: admission webhook denied the request")] * 3
+    w.tick(second=True)
+    assert w.dep("code").replicas == 2 and json.loads(w.cluster.states[(NS, "code")])["applied"] == 5  # stale
+    note = json.loads(w.cluster.lease_annotations[LEASE_NOTE_PREFIX + "code"])
+    assert (note["baseline"], note["applied"], note["applyingFrom"]) == (4, 2, 1)
+    log, calls = len(w.log.getvalue()), len(w.cluster.calls)
+    w.tick(second=True)  # another process, the API healthy again
+    record = json.loads(w.cluster.states[(NS, "code")])
+    assert record["baseline"] == 4 and "by someone else" not in w.log.getvalue()[log:]
+    assert all(int(c.split()[2]) <= 4 for c in w.cluster.calls[calls:] if c.startswith("scale code"))
+    assert LEASE_NOTE_PREFIX + "code" not in w.cluster.lease_annotations  # the record is written: the note goes
+
+
+def test_a_failed_tick_records_the_raise_it_made_not_the_record_it_read() -> None:
+    # Found by the campaign: a job returned its 2 replicas and the gate raised serving 6 -> 8, but the
+    # record's writes failed; the failed-tick record written next held the record as read (applied 6),
+    # so the next process took the gate's raise for an owner's and scaled serving to 10 (baseline 8).
+    from offhours.scripts.cluster.base import ClusterError
+
+    from .campaign import NS, World, complete
+
+    w = World(("code",))
+    w.cluster.add_workflow(NS, "code-job1", "code", 2)
+    w.submitted["code-job1"] = 2
+    for _ in range(3):
+        w.tick()
+    assert (w.dep("code").replicas, w.lent("code")) == (6, 2)
+    complete(w.cluster, "code-job1", "Succeeded")
+    w.cluster.fail_next["write-state"] = [ClusterError("HTTP 403 Forbidden")] * 2
+    w.tick()
+    assert w.dep("code").replicas == 8 and json.loads(w.cluster.states[(NS, "code")])["applied"] == 8
+    w.tick(second=True)
+    assert w.dep("code").replicas == 8 and json.loads(w.cluster.states[(NS, "code")])["baseline"] == 8
+
+
+def test_the_fail_safe_does_not_learn_a_new_autoscalers_baseline_without_the_lent_jobs() -> None:
+    # Found by the campaign: reading the Deployment failed for three ticks while an HPA (max 4) was added
+    # to it with 3 replicas lent; the third failed tick's fail-safe, which cannot list the jobs, started
+    # the HPA's baseline at 4 + 0 lent, and the next tick stopped a job to serve within 4 (owner's: 7).
+    from offhours.scripts.cluster.base import Autoscaler, ClusterError
+
+    from .campaign import NS
+
+    w = _lending_three_of_eight()
+    w.cluster.fail_next["get-deployment"] = [ClusterError("HTTP 403 Forbidden")] * 3
+    w.tick(), w.tick()
+    w.cluster.autoscalers[(NS, "code")] = Autoscaler("HorizontalPodAutoscaler", NS, "code-hpa", 1, 4)
+    w.tick()
+    assert json.loads(w.cluster.states[(NS, "code")])["writesTo"] == "replicas"
+    w.tick()
+    assert json.loads(w.cluster.states[(NS, "code")])["baseline"] == 7 and w.lent("code") == 3

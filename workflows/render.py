@@ -5,6 +5,8 @@ research namespaces, the PriorityClass, the RBAC, the gate's ConfigMap (the gate
 given to `offhours render --gate-config`, else the bundled example), the WorkflowTemplates in the
 research namespace and the gate's CronWorkflow in the serving namespace. The offhours image (the
 launcher, the parameter check, the exit hook, the gate) is fixed here, never a workflow parameter.
+With `console`, the web console's optional install (scripts/console/manifests.py: its ServiceAccount,
+read-only Roles, Deployment and Service) is added to the same set and kustomization.
 """
 
 from importlib import resources
@@ -59,12 +61,14 @@ def _namespaced(manifest: dict[str, Any], namespace: str) -> dict[str, Any]:
     return manifest
 
 
-def manifests(config_text: str | None = None, image: str = OFFHOURS_IMAGE) -> dict[str, dict[str, Any]]:
+def manifests(config_text: str | None = None, image: str = OFFHOURS_IMAGE,
+              console: bool = False) -> dict[str, dict[str, Any]]:
     """Return each manifest of an install by its file name, in install order.
 
     `config_text` is the gate configuration (YAML text; default: the bundled example): its
     namespaces, Deployments and services shape the RBAC, and it is installed as the gate's
-    ConfigMap. `image` is the offhours image. A bad configuration raises ConfigError.
+    ConfigMap. `image` is the offhours image. With `console`, the web console's manifests come
+    last. A bad configuration raises ConfigError.
     """
     text = example_gate_config_text() if config_text is None else config_text
     config = parse_gate_config_text(text)
@@ -77,7 +81,7 @@ def manifests(config_text: str | None = None, image: str = OFFHOURS_IMAGE) -> di
         "workflowtemplate-offhours-job.yaml": job.workflow_template().to_dict(),
     }
     # Namespaced explicitly (the install spans two namespaces), so `kubectl apply -k DIR` needs no -n.
-    return {
+    docs = {
         f"namespace-{serving}.yaml": _namespace(serving),
         f"namespace-{research}.yaml": _namespace(research),
         "priorityclass-offhours-best-effort.yaml": priority_class(),
@@ -86,6 +90,11 @@ def manifests(config_text: str | None = None, image: str = OFFHOURS_IMAGE) -> di
         **{name: _namespaced(doc, research) for name, doc in research_templates.items()},
         "cronworkflow-offhours-gate.yaml": _namespaced(gate_cron_workflow(image=image).to_dict(), serving),
     }
+    if console:
+        from offhours.scripts.console.manifests import console_manifests
+
+        docs.update(console_manifests(config, image))  # its file names never clash: all name offhours-console
+    return docs
 
 
 def to_yaml(manifest: dict[str, Any]) -> str:
@@ -98,17 +107,19 @@ def kustomization(files: list[str]) -> dict[str, Any]:
     return {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "resources": files}
 
 
-def rendered_files(config_text: str | None = None, image: str = OFFHOURS_IMAGE) -> dict[str, str]:
+def rendered_files(config_text: str | None = None, image: str = OFFHOURS_IMAGE,
+                   console: bool = False) -> dict[str, str]:
     """Return the text of every file `offhours render` writes, by file name."""
-    docs = manifests(config_text, image)
+    docs = manifests(config_text, image, console)
     files = {name: to_yaml(doc) for name, doc in docs.items()}
     files["kustomization.yaml"] = to_yaml(kustomization(list(docs)))
     return files
 
 
-def write(out: Path, config_text: str | None = None, image: str = OFFHOURS_IMAGE) -> list[Path]:
+def write(out: Path, config_text: str | None = None, image: str = OFFHOURS_IMAGE,
+          console: bool = False) -> list[Path]:
     """Write the manifests and kustomization.yaml into `out`; return the paths written."""
-    files = rendered_files(config_text, image)  # before mkdir: a bad configuration writes nothing
+    files = rendered_files(config_text, image, console)  # before mkdir: a bad configuration writes nothing
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for name, text in files.items():

@@ -35,6 +35,7 @@ STATE_PREEMPTED = "preempted"
 STATE_RETURNED = "returned"
 FINISHED_PHASES = ("Succeeded", "Failed", "Error")
 LEASE_NAME = "offhours-gate"
+LEASE_NOTE_PREFIX = "unrecorded.offhours.io/"  # + service: a raise written while its record could not be
 HOLD_REASON = "GateHold"
 STATE_CONFIGMAP_PREFIX = "offhours-state-"
 STATE_KEY = "state.json"
@@ -171,6 +172,14 @@ class Cluster(Protocol):
 
     def release_lease(self, namespace: str, holder: str) -> None:
         """Give the Lease back if `holder` has it."""
+        ...
+
+    def lease_notes(self, namespace: str) -> dict[str, str]:
+        """Return the gate's notes on its Lease, service -> text (annotations `unrecorded.offhours.io/<service>`)."""
+        ...
+
+    def note_on_lease(self, namespace: str, holder: str, service: str, text: str | None) -> bool:
+        """Write (with None: remove) a service's note on the Lease while `holder` holds it; False if it does not."""
         ...
 
     def wait_for_workflow_change(self, namespace: str, timeout: float) -> bool:

@@ -25,6 +25,7 @@ from offhours.scripts.cluster.base import (
     LABEL_SERVICE,
     LABEL_STATE,
     LEASE_NAME,
+    LEASE_NOTE_PREFIX,
     STATE_ADMITTED,
     STATE_KEY,
     STATE_PREEMPTED,
@@ -341,6 +342,33 @@ class KubeCluster:
                 self.coordination.replace_namespaced_lease(LEASE_NAME, namespace, lease)
         except ApiException:
             pass  # an unreleased lease expires by itself
+
+    def lease_notes(self, namespace: str) -> dict[str, str]:
+        """Return the gate's notes on its Lease (annotations `unrecorded.offhours.io/<service>`), by service."""
+        lease = self._call(f"read lease {namespace}/{LEASE_NAME}",
+                           lambda: self.coordination.read_namespaced_lease(LEASE_NAME, namespace), accept={404: None})
+        annotations = (lease.metadata.annotations if lease is not None else None) or {}
+        return {k[len(LEASE_NOTE_PREFIX):]: str(v) for k, v in annotations.items() if k.startswith(LEASE_NOTE_PREFIX)}
+
+    def note_on_lease(self, namespace: str, holder: str, service: str, text: str | None) -> bool:
+        """Write (None: remove) a note while `holder` holds the Lease; a replace, so a 409 (a race) is not ours."""
+        lease = self._call(f"read lease {namespace}/{LEASE_NAME}",
+                           lambda: self.coordination.read_namespaced_lease(LEASE_NAME, namespace), accept={404: None})
+        if lease is None or lease.spec.holder_identity != holder:
+            return False
+        annotations = dict(lease.metadata.annotations or {})
+        if text is None:
+            if annotations.pop(LEASE_NOTE_PREFIX + service, None) is None:
+                return True
+        else:
+            annotations[LEASE_NOTE_PREFIX + service] = text
+        lease.metadata.annotations = annotations
+
+        def replace() -> bool:
+            self.coordination.replace_namespaced_lease(LEASE_NAME, namespace, lease)
+            return True
+
+        return self._call(f"note on lease {namespace}/{LEASE_NAME}", replace, accept={409: False})
 
 
 def _now() -> str:

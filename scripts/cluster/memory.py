@@ -29,6 +29,7 @@ from offhours.scripts.cluster.base import (
     LABEL_RUN_ID,
     LABEL_SERVICE,
     LABEL_STATE,
+    LEASE_NOTE_PREFIX,
     STATE_ADMITTED,
     STATE_PARKED,
     STATE_PREEMPTED,
@@ -67,6 +68,7 @@ class MemoryCluster:
     states: dict[tuple[str, str], str] = field(default_factory=dict)  # the state ConfigMaps' text by (ns, service)
     lease_holder: str | None = None
     lease_until: float = 0.0
+    lease_annotations: dict[str, str] = field(default_factory=dict)
     clock: float = 0.0
     fail_next: dict[str, list[Exception]] = field(default_factory=dict)
     changes: int = 0  # workflows finished or returned since the last wait_for_workflow_change
@@ -271,6 +273,22 @@ class MemoryCluster:
         """Release the lease."""
         if self.lease_holder == holder:
             self.lease_holder, self.lease_until = None, 0.0
+
+    def lease_notes(self, namespace: str) -> dict[str, str]:
+        """Return the notes on the Lease, by service."""
+        self._call("read-lease-notes")
+        return {k[len(LEASE_NOTE_PREFIX):]: v for k, v in self.lease_annotations.items() if k.startswith(LEASE_NOTE_PREFIX)}
+
+    def note_on_lease(self, namespace: str, holder: str, service: str, text: str | None) -> bool:
+        """Write or remove a note while `holder` holds the Lease."""
+        self._call(f"note-lease {service}")
+        if self.lease_holder != holder:
+            return False
+        if text is None:
+            self.lease_annotations.pop(LEASE_NOTE_PREFIX + service, None)
+        else:
+            self.lease_annotations[LEASE_NOTE_PREFIX + service] = text
+        return True
 
 
 def workflow_job(wf: dict[str, Any], service: str | None = None) -> Job | None:

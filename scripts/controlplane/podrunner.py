@@ -9,7 +9,10 @@ are run here: the main container's command (what
 Argo's emissary would exec) as a local process, with the pod's environment, its ConfigMap volumes
 materialised, and a kubeconfig holding a token of the pod's ServiceAccount, so RBAC applies as in
 a cluster. The pod's status follows the process: Running, then Succeeded or Failed with the exit
-code. A pod being deleted gets SIGTERM, then SIGKILL after its grace period.
+code. A pod being deleted gets SIGTERM, then SIGKILL after its grace period. Like a kubelet, the
+runner can serve the logs of the pods it ran (`serve_logs`: the kubelet's `/containerLogs` path
+over HTTPS; point the nodes' `status.daemonEndpoints.kubeletEndpoint.Port` at it), so `kubectl
+logs` and `offhours logs` read them through the API server.
 
 Each pod is claimed first (an annotation written with the pod's resourceVersion as precondition),
 so two runners never run the same pod. A runner reports what goes wrong: an unreadable ConfigMap,
@@ -24,10 +27,12 @@ file and wait for the daemon's acknowledgement (the same pid in FILE.ack); see `
 """
 
 import argparse
+import http.server
 import json
 import logging
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -37,6 +42,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import yaml
 from kubernetes import client, config
@@ -86,9 +92,11 @@ class LocalPodRunner:
     path_map: dict[str, str] = field(default_factory=dict)
     ran: list[Ran] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    outputs: dict[tuple[str, str], list[str]] = field(default_factory=dict)  # (namespace, pod): its lines so far
     identity: str = field(default_factory=lambda: f"{os.uname().nodename}-{os.getpid()}-{time.monotonic_ns()}")
     _stop: threading.Event = field(default_factory=threading.Event)
     _threads: list[threading.Thread] = field(default_factory=list)
+    _log_server: http.server.ThreadingHTTPServer | None = None
 
     def start(self) -> "LocalPodRunner":
         """Start watching in a background thread."""
@@ -100,8 +108,53 @@ class LocalPodRunner:
     def stop(self) -> None:
         """Stop watching; wait for the running pods to finish."""
         self._stop.set()
+        if self._log_server is not None:
+            self._log_server.shutdown()
+            self._log_server.server_close()
         for t in self._threads:
             t.join(timeout=60)
+
+    def serve_logs(self, cert_file: str, key_file: str, host: str = "127.0.0.1") -> int:
+        """Serve `GET /containerLogs/NS/POD/CONTAINER[?tailLines=N]` over HTTPS, as a kubelet; return the port.
+
+        The log of a pod this runner ran (or runs) is its main container's output so far; any
+        other pod or container is a 404 naming why. A second call returns the same server's port.
+        """
+        if self._log_server is not None:
+            return int(self._log_server.server_address[1])
+        outputs = self.outputs
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - the name http.server calls
+                url = urlsplit(self.path)
+                parts = url.path.strip("/").split("/")
+                lines = outputs.get((parts[1], parts[2])) if len(parts) == 4 and parts[0] == "containerLogs" else None
+                if lines is None or parts[3] != "main":
+                    self._answer(404, f"no log of {url.path}: only the main container of a pod the local runner ran\n")
+                    return
+                tail = parse_qs(url.query).get("tailLines", [""])[0]
+                shown = list(lines)[-int(tail):] if tail.isdigit() else list(lines)
+                self._answer(200, "".join(shown))
+
+            def _answer(self, status: int, text: str) -> None:
+                body = text.encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "text/plain; charset=utf-8")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's signature
+                log.debug("log server: " + format, *args)
+
+        server = http.server.ThreadingHTTPServer((host, 0), Handler)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(cert_file, key_file)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+        thread = threading.Thread(target=server.serve_forever, daemon=True, name="log server")
+        thread.start()
+        self._log_server = server
+        return int(server.server_address[1])
 
     def _error(self, message: str) -> None:
         log.error(message)
@@ -241,7 +294,7 @@ class LocalPodRunner:
             except OSError as err:
                 raise PodError(f"cannot start {argv[0]}: {err.strerror or err}") from None
             log.info("%s/%s: running %s (pid %d)", ns, name, " ".join(argv)[:200], proc.pid)
-            output: list[str] = []
+            output = self.outputs.setdefault((ns, name), [])
             reader = threading.Thread(target=lambda: output.extend(proc.stdout or []), daemon=True)
             reader.start()
             code = self._wait(core, proc, pod)

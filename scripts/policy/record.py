@@ -7,6 +7,7 @@ differs from it was set by someone else (an on-call engineer, an HPA's owner, a 
 the gate adopts it instead of undoing it (rule 7).
 """
 
+import hashlib
 import json
 import math
 from dataclasses import dataclass, field, replace
@@ -81,6 +82,52 @@ class ServiceRecord:
             )
         except (ValueError, TypeError, IndexError, AttributeError, KeyError):
             return cls()
+
+
+@dataclass(frozen=True)
+class UnrecordedWrite:
+    """A serving raise the gate wrote while its record could not be written (rule: serving first).
+
+    Kept somewhere the record's fault cannot reach (a note on the gate's Lease, and in the process), so
+    the next tick, in this process or another, does not take the gate's own raise for someone else's
+    change. It holds only while the stored record is still the one it was made over (`over`, that
+    record's fingerprint): once the record is written again, the note is stale and ignored.
+    """
+
+    deployment_uid: str
+    writes_to: str
+    baseline: int
+    applied: int
+    applying_from: int
+    over: str
+
+    def to_json(self) -> str:
+        """Serialise compactly (the Lease annotation's value)."""
+        return json.dumps({"deploymentUID": self.deployment_uid, "writesTo": self.writes_to, "baseline": self.baseline,
+                           "applied": self.applied, "applyingFrom": self.applying_from, "over": self.over},
+                          separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str | None) -> "UnrecordedWrite | None":
+        """Parse; anything malformed is no note (the gate then reads the stored record alone)."""
+        try:
+            raw = json.loads(text or "")
+            return cls(str(raw["deploymentUID"]), str(raw["writesTo"]), _count(raw["baseline"]), _count(raw["applied"]),
+                       _count(raw["applyingFrom"]), str(raw["over"]))
+        except (ValueError, TypeError, KeyError):
+            return None
+
+    def supersede(self, stored: ServiceRecord, stored_text: str | None, uid: str, writes_to: str) -> ServiceRecord:
+        """Return the record as the gate meant to write it, if `stored_text` is still the record this note was made over."""
+        if (self.deployment_uid, self.writes_to) != (uid, writes_to) or self.over != fingerprint(stored_text):
+            return stored
+        return replace(stored, deployment_uid=uid, writes_to=writes_to, baseline=self.baseline, applied=self.applied,
+                       applying_from=self.applying_from)
+
+
+def fingerprint(stored_text: str | None) -> str:
+    """Identify one stored record: every write of the gate's changes it (each carries its tick's decision)."""
+    return hashlib.sha256((stored_text or "").encode("utf-8", "replace")).hexdigest()[:16]
 
 
 def _count(value: Any) -> int:

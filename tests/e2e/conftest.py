@@ -140,3 +140,24 @@ def wait(what: str, check: Callable[[], Any], timeout: float = 120.0, every: flo
             return value
         time.sleep(every)
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} (last: {value!r})")
+
+
+@pytest.fixture
+def pod_logs(runner: LocalPodRunner, kubectl: Callable[..., str]) -> Iterator[int]:
+    """The runner serves the logs of the pods it runs, as a kubelet; every kwok node points the API server at it.
+
+    kwok runs no kubelet (its nodes' kubelet port is 0): without this, a pod log read through the
+    API server fails. Afterwards the nodes point nowhere again.
+    """
+    port = runner.serve_logs(str(STATE / "pki" / "apiserver.crt"), str(STATE / "pki" / "apiserver.key"))
+    nodes = kubectl("get", "nodes", "-l", "type=kwok", "-o", "name").split()
+
+    def point(at: int) -> None:
+        for node in nodes:
+            kubectl("patch", node, "--subresource=status", "--type=merge",
+                    "-p", json.dumps({"status": {"daemonEndpoints": {"kubeletEndpoint": {"Port": at}}}}))
+    point(port)
+    try:
+        yield port
+    finally:
+        point(0)
