@@ -7,10 +7,15 @@ service can lend, exactly like a submitted one. Parameters are checked against t
 `offhours.scripts.submit.parked_workflow` before anything is built.
 
 The run id of each run is `<prefix>-<YYYYMMDD>-<HHMM>`, the firing's time as Argo records it
-(UTC in Argo v4.0.5, whatever the schedule's zone), derived by Argo from `{{workflow.scheduledTime}}` (the annotation
-`workflows.argoproj.io/scheduled-time` the controller puts on every run it creates). Checkpoints
-and outputs of different nights never collide, and a parked copy of a preempted run (the gate
-copies spec and annotations) resolves the same run id: it continues its own night's checkpoint.
+(UTC in Argo v4.0.5, whatever the schedule's zone), derived by Argo from `workflow.scheduledTime`
+(read from the annotation `workflows.argoproj.io/scheduled-time` the controller puts on every run
+it creates), twice: in the `run-id` argument the steps read, and in the `offhours.io/run-id` label
+the gate reads. The label is computed from `workflow.scheduledTime` itself, not from the argument:
+Argo v4.0.5 evaluates `labelsFrom` with `workflow.parameters.*` as written in the spec, before any
+`{{=...}}` in them is resolved, so a label read from the argument would be the unresolved text
+(an invalid label value: the workflow ends in Error). Checkpoints and outputs of different nights
+never collide, and a parked copy of a preempted run (the gate copies spec and annotations)
+resolves the same run id: it continues its own night's checkpoint.
 
 What happens when a firing comes while an earlier run is still parked or running is decided here,
 not left to chance (see README "Nightly runs"): `Forbid` (the default) skips the firing, because
@@ -50,8 +55,16 @@ class ScheduleError(ValueError):
 
 
 def night_run_id(prefix: str) -> str:
-    """Return the run-id argument of a scheduled run: `<prefix>-` and the firing's local date and minute."""
+    """Return the run-id argument of a scheduled run: `<prefix>-` and the firing's date and minute (UTC)."""
     return f"{prefix}-{{{{={NIGHT_EXPRESSION}}}}}"
+
+
+def night_label_expression(prefix: str) -> str:
+    """Return the `labelsFrom` expression of a scheduled run's run-id label: the same value as `night_run_id`.
+
+    `prefix` is a DNS label (checked by `parked_workflow`), so it needs no escaping in the quotes.
+    """
+    return f"'{prefix}-' + {NIGHT_EXPRESSION}"
 
 
 def check_schedule(
@@ -148,8 +161,10 @@ def research_cron_workflow(
                 "workflowTemplateRef": {"name": template_name},
                 "arguments": {"parameters": arguments},
                 "suspend": True,
+                # From the scheduled time, not from the run-id argument: labelsFrom sees arguments
+                # unresolved (see the module docstring).
                 "workflowMetadata": {
-                    "labelsFrom": {LABEL_RUN_ID: {"expression": "workflow.parameters['run-id']"}},
+                    "labelsFrom": {LABEL_RUN_ID: {"expression": night_label_expression(prefix)}},
                 },
             },
         },

@@ -3,7 +3,7 @@
 It installs offhours for a demo gate configuration (service `chat`, 16 replicas of 4 GPUs: every
 GPU of the 16 kwok nodes serves), runs an emulated vLLM fleet on the serving pods' loopback IPs
 that replays the bundled 14-day trace at an accelerated clock (default: a trace minute per
-second, from 03:00 of day 1, before the morning rise), lets the gate's CronWorkflow run for
+second, from 16:00 of day 1, before the evening peak), lets the gate's CronWorkflow run for
 real (every minute; its pods are run by the cluster's local pod runner), submits a pipeline from
 `offhours-llm-pipeline` with the README's local parameters (its sft stage is the reference job,
 run as a local process that checkpoints to a local folder), and prints what happens as it
@@ -45,15 +45,32 @@ METRICS_PORT = 18473
 DEMO_LABEL = "offhours.io/demo"
 
 
-def demo_gate_config(port: int, replicas: int) -> dict[str, Any]:
-    """Return the demo's gate configuration: one service, direct scraping, decisions every few seconds."""
+# The gate's durations that are about the load's pace, in trace seconds (the gate config's defaults:
+# a 15-minute stabilisation window; a reaction time of a 240 s cold start plus a 120 s stop grace).
+TRACE_STABILIZATION_SECONDS = 900.0
+TRACE_COLD_START_SECONDS = 240.0
+TRACE_MAX_GRACE_SECONDS = 120.0
+
+
+def demo_gate_config(port: int, replicas: int, speed: float = 60.0) -> dict[str, Any]:
+    """Return the demo's gate configuration: one service, direct scraping, decisions every few seconds.
+
+    The load runs `speed` times faster than the wall clock, so every duration the gate compares
+    with the load's changes is divided by `speed`: the stabilisation window and the reaction time
+    of the look-ahead (cold start + stop grace). Left at their real-time values, the trend term
+    compares the need with the need 370 wall seconds earlier, six trace hours at 60x: after a
+    rise it holds every replica for hours of trace, and a preempted job never resumes.
+    """
     return {
         "namespace": SERVING, "workflowNamespace": RESEARCH, "tickSeconds": 10,
         "metrics": {"source": "direct", "maxAgeSeconds": 60, "direct": {"port": port, "timeoutSeconds": 2}},
         "failSafe": {"failedTicksBeforeReclaim": 3},
         "services": {SERVICE: {"deployment": SERVICE, "gpusPerReplica": 4,
                                "capacity": {"requestsPerSecond": CAPACITY_RPS}, "headroom": 0.25,
-                               "stabilizationSeconds": 15, "maxLendStep": 4, "minReplicas": 1}},
+                               "stabilizationSeconds": TRACE_STABILIZATION_SECONDS / speed,
+                               "coldStartSeconds": TRACE_COLD_START_SECONDS / speed,
+                               "maxGraceSeconds": TRACE_MAX_GRACE_SECONDS / speed,
+                               "maxLendStep": 4, "minReplicas": 1}},
     }
 
 
@@ -333,9 +350,13 @@ def demo(args: argparse.Namespace, say: Callable[[str], None] = print) -> DemoRe
     start = int(args.start_hour * 60)
     minutes = int(args.hours * 60)
     port = METRICS_PORT
-    raw = demo_gate_config(port, args.replicas)
+    raw = demo_gate_config(port, args.replicas, args.speed)
     scale = load_scale(trace, start, minutes, args.replicas, 0.25)
     DEMO_DIR.mkdir(parents=True, exist_ok=True)
+    run_id = args.run_id or f"demo-{int(time.time())}"
+    # A fresh start for this run id: an earlier demo's checkpoints would make the job resume, not start.
+    for kept in ("ckpt", "out"):
+        shutil.rmtree(DEMO_DIR / kept / run_id, ignore_errors=True)
     install(env, raw, args.replicas, say)
     clock = TraceClock(start, args.speed)
     replay = Replay(api, port, trace, clock, scale).start()
@@ -343,7 +364,6 @@ def demo(args: argparse.Namespace, say: Callable[[str], None] = print) -> DemoRe
         f"{minutes * 60 / args.speed:.0f} s); peak {float(trace.requests[start:start + minutes].max()) / 60 * scale:.1f} "
         f"req/s for {args.replicas} replicas of {CAPACITY_RPS:g} req/s")
     result = DemoResult()
-    run_id = args.run_id or f"demo-{int(time.time())}"
     try:
         # The first gate run starts at the next minute: submit once the gate is deciding.
         watcher = Watcher(api, run_id)
@@ -376,12 +396,12 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser("demo", help="the whole loop live on the local control plane (make cluster-up): "
                               "emulated vLLM replaying the bundled trace, the gate, a pipeline preempted and resumed")
     p.add_argument("--speed", type=float, default=60.0, help="trace seconds per wall-clock second (default 60)")
-    p.add_argument("--start-hour", type=float, default=3.0, help="trace hour to start at (default 3: day 1, 03:00, "
-                   "before the morning rise)")
-    p.add_argument("--hours", type=float, default=9.0, help="trace hours to replay at most (default 9)")
+    p.add_argument("--start-hour", type=float, default=16.0, help="trace hour to start at (default 16: day 1, "
+                   "16:00, before the evening peak; the night after it is low for hours: the job resumes)")
+    p.add_argument("--hours", type=float, default=14.0, help="trace hours to replay at most (default 14)")
     p.add_argument("--replicas", type=int, default=16, help="serving replicas of 4 GPUs (default 16: every kwok GPU)")
-    p.add_argument("--steps", type=int, default=8000, help="training steps of the reference job, 0.05 s each "
-                   "(default 8000: the job runs into the morning rise)")
+    p.add_argument("--steps", type=int, default=5000, help="training steps of the reference job, 0.05 s each "
+                   "(default 5000: the job runs into the evening peak)")
     p.add_argument("--run-id", help="run id of the pipeline (default: demo-<time>)")
     p.set_defaults(func=run_demo)
 

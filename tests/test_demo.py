@@ -1,6 +1,7 @@
 """The demo's pure parts: the accelerated trace clock, the load scale, and what changed between snapshots."""
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -9,10 +10,13 @@ from offhours.scripts.demo import (
     Snapshot,
     TraceClock,
     changes,
+    demo_gate_config,
     finished,
     load_scale,
     pipeline_parameters,
 )
+from offhours.scripts.policy.config import parse_config
+from offhours.scripts.policy.forecast import reaction_seconds
 from offhours.scripts.trace import Trace
 
 
@@ -59,3 +63,14 @@ def test_a_run_stopped_by_the_gate_is_not_the_end() -> None:
     assert not finished(stopped)
     assert finished(Snapshot(16, 16, "", {"a": "Failed, preempted", "a-p1": "Succeeded, returned"}))
     assert finished(Snapshot(16, 16, "", {"a": "Failed, returned"}))  # failed on its own
+
+
+@pytest.mark.parametrize("speed", [10.0, 30.0, 60.0, 120.0, 600.0])
+def test_gate_durations_span_the_same_trace_time_at_any_speed(speed: float) -> None:
+    # Invariant: the stabilisation window is 15 trace minutes and the look-ahead's reaction time
+    # (the tick aside) 6 trace minutes, whatever the replay speed; at 60x that is 15 s and 6 s of
+    # the wall clock, not the 6 trace hours that real-time values (240 s + 120 s) would span.
+    (policy,) = parse_config(demo_gate_config(18473, 16, speed)).services
+    assert policy.stabilization_seconds * speed == 900.0
+    assert (policy.cold_start_seconds or 0.0) * speed == 240.0 and policy.max_grace_seconds * speed == 120.0
+    assert reaction_seconds(policy, 10.0) == 10.0 + 360.0 / speed

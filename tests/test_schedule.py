@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from offhours.cronworkflows.research import (
     NIGHT_EXPRESSION,
     ScheduleError,
+    night_label_expression,
     night_run_id,
     research_cron_workflow,
 )
@@ -149,13 +150,20 @@ def test_runs_are_created_parked_with_what_the_gate_reads() -> None:
     args = {p["name"]: p["value"] for p in wf["arguments"]["parameters"]}
     assert args == {**REQUIRED, "replicas": "2", "run-preprocess": "false", "eval-suites": '["mmlu","gsm8k"]',
                     "run-id": "eval-nightly-{{=" + NIGHT_EXPRESSION + "}}"}
-    assert wf["workflowMetadata"] == {"labelsFrom": {"offhours.io/run-id": {"expression": "workflow.parameters['run-id']"}}}
+    # The label is computed from the scheduled time as the argument is, never read from the argument:
+    # Argo v4.0.5 gives labelsFrom the argument unresolved (the `{{=...}}` text, an invalid label).
+    assert wf["workflowMetadata"] == {"labelsFrom": {"offhours.io/run-id": {
+        "expression": "'eval-nightly-' + " + NIGHT_EXPRESSION}}}
+    assert "workflow.parameters" not in wf["workflowMetadata"]["labelsFrom"]["offhours.io/run-id"]["expression"]
 
 
 def test_run_id_prefix_is_the_given_run_id() -> None:
     cron = research_cron_workflow("eval-nightly", TEMPLATE, "0 21 * * *", {**REQUIRED, "run-id": "llama-eval"}, "r")
     args = {p["name"]: p["value"] for p in cron["spec"]["workflowSpec"]["arguments"]["parameters"]}
-    assert args["run-id"] == night_run_id("llama-eval")
+    assert args["run-id"] == night_run_id("llama-eval") == "llama-eval-{{=" + NIGHT_EXPRESSION + "}}"
+    labels_from = cron["spec"]["workflowSpec"]["workflowMetadata"]["labelsFrom"]
+    assert labels_from["offhours.io/run-id"]["expression"] == night_label_expression("llama-eval")
+    assert night_label_expression("llama-eval") == "'llama-eval-' + " + NIGHT_EXPRESSION
     assert cron["spec"]["workflowMetadata"]["labels"]["offhours.io/run-id"] == "llama-eval"
 
 

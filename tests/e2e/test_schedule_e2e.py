@@ -49,6 +49,16 @@ def list_block(out: str, schedule: str) -> tuple[str, str]:
     return lines[start], "\n".join(lines[start + 1:end])
 
 
+def terminate_parked(custom: Any, name: str) -> None:
+    """Finish a parked run without an exit pod: Terminate, unsuspended in the same patch.
+
+    Argo v4.0.5 does not operate a suspended workflow at all (its operator returns on `suspend`
+    before it looks at `shutdown`), so a Terminate alone leaves a parked run Running for ever.
+    """
+    custom.patch_namespaced_custom_object(GROUP, VERSION, RESEARCH, "workflows", name,
+                                          {"spec": {"shutdown": "Terminate", "suspend": None}})
+
+
 def after_next_minute(extra: float = 25.0) -> None:
     """Sleep past the next minute boundary, leaving the controller `extra` seconds to act on it."""
     time.sleep(60 - time.time() % 60 + extra)
@@ -76,7 +86,11 @@ def custom(api: client.ApiClient, installed: Path) -> Iterator[Any]:
         except client.ApiException:
             pass
         for wf in runs(custom, name):
-            custom.delete_namespaced_custom_object(GROUP, VERSION, RESEARCH, "workflows", wf["metadata"]["name"])
+            try:
+                custom.delete_namespaced_custom_object(GROUP, VERSION, RESEARCH, "workflows", wf["metadata"]["name"])
+            except client.ApiException as err:
+                if err.status != 404:  # the garbage collector deletes a cron run with its CronWorkflow
+                    raise
 
 
 def test_bad_input_is_refused_and_nothing_is_created(cli: Callable[..., tuple[int, str, str]], custom: Any) -> None:
@@ -102,7 +116,6 @@ def test_bad_input_is_refused_and_nothing_is_created(cli: Callable[..., tuple[in
     assert runs(custom, "e2e-bad") == []
 
 
-@pytest.mark.unproven  # on Argo v4.0.5 the run-id label stayed the schedule's name: labelsFrom did not resolve
 def test_every_minute_runs_are_parked_forbid_skips_while_parked_suspend_creates_nothing(
         cli: Callable[..., tuple[int, str, str]], custom: Any) -> None:
     # Created just after a minute boundary so that no firing races the creation.
@@ -164,7 +177,7 @@ def test_every_minute_runs_are_parked_forbid_skips_while_parked_suspend_creates_
     assert cli("suspend", FORBID, "-n", RESEARCH)[0] == 0
     allow_runs = len(cron_runs(custom, ALLOW))
     # Finish the parked original the only way a test can without an exit pod: Terminate (it never held GPUs).
-    custom.patch_namespaced_custom_object(GROUP, VERSION, RESEARCH, "workflows", name, {"spec": {"shutdown": "Terminate"}})
+    terminate_parked(custom, name)
     wait("the original to finish", lambda: custom.get_namespaced_custom_object(
         GROUP, VERSION, RESEARCH, "workflows", name).get("status", {}).get("phase") == "Failed", timeout=60)
     after_next_minute()
@@ -178,8 +191,7 @@ def test_every_minute_runs_are_parked_forbid_skips_while_parked_suspend_creates_
     assert len(created) == 1 and created[0]["spec"]["suspend"] is True
 
     # 7. --keep 1: of two failed runs Argo keeps the newest.
-    custom.patch_namespaced_custom_object(GROUP, VERSION, RESEARCH, "workflows", created[0]["metadata"]["name"],
-                                          {"spec": {"shutdown": "Terminate"}})
+    terminate_parked(custom, created[0]["metadata"]["name"])
     assert cli("suspend", FORBID, "-n", RESEARCH)[0] == 0
     wait("the older failed run to be deleted by the history limit",
          lambda: [w["metadata"]["name"] for w in cron_runs(custom, FORBID)] == [created[0]["metadata"]["name"]],
