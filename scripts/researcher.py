@@ -329,7 +329,9 @@ def _cmd_cancel(args: argparse.Namespace) -> int:
             return 1
     now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     for copy in live:
-        body = {"metadata": {"annotations": {"offhours.io/cancelled-at": now}}, "spec": {"shutdown": "Stop"}}
+        # Argo v4.0.5 does not act on a suspended (parked) workflow's shutdown: unsuspend it in the same patch.
+        body = {"metadata": {"annotations": {"offhours.io/cancelled-at": now}},
+                "spec": {"shutdown": "Stop", "suspend": None}}
         try:
             reader.custom.patch_namespaced_custom_object(GROUP, VERSION, copy.namespace, PLURAL, copy.name, body)
         except Exception as err:  # noqa: BLE001 - reported as one line naming the workflow

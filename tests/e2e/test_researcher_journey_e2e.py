@@ -172,6 +172,10 @@ def test_researcher_submits_waits_runs_reads_logs_cancels_and_counts_gpu_hours(
     assert (out, err) == (f"{name_b}: stopping (exit handlers run; its GPUs go back to chat)\n", "")
     wf_b = get_wf(api, name_b)
     assert wf_b["spec"]["shutdown"] == "Stop" and "offhours.io/cancelled-at" in wf_b["metadata"]["annotations"]
+    # A parked workflow must really end, not stay suspended with a shutdown Argo never acts on.
+    ended = wait(f"{name_b} to end", lambda: get_wf(api, name_b).get("status", {}).get("phase") in ("Failed", "Error"),
+                 timeout=60)
+    assert ended and "suspend" not in get_wf(api, name_b)["spec"]
     tick = _tick(gate_setup)
     out, _ = cli("why", "journey-a", *NS)  # by run id too
     assert out.splitlines()[0] == f"waiting: chat: {tick.decision.reason}; position 1 of 1 in the queue"
