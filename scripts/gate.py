@@ -259,7 +259,9 @@ class Gate:
 
     def _service(self, obs: Observed, reading: Reading, now: float, outcome: ServiceOutcome) -> None:
         policy, dep = obs.policy, obs.dep
-        jobs = [self._incarnation(j, dep.uid) for j in obs.jobs]
+        # A declared grace beyond the service's cap is the cap: what it takes past that is not serving's wait.
+        jobs = [replace(self._incarnation(j, dep.uid), exit_seconds=min(j.exit_seconds, policy.max_grace_seconds))
+                if j.exit_seconds is not None else self._incarnation(j, dep.uid) for j in obs.jobs]
         lent = sum(j.replicas for j in jobs if j.state == ADMITTED)
         owned = own_baseline(obs.record, dep.uid, obs.writes_to, obs.current, lent)
         baseline, record = owned.baseline, owned.record

@@ -429,6 +429,32 @@ def test_workflow_job_survives_any_shape_of_workflow() -> None:
         assert job is None or job.problem is not None or job.replicas == 2
 
 
+@pytest.mark.parametrize("grace, exit_seconds", [("45", 45.0), ("0", 0.0), ("abc", None), ("-1", None), ("1e9", None),
+                                                  ("9999999", None), (None, None)])
+def test_a_jobs_exit_time_is_its_declared_grace_read_defensively(grace: str | None,
+                                                                  exit_seconds: float | None) -> None:
+    params = [{"name": "termination-grace-seconds", "value": grace}] if grace is not None else []
+    wf = {"metadata": {"name": "a", "labels": {"offhours.io/service": "chat", "offhours.io/replicas": "1"}},
+          "spec": {"arguments": {"parameters": params}}}
+    job = workflow_job(wf)
+    assert job is not None and job.exit_seconds == exit_seconds
+
+
+@pytest.mark.parametrize("graces, stopped", [(("3600", "30"), "job-1"), (("3600", "400"), "job-0")])
+def test_the_gate_stops_the_fastest_exit_with_each_grace_capped_at_the_services(graces: tuple[str, str],
+                                                                               stopped: str) -> None:
+    # Two admitted jobs declare how long they take to checkpoint on SIGTERM. The reclaim stops the one that
+    # gives its GPUs back soonest; beyond maxGraceSeconds (300) every grace counts as 300, so 3,600 and 400
+    # tie and the usual order decides (equal loss and age: by name).
+    w = World(config(maxGraceSeconds=300))
+    w.lend(2)
+    for name, grace in zip(("job-0", "job-1"), graces):
+        w.wf(name)["spec"].setdefault("arguments", {})["parameters"] = [
+            {"name": "termination-grace-seconds", "value": grace}]
+    out = w.tick(chat=40)["chat"]  # needs 5 of 8: one of the two 2-replica jobs is stopped
+    assert out.plan is not None and [j.name for j in out.plan.stop] == [stopped]
+
+
 # -- look-ahead ---------------------------------------------------------------------------------
 @pytest.mark.parametrize("trend, required", [(False, 4), (True, 7)])
 def test_the_trend_term_raises_what_a_rising_load_requires(trend: bool, required: int) -> None:

@@ -339,7 +339,13 @@ def workflow_job(wf: dict[str, Any], service: str | None = None) -> Job | None:
         copy_of=labels.get(LABEL_COPY_OF) or None,
         waiting_reason=annotations.get(ANNOTATION_WAITING_REASON),
         queue_position=int(position) if position.isdigit() else None,
+        exit_seconds=_grace_seconds(_parameters(wf).get("termination-grace-seconds")),
     )
+
+
+def _grace_seconds(value: str | None) -> float | None:
+    """Return the declared grace (`termination-grace-seconds`: the SIGTERM checkpoint time); None if not a count."""
+    return float(value) if value is not None and value.isdigit() and len(value) <= 6 else None
 
 
 def _dict(value: Any) -> dict[str, Any]:

@@ -226,7 +226,8 @@ class ServiceSim:
         """Carry out the plan for `target`; return False if a lend found no job to admit."""
         lent = self.lent
         jobs = [Job(j.spec.name, self.spec.name, j.spec.replicas, ADMITTED, j.spec.priority, j.spec.submit_minute,
-                    progress_at=t - (j.progress_at(t) - j.saved(j.progress_at(t)))) for j in self.running]
+                    progress_at=t - (j.progress_at(t) - j.saved(j.progress_at(t))),
+                    exit_seconds=self.grace_minutes(j) * 60.0) for j in self.running]
         jobs += [j.parked_view for j in self.queue[:QUEUE_VIEW] if j.parked_view is not None]
         decision = Decision(self.spec.name, "lend" if target > lent else "reclaim", target, lent, None, "",
                             ServiceState(), ceiling=ceiling)
