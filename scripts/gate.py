@@ -38,6 +38,7 @@ from offhours.scripts.cluster.base import (
     Deployment,
     Pod,
 )
+from offhours.scripts.cluster.memory import measured_exit_seconds
 from offhours.scripts.metrics.sources import LoadSource, Reading, ServiceTarget
 from offhours.scripts.policy import forecast
 from offhours.scripts.policy.capacity import replicas_for_rates
@@ -408,7 +409,9 @@ class Gate:
         if job.copy_of and meta.get("uid") and meta.get("uid") != job.copy_of:
             return replace(job, original_done=True)  # that name now belongs to another workflow
         phase = (original.get("status") or {}).get("phase")
-        return replace(job, original_done=phase in FINISHED_PHASES, original_succeeded=phase == "Succeeded")
+        measured = measured_exit_seconds(original)  # learnt from the run's history: what its last stop took
+        return replace(job, original_done=phase in FINISHED_PHASES, original_succeeded=phase == "Succeeded",
+                       exit_seconds=job.exit_seconds if measured is None else measured)
 
     def _with_progress(self, job: Job) -> Job:
         if job.state != ADMITTED or self.progress is None:

@@ -5,6 +5,7 @@ does; the checks only use the `Cluster` interface.
 """
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, Protocol
 
 import pytest
@@ -42,10 +43,11 @@ def parked_job_is_admitted_then_stopped(h: Harness) -> None:
     h.add_parked("contract-a", "contract-svc2", 2)
     jobs = {j.name: j for j in h.cluster.jobs(h.research, "contract-svc2")}
     assert jobs["contract-a"].state == PARKED and jobs["contract-a"].replicas == 2
-    h.cluster.admit(h.research, jobs["contract-a"], "uid-of-the-deployment")
+    h.cluster.admit(h.research, replace(jobs["contract-a"], exit_seconds=44.6), "uid-of-the-deployment")
     wf = h.read_workflow("contract-a")
     assert not wf["spec"].get("suspend") and wf["metadata"]["labels"]["offhours.io/state"] == "admitted"
     assert "offhours.io/admitted-at" in wf["metadata"]["annotations"]
+    assert wf["metadata"]["annotations"]["offhours.io/exit-seconds"] == "45"  # its expected exit, whole seconds
     assert wf["metadata"]["annotations"]["offhours.io/borrowed-from"] == "uid-of-the-deployment"
     admitted = [j for j in h.cluster.jobs(h.research, "contract-svc2") if j.name == "contract-a"]
     assert [(j.state, j.borrowed_from) for j in admitted] == [(ADMITTED, "uid-of-the-deployment")]

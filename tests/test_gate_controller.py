@@ -455,6 +455,37 @@ def test_the_gate_stops_the_fastest_exit_with_each_grace_capped_at_the_services(
     assert out.plan is not None and [j.name for j in out.plan.stop] == [stopped]
 
 
+@pytest.mark.parametrize("annotation, exit_seconds", [("45", 45.0), ("abc", 120.0), ("-5", 120.0), ("86401", 120.0)])
+def test_a_measured_exit_time_comes_before_the_declared_grace_and_a_bad_one_is_ignored(
+        annotation: str, exit_seconds: float) -> None:
+    wf = {"metadata": {"name": "a", "labels": {"offhours.io/service": "chat", "offhours.io/replicas": "1"},
+                       "annotations": {"offhours.io/exit-seconds": annotation}},
+          "spec": {"arguments": {"parameters": [{"name": "termination-grace-seconds", "value": "120"}]}}}
+    job = workflow_job(wf)
+    assert job is not None and job.exit_seconds == exit_seconds
+
+
+def test_a_copy_learns_its_exit_time_from_its_original_and_carries_it_when_admitted() -> None:
+    # The run's last stop took 45 s (preempted-at to the exit hook's returned-at): the copy is admitted with
+    # offhours.io/exit-seconds=45, which then orders it as a victim, whatever its declared grace said.
+    from datetime import datetime, timedelta
+
+    w = World()
+    w.lend(1)
+    w.wf("job-0")["spec"]["arguments"] = {"parameters": [{"name": "termination-grace-seconds", "value": "120"}]}
+    w.tick(chat=60)
+    w.cluster.finish("research", "job-0", "Failed")  # Argo ends it; its exit hook stamped returned-at 45 s after the stop
+    original = w.wf("job-0")["metadata"]["annotations"]
+    stopped = datetime.strptime(original["offhours.io/preempted-at"], "%Y-%m-%dT%H:%M:%SZ")
+    original["offhours.io/returned-at"] = (stopped + timedelta(seconds=45)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    for _ in range(8):
+        w.tick(chat=0)
+    assert w.state("job-0-p1") == "admitted"
+    assert w.wf("job-0-p1")["metadata"]["annotations"]["offhours.io/exit-seconds"] == "45"
+    job = workflow_job(w.wf("job-0-p1"))
+    assert job is not None and job.exit_seconds == 45.0  # the measurement, not the declared 120
+
+
 # -- look-ahead ---------------------------------------------------------------------------------
 @pytest.mark.parametrize("trend, required", [(False, 4), (True, 7)])
 def test_the_trend_term_raises_what_a_rising_load_requires(trend: bool, required: int) -> None:

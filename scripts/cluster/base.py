@@ -24,6 +24,9 @@ ANNOTATION_ROOT = "offhours.io/first-name"  # the name of the first workflow of 
 ANNOTATION_WAITING_REASON = "offhours.io/waiting-reason"
 ANNOTATION_QUEUE_POSITION = "offhours.io/queue-position"
 ANNOTATION_BORROWED_FROM = "offhours.io/borrowed-from"  # UID of the Deployment incarnation it borrowed from
+# Seconds a stop is expected to take to give the GPUs back: measured at the run's last stop (preempted-at to
+# returned-at of the workflow it was copied from), else the declared grace; written by the gate at admission.
+ANNOTATION_EXIT_SECONDS = "offhours.io/exit-seconds"
 LABEL_RUN_ID = "offhours.io/run-id"
 LABEL_COPY_OF = "offhours.io/copy-of"
 LABEL_STATE = "offhours.io/state"

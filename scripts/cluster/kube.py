@@ -18,6 +18,7 @@ from kubernetes.client.exceptions import ApiException
 from offhours.scripts.cluster.base import (
     ANNOTATION_ADMITTED_AT,
     ANNOTATION_BORROWED_FROM,
+    ANNOTATION_EXIT_SECONDS,
     ANNOTATION_PREEMPTED_AT,
     ANNOTATION_QUEUE_POSITION,
     ANNOTATION_WAITING_REASON,
@@ -37,7 +38,7 @@ from offhours.scripts.cluster.base import (
     aggregated_event_name,
     state_configmap_name,
 )
-from offhours.scripts.cluster.memory import build_parked_copy, check_own_copy, workflow_job
+from offhours.scripts.cluster.memory import build_parked_copy, check_own_copy, exit_seconds_text, workflow_job
 from offhours.scripts.policy.plan import Job
 
 T = TypeVar("T")
@@ -202,7 +203,10 @@ class KubeCluster:
 
     def admit(self, namespace: str, job: Job, deployment_uid: str = "") -> None:
         """Resume a parked workflow (spec.suspend removed) and mark it admitted."""
-        self._patch_workflow("admit", namespace, job.name, {"metadata": _admitted(deployment_uid), "spec": {"suspend": None}})
+        metadata = _admitted(deployment_uid)
+        if job.exit_seconds is not None:
+            metadata["annotations"][ANNOTATION_EXIT_SECONDS] = exit_seconds_text(job.exit_seconds)
+        self._patch_workflow("admit", namespace, job.name, {"metadata": metadata, "spec": {"suspend": None}})
 
     def adopt(self, namespace: str, job: Job, deployment_uid: str = "") -> None:
         """Mark a running workflow admitted."""

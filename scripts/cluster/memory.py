@@ -14,6 +14,7 @@ from typing import Any
 from offhours.scripts.cluster.base import (
     ANNOTATION_ADMITTED_AT,
     ANNOTATION_BORROWED_FROM,
+    ANNOTATION_EXIT_SECONDS,
     ANNOTATION_PARKED_FROM,
     ANNOTATION_PREEMPTED_AT,
     ANNOTATION_PREEMPTIONS,
@@ -182,11 +183,13 @@ class MemoryCluster:
         return wf
 
     def admit(self, namespace: str, job: Job, deployment_uid: str = "") -> None:
-        """Resume and mark admitted."""
+        """Resume and mark admitted (with the job's expected exit time, if known)."""
         self._call(f"admit {job.name}")
         wf = self._existing(namespace, job.name, "admit")
         wf["spec"].pop("suspend", None)
         self._mark_admitted(wf, deployment_uid)
+        if job.exit_seconds is not None:
+            wf["metadata"]["annotations"][ANNOTATION_EXIT_SECONDS] = exit_seconds_text(job.exit_seconds)
 
     def adopt(self, namespace: str, job: Job, deployment_uid: str = "") -> None:
         """Mark admitted."""
@@ -339,13 +342,32 @@ def workflow_job(wf: dict[str, Any], service: str | None = None) -> Job | None:
         copy_of=labels.get(LABEL_COPY_OF) or None,
         waiting_reason=annotations.get(ANNOTATION_WAITING_REASON),
         queue_position=int(position) if position.isdigit() else None,
-        exit_seconds=_grace_seconds(_parameters(wf).get("termination-grace-seconds")),
+        exit_seconds=_seconds(annotations.get(ANNOTATION_EXIT_SECONDS))
+        if _seconds(annotations.get(ANNOTATION_EXIT_SECONDS)) is not None
+        else _seconds(_parameters(wf).get("termination-grace-seconds")),
     )
 
 
-def _grace_seconds(value: str | None) -> float | None:
-    """Return the declared grace (`termination-grace-seconds`: the SIGTERM checkpoint time); None if not a count."""
-    return float(value) if value is not None and value.isdigit() and len(value) <= 6 else None
+def exit_seconds_text(seconds: float) -> str:
+    """Write an exit time as the annotation holds it: whole seconds."""
+    return str(max(0, round(seconds)))
+
+
+def measured_exit_seconds(wf: dict[str, Any]) -> float | None:
+    """How long the workflow's last stop took to give its GPUs back (preempted-at to returned-at), if both are stamped."""
+    annotations = _str_map(_dict(wf.get("metadata")).get("annotations"))
+    stopped, returned = (_timestamp(annotations.get(a)) for a in (ANNOTATION_PREEMPTED_AT, ANNOTATION_RETURNED_AT))
+    if stopped is None or returned is None or not 0 <= returned - stopped <= MAX_EXIT_SECONDS:
+        return None
+    return returned - stopped
+
+
+MAX_EXIT_SECONDS = 86_400  # a longer stop is not a measurement: ignored
+
+
+def _seconds(value: str | None) -> float | None:
+    """Return a whole number of seconds (a declared grace, an exit time) up to a day; None if it is not one."""
+    return float(value) if value is not None and value.isdigit() and int(value) <= MAX_EXIT_SECONDS else None
 
 
 def _dict(value: Any) -> dict[str, Any]:
