@@ -260,9 +260,11 @@ class Gate:
 
     def _service(self, obs: Observed, reading: Reading, now: float, outcome: ServiceOutcome) -> None:
         policy, dep = obs.policy, obs.dep
-        # A declared grace beyond the service's cap is the cap: what it takes past that is not serving's wait.
-        jobs = [replace(self._incarnation(j, dep.uid), exit_seconds=min(j.exit_seconds, policy.max_grace_seconds))
-                if j.exit_seconds is not None else self._incarnation(j, dep.uid) for j in obs.jobs]
+        # A job's exit time is capped by the service's grace (what it takes past that is not serving's wait);
+        # one that declares none may take the whole grace.
+        jobs = [replace(self._incarnation(j, dep.uid), exit_seconds=min(
+            policy.max_grace_seconds if j.exit_seconds is None else j.exit_seconds, policy.max_grace_seconds))
+            for j in obs.jobs]
         lent = sum(j.replicas for j in jobs if j.state == ADMITTED)
         owned = own_baseline(obs.record, dep.uid, obs.writes_to, obs.current, lent)
         baseline, record = owned.baseline, owned.record
@@ -411,7 +413,8 @@ class Gate:
         phase = (original.get("status") or {}).get("phase")
         measured = measured_exit_seconds(original)  # learnt from the run's history: what its last stop took
         return replace(job, original_done=phase in FINISHED_PHASES, original_succeeded=phase == "Succeeded",
-                       exit_seconds=job.exit_seconds if measured is None else measured)
+                       exit_seconds=job.exit_seconds if measured is None else measured,
+                       exit_learnt=job.exit_learnt or measured is not None)
 
     def _with_progress(self, job: Job) -> Job:
         if job.state != ADMITTED or self.progress is None:

@@ -43,7 +43,7 @@ def parked_job_is_admitted_then_stopped(h: Harness) -> None:
     h.add_parked("contract-a", "contract-svc2", 2)
     jobs = {j.name: j for j in h.cluster.jobs(h.research, "contract-svc2")}
     assert jobs["contract-a"].state == PARKED and jobs["contract-a"].replicas == 2
-    h.cluster.admit(h.research, replace(jobs["contract-a"], exit_seconds=44.6), "uid-of-the-deployment")
+    h.cluster.admit(h.research, replace(jobs["contract-a"], exit_seconds=44.6, exit_learnt=True), "uid-of-the-deployment")
     wf = h.read_workflow("contract-a")
     assert not wf["spec"].get("suspend") and wf["metadata"]["labels"]["offhours.io/state"] == "admitted"
     assert "offhours.io/admitted-at" in wf["metadata"]["annotations"]

@@ -472,6 +472,7 @@ def test_a_copy_learns_its_exit_time_from_its_original_and_carries_it_when_admit
 
     w = World()
     w.lend(1)
+    assert "offhours.io/exit-seconds" not in w.wf("job-0")["metadata"]["annotations"]  # nothing measured yet
     w.wf("job-0")["spec"]["arguments"] = {"parameters": [{"name": "termination-grace-seconds", "value": "120"}]}
     w.tick(chat=60)
     w.cluster.finish("research", "job-0", "Failed")  # Argo ends it; its exit hook stamped returned-at 45 s after the stop

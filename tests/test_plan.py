@@ -147,17 +147,18 @@ def test_only_parked_copies_of_a_succeeded_original_are_deleted() -> None:
 
 
 def test_a_stop_prefers_the_job_that_gives_its_gpus_back_soonest() -> None:
-    # slow: loses 100 s of work but takes 600 s to checkpoint on SIGTERM; fast: loses 300 s, exits in 30 s.
-    # Serving waits for the GPUs: the fast one is stopped, although it loses more work.
+    # slow: loses 100 s of work but takes 600 s to checkpoint on SIGTERM (700); fast: loses 300 s, exits in
+    # 30 s (330). Serving waits for the GPUs: the fast one is stopped, although it loses more work.
     jobs = [job("slow", 1, ADMITTED, progress_at=900.0, exit_seconds=600.0),
             job("fast", 1, ADMITTED, progress_at=700.0, exit_seconds=30.0)]
     assert plan(decision(1, 2), 8, jobs, now=1000.0) == Plan("chat", 7, stop=(jobs[1],), lent_after=1)
 
 
-def test_a_job_whose_exit_time_is_unknown_is_stopped_after_those_that_declare_one() -> None:
-    jobs = [job("unknown", 1, ADMITTED, progress_at=999.0), job("declared", 1, ADMITTED, progress_at=100.0,
-                                                               exit_seconds=120.0)]
-    assert [j.name for j in plan(decision(1, 2), 8, jobs, now=1000.0).stop] == ["declared"]
+def test_a_fast_exit_does_not_outweigh_much_lost_work() -> None:
+    # quick: exits in 30 s but loses 800 s of work (830); careful: exits in 600 s, loses 100 s (700).
+    jobs = [job("quick", 1, ADMITTED, progress_at=200.0, exit_seconds=30.0),
+            job("careful", 1, ADMITTED, progress_at=900.0, exit_seconds=600.0)]
+    assert [j.name for j in plan(decision(1, 2), 8, jobs, now=1000.0).stop] == ["careful"]
 
 
 def test_priority_still_comes_before_exit_time() -> None:

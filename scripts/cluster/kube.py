@@ -204,7 +204,7 @@ class KubeCluster:
     def admit(self, namespace: str, job: Job, deployment_uid: str = "") -> None:
         """Resume a parked workflow (spec.suspend removed) and mark it admitted."""
         metadata = _admitted(deployment_uid)
-        if job.exit_seconds is not None:
+        if job.exit_learnt and job.exit_seconds is not None:
             metadata["annotations"][ANNOTATION_EXIT_SECONDS] = exit_seconds_text(job.exit_seconds)
         self._patch_workflow("admit", namespace, job.name, {"metadata": metadata, "spec": {"suspend": None}})
 

@@ -188,7 +188,7 @@ class MemoryCluster:
         wf = self._existing(namespace, job.name, "admit")
         wf["spec"].pop("suspend", None)
         self._mark_admitted(wf, deployment_uid)
-        if job.exit_seconds is not None:
+        if job.exit_learnt and job.exit_seconds is not None:
             wf["metadata"]["annotations"][ANNOTATION_EXIT_SECONDS] = exit_seconds_text(job.exit_seconds)
 
     def adopt(self, namespace: str, job: Job, deployment_uid: str = "") -> None:
@@ -324,6 +324,7 @@ def workflow_job(wf: dict[str, Any], service: str | None = None) -> Job | None:
     if replicas <= 0:
         problem = f"label {LABEL_REPLICAS}={replicas_text!r} is not a positive whole number of replicas"
     position = annotations.get(ANNOTATION_QUEUE_POSITION, "")
+    learnt = _seconds(annotations.get(ANNOTATION_EXIT_SECONDS))
     return Job(
         name=str(meta.get("name", "")),
         service=labels.get(LABEL_SERVICE, ""),
@@ -342,9 +343,8 @@ def workflow_job(wf: dict[str, Any], service: str | None = None) -> Job | None:
         copy_of=labels.get(LABEL_COPY_OF) or None,
         waiting_reason=annotations.get(ANNOTATION_WAITING_REASON),
         queue_position=int(position) if position.isdigit() else None,
-        exit_seconds=_seconds(annotations.get(ANNOTATION_EXIT_SECONDS))
-        if _seconds(annotations.get(ANNOTATION_EXIT_SECONDS)) is not None
-        else _seconds(_parameters(wf).get("termination-grace-seconds")),
+        exit_seconds=learnt if learnt is not None else _seconds(_parameters(wf).get("termination-grace-seconds")),
+        exit_learnt=learnt is not None,
     )
 
 

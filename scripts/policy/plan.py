@@ -5,7 +5,6 @@ carry it out. The Deployment's replicas always come out as baseline minus what s
 gate killed between two actions converges on its next tick.
 """
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -46,7 +45,8 @@ class Job:
     queue_position: int | None = None
     original_done: bool = True
     original_succeeded: bool = False
-    exit_seconds: float | None = None  # how long a stop takes to give its GPUs back (its grace); None: unknown
+    exit_seconds: float | None = None  # how long a stop takes to give its GPUs back; None: not known to the caller
+    exit_learnt: bool = False  # exit_seconds was measured at the run's last stop (the gate writes it at admission)
 
 
 @dataclass(frozen=True)
@@ -70,13 +70,18 @@ def loss_if_stopped(job: Job, now: float) -> float:
     return max(0.0, now - since) * job.replicas
 
 
+def stop_cost(job: Job, now: float) -> float:
+    """Replica-seconds a stop costs: the work it throws away, plus the time serving waits for its GPUs."""
+    return loss_if_stopped(job, now) + (job.exit_seconds or 0.0) * job.replicas
+
+
 def plan(decision: Decision, baseline: int, jobs: Sequence[Job], now: float) -> Plan:
     """Plan the admissions and stops that take the service from its lent replicas to the decision's target.
 
     Admission order: priority (high first), then age (old first); a job that does not fit is
-    skipped for a smaller one behind it. Stop order: low priority first; then the jobs that give
-    their GPUs back soonest (serving waits for them: their declared checkpoint time, an unknown one
-    last); then the least work lost since the last checkpoint; then the young; until enough replicas are freed; a
+    skipped for a smaller one behind it. Stop order: low priority first; then the least `stop_cost`
+    (the work lost since the last checkpoint, plus the time serving waits for the job's GPUs to come
+    back); then the young; until enough replicas are freed; a
     job whose work is done (only its exit handler runs) is never stopped. On a reclaim the
     replicas go to what the decision needs even if not enough can be stopped: serving first,
     the scheduler evicts research pods (low priority) for serving pods.
@@ -93,8 +98,7 @@ def plan(decision: Decision, baseline: int, jobs: Sequence[Job], now: float) -> 
 
     if target < lent:
         victims = sorted((j for j in admitted if not j.finishing),
-                         key=lambda j: (j.priority, math.inf if j.exit_seconds is None else j.exit_seconds,
-                                        loss_if_stopped(j, now), -j.created, j.name))
+                         key=lambda j: (j.priority, stop_cost(j, now), -j.created, j.name))
         freed = 0
         for job in victims:
             if lent - freed <= target:
