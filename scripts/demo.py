@@ -271,6 +271,10 @@ def install(env: dict[str, str], raw_config: dict[str, Any], replicas: int, say:
             f"deployment/{SERVICE}", "--ignore-not-found", "--wait=true")
     kubectl(bin_dir, kubeconfig, "-n", RESEARCH, "delete", "workflows", "-l", f"{DEMO_LABEL}=true",
             "--ignore-not-found", "--wait=true")
+    # A gate run of an earlier install (another config, another schedule) would tick on for minutes,
+    # and concurrencyPolicy Forbid would hold the demo's own runs back until it ended.
+    kubectl(bin_dir, kubeconfig, "-n", cron_ns, "delete", "workflows", "-l",
+            "workflows.argoproj.io/cron-workflow=offhours-gate", "--ignore-not-found", "--wait=true")
     # One gate run a minute (the least cron allows), ticking every tickSeconds for 50 s.
     kubectl(bin_dir, kubeconfig, "-n", cron_ns, "patch", "cronworkflow", "offhours-gate", "--type=merge", "-p",
             json.dumps({"spec": {"suspend": False, "schedules": ["* * * * *"],
@@ -372,6 +376,8 @@ def demo(args: argparse.Namespace, say: Callable[[str], None] = print) -> DemoRe
         first_decision = time.monotonic() + 180
         while watcher.snapshot().decided_at < began and time.monotonic() < first_decision:
             time.sleep(2)
+        if watcher.snapshot().decided_at < began:
+            say(f"no gate decision in 180 s: see `argo -n {SERVING} list` and the gate run's logs; submitting anyway")
         for error in replay.errors[:3]:
             say(f"emulated fleet: {error}")
         result.workflow = submit(env, run_id, args.steps)

@@ -75,6 +75,10 @@ def install(kubectl: Callable[..., str], api: client.ApiClient,
     yield setup
     setup.fleet.stop()
     kubectl("-n", SERVING, "delete", "deployment", "ask", "--ignore-not-found", "--wait=true")
+    # apply() set the shared gate schedule going: later tests expect it suspended and no run of it in flight.
+    kubectl("-n", SERVING, "patch", "cronworkflow", "offhours-gate", "--type=merge", "-p", '{"spec":{"suspend":true}}')
+    kubectl("-n", SERVING, "delete", "workflows", "-l", "workflows.argoproj.io/cron-workflow=offhours-gate",
+            "--ignore-not-found", "--wait=true")
 
 
 @pytest.fixture

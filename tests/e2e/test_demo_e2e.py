@@ -28,7 +28,13 @@ def test_demo_lends_reclaims_resumes_and_completes(runner: LocalPodRunner, clust
     states = [state for _, snap in result.snapshots for state in snap.jobs.values()]
     assert any("preempted" in state for state in states), transcript
     train = [r for r in runner.ran if any(a.endswith("/train.py") or "/train.py" in a for a in r.argv)]
-    starts = [int(m.group(1)) for r in train for m in [re.search(r"start at step (\d+)", r.output)] if m]
+    started = [(r, int(m.group(1))) for r in train for m in [re.search(r"start at step (\d+)", r.output)] if m]
+    starts = [step for _, step in started]
     assert starts[0] == 0 and any(s > 0 for s in starts[1:]), f"no resume from a checkpoint: {starts}\n{transcript}"
+    # The resumed step is the one the stopped run checkpointed on its SIGTERM: no step lost, none repeated.
+    resumed = next(i for i, s in enumerate(starts) if s > 0)
+    stopped_run = started[resumed - 1][0]
+    saved = re.findall(r"SIGTERM: checkpointed at step (\d+)", stopped_run.output)
+    assert saved and starts[resumed] == int(saved[-1]), (starts, stopped_run.output[-500:])
     assert result.completed, transcript
     assert [r.exit_code for r in train][-1] == 0
