@@ -31,6 +31,9 @@ LONG = "m" * 117
     ("m 1.5 1700000000000\n", [("m", (), 1.5)]),
     ("m 1.5 -1\n", [("m", (), 1.5)]),
     ("m 1\r\nn 2\r\n", [("m", (), 1.0), ("n", (), 2.0)]),
+    # The careful path (a space inside the braces leaves the one-match path): exponents and timestamps there too.
+    ('m{ a="1" } 1E-3\n', [("m", (("a", "1"),), 0.001)]),
+    ('m{ a="1" } 1.5 1700000000000\n', [("m", (("a", "1"),), 1.5)]),
 ])
 def test_accepted_pages_read_exactly(page: str, samples: list[tuple[str, tuple[tuple[str, str], ...], float]]) -> None:
     assert [(s.name, s.labels, s.value) for s in parse(page).samples] == samples
@@ -47,6 +50,21 @@ def test_nan_is_read_as_nan() -> None:
     ('m{a="x} 1\n', "line 1: label a value is not terminated: 'm{a=\"x} 1'"),
     ('m{a="x', "line 1: label a value is not terminated: 'm{a=\"x'"),
     ('m{a="1",a="2"} 1\n', "line 1: label a repeated: 'm{a=\"1\",a=\"2\"} 1'"),
+    # Several repeats: the one-match path names the first repeated label in name order.
+    ('m{b="1",a="1",b="2",a="2"} 1\n', "line 1: label a repeated: 'm{b=\"1\",a=\"1\",b=\"2\",a=\"2\"} 1'"),
+    ('m{a="1",b="1",c="1",c="2"} 1\n', "line 1: label c repeated: 'm{a=\"1\",b=\"1\",c=\"1\",c=\"2\"} 1'"),
+    # The careful path (a space after the comma): the label repeated in line order.
+    ('m{a="1", a="2"} 1\n', "line 1: label a repeated: 'm{a=\"1\", a=\"2\"} 1'"),
+    ('m{b="1", a="1", b="2", a="2"} 1\n', "line 1: label b repeated: 'm{b=\"1\", a=\"1\", b=\"2\", a=\"2\"} 1'"),
+    ("m{\n", "line 1: bad label name: 'm{'"),
+    ("m{ \n", "line 1: bad label name: 'm{ '"),
+    ('m{a="1",\n', "line 1: bad label name: 'm{a=\"1\",'"),
+    ('m{a="1"X} 1\n', "line 1: expected ',' or '}' after a label: 'm{a=\"1\"X} 1'"),
+    ("m 1 X\n", "line 1: timestamp 'X' is not an integer: 'm 1 X'"),
+    # A line is shown as served, less its line ending: trailing blanks stay, a CRLF's CR goes.
+    ("m 1 2 3 \t\n", "line 1: expected a value and an optional timestamp: 'm 1 2 3 \\t'"),
+    ("m 1 2 3\r\n", "line 1: expected a value and an optional timestamp: 'm 1 2 3'"),
+    ("\rm 1\n", "line 1: not a sample, comment, HELP or TYPE line: '\\rm 1'"),
     ('m{a="1" b="2"} 1\n', "line 1: expected ',' or '}' after a label: 'm{a=\"1\" b=\"2\"} 1'"),
     ('m{a="1"', "line 1: expected ',' or '}' after a label: 'm{a=\"1\"'"),
     ("m 1 17.5\n", "line 1: timestamp '17.5' is not an integer: 'm 1 17.5'"),

@@ -13,6 +13,7 @@ from offhours.scripts.metrics.load import (
     implausible,
     increase,
     load_from_pods,
+    pod_of,
     series_rate,
 )
 from offhours.scripts.metrics.vllm import PodMetrics
@@ -91,6 +92,30 @@ def test_carried_samples_keep_only_unread_expected_pods_and_young_samples() -> N
     assert kept == {"a-0/0": previous["a-0/0"], "a-0/1": previous["a-0/1"]}  # a-2's sample is 410 s old
 
 
+def test_a_sample_exactly_max_age_old_is_not_carried() -> None:
+    # Carried only if it can still give a rate: at exactly max_age the next tick would find it too old.
+    previous = {"a-0": CounterSample(0.0, (1.0, 1.0, 1.0))}
+    assert carried_samples(previous, {"a-0"}, 299.5, 300) == previous
+    assert carried_samples(previous, {"a-0"}, 300.0, 300) == {}
+
+
+def test_an_engine_label_with_a_slash_belongs_to_its_pod() -> None:
+    # The engine is a label value, free text: only the first '/' separates the pod.
+    assert pod_of("chat-0/dp/1") == "chat-0"
+    assert pod_of("chat-0") == "chat-0"
+    previous = {"chat-0/dp/1": CounterSample(100.0, (1.0, 1.0, 1.0))}
+    assert carried_samples(previous, {"chat-0"}, 160.0, 300) == previous
+
+
+def test_the_default_sample_age_bound_is_300_seconds() -> None:
+    old = {"chat-0": CounterSample(0.0, (10.0, 10.0, 10.0))}
+    reading = {"chat-0": pod({None: (40.0, 40.0, 40.0)})}
+    load, _ = load_from_pods(reading, old, 300.0, 1)
+    assert load is not None and load.pods_read == 1 and load.request_rate == 0.1
+    load, _ = load_from_pods(reading, old, 300.5, 1)
+    assert load is not None and load.pods_read == 0 and load.request_rate == 0.0
+
+
 def _load(**values: float) -> Load:
     base = {"request_rate": 1.0, "prompt_token_rate": 1.0, "generation_token_rate": 1.0, "running": 1.0,
             "waiting": 0.0, "kv_cache_usage": 0.5}
@@ -103,6 +128,9 @@ def _load(**values: float) -> Load:
     ({"waiting": -1.0}, "waiting is negative (-1.0)"),
     ({"generation_token_rate": 1e300}, "generation_token_rate is 1e+300, beyond any real fleet (1e+12)"),
     ({"kv_cache_usage": 1.5}, "kv_cache_usage is 1.5, above 1 (100 %)"),
+    ({"kv_cache_usage": math.nan}, "kv_cache_usage is nan"),
+    ({"prompt_token_rate": -2.0}, "prompt_token_rate is negative (-2.0)"),
+    ({"age_seconds": math.nan}, "the data's age is NaN"),
 ])
 def test_implausible_loads_are_named(values: dict[str, float], problem: str) -> None:
     assert implausible(_load(**values)) == problem

@@ -140,6 +140,14 @@ def test_a_job_with_a_problem_waits_with_it_named() -> None:
     assert plan(decision(4, 0), 8, [bad], 0.0).waiting == ((bad, 0, "not admitted: offhours.io/replicas 'x' is not a number"),)
 
 
+def test_an_admitted_job_with_a_problem_is_stopped_with_it_named() -> None:
+    # A tenant rewrote its replica label: what it holds is unknown, so it is stopped, and the note says why.
+    bad = job("bad", 2, ADMITTED, problem="offhours.io/replicas 'x' is not a number")
+    assert plan(decision(2, 2), 8, [bad], 0.0) == Plan(
+        "chat", 6, stop=(bad,), lent_after=2,
+        notes=("bad was admitted but offhours.io/replicas 'x' is not a number: stopped and parked again",))
+
+
 def test_only_parked_copies_of_a_succeeded_original_are_deleted() -> None:
     copy = job("a-p1", 2, parked_from="a", original_succeeded=True)
     running = job("b", 2, ADMITTED, parked_from="a", original_succeeded=True)
