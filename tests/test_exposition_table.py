@@ -95,3 +95,17 @@ def test_a_long_line_is_shown_whole_up_to_120_characters() -> None:
         expected = line if shown is None else line[:shown] + "..."
         assert str(err.value) == f"line 1: expected a value and an optional timestamp: {expected!r}"
         assert err.value.line_number == 1 and err.value.problem == "expected a value and an optional timestamp"
+
+
+@pytest.mark.parametrize("page, error", [
+    ("m 1\nn 1\nn 1\n", "line 3: duplicate series (same name and labels as an earlier line): 'n 1'"),
+    ("m 1\nn 1\nn{} 1\n", "line 3: duplicate series (same name and labels as an earlier line): 'n{} 1'"),
+    ('m 1\nn{a="1"} 1\nn{a="1"} 2\n', "line 3: duplicate series (same name and labels as an earlier line): "
+                                      "'n{a=\"1\"} 2'"),
+])
+def test_a_repeat_in_a_family_not_kept_is_refused_with_the_same_error(page: str, error: str) -> None:
+    # Lines of families not kept are not decoded, yet their exact repeats get the error a full parse gives.
+    for keep in ({"m"}, None):
+        with pytest.raises(ExpositionError) as err:
+            parse(page, keep=keep)
+        assert str(err.value) == error
