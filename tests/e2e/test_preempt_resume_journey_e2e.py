@@ -174,14 +174,17 @@ def test_researcher_sees_a_preemption_and_the_resume_from_the_cli_and_the_consol
     original = wait("the returned mark", lambda: (lambda w: w if "offhours.io/returned-at" in notes(w) else None)(
         get_wf(api, name)), timeout=30)
     assert original["metadata"]["labels"]["offhours.io/state"] == "preempted"  # the exit hook keeps it
-    train = [r for r in runner.ran if r.pod.startswith(f"{name}-job-")]
+    # Argo deletes a stopped pod: the runner SIGTERMs its process, which may end after the workflow did.
+    train = wait("the stopped training to exit", lambda: [r for r in runner.ran if r.pod.startswith(f"{name}-job-")],
+                 timeout=30)
     assert len(train) == 1 and train[0].exit_code == 75, [(r.pod, r.exit_code, r.output[-300:]) for r in train]
     checkpointed = [int(s) for s in re.findall(r"SIGTERM: checkpointed at step (\d+)", train[0].output)]
     assert len(checkpointed) == 1 and checkpointed[0] > 0, train[0].output[-500:]
 
     # Still busy: the next tick writes on the copy why it waits.
     tick = _tick(gate_setup)
-    assert tick.decision.action == "hold" and re.fullmatch(r"load needs (19|20) of 16 replicas; 0 lent", tick.decision.reason)
+    # (its reason: the load, or partial data while the replica just given back has no reading yet)
+    assert (tick.decision.action, tick.plan.lent_after) == ("hold", 0), gate_setup["log"].getvalue()
     reason = f"waiting: chat: {tick.decision.reason}; position 1 of 1 in the queue"
     parked = get_wf(api, copy)
     assert (notes(parked)["offhours.io/waiting-reason"], notes(parked)["offhours.io/queue-position"]) == (reason, "1")
@@ -266,7 +269,12 @@ def test_researcher_sees_a_preemption_and_the_resume_from_the_cli_and_the_consol
                                                  and r.argv[:2] == ["offhours", "return-gpus"]], timeout=90)
     assert hook[0].exit_code == 0, hook[0].output
     wait("the copy's returned mark", lambda: "offhours.io/returned-at" in notes(get_wf(api, copy)), timeout=30)
-    resumed_run = [r for r in runner.ran if r.pod.startswith(f"{copy}-job-")]
+    # The gate gives the replica back to serving; the scheduler evicts the job's pod for it (kwok has no exec
+    # for Argo to signal the container), so its training gets SIGTERM, checkpoints and exits.
+    _tick(gate_setup)
+    assert apps.read_namespaced_deployment("chat", SERVING).spec.replicas == 16
+    resumed_run = wait("the resumed training to exit", lambda: [r for r in runner.ran
+                                                                if r.pod.startswith(f"{copy}-job-")], timeout=30)
     assert len(resumed_run) == 1, [(r.pod, r.exit_code) for r in resumed_run]
     starts = re.findall(r"start at step (\d+) of 100000", resumed_run[0].output)
     assert [int(s) for s in starts] == checkpointed  # no step lost, none repeated
