@@ -112,6 +112,11 @@ def train_output(runner: LocalPodRunner, workflow: str) -> str:
                    if ns == RESEARCH and pod.startswith(f"{workflow}-job-") for line in list(lines))
 
 
+def evicted(core: client.CoreV1Api, pod: str) -> list[str]:
+    """Reasons of the Events recorded on a research pod."""
+    return [e.reason for e in core.list_namespaced_event(RESEARCH, field_selector=f"involvedObject.name={pod}").items]
+
+
 def ended(api: client.ApiClient, name: str) -> Callable[[], dict[str, Any] | None]:
     return lambda: (lambda w: w if (w.get("status") or {}).get("phase") in FINISHED else None)(get_wf(api, name))
 
@@ -174,10 +179,12 @@ def test_researcher_sees_a_preemption_and_the_resume_from_the_cli_and_the_consol
     original = wait("the returned mark", lambda: (lambda w: w if "offhours.io/returned-at" in notes(w) else None)(
         get_wf(api, name)), timeout=30)
     assert original["metadata"]["labels"]["offhours.io/state"] == "preempted"  # the exit hook keeps it
-    # Argo deletes a stopped pod: the runner SIGTERMs its process, which may end after the workflow did.
+    # Serving took its replica back: the scheduler evicted the job's pod for it (kwok has no exec for Argo to
+    # signal the container), the runner SIGTERMed the training, which may exit after the workflow ended.
     train = wait("the stopped training to exit", lambda: [r for r in runner.ran if r.pod.startswith(f"{name}-job-")],
                  timeout=30)
     assert len(train) == 1 and train[0].exit_code == 75, [(r.pod, r.exit_code, r.output[-300:]) for r in train]
+    assert "Preempted" in evicted(core, train[0].pod)
     checkpointed = [int(s) for s in re.findall(r"SIGTERM: checkpointed at step (\d+)", train[0].output)]
     assert len(checkpointed) == 1 and checkpointed[0] > 0, train[0].output[-500:]
 
@@ -275,7 +282,8 @@ def test_researcher_sees_a_preemption_and_the_resume_from_the_cli_and_the_consol
     assert apps.read_namespaced_deployment("chat", SERVING).spec.replicas == 16
     resumed_run = wait("the resumed training to exit", lambda: [r for r in runner.ran
                                                                 if r.pod.startswith(f"{copy}-job-")], timeout=30)
-    assert len(resumed_run) == 1, [(r.pod, r.exit_code) for r in resumed_run]
+    assert len(resumed_run) == 1 and resumed_run[0].exit_code == 75, [(r.pod, r.exit_code) for r in resumed_run]
+    assert "Preempted" in evicted(core, resumed_run[0].pod)
     starts = re.findall(r"start at step (\d+) of 100000", resumed_run[0].output)
     assert [int(s) for s in starts] == checkpointed  # no step lost, none repeated
 
