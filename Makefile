@@ -53,6 +53,7 @@ lint: ## ruff (E, F, I, D) and mypy
 bench: ## Run the benchmarks; results go to bench/results/
 	$(PYTHON) bench/bench_templates.py
 	$(PYTHON) bench/bench_gate.py
+	$(PYTHON) bench/bench_tick.py
 	$(PYTHON) bench/bench_simulate.py
 
 .PHONY: mutation

@@ -112,6 +112,10 @@ def read_pod(page: Page) -> PodMetrics:
     )
 
 
+# The sample names read_pod looks at; parse() decodes only these (and checks every line's form).
+READ = frozenset((*COUNTERS, *GAUGES, KV_CACHE, KV_CACHE_LEGACY))
+
+
 def read_pod_text(text: str) -> PodMetrics:
     """Parse a metrics page and read the pod's load from it."""
-    return read_pod(parse(text))
+    return read_pod(parse(text, keep=READ))
