@@ -33,7 +33,7 @@ from offhours.scripts.readmodel_kube import PoolReader
 from ..browser import chromium, serving
 from .conftest import RESEARCH, SERVING, wait
 from .runner import LocalPodRunner
-from .test_gate_e2e import _tick, gate_setup  # noqa: F401 - gate_setup is a fixture used here
+from .test_gate_e2e import TOTAL_GPUS, _tick, gate_setup  # noqa: F401 - gate_setup is a fixture used here
 from .test_researcher_journey_e2e import (  # noqa: F401 - cli and console_reader are fixtures used here
     NS,
     Cli,
@@ -299,6 +299,8 @@ def test_researcher_sees_a_preemption_and_the_resume_from_the_cli_and_the_consol
     assert out.splitlines()[1:] == [
         f"preempted,1,{gpu_seconds(original) / 3600:.2f},{lost:.2f},{lent_hours(original):.2f}",
         f"returned,1,{gpu_seconds(parked) / 3600:.2f},0.00,{lent_hours(parked):.2f}"]
+    ledger = gate_setup["ledger"]  # through the preemption and the resume, no GPU was promised twice
+    assert ledger.samples > 20 and ledger.peak <= TOTAL_GPUS, (ledger.peak, ledger.worst)
     out, _ = cli("why", "resume", *NS)
     assert out.splitlines()[0] == (f"cancelled at {stamp(parked['status']['finishedAt'])} after "
                                    f"{(gpu_seconds(original) + gpu_seconds(parked)) / 3600:.2f} GPU-hours and "
