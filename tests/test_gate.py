@@ -257,8 +257,14 @@ def test_reclaim_stops_the_job_whose_last_checkpoint_loses_least(harness: Harnes
     h.cluster.workflows[("serving", "eval-b")]["metadata"]["annotations"]["offhours.io/priority"] = "0"
     for name in ("sft-a", "eval-b"):
         h.cluster.workflows[("serving", name)]["status"]["startedAt"] = h.now - 3600
+    saved = store_progress(next(j for j in h.cluster.jobs("serving", "chat") if j.name == "eval-b"))
     out = h.tick(28)  # needs 4 of 8 replicas: one of the two jobs must go
     assert out.plan is not None and [j.name for j in out.plan.stop] == ["eval-b"], h.log.getvalue()
+    # The stop records the checkpoint it was chosen by, for `offhours why` and the work `usage` counts as lost.
+    stopped = h.cluster.workflows[("serving", "eval-b")]["metadata"]["annotations"]
+    assert saved is not None and stopped["offhours.io/last-checkpoint"] == clock.strftime(
+        "%Y-%m-%dT%H:%M:%SZ", clock.gmtime(saved))
+    assert "offhours.io/last-checkpoint" not in h.cluster.workflows[("serving", "sft-a")]["metadata"]["annotations"]
 
 
 def test_holds_are_one_counted_event_not_one_per_tick(harness: Harness) -> None:

@@ -7,7 +7,9 @@ decisions) in one ConfigMap per service, admission on the workflows. The gate ne
 Deployment: it writes replicas through the scale subresource, or an autoscaler's maxReplicas.
 """
 
+import math
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any, Protocol
 
 from offhours.scripts.policy.plan import Job
@@ -47,6 +49,18 @@ STATE_KEY = "state.json"
 def state_configmap_name(service: str) -> str:
     """Name of the ConfigMap that holds the gate's memory of `service`."""
     return f"{STATE_CONFIGMAP_PREFIX}{service}"
+
+
+def stop_notes(job: Job) -> dict[str, str]:
+    """Annotations a stop writes besides its mark: the job's last checkpoint, when the gate read one.
+
+    The read model shows it (`offhours why`) and counts the work lost to the preemption from it
+    (`offhours usage`); without it, everything since the run started counts as lost.
+    """
+    at = job.progress_at
+    if at is None or not math.isfinite(at):
+        return {}
+    return {ANNOTATION_PROGRESS: datetime.fromtimestamp(at, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
 
 
 def aggregated_event_name(name: str, reason: str) -> str:

@@ -37,6 +37,7 @@ from offhours.scripts.cluster.base import (
     Pod,
     aggregated_event_name,
     state_configmap_name,
+    stop_notes,
 )
 from offhours.scripts.cluster.memory import build_parked_copy, check_own_copy, exit_seconds_text, workflow_job
 from offhours.scripts.policy.plan import Job
@@ -218,10 +219,10 @@ class KubeCluster:
             GROUP, VERSION, namespace, PLURAL, label_selector=selector))["items"])
 
     def stop(self, namespace: str, job: Job) -> None:
-        """Stop (never Terminate: Stop runs the exit handlers) and mark preempted."""
+        """Stop (never Terminate: Stop runs the exit handlers) and mark preempted, with the last checkpoint known."""
         self._patch_workflow("stop", namespace, job.name,
                              {"metadata": {"labels": {LABEL_STATE: STATE_PREEMPTED},
-                                           "annotations": {ANNOTATION_PREEMPTED_AT: _now()}},
+                                           "annotations": {ANNOTATION_PREEMPTED_AT: _now(), **stop_notes(job)}},
                               "spec": {"shutdown": "Stop"}})
 
     def park_copy(self, namespace: str, job: Job) -> str:

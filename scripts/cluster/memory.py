@@ -39,6 +39,7 @@ from offhours.scripts.cluster.base import (
     ClusterError,
     Deployment,
     Pod,
+    stop_notes,
 )
 from offhours.scripts.policy.plan import ADMITTED, PARKED, Job
 
@@ -210,7 +211,7 @@ class MemoryCluster:
         wf = self._existing(namespace, job.name, "stop")
         wf["spec"]["shutdown"] = "Stop"
         wf["metadata"]["labels"][LABEL_STATE] = STATE_PREEMPTED
-        wf["metadata"].setdefault("annotations", {})[ANNOTATION_PREEMPTED_AT] = self._stamp()
+        wf["metadata"].setdefault("annotations", {}).update({ANNOTATION_PREEMPTED_AT: self._stamp(), **stop_notes(job)})
 
     def park_copy(self, namespace: str, job: Job) -> str:
         """Create a parked copy; an existing object of that name is success only if it is this job's copy."""

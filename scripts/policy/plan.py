@@ -75,8 +75,11 @@ def stop_cost(job: Job, now: float) -> float:
     return loss_if_stopped(job, now) + (job.exit_seconds or 0.0) * job.replicas
 
 
-def plan(decision: Decision, baseline: int, jobs: Sequence[Job], now: float) -> Plan:
+def plan(decision: Decision, baseline: int, jobs: Sequence[Job], now: float, explain: bool = True) -> Plan:
     """Plan the admissions and stops that take the service from its lent replicas to the decision's target.
+
+    With `explain` (the gate), the plan also says why each parked job left waiting waits, and where
+    it stands in the queue; the simulator, which needs only the decisions, skips those sentences.
 
     Admission order: priority (high first), then age (old first); a job that does not fit is
     skipped for a smaller one behind it. Stop order: low priority first; then the least `stop_cost`
@@ -95,6 +98,7 @@ def plan(decision: Decision, baseline: int, jobs: Sequence[Job], now: float) -> 
     adopt: list[Job] = []
     delete = tuple(j for j in jobs if j.state == PARKED and j.parked_from and j.original_succeeded)
     deleted = {j.name for j in delete}
+    queue = _queue(jobs, deleted)
 
     if target < lent:
         victims = sorted((j for j in admitted if not j.finishing),
@@ -110,7 +114,7 @@ def plan(decision: Decision, baseline: int, jobs: Sequence[Job], now: float) -> 
             notes.append(f"{lent - target} replica(s) are held by jobs that are finishing: returned when they end")
     elif target > lent:
         room, ceiling_room = target - lent, max(decision.ceiling, target) - lent
-        for job in _queue(jobs, deleted):
+        for job in queue:
             # The first job that fits under what stayed lendable over the whole window may exceed
             # one lend step (else the step would starve every large job); the rest fit the step.
             first = not admit and not adopt
@@ -133,7 +137,7 @@ def plan(decision: Decision, baseline: int, jobs: Sequence[Job], now: float) -> 
             notes.append(f"{job.name} was admitted but {job.problem}: stopped and parked again")
 
     scale_to = baseline - min(lent, target) if target < decision.lent else baseline - lent
-    waiting = _waiting(decision, baseline, jobs, deleted, {j.name for j in admit}, lent)
+    waiting = _waiting(decision, jobs, queue, deleted, {j.name for j in admit}, lent) if explain else ()
     return Plan(decision.service, scale_to, tuple(admit), tuple(stop), tuple(adopt), lent, tuple(notes), delete, waiting)
 
 
@@ -146,10 +150,11 @@ def _queue(jobs: Sequence[Job], deleted: set[str]) -> list[Job]:
                   key=lambda j: (j.state == PARKED, -j.priority, j.created, j.name))
 
 
-def _waiting(decision: Decision, baseline: int, jobs: Sequence[Job], deleted: set[str], admitted_now: set[str],
-             lent_after: int) -> tuple[tuple[Job, int, str], ...]:
+def _waiting(decision: Decision, jobs: Sequence[Job], admissible: Sequence[Job], deleted: set[str],
+             admitted_now: set[str], lent_after: int) -> tuple[tuple[Job, int, str], ...]:
     """Each parked job left waiting, its 1-based position in the queue and the reason in one sentence."""
-    queue = [j for j in _queue(jobs, deleted) if j.state == PARKED and j.name not in admitted_now]
+    queue = [j for j in admissible if j.state == PARKED and j.name not in admitted_now]
+    queued = {j.name for j in queue}
     lendable = max(0, decision.target_lent - lent_after)
     out: list[tuple[Job, int, str]] = []
     for pos, job in enumerate(queue, start=1):
@@ -159,7 +164,7 @@ def _waiting(decision: Decision, baseline: int, jobs: Sequence[Job], deleted: se
             why = f"{decision.service} can lend {lendable} more replica(s) now; this job needs {job.replicas}"
         out.append((job, pos, f"waiting: {why}; position {pos} of {len(queue)} in the queue"))
     for job in jobs:
-        if job.state == PARKED and job.name not in admitted_now and job.name not in deleted and job not in queue:
+        if job.state == PARKED and job.name not in admitted_now and job.name not in deleted and job.name not in queued:
             reason = (f"not admitted: {job.problem}" if job.problem
                       else f"waiting: its original {job.parked_from} has not stopped yet")
             out.append((job, 0, reason))

@@ -231,7 +231,7 @@ class ServiceSim:
         jobs += [j.parked_view for j in self.queue[:QUEUE_VIEW] if j.parked_view is not None]
         decision = Decision(self.spec.name, "lend" if target > lent else "reclaim", target, lent, None, "",
                             ServiceState(), ceiling=ceiling)
-        p = plan(decision, self.spec.baseline, jobs, t)
+        p = plan(decision, self.spec.baseline, jobs, t, explain=False)
         by_name = {j.spec.name: j for j in (*self.running, *self.queue[:QUEUE_VIEW])}
         gpus = self.spec.policy.gpus_per_replica
         grace = 0.0
