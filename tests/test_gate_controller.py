@@ -551,6 +551,35 @@ def test_the_intent_is_recorded_before_the_write_it_describes() -> None:
     assert w.replicas() == 8 and w.record().baseline == 8 and (w.record().applied, w.record().applying_from) == (8, None)
 
 
+def test_a_scale_that_fails_after_its_intent_is_a_failed_tick_recorded_with_that_intent() -> None:
+    # Fault: the API refuses the raise itself (HTTP 503) after its intent was stored. The failed tick is
+    # counted on the record that holds the intent, so the next gate knows the 4 it finds is its own write.
+    w = World()
+    w.lend(2)
+    w.cluster.fail_next["scale chat 8"] = [ClusterError("scale: HTTP 503")]
+    out = w.tick(chat=60)
+    assert out["chat"].error == "scale: HTTP 503" and w.replicas() == 4
+    record = w.record()
+    assert (record.applied, record.applying_from, record.baseline) == (8, 4, 8)
+    assert record.decision.failed_ticks == 1
+    assert record.last_decision == {"at": w.now, "action": "failed", "reason": "scale: HTTP 503"}
+
+
+def test_the_note_of_an_unrecorded_raise_is_removed_once_the_record_is_written() -> None:
+    # Fault: the raise's record write fails (HTTP 500): the raise goes ahead, noted on the Lease; the
+    # tick's closing record write succeeds, and the note goes, so no later gate reads a stale one.
+    w = World()
+    w.lend(2)
+    w.cluster.fail_next["write-state chat"] = [ClusterError("write configmap: HTTP 500")]
+    w.cluster.calls.clear()
+    w.tick(chat=60)
+    chat = [c for c in w.cluster.calls if c.endswith(" chat") or c.startswith("scale chat")]
+    assert chat[chat.index("write-state chat"):] == ["write-state chat", "note-lease chat", "scale chat 8",
+                                                      "write-state chat", "note-lease chat"]
+    assert w.replicas() == 8 and w.cluster.lease_annotations == {}
+    assert w.cluster.lease_notes("serving") == {}
+
+
 def test_progress_is_read_only_when_a_stop_is_coming() -> None:
     w = World()
     reads: list[str] = []

@@ -3,7 +3,7 @@
 import pytest
 
 from offhours.scripts.policy.decide import Decision, ServiceState
-from offhours.scripts.policy.plan import ADMITTED, PARKED, Job, Plan, loss_if_stopped, plan
+from offhours.scripts.policy.plan import ADMITTED, PARKED, Job, Plan, loss_if_stopped, plan, stop_cost
 
 
 def decision(target: int, lent: int, ceiling: int | None = None) -> Decision:
@@ -55,6 +55,11 @@ def test_hold_admits_nothing_even_under_a_higher_ceiling() -> None:
     jobs = [job("a", 2, ADMITTED), job("p", 2)]
     assert plan(decision(2, 2, ceiling=4), 8, jobs, 0.0) == Plan(
         "chat", 6, lent_after=2, waiting=((jobs[1], 1, "waiting: chat: test; position 1 of 1 in the queue"),))
+
+
+def test_without_explain_the_plan_is_the_same_but_says_nothing_of_who_waits() -> None:
+    jobs = [job("a", 2, ADMITTED), job("p", 2)]
+    assert plan(decision(2, 2, ceiling=4), 8, jobs, 0.0, explain=False) == Plan("chat", 6, lent_after=2)
 
 
 def test_room_is_the_target_less_what_is_lent() -> None:
@@ -160,6 +165,20 @@ def test_a_stop_prefers_the_job_that_gives_its_gpus_back_soonest() -> None:
     jobs = [job("slow", 1, ADMITTED, progress_at=900.0, exit_seconds=600.0),
             job("fast", 1, ADMITTED, progress_at=700.0, exit_seconds=30.0)]
     assert plan(decision(1, 2), 8, jobs, now=1000.0) == Plan("chat", 7, stop=(jobs[1],), lent_after=1)
+
+
+@pytest.mark.parametrize("exit_seconds, cost", [(30.0, 100 * 2 + 30 * 2), (None, 100 * 2), (0.0, 100 * 2)])
+def test_a_stops_cost_is_the_work_lost_plus_the_exit_time_on_each_replica(exit_seconds: float | None,
+                                                                           cost: float) -> None:
+    # Each of its replicas loses 100 s of work, and each waits out the exit (none declared: no wait).
+    assert stop_cost(job("j", 2, ADMITTED, progress_at=900.0, exit_seconds=exit_seconds), now=1000.0) == cost
+
+
+def test_a_large_job_s_exit_time_counts_on_every_replica() -> None:
+    # wide: 2 replicas, no work lost, 100 s to exit on each (200); narrow: 1 replica, 120 s lost (120).
+    jobs = [job("wide", 2, ADMITTED, progress_at=1000.0, exit_seconds=100.0),
+            job("narrow", 1, ADMITTED, progress_at=880.0)]
+    assert plan(decision(2, 3), 8, jobs, now=1000.0) == Plan("chat", 6, stop=(jobs[1],), lent_after=2)
 
 
 def test_a_fast_exit_does_not_outweigh_much_lost_work() -> None:
