@@ -98,7 +98,7 @@ def plan(decision: Decision, baseline: int, jobs: Sequence[Job], now: float, exp
     adopt: list[Job] = []
     delete = tuple(j for j in jobs if j.state == PARKED and j.parked_from and j.original_succeeded)
     deleted = {j.name for j in delete}
-    queue = _queue(jobs, deleted)
+    queue: list[Job] | None = None  # the admissible queue, sorted only when a lend or the waiting sentences need it
 
     if target < lent:
         victims = sorted((j for j in admitted if not j.finishing),
@@ -114,6 +114,7 @@ def plan(decision: Decision, baseline: int, jobs: Sequence[Job], now: float, exp
             notes.append(f"{lent - target} replica(s) are held by jobs that are finishing: returned when they end")
     elif target > lent:
         room, ceiling_room = target - lent, max(decision.ceiling, target) - lent
+        queue = _queue(jobs, deleted)
         for job in queue:
             # The first job that fits under what stayed lendable over the whole window may exceed
             # one lend step (else the step would starve every large job); the rest fit the step.
@@ -137,7 +138,10 @@ def plan(decision: Decision, baseline: int, jobs: Sequence[Job], now: float, exp
             notes.append(f"{job.name} was admitted but {job.problem}: stopped and parked again")
 
     scale_to = baseline - min(lent, target) if target < decision.lent else baseline - lent
-    waiting = _waiting(decision, jobs, queue, deleted, {j.name for j in admit}, lent) if explain else ()
+    waiting: tuple[tuple[Job, int, str], ...] = ()
+    if explain:
+        queue = _queue(jobs, deleted) if queue is None else queue
+        waiting = _waiting(decision, jobs, queue, deleted, {j.name for j in admit}, lent)
     return Plan(decision.service, scale_to, tuple(admit), tuple(stop), tuple(adopt), lent, tuple(notes), delete, waiting)
 
 

@@ -38,9 +38,12 @@ from offhours.scripts.trace import Trace
 QUEUE_VIEW = 24  # parked jobs the planner sees per tick: the head of the queue by priority and age
 
 
-@dataclass
+@dataclass(eq=False)
 class SimJob:
-    """A research job's progress in the simulation (minutes of work at its size)."""
+    """A research job's progress in the simulation (minutes of work at its size).
+
+    Compared by identity: a job is itself whatever its progress (and list removals stay O(1) a compare).
+    """
 
     spec: JobSpec
     progress: float = 0.0
@@ -50,6 +53,7 @@ class SimJob:
     gpu_minutes_used: float = 0.0
     done_at: float | None = None
     parked_view: Job | None = None  # how the planner sees it while parked (it never changes)
+    admitted_view: Job | None = None  # how the planner last saw it running (reused while it still holds)
 
     @property
     def work_minutes(self) -> float:
@@ -77,6 +81,21 @@ class SimJob:
         """Progress kept by the last complete checkpoint."""
         step = self.spec.checkpoint_minutes
         return math.floor(progress / step + 1e-9) * step
+
+    def running_view(self, t: float, service: str, exit_seconds: float) -> Job:
+        """How the planner sees the running job at minute `t`: admitted, its last checkpoint's minute.
+
+        The view changes only when a checkpoint is passed, so the one built last is reused while
+        every field it would be built with is the same.
+        """
+        progress = self.progress_at(t)
+        checkpoint_at = t - (progress - self.saved(progress))
+        view = self.admitted_view
+        if view is None or view.progress_at != checkpoint_at or view.exit_seconds != exit_seconds:
+            spec = self.spec
+            view = self.admitted_view = Job(spec.name, service, spec.replicas, ADMITTED, spec.priority,
+                                            spec.submit_minute, progress_at=checkpoint_at, exit_seconds=exit_seconds)
+        return view
 
 
 def cold_start_minutes(spec: ServiceSpec, fleet: Fleet) -> float:
@@ -170,10 +189,14 @@ class ServiceSim:
         for job in self.jobs:
             job.parked_view = Job(job.spec.name, self.spec.name, job.spec.replicas, PARKED, job.spec.priority,
                                   job.spec.submit_minute)
+            job.admitted_view = None
+        # Job names are unique within a service (the planner tells jobs apart by name).
+        self.by_name = {job.spec.name: job for job in self.jobs}
+        self._grace = {job.spec.name: grace_minutes(job.spec, self.spec, self.fleet) for job in self.jobs}
 
     def grace_minutes(self, job: SimJob) -> float:
         """Minutes a stopped job holds its GPUs: its checkpoint time (else the fleet's grace), capped."""
-        return grace_minutes(job.spec, self.spec, self.fleet)
+        return self._grace[job.spec.name]
 
     def load_at(self, i: int) -> Load:
         """Return the load the gate reads at tick i: the window's rates, and the queue when capacity is short."""
@@ -224,15 +247,13 @@ class ServiceSim:
     # -- one decision ---------------------------------------------------------------------------
     def apply(self, t: float, target: int, ceiling: int) -> bool:
         """Carry out the plan for `target`; return False if a lend found no job to admit."""
-        lent = self.lent
-        jobs = [Job(j.spec.name, self.spec.name, j.spec.replicas, ADMITTED, j.spec.priority, j.spec.submit_minute,
-                    progress_at=t - (j.progress_at(t) - j.saved(j.progress_at(t))),
-                    exit_seconds=self.grace_minutes(j) * 60.0) for j in self.running]
+        lent, service = self.lent, self.spec.name
+        jobs = [j.running_view(t, service, self.grace_minutes(j) * 60.0) for j in self.running]
         jobs += [j.parked_view for j in self.queue[:QUEUE_VIEW] if j.parked_view is not None]
-        decision = Decision(self.spec.name, "lend" if target > lent else "reclaim", target, lent, None, "",
+        decision = Decision(service, "lend" if target > lent else "reclaim", target, lent, None, "",
                             ServiceState(), ceiling=ceiling)
         p = plan(decision, self.spec.baseline, jobs, t, explain=False)
-        by_name = {j.spec.name: j for j in (*self.running, *self.queue[:QUEUE_VIEW])}
+        by_name = self.by_name
         gpus = self.spec.policy.gpus_per_replica
         grace = 0.0
         for job in p.stop:
@@ -362,7 +383,7 @@ class GateController:
         self.lo = np.maximum(0, baseline - required)  # what `decide` may keep lent (never below 0)
         lendable = baseline - np.minimum(window_max, baseline) - policy.lend_hysteresis
         self.hi = np.where(np.arange(len(required)) >= first, lendable, -1)
-        self._times = [float(t) * 60.0 for t in sim.ticks]
+        self._times = (sim.ticks.astype(np.float64) * 60.0).tolist()
         self._required = required.tolist()
         # The memory holds the window's ticks and the one before it; a margin of two more.
         self.replay = first + 3
