@@ -54,6 +54,7 @@ class SimJob:
     done_at: float | None = None
     parked_view: Job | None = None  # how the planner sees it while parked (it never changes)
     admitted_view: Job | None = None  # how the planner last saw it running (reused while it still holds)
+    finish_at: float = math.inf  # the minute it completes if left alone, set when it starts
 
     @property
     def work_minutes(self) -> float:
@@ -64,10 +65,10 @@ class SimJob:
         """Progress at minute `t` (running jobs progress one minute per minute)."""
         return self.progress + (t - self.started_at if self.started_at is not None else 0.0)
 
-    def finishes_at(self) -> float:
-        """Return the minute a running job completes if left alone."""
-        assert self.started_at is not None
-        return self.started_at + self.work_minutes - self.progress
+    def start(self, t: float) -> None:
+        """Start (or resume) the job's clock at minute `t`; its progress stays fixed while it runs."""
+        self.started_at = t
+        self.finish_at = t + self.work_minutes - self.progress
 
     def pause(self, t: float, gpus_per_replica: int) -> float:
         """Stop the job's clock at minute `t`: count the GPU-minutes it held; return the progress it reached."""
@@ -217,7 +218,7 @@ class ServiceSim:
     # -- events between ticks ---------------------------------------------------------------
     def next_event(self) -> float:
         """Return the next minute something changes by itself: a replica ready, a job done or submitted."""
-        times = [at for at, _ in self.pending] + [j.finishes_at() for j in self.running]
+        times = [at for at, _ in self.pending] + [j.finish_at for j in self.running]
         if self.incoming:
             times.append(float(self.incoming[0].spec.submit_minute))
         return min(times) if times else math.inf
@@ -225,8 +226,8 @@ class ServiceSim:
     def process_events(self, t: float) -> bool:
         """Apply what happened up to minute `t`; return whether the job queue or the lent replicas changed."""
         changed = False
-        for job in [j for j in self.running if j.finishes_at() <= t]:
-            done = job.finishes_at()
+        for job in [j for j in self.running if j.finish_at <= t]:
+            done = job.finish_at
             job.pause(done, self.spec.policy.gpus_per_replica)
             job.progress, job.done_at = job.work_minutes, done
             self.running.remove(job)
@@ -270,7 +271,7 @@ class ServiceSim:
         for job in p.admit:
             sim = by_name[job.name]
             self.queue.remove(sim)
-            sim.started_at = t
+            sim.start(t)
             self.running.append(sim)
             self.lent += sim.spec.replicas
             self.lent_events.append((t, job.replicas))
@@ -304,15 +305,17 @@ class ServiceSim:
         short = self.demand[ticks - 1]
         # For a level L, the next tick at or after i where the controller may reclaim (lo < L), may
         # lend (hi > L), or requests queue (demand > L ready replicas): built once per level seen.
-        tables: dict[tuple[str, int], np.ndarray] = {}
+        reclaims: dict[int, _NextTrue] = {}
+        lends: dict[int, _NextTrue] = {}
+        queues: dict[int, _NextTrue] = {}
 
-        def next_tick(kind: str, level: int, at: int) -> int:
-            table = tables.get((kind, level))
+        def next_tick(kind: dict[int, "_NextTrue"], level: int, at: int) -> int:
+            table = kind.get(level)
             if table is None:
-                mask = controller.lo < level if kind == "reclaim" else controller.hi > level if kind == "lend" \
+                mask = controller.lo < level if kind is reclaims else controller.hi > level if kind is lends \
                     else short > level
-                table = tables[(kind, level)] = _next_index(mask)
-            return int(table[at])
+                table = kind[level] = _NextTrue(mask)
+            return table.at(at)
 
         # After a lend that found no job to admit, lending is worth another look only once more can
         # be lent than then, or the queue changes.
@@ -320,8 +323,8 @@ class ServiceSim:
 
         def next_decision(at: int) -> int:
             """Return the next tick at or after `at` where the gate may do anything but hold, in the current state."""
-            return min(next_tick("reclaim", self.lent, at), next_tick("lend", max(self.lent, blocked_at), at),
-                       next_tick("queue", self.ready, at))
+            return min(next_tick(reclaims, self.lent, at), next_tick(lends, max(self.lent, blocked_at), at),
+                       next_tick(queues, self.ready, at))
 
         while i < n:
             j = next_decision(i)
@@ -349,11 +352,29 @@ class ServiceSim:
             job.progress = job.pause(end, self.spec.policy.gpus_per_replica)
 
 
-def _next_index(mask: np.ndarray) -> np.ndarray:
-    """For each i, the first index j >= i where `mask` holds (len(mask) where none does)."""
-    n = mask.shape[0]
-    at = np.where(mask, np.arange(n), n)
-    return np.minimum.accumulate(at[::-1])[::-1]
+class _NextTrue:
+    """For a boolean mask, the first index j >= i where it holds (len(mask) where none does).
+
+    Kept as the mask's bytes and the indices where a run of True starts: if the mask does not hold
+    at i, the next index where it does is the start of a run.
+    """
+
+    __slots__ = ("flags", "starts", "n")
+
+    def __init__(self, mask: np.ndarray) -> None:
+        self.n = mask.shape[0]
+        self.flags = mask.astype(np.bool_).tobytes()
+        rises = np.flatnonzero(mask[1:] & ~mask[:-1]) + 1
+        self.starts = ([0] if self.n and mask[0] else []) + rises.tolist()
+
+    def at(self, i: int) -> int:
+        """Return the first index j >= i where the mask holds, len(mask) if none does."""
+        if i >= self.n:
+            return self.n
+        if self.flags[i]:
+            return i
+        k = bisect.bisect_left(self.starts, i)
+        return self.starts[k] if k < len(self.starts) else self.n
 
 
 # -- controllers ---------------------------------------------------------------------------------
