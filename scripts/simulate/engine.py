@@ -83,21 +83,6 @@ class SimJob:
         step = self.spec.checkpoint_minutes
         return math.floor(progress / step + 1e-9) * step
 
-    def running_view(self, t: float, service: str, exit_seconds: float) -> Job:
-        """How the planner sees the running job at minute `t`: admitted, its last checkpoint's minute.
-
-        The view changes only when a checkpoint is passed, so the one built last is reused while
-        every field it would be built with is the same.
-        """
-        progress = self.progress_at(t)
-        checkpoint_at = t - (progress - self.saved(progress))
-        view = self.admitted_view
-        if view is None or view.progress_at != checkpoint_at or view.exit_seconds != exit_seconds:
-            spec = self.spec
-            view = self.admitted_view = Job(spec.name, service, spec.replicas, ADMITTED, spec.priority,
-                                            spec.submit_minute, progress_at=checkpoint_at, exit_seconds=exit_seconds)
-        return view
-
 
 def cold_start_minutes(spec: ServiceSpec, fleet: Fleet) -> float:
     """Return the service's cold start in minutes: its own `coldStartSeconds`, else the fleet's."""
@@ -199,6 +184,22 @@ class ServiceSim:
         """Minutes a stopped job holds its GPUs: its checkpoint time (else the fleet's grace), capped."""
         return self._grace[job.spec.name]
 
+    def running_view(self, job: SimJob, t: float) -> Job:
+        """How the planner sees a running job at minute `t`: admitted, with its last checkpoint's minute.
+
+        The view changes only when the job passes a checkpoint, so the one built last is reused
+        while the minute it would be built with is the same (its other fields never change here).
+        """
+        progress = job.progress_at(t)
+        checkpoint_at = t - (progress - job.saved(progress))
+        view = job.admitted_view
+        if view is None or view.progress_at != checkpoint_at:
+            spec = job.spec
+            view = job.admitted_view = Job(spec.name, self.spec.name, spec.replicas, ADMITTED, spec.priority,
+                                           spec.submit_minute, progress_at=checkpoint_at,
+                                           exit_seconds=self.grace_minutes(job) * 60.0)
+        return view
+
     def load_at(self, i: int) -> Load:
         """Return the load the gate reads at tick i: the window's rates, and the queue when capacity is short."""
         rps, prompt, gen = self.window_rates[:, i].tolist()
@@ -249,7 +250,7 @@ class ServiceSim:
     def apply(self, t: float, target: int, ceiling: int) -> bool:
         """Carry out the plan for `target`; return False if a lend found no job to admit."""
         lent, service = self.lent, self.spec.name
-        jobs = [j.running_view(t, service, self.grace_minutes(j) * 60.0) for j in self.running]
+        jobs = [self.running_view(j, t) for j in self.running]
         jobs += [j.parked_view for j in self.queue[:QUEUE_VIEW] if j.parked_view is not None]
         decision = Decision(service, "lend" if target > lent else "reclaim", target, lent, None, "",
                             ServiceState(), ceiling=ceiling)
@@ -327,17 +328,19 @@ class ServiceSim:
                        next_tick(queues, self.ready, at))
 
         while i < n:
-            j = next_decision(i)
+            decision_at = j = next_decision(i)
             event = self.next_event()
             if event < math.inf:
                 j = min(j, max(i, math.ceil(event / tick) - 1))
             if j >= n:
                 break
             t = float(ticks[j])
+            levels = (self.lent, self.ready, blocked_at)
             controller.catch_up(self, j)
             if self.process_events(t):
                 blocked_at = -1
-            if next_decision(j) != j:
+            # If j is where next_decision led and the levels it read did not change, j is a decision tick.
+            if (j != decision_at or levels != (self.lent, self.ready, blocked_at)) and next_decision(j) != j:
                 i = j + 1  # the event changed nothing the gate would act on: it holds
                 continue
             target, ceiling = controller.target(self, j)
