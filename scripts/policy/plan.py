@@ -119,6 +119,8 @@ def plan(decision: Decision, baseline: int, jobs: Sequence[Job], now: float, exp
             # The first job that fits under what stayed lendable over the whole window may exceed
             # one lend step (else the step would starve every large job); the rest fit the step.
             first = not admit and not adopt
+            if not first and room <= 0:
+                break  # the step is used up: no job behind fits
             if job.replicas > 0 and (job.replicas <= room or (first and job.replicas <= ceiling_room)):
                 (admit if job.state == PARKED else adopt).append(job)
                 room -= job.replicas

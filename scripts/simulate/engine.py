@@ -55,6 +55,7 @@ class SimJob:
     parked_view: Job | None = None  # how the planner sees it while parked (it never changes)
     admitted_view: Job | None = None  # how the planner last saw it running (reused while it still holds)
     finish_at: float = math.inf  # the minute it completes if left alone, set when it starts
+    view_until: float = -math.inf  # admitted_view is what the planner sees at whole minutes before this one
 
     @property
     def work_minutes(self) -> float:
@@ -69,6 +70,7 @@ class SimJob:
         """Start (or resume) the job's clock at minute `t`; its progress stays fixed while it runs."""
         self.started_at = t
         self.finish_at = t + self.work_minutes - self.progress
+        self.view_until = -math.inf
 
     def pause(self, t: float, gpus_per_replica: int) -> float:
         """Stop the job's clock at minute `t`: count the GPU-minutes it held; return the progress it reached."""
@@ -175,7 +177,7 @@ class ServiceSim:
         for job in self.jobs:
             job.parked_view = Job(job.spec.name, self.spec.name, job.spec.replicas, PARKED, job.spec.priority,
                                   job.spec.submit_minute)
-            job.admitted_view = None
+            job.admitted_view, job.view_until = None, -math.inf
         # Job names are unique within a service (the planner tells jobs apart by name).
         self.by_name = {job.spec.name: job for job in self.jobs}
         self._grace = {job.spec.name: grace_minutes(job.spec, self.spec, self.fleet) for job in self.jobs}
@@ -190,14 +192,24 @@ class ServiceSim:
         The view changes only when the job passes a checkpoint, so the one built last is reused
         while the minute it would be built with is the same (its other fields never change here).
         """
+        if t < job.view_until and t.is_integer():
+            assert job.admitted_view is not None
+            return job.admitted_view
         progress = job.progress_at(t)
-        checkpoint_at = t - (progress - job.saved(progress))
+        saved = job.saved(progress)
+        checkpoint_at = t - (progress - saved)
         view = job.admitted_view
         if view is None or view.progress_at != checkpoint_at:
             spec = job.spec
             view = job.admitted_view = Job(spec.name, self.spec.name, spec.replicas, ADMITTED, spec.priority,
                                            spec.submit_minute, progress_at=checkpoint_at,
                                            exit_seconds=self.grace_minutes(job) * 60.0)
+        # In whole minutes (start, progress, checkpoint interval, tick; all below ten million) the
+        # arithmetic above is exact, so the same minute comes out at every whole minute before the
+        # next checkpoint is reached.
+        step = job.spec.checkpoint_minutes
+        whole = all(float(x).is_integer() and abs(x) < 1e7 for x in (t, job.progress, job.started_at or 0.0, step))
+        job.view_until = t + (saved + step - progress) if whole else -math.inf
         return view
 
     def load_at(self, i: int) -> Load:
