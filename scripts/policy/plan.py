@@ -151,9 +151,10 @@ def _queue(jobs: Sequence[Job], deleted: set[str]) -> list[Job]:
     """Return the jobs that may be admitted, in order: running-unadmitted first, then parked by priority and age."""
     # A parked copy whose original still runs (a gate stopped between parking and stopping) waits.
     active = {j.name for j in jobs if j.state != PARKED}
-    return sorted((j for j in jobs if j.state != ADMITTED and j.name not in deleted and j.problem is None
-                   and (j.state != PARKED or (j.original_done and j.parked_from not in active))),
-                  key=lambda j: (j.state == PARKED, -j.priority, j.created, j.name))
+    admissible = [j for j in jobs if j.state != ADMITTED and j.name not in deleted and j.problem is None
+                  and (j.state != PARKED or (j.original_done and j.parked_from not in active))]
+    admissible.sort(key=lambda j: (j.state == PARKED, -j.priority, j.created, j.name))
+    return admissible
 
 
 def _waiting(decision: Decision, jobs: Sequence[Job], admissible: Sequence[Job], deleted: set[str],

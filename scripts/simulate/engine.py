@@ -52,7 +52,7 @@ class SimJob:
     lost_minutes: float = 0.0
     gpu_minutes_used: float = 0.0
     done_at: float | None = None
-    parked_view: Job | None = None  # how the planner sees it while parked (it never changes)
+    parked_view: Job | None = None  # how the planner sees it while parked (built once: it never changes)
     admitted_view: Job | None = None  # how the planner last saw it running (reused while it still holds)
     finish_at: float = math.inf  # the minute it completes if left alone, set when it starts
     view_until: float = -math.inf  # admitted_view is what the planner sees at whole minutes before this one
@@ -102,6 +102,18 @@ def grace_minutes(job: JobSpec | None, spec: ServiceSpec, fleet: Fleet) -> float
 def reaction_minutes(spec: ServiceSpec, fleet: Fleet) -> float:
     """From a rise to reclaimed replicas serving: a tick to see it, a job's grace, the cold start."""
     return fleet.tick_minutes + grace_minutes(None, spec, fleet) + cold_start_minutes(spec, fleet)
+
+
+def _with_checkpoint(view: Job, checkpoint_at: float) -> Job:
+    """Return a copy of `view` whose last checkpoint is at `checkpoint_at`, every other field the same.
+
+    Equal to `dataclasses.replace(view, progress_at=checkpoint_at)`, without running the frozen
+    dataclass's generated `__init__`, which sets its 21 fields one by one (7 us a view; on a large
+    fleet most decisions find a running job past a new checkpoint).
+    """
+    copy = object.__new__(Job)
+    object.__setattr__(copy, "__dict__", {**view.__dict__, "progress_at": checkpoint_at})
+    return copy
 
 
 def _queue_order(job: SimJob) -> tuple[int, int]:
@@ -174,10 +186,8 @@ class ServiceSim:
         self._demand_before = self.demand[self.ticks - 1]
         self.ready = self.spec.baseline
         self.incoming = sorted(self.jobs, key=lambda j: (j.spec.submit_minute, -j.spec.priority))
-        for job in self.jobs:
-            job.parked_view = Job(job.spec.name, self.spec.name, job.spec.replicas, PARKED, job.spec.priority,
-                                  job.spec.submit_minute)
-            job.admitted_view, job.view_until = None, -math.inf
+        for job in self.jobs:  # the planner's views of it are built by this service as they are needed
+            job.parked_view, job.admitted_view, job.view_until = None, None, -math.inf
         # Job names are unique within a service (the planner tells jobs apart by name).
         self.by_name = {job.spec.name: job for job in self.jobs}
         self._grace = {job.spec.name: grace_minutes(job.spec, self.spec, self.fleet) for job in self.jobs}
@@ -185,6 +195,12 @@ class ServiceSim:
     def grace_minutes(self, job: SimJob) -> float:
         """Minutes a stopped job holds its GPUs: its checkpoint time (else the fleet's grace), capped."""
         return self._grace[job.spec.name]
+
+    def parked_view(self, job: SimJob) -> Job:
+        """How the planner sees a parked job (built when it first reaches the head of the queue; it never changes)."""
+        spec = job.spec
+        job.parked_view = Job(spec.name, self.spec.name, spec.replicas, PARKED, spec.priority, spec.submit_minute)
+        return job.parked_view
 
     def running_view(self, job: SimJob, t: float) -> Job:
         """How the planner sees a running job at minute `t`: admitted, with its last checkpoint's minute.
@@ -199,11 +215,13 @@ class ServiceSim:
         saved = job.saved(progress)
         checkpoint_at = t - (progress - saved)
         view = job.admitted_view
-        if view is None or view.progress_at != checkpoint_at:
+        if view is None:
             spec = job.spec
-            view = job.admitted_view = Job(spec.name, self.spec.name, spec.replicas, ADMITTED, spec.priority,
-                                           spec.submit_minute, progress_at=checkpoint_at,
-                                           exit_seconds=self.grace_minutes(job) * 60.0)
+            view = Job(spec.name, self.spec.name, spec.replicas, ADMITTED, spec.priority, spec.submit_minute,
+                       progress_at=checkpoint_at, exit_seconds=self.grace_minutes(job) * 60.0)
+        elif view.progress_at != checkpoint_at:
+            view = _with_checkpoint(view, checkpoint_at)
+        job.admitted_view = view
         # In whole minutes (start, progress, checkpoint interval, tick; all below ten million) the
         # arithmetic above is exact, so the same minute comes out at every whole minute before the
         # next checkpoint is reached.
@@ -263,7 +281,7 @@ class ServiceSim:
         """Carry out the plan for `target`; return False if a lend found no job to admit."""
         lent, service = self.lent, self.spec.name
         jobs = [self.running_view(j, t) for j in self.running]
-        jobs += [j.parked_view for j in self.queue[:QUEUE_VIEW] if j.parked_view is not None]
+        jobs += [j.parked_view or self.parked_view(j) for j in self.queue[:QUEUE_VIEW]]
         decision = Decision(service, "lend" if target > lent else "reclaim", target, lent, None, "",
                             ServiceState(), ceiling=ceiling)
         p = plan(decision, self.spec.baseline, jobs, t, explain=False)
@@ -349,7 +367,7 @@ class ServiceSim:
             t = float(ticks[j])
             levels = (self.lent, self.ready, blocked_at)
             controller.catch_up(self, j)
-            if self.process_events(t):
+            if event <= t and self.process_events(t):  # before `event` nothing happens by itself
                 blocked_at = -1
             # If j is where next_decision led and the levels it read did not change, j is a decision tick.
             if (j != decision_at or levels != (self.lent, self.ready, blocked_at)) and next_decision(j) != j:
@@ -496,6 +514,8 @@ def oracle_lendable(demand: np.ndarray, spec: ServiceSpec, fleet: Fleet, headroo
 def events_to_array(events: list[tuple[float, int]], start: int, minutes: int) -> np.ndarray:
     """Turn (minute, change) events into a per-minute level starting at `start`."""
     delta = np.zeros(minutes + 1)
-    for at, change in events:
-        delta[min(minutes, max(0, math.ceil(at - 1e-9)))] += change
+    if events:
+        at, change = zip(*events)
+        index = np.clip(np.ceil(np.asarray(at, dtype=np.float64) - 1e-9), 0, minutes).astype(np.int64)
+        np.add.at(delta, index, np.asarray(change, dtype=np.float64))  # in order, as a loop would add them
     return start + np.cumsum(delta)[:minutes]
