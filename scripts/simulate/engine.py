@@ -56,6 +56,7 @@ class SimJob:
     admitted_view: Job | None = None  # how the planner last saw it running (reused while it still holds)
     finish_at: float = math.inf  # the minute it completes if left alone, set when it starts
     view_until: float = -math.inf  # admitted_view is what the planner sees at whole minutes before this one
+    whole_minutes: bool = False  # started at a whole minute, with whole minutes of progress and interval
 
     @property
     def work_minutes(self) -> float:
@@ -71,6 +72,10 @@ class SimJob:
         self.started_at = t
         self.finish_at = t + self.work_minutes - self.progress
         self.view_until = -math.inf
+        # Start, progress and checkpoint interval in whole minutes (below ten million): the
+        # planner's view of it can be computed exactly (see ServiceSim.running_view).
+        self.whole_minutes = all(float(x).is_integer() and abs(x) < 1e7
+                                 for x in (t, self.progress, self.spec.checkpoint_minutes))
 
     def pause(self, t: float, gpus_per_replica: int) -> float:
         """Stop the job's clock at minute `t`: count the GPU-minutes it held; return the progress it reached."""
@@ -225,9 +230,8 @@ class ServiceSim:
         # In whole minutes (start, progress, checkpoint interval, tick; all below ten million) the
         # arithmetic above is exact, so the same minute comes out at every whole minute before the
         # next checkpoint is reached.
-        step = job.spec.checkpoint_minutes
-        whole = all(float(x).is_integer() and abs(x) < 1e7 for x in (t, job.progress, job.started_at or 0.0, step))
-        job.view_until = t + (saved + step - progress) if whole else -math.inf
+        whole = job.whole_minutes and t.is_integer() and abs(t) < 1e7
+        job.view_until = t + (saved + job.spec.checkpoint_minutes - progress) if whole else -math.inf
         return view
 
     def load_at(self, i: int) -> Load:
