@@ -23,6 +23,7 @@ back at once.
 import bisect
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -340,17 +341,9 @@ class ServiceSim:
         short = self.demand[ticks - 1]
         # For a level L, the next tick at or after i where the controller may reclaim (lo < L), may
         # lend (hi > L), or requests queue (demand > L ready replicas): built once per level seen.
-        reclaims: dict[int, _NextTrue] = {}
-        lends: dict[int, _NextTrue] = {}
-        queues: dict[int, _NextTrue] = {}
-
-        def next_tick(kind: dict[int, "_NextTrue"], level: int, at: int) -> int:
-            table = kind.get(level)
-            if table is None:
-                mask = controller.lo < level if kind is reclaims else controller.hi > level if kind is lends \
-                    else short > level
-                table = kind[level] = _NextTrue(mask)
-            return table.at(at)
+        reclaims = _LevelTables(lambda level: controller.lo < level)
+        lends = _LevelTables(lambda level: controller.hi > level)
+        queues = _LevelTables(lambda level: short > level)
 
         # After a lend that found no job to admit, lending is worth another look only once more can
         # be lent than then, or the queue changes.
@@ -358,8 +351,8 @@ class ServiceSim:
 
         def next_decision(at: int) -> int:
             """Return the next tick at or after `at` where the gate may do anything but hold, in the current state."""
-            return min(next_tick(reclaims, self.lent, at), next_tick(lends, max(self.lent, blocked_at), at),
-                       next_tick(queues, self.ready, at))
+            reclaim, lend, queue = reclaims[self.lent], lends[max(self.lent, blocked_at)], queues[self.ready]
+            return min(reclaim.at(at), lend.at(at), queue.at(at))
 
         while i < n:
             decision_at = j = next_decision(i)
@@ -387,6 +380,18 @@ class ServiceSim:
         self.process_events(end)
         for job in self.running:
             job.progress = job.pause(end, self.spec.policy.gpus_per_replica)
+
+
+class _LevelTables(dict[int, "_NextTrue"]):
+    """The `_NextTrue` of `mask_at(level)` for each level, built the first time the level is asked for."""
+
+    def __init__(self, mask_at: Callable[[int], np.ndarray]) -> None:
+        super().__init__()
+        self.mask_at = mask_at
+
+    def __missing__(self, level: int) -> "_NextTrue":
+        table = self[level] = _NextTrue(self.mask_at(level))
+        return table
 
 
 class _NextTrue:
