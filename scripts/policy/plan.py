@@ -98,7 +98,7 @@ def plan(decision: Decision, baseline: int, jobs: Sequence[Job], now: float, exp
     adopt: list[Job] = []
     delete = tuple(j for j in jobs if j.state == PARKED and j.parked_from and j.original_succeeded)
     deleted = {j.name for j in delete}
-    queue = _queue(jobs, deleted)
+    queue: list[Job] | None = None  # the admissible queue, sorted only when a lend or the waiting sentences need it
 
     if target < lent:
         victims = sorted((j for j in admitted if not j.finishing),
@@ -114,10 +114,13 @@ def plan(decision: Decision, baseline: int, jobs: Sequence[Job], now: float, exp
             notes.append(f"{lent - target} replica(s) are held by jobs that are finishing: returned when they end")
     elif target > lent:
         room, ceiling_room = target - lent, max(decision.ceiling, target) - lent
+        queue = _queue(jobs, deleted)
         for job in queue:
             # The first job that fits under what stayed lendable over the whole window may exceed
             # one lend step (else the step would starve every large job); the rest fit the step.
             first = not admit and not adopt
+            if not first and room <= 0:
+                break  # the step is used up: no job behind fits
             if job.replicas > 0 and (job.replicas <= room or (first and job.replicas <= ceiling_room)):
                 (admit if job.state == PARKED else adopt).append(job)
                 room -= job.replicas
@@ -137,7 +140,10 @@ def plan(decision: Decision, baseline: int, jobs: Sequence[Job], now: float, exp
             notes.append(f"{job.name} was admitted but {job.problem}: stopped and parked again")
 
     scale_to = baseline - min(lent, target) if target < decision.lent else baseline - lent
-    waiting = _waiting(decision, jobs, queue, deleted, {j.name for j in admit}, lent) if explain else ()
+    waiting: tuple[tuple[Job, int, str], ...] = ()
+    if explain:
+        queue = _queue(jobs, deleted) if queue is None else queue
+        waiting = _waiting(decision, jobs, queue, deleted, {j.name for j in admit}, lent)
     return Plan(decision.service, scale_to, tuple(admit), tuple(stop), tuple(adopt), lent, tuple(notes), delete, waiting)
 
 
@@ -145,9 +151,10 @@ def _queue(jobs: Sequence[Job], deleted: set[str]) -> list[Job]:
     """Return the jobs that may be admitted, in order: running-unadmitted first, then parked by priority and age."""
     # A parked copy whose original still runs (a gate stopped between parking and stopping) waits.
     active = {j.name for j in jobs if j.state != PARKED}
-    return sorted((j for j in jobs if j.state != ADMITTED and j.name not in deleted and j.problem is None
-                   and (j.state != PARKED or (j.original_done and j.parked_from not in active))),
-                  key=lambda j: (j.state == PARKED, -j.priority, j.created, j.name))
+    admissible = [j for j in jobs if j.state != ADMITTED and j.name not in deleted and j.problem is None
+                  and (j.state != PARKED or (j.original_done and j.parked_from not in active))]
+    admissible.sort(key=lambda j: (j.state == PARKED, -j.priority, j.created, j.name))
+    return admissible
 
 
 def _waiting(decision: Decision, jobs: Sequence[Job], admissible: Sequence[Job], deleted: set[str],

@@ -23,6 +23,7 @@ back at once.
 import bisect
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -38,9 +39,12 @@ from offhours.scripts.trace import Trace
 QUEUE_VIEW = 24  # parked jobs the planner sees per tick: the head of the queue by priority and age
 
 
-@dataclass
+@dataclass(eq=False)
 class SimJob:
-    """A research job's progress in the simulation (minutes of work at its size)."""
+    """A research job's progress in the simulation (minutes of work at its size).
+
+    Compared by identity: a job is itself whatever its progress (and list removals stay O(1) a compare).
+    """
 
     spec: JobSpec
     progress: float = 0.0
@@ -49,7 +53,11 @@ class SimJob:
     lost_minutes: float = 0.0
     gpu_minutes_used: float = 0.0
     done_at: float | None = None
-    parked_view: Job | None = None  # how the planner sees it while parked (it never changes)
+    parked_view: Job | None = None  # how the planner sees it while parked (built once: it never changes)
+    admitted_view: Job | None = None  # how the planner last saw it running (reused while it still holds)
+    finish_at: float = math.inf  # the minute it completes if left alone, set when it starts
+    view_until: float = -math.inf  # admitted_view is what the planner sees at whole minutes before this one
+    whole_minutes: bool = False  # started at a whole minute, with whole minutes of progress and interval
 
     @property
     def work_minutes(self) -> float:
@@ -60,10 +68,15 @@ class SimJob:
         """Progress at minute `t` (running jobs progress one minute per minute)."""
         return self.progress + (t - self.started_at if self.started_at is not None else 0.0)
 
-    def finishes_at(self) -> float:
-        """Return the minute a running job completes if left alone."""
-        assert self.started_at is not None
-        return self.started_at + self.work_minutes - self.progress
+    def start(self, t: float) -> None:
+        """Start (or resume) the job's clock at minute `t`; its progress stays fixed while it runs."""
+        self.started_at = t
+        self.finish_at = t + self.work_minutes - self.progress
+        self.view_until = -math.inf
+        # Start, progress and checkpoint interval in whole minutes (below ten million): the
+        # planner's view of it can be computed exactly (see ServiceSim.running_view).
+        self.whole_minutes = all(float(x).is_integer() and abs(x) < 1e7
+                                 for x in (t, self.progress, self.spec.checkpoint_minutes))
 
     def pause(self, t: float, gpus_per_replica: int) -> float:
         """Stop the job's clock at minute `t`: count the GPU-minutes it held; return the progress it reached."""
@@ -95,6 +108,18 @@ def grace_minutes(job: JobSpec | None, spec: ServiceSpec, fleet: Fleet) -> float
 def reaction_minutes(spec: ServiceSpec, fleet: Fleet) -> float:
     """From a rise to reclaimed replicas serving: a tick to see it, a job's grace, the cold start."""
     return fleet.tick_minutes + grace_minutes(None, spec, fleet) + cold_start_minutes(spec, fleet)
+
+
+def _with_checkpoint(view: Job, checkpoint_at: float) -> Job:
+    """Return a copy of `view` whose last checkpoint is at `checkpoint_at`, every other field the same.
+
+    Equal to `dataclasses.replace(view, progress_at=checkpoint_at)`, without running the frozen
+    dataclass's generated `__init__`, which sets its 21 fields one by one (7 us a view; on a large
+    fleet most decisions find a running job past a new checkpoint).
+    """
+    copy = object.__new__(Job)
+    object.__setattr__(copy, "__dict__", {**view.__dict__, "progress_at": checkpoint_at})
+    return copy
 
 
 def _queue_order(job: SimJob) -> tuple[int, int]:
@@ -167,13 +192,48 @@ class ServiceSim:
         self._demand_before = self.demand[self.ticks - 1]
         self.ready = self.spec.baseline
         self.incoming = sorted(self.jobs, key=lambda j: (j.spec.submit_minute, -j.spec.priority))
-        for job in self.jobs:
-            job.parked_view = Job(job.spec.name, self.spec.name, job.spec.replicas, PARKED, job.spec.priority,
-                                  job.spec.submit_minute)
+        for job in self.jobs:  # the planner's views of it are built by this service as they are needed
+            job.parked_view, job.admitted_view, job.view_until = None, None, -math.inf
+        # Job names are unique within a service (the planner tells jobs apart by name).
+        self.by_name = {job.spec.name: job for job in self.jobs}
+        self._grace = {job.spec.name: grace_minutes(job.spec, self.spec, self.fleet) for job in self.jobs}
 
     def grace_minutes(self, job: SimJob) -> float:
         """Minutes a stopped job holds its GPUs: its checkpoint time (else the fleet's grace), capped."""
-        return grace_minutes(job.spec, self.spec, self.fleet)
+        return self._grace[job.spec.name]
+
+    def parked_view(self, job: SimJob) -> Job:
+        """How the planner sees a parked job (built when it first reaches the head of the queue; it never changes)."""
+        spec = job.spec
+        job.parked_view = Job(spec.name, self.spec.name, spec.replicas, PARKED, spec.priority, spec.submit_minute)
+        return job.parked_view
+
+    def running_view(self, job: SimJob, t: float) -> Job:
+        """How the planner sees a running job at minute `t`: admitted, with its last checkpoint's minute.
+
+        The view changes only when the job passes a checkpoint, so the one built last is reused
+        while the minute it would be built with is the same (its other fields never change here).
+        """
+        if t < job.view_until and t.is_integer():
+            assert job.admitted_view is not None
+            return job.admitted_view
+        progress = job.progress_at(t)
+        saved = job.saved(progress)
+        checkpoint_at = t - (progress - saved)
+        view = job.admitted_view
+        if view is None:
+            spec = job.spec
+            view = Job(spec.name, self.spec.name, spec.replicas, ADMITTED, spec.priority, spec.submit_minute,
+                       progress_at=checkpoint_at, exit_seconds=self.grace_minutes(job) * 60.0)
+        elif view.progress_at != checkpoint_at:
+            view = _with_checkpoint(view, checkpoint_at)
+        job.admitted_view = view
+        # In whole minutes (start, progress, checkpoint interval, tick; all below ten million) the
+        # arithmetic above is exact, so the same minute comes out at every whole minute before the
+        # next checkpoint is reached.
+        whole = job.whole_minutes and t.is_integer() and abs(t) < 1e7
+        job.view_until = t + (saved + job.spec.checkpoint_minutes - progress) if whole else -math.inf
+        return view
 
     def load_at(self, i: int) -> Load:
         """Return the load the gate reads at tick i: the window's rates, and the queue when capacity is short."""
@@ -194,7 +254,7 @@ class ServiceSim:
     # -- events between ticks ---------------------------------------------------------------
     def next_event(self) -> float:
         """Return the next minute something changes by itself: a replica ready, a job done or submitted."""
-        times = [at for at, _ in self.pending] + [j.finishes_at() for j in self.running]
+        times = [at for at, _ in self.pending] + [j.finish_at for j in self.running]
         if self.incoming:
             times.append(float(self.incoming[0].spec.submit_minute))
         return min(times) if times else math.inf
@@ -202,8 +262,8 @@ class ServiceSim:
     def process_events(self, t: float) -> bool:
         """Apply what happened up to minute `t`; return whether the job queue or the lent replicas changed."""
         changed = False
-        for job in [j for j in self.running if j.finishes_at() <= t]:
-            done = job.finishes_at()
+        for job in [j for j in self.running if j.finish_at <= t]:
+            done = job.finish_at
             job.pause(done, self.spec.policy.gpus_per_replica)
             job.progress, job.done_at = job.work_minutes, done
             self.running.remove(job)
@@ -224,15 +284,13 @@ class ServiceSim:
     # -- one decision ---------------------------------------------------------------------------
     def apply(self, t: float, target: int, ceiling: int) -> bool:
         """Carry out the plan for `target`; return False if a lend found no job to admit."""
-        lent = self.lent
-        jobs = [Job(j.spec.name, self.spec.name, j.spec.replicas, ADMITTED, j.spec.priority, j.spec.submit_minute,
-                    progress_at=t - (j.progress_at(t) - j.saved(j.progress_at(t))),
-                    exit_seconds=self.grace_minutes(j) * 60.0) for j in self.running]
-        jobs += [j.parked_view for j in self.queue[:QUEUE_VIEW] if j.parked_view is not None]
-        decision = Decision(self.spec.name, "lend" if target > lent else "reclaim", target, lent, None, "",
+        lent, service = self.lent, self.spec.name
+        jobs = [self.running_view(j, t) for j in self.running]
+        jobs += [j.parked_view or self.parked_view(j) for j in self.queue[:QUEUE_VIEW]]
+        decision = Decision(service, "lend" if target > lent else "reclaim", target, lent, None, "",
                             ServiceState(), ceiling=ceiling)
         p = plan(decision, self.spec.baseline, jobs, t, explain=False)
-        by_name = {j.spec.name: j for j in (*self.running, *self.queue[:QUEUE_VIEW])}
+        by_name = self.by_name
         gpus = self.spec.policy.gpus_per_replica
         grace = 0.0
         for job in p.stop:
@@ -249,7 +307,7 @@ class ServiceSim:
         for job in p.admit:
             sim = by_name[job.name]
             self.queue.remove(sim)
-            sim.started_at = t
+            sim.start(t)
             self.running.append(sim)
             self.lent += sim.spec.replicas
             self.lent_events.append((t, job.replicas))
@@ -283,15 +341,9 @@ class ServiceSim:
         short = self.demand[ticks - 1]
         # For a level L, the next tick at or after i where the controller may reclaim (lo < L), may
         # lend (hi > L), or requests queue (demand > L ready replicas): built once per level seen.
-        tables: dict[tuple[str, int], np.ndarray] = {}
-
-        def next_tick(kind: str, level: int, at: int) -> int:
-            table = tables.get((kind, level))
-            if table is None:
-                mask = controller.lo < level if kind == "reclaim" else controller.hi > level if kind == "lend" \
-                    else short > level
-                table = tables[(kind, level)] = _next_index(mask)
-            return int(table[at])
+        reclaims = _LevelTables(lambda level: controller.lo < level)
+        lends = _LevelTables(lambda level: controller.hi > level)
+        queues = _LevelTables(lambda level: short > level)
 
         # After a lend that found no job to admit, lending is worth another look only once more can
         # be lent than then, or the queue changes.
@@ -299,21 +351,23 @@ class ServiceSim:
 
         def next_decision(at: int) -> int:
             """Return the next tick at or after `at` where the gate may do anything but hold, in the current state."""
-            return min(next_tick("reclaim", self.lent, at), next_tick("lend", max(self.lent, blocked_at), at),
-                       next_tick("queue", self.ready, at))
+            reclaim, lend, queue = reclaims[self.lent], lends[max(self.lent, blocked_at)], queues[self.ready]
+            return min(reclaim.at(at), lend.at(at), queue.at(at))
 
         while i < n:
-            j = next_decision(i)
+            decision_at = j = next_decision(i)
             event = self.next_event()
             if event < math.inf:
                 j = min(j, max(i, math.ceil(event / tick) - 1))
             if j >= n:
                 break
             t = float(ticks[j])
+            levels = (self.lent, self.ready, blocked_at)
             controller.catch_up(self, j)
-            if self.process_events(t):
+            if event <= t and self.process_events(t):  # before `event` nothing happens by itself
                 blocked_at = -1
-            if next_decision(j) != j:
+            # If j is where next_decision led and the levels it read did not change, j is a decision tick.
+            if (j != decision_at or levels != (self.lent, self.ready, blocked_at)) and next_decision(j) != j:
                 i = j + 1  # the event changed nothing the gate would act on: it holds
                 continue
             target, ceiling = controller.target(self, j)
@@ -328,11 +382,41 @@ class ServiceSim:
             job.progress = job.pause(end, self.spec.policy.gpus_per_replica)
 
 
-def _next_index(mask: np.ndarray) -> np.ndarray:
-    """For each i, the first index j >= i where `mask` holds (len(mask) where none does)."""
-    n = mask.shape[0]
-    at = np.where(mask, np.arange(n), n)
-    return np.minimum.accumulate(at[::-1])[::-1]
+class _LevelTables(dict[int, "_NextTrue"]):
+    """The `_NextTrue` of `mask_at(level)` for each level, built the first time the level is asked for."""
+
+    def __init__(self, mask_at: Callable[[int], np.ndarray]) -> None:
+        super().__init__()
+        self.mask_at = mask_at
+
+    def __missing__(self, level: int) -> "_NextTrue":
+        table = self[level] = _NextTrue(self.mask_at(level))
+        return table
+
+
+class _NextTrue:
+    """For a boolean mask, the first index j >= i where it holds (len(mask) where none does).
+
+    Kept as the mask's bytes and the indices where a run of True starts: if the mask does not hold
+    at i, the next index where it does is the start of a run.
+    """
+
+    __slots__ = ("flags", "starts", "n")
+
+    def __init__(self, mask: np.ndarray) -> None:
+        self.n = mask.shape[0]
+        self.flags = mask.astype(np.bool_).tobytes()
+        rises = np.flatnonzero(mask[1:] & ~mask[:-1]) + 1
+        self.starts = ([0] if self.n and mask[0] else []) + rises.tolist()
+
+    def at(self, i: int) -> int:
+        """Return the first index j >= i where the mask holds, len(mask) if none does."""
+        if i >= self.n:
+            return self.n
+        if self.flags[i]:
+            return i
+        k = bisect.bisect_left(self.starts, i)
+        return self.starts[k] if k < len(self.starts) else self.n
 
 
 # -- controllers ---------------------------------------------------------------------------------
@@ -362,7 +446,7 @@ class GateController:
         self.lo = np.maximum(0, baseline - required)  # what `decide` may keep lent (never below 0)
         lendable = baseline - np.minimum(window_max, baseline) - policy.lend_hysteresis
         self.hi = np.where(np.arange(len(required)) >= first, lendable, -1)
-        self._times = [float(t) * 60.0 for t in sim.ticks]
+        self._times = (sim.ticks.astype(np.float64) * 60.0).tolist()
         self._required = required.tolist()
         # The memory holds the window's ticks and the one before it; a margin of two more.
         self.replay = first + 3
@@ -439,6 +523,8 @@ def oracle_lendable(demand: np.ndarray, spec: ServiceSpec, fleet: Fleet, headroo
 def events_to_array(events: list[tuple[float, int]], start: int, minutes: int) -> np.ndarray:
     """Turn (minute, change) events into a per-minute level starting at `start`."""
     delta = np.zeros(minutes + 1)
-    for at, change in events:
-        delta[min(minutes, max(0, math.ceil(at - 1e-9)))] += change
+    if events:
+        at, change = zip(*events)
+        index = np.clip(np.ceil(np.asarray(at, dtype=np.float64) - 1e-9), 0, minutes).astype(np.int64)
+        np.add.at(delta, index, np.asarray(change, dtype=np.float64))  # in order, as a loop would add them
     return start + np.cumsum(delta)[:minutes]

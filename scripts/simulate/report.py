@@ -122,9 +122,13 @@ def _run_mode(trace: Trace, fleet: Fleet, jobs: list[JobSpec], mode: str,
     delays: list[float] = []
     fleet_delay = np.zeros(minutes)
     per_service: dict[str, dict[str, float]] = {}
+    jobs_of: dict[str, list[SimJob]] = {spec.name: [] for spec in fleet.services}
+    for job in jobs:
+        if job.service in jobs_of:
+            jobs_of[job.service].append(SimJob(job))
     for spec in fleet.services:
         gpus = spec.policy.gpus_per_replica
-        sim = ServiceSim(spec, fleet, service_rates(trace, spec), [SimJob(j) for j in jobs if j.service == spec.name])
+        sim = ServiceSim(spec, fleet, service_rates(trace, spec), jobs_of[spec.name])
         sim.run(GateController(sim) if mode == "gate" else FixedWindowController(sim))
         capacity = events_to_array(sim.capacity_events, spec.baseline, minutes)
         lent = events_to_array(sim.lent_events, 0, minutes)
