@@ -137,8 +137,13 @@ def up() -> None:
     if not ARGO_CRDS.is_dir():
         raise SystemExit(f"[cluster] the Argo v4.0.5 CRDs are not at {ARGO_CRDS}: put the project's shared/ folder "
                          "beside the checkout, or set OFFHOURS_ARGO_CRDS to the folder of argoproj.io_*.yaml")
+    running = running_processes()
+    if running:
+        raise SystemExit(f"[cluster] already up ({', '.join(running)} running): `make cluster-down` first")
     if (STATE / "pids").is_dir() and any((STATE / "pids").iterdir()):
-        raise SystemExit(f"[cluster] already up ({STATE / 'pids'} lists its processes): `make cluster-down` first")
+        # A cluster killed with its machine (or by SIGKILL) leaves pid files whose processes are gone.
+        log("clearing the state of an earlier cluster whose processes are no longer running")
+        down()
     bin_dir = build()
     try:
         start_all(bin_dir, t0)
@@ -225,6 +230,23 @@ def shell_env() -> str:
             f"export PATH=\"{env['OFFHOURS_CLUSTER_BIN']}:$PATH\"\n")
 
 
+def is_ours(pid: int) -> bool:
+    """Tell whether `pid` is a live process this cluster started: every command line names STATE (a pid may be reused)."""
+    try:
+        return str(STATE) in Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return False
+
+
+def running_processes() -> list[str]:
+    """List the names of the cluster's processes that are still running."""
+    pids = STATE / "pids"
+    if not pids.is_dir():
+        return []
+    return sorted(path.name for path in pids.iterdir() if path.read_text().strip().isdigit()
+                  and is_ours(int(path.read_text())))
+
+
 def down() -> None:
     pids = STATE / "pids"
     if not pids.exists():
@@ -235,7 +257,11 @@ def down() -> None:
         path = pids / name
         if not path.exists():
             continue
-        pid = int(path.read_text())
+        text = path.read_text().strip()
+        if not (text.isdigit() and is_ours(int(text))):
+            path.unlink()  # its process is gone; never signal a pid that now belongs to someone else
+            continue
+        pid = int(text)
         try:
             os.killpg(pid, signal.SIGTERM)
             for _ in range(100):
