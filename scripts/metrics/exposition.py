@@ -14,6 +14,7 @@ _NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
 _METRIC_NAME = re.compile(_NAME)
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 _SAMPLE_HEAD = re.compile(rf"^({_NAME})(\{{|\s)")
+_DUPLICATE = "duplicate series (same name and labels as an earlier line)"
 _TYPES = {"counter", "gauge", "histogram", "summary", "untyped"}
 _FAST_PAIR = r'[a-zA-Z_][a-zA-Z0-9_]*="[^"\\]*"'
 # The common case, checked in one match: label values without escapes, a plain value, no timestamp
@@ -196,12 +197,12 @@ def parse(text: str, keep: Collection[str] | None = None) -> Page:
             if fast and fast.group(1) not in keep:
                 series = f"{fast.group(1)}{{{fast.group(2) or ''}}}"
                 if series in skipped:
-                    raise ExpositionError(number, line, "duplicate series (same name and labels as an earlier line)")
+                    raise ExpositionError(number, line, _DUPLICATE)
                 skipped.add(series)
                 continue
         name, labels, value = _sample(line, number)
         if (name, labels) in seen:
-            raise ExpositionError(number, line, "duplicate series (same name and labels as an earlier line)")
+            raise ExpositionError(number, line, _DUPLICATE)
         seen.add((name, labels))
         samples.append(Sample(name, labels, value))
     return Page(samples, types)
