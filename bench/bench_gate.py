@@ -24,9 +24,8 @@ READER = r"""
 import json, resource, sys, time
 from offhours.scripts.cluster.base import Pod
 from offhours.scripts.metrics.sources import DirectSource, PrometheusSource, ServiceTarget
-from offhours.scripts.metrics.scrape import fetch_page
+from offhours.scripts.metrics.fetch import fetch_pages
 import requests
-from concurrent.futures import ThreadPoolExecutor
 mode, port, url = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 pods = {f"svc-{s}": [Pod(f"svc-{s}-{i}", f"127.1.{s}.{i + 1}") for i in range({replicas})] for s in range({services})}
 targets = [ServiceTarget(name, p) for name, p in pods.items()]
@@ -39,10 +38,9 @@ for run in range(5):
         targets = [ServiceTarget(name, p, out[name].samples) for name, p in pods.items()]
         assert all(r.load is not None and r.load.pods_read == ({replicas} if run else 0) for r in out.values()), out
     elif mode == "fetch-only":
-        with ThreadPoolExecutor(64) as pool:  # the gate's own HTTP client, without the parsing
-            pages = list(pool.map(lambda p: fetch_page(f"http://{p.ip}:{port}/metrics", 5),
-                                  [p for t in targets for p in t.pods]))
-        assert len(pages) == {services} * {replicas}
+        # The gate's own HTTP client, without the parsing.
+        pages = list(fetch_pages([f"http://{p.ip}:{port}/metrics" for t in targets for p in t.pods], 5, 64, 1 << 24))
+        assert len(pages) == {services} * {replicas} and all(isinstance(text, str) for _, text in pages)
     elif mode == "promql":
         out = PrometheusSource(url, window="1m").read(targets, time.time())
         assert all(r.error is None for r in out.values()), [r.error for r in out.values()][:3]

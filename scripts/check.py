@@ -295,13 +295,13 @@ class Checker:
                         f"no vLLM series with {m.service_label}= {', '.join(absent)}",
                         f"scrape the vLLM pods with the label {m.service_label}=<service>")
             return
-        from offhours.scripts.metrics.scrape import Target, scrape
+        from offhours.scripts.metrics.scrape import Target, metrics_url, scrape
 
         for s in config.services:
             pods = self.core.list_namespaced_pod(config.namespace, label_selector=f"offhours.io/service={s.name}").items
             ready = [p for p in pods if p.status.pod_ip and any(c.type == "Ready" and c.status == "True"
                                                                 for c in p.status.conditions or [])]
-            result = scrape([Target(p.metadata.name, f"http://{p.status.pod_ip}:{m.port}{m.path}") for p in ready],
+            result = scrape([Target(p.metadata.name, metrics_url(p.status.pod_ip, m.port, m.path)) for p in ready],
                             m.scrape_timeout_seconds, m.concurrency)
             ok = bool(ready) and not result.errors
             detail = (f"{len(result.readings)}/{len(ready)} ready pod(s) return vLLM series" if ready

@@ -1,13 +1,11 @@
 """Scrape vLLM pods' /metrics directly, concurrently, when no Prometheus is configured."""
 
-import http.client
 import ipaddress
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
-from urllib.parse import unquote, urlsplit
 
 from offhours.scripts.metrics.exposition import ExpositionError
+from offhours.scripts.metrics.fetch import FetchError, fetch_pages
 from offhours.scripts.metrics.vllm import MetricsIncomplete, PodMetrics, read_pod_text
 
 
@@ -42,51 +40,20 @@ def metrics_url(ip: str, port: int, path: str) -> str:
 MAX_PAGE_BYTES = 16 * 1024 * 1024  # a vLLM page is ~16 KB; anything this big is not one
 
 
-class ScrapeError(Exception):
-    """A pod's page could not be fetched: connection, timeout, HTTP status or size."""
-
-
-def fetch_page(url: str, timeout: float) -> str:
-    """GET one metrics page with the standard library's HTTP client.
-
-    Not `requests`: its per-request overhead was most of a 1,000-pod tick's CPU (bench/bench_gate.py).
-    """
-    parts = urlsplit(url)
-    conn = http.client.HTTPConnection(unquote(parts.hostname or ""), parts.port, timeout=timeout)
-    try:
-        conn.request("GET", parts.path or "/", headers={"Accept": "text/plain"})
-        response = conn.getresponse()
-        if response.status != 200:
-            raise ScrapeError(f"HTTP {response.status} {response.reason}")
-        body = response.read(MAX_PAGE_BYTES + 1)
-        if len(body) > MAX_PAGE_BYTES:
-            raise ScrapeError(f"page larger than {MAX_PAGE_BYTES} bytes")
-        charset = response.headers.get_content_charset() or "utf-8"
-        return body.decode(charset, errors="replace")
-    except (OSError, http.client.HTTPException, LookupError) as err:
-        raise ScrapeError(f"{type(err).__name__}: {err}") from None
-    finally:
-        conn.close()
-
-
 def scrape(targets: Sequence[Target], timeout: float = 2.0, concurrency: int = 64) -> ScrapeResult:
     """Scrape every target concurrently; a target that fails is reported with its error, never read as zero."""
     readings: dict[str, PodMetrics] = {}
     errors: dict[str, str] = {}
-    if not targets:
-        return ScrapeResult(readings, errors)
-    # The threads only wait on sockets; pages are parsed here, one at a time, as they arrive. Parsing
-    # in 64 threads made them fight over the GIL: that fight cost more CPU than the parsing itself.
-    with ThreadPoolExecutor(max_workers=min(concurrency, len(targets))) as pool:
-        futures = {pool.submit(fetch_page, t.url, timeout): t.pod for t in targets}
-        for future in as_completed(futures):
-            pod = futures[future]
-            try:
-                readings[pod] = read_pod_text(future.result())
-            except (ExpositionError, MetricsIncomplete) as err:
-                errors[pod] = f"{pod}: {err}"
-            except ScrapeError as err:
-                errors[pod] = f"{pod}: scrape failed: {err}"
-            except Exception as err:  # noqa: BLE001 - one pod's fault stays with that pod
-                errors[pod] = f"{pod}: unreadable: {type(err).__name__}: {err}"
+    # One thread: the pages are parsed here as they arrive, while the other sockets fill.
+    for index, page in fetch_pages([t.url for t in targets], timeout, concurrency, MAX_PAGE_BYTES):
+        pod = targets[index].pod
+        if isinstance(page, FetchError):
+            errors[pod] = f"{pod}: scrape failed: {page}"
+            continue
+        try:
+            readings[pod] = read_pod_text(page)
+        except (ExpositionError, MetricsIncomplete) as err:
+            errors[pod] = f"{pod}: {err}"
+        except Exception as err:  # noqa: BLE001 - one pod's fault stays with that pod
+            errors[pod] = f"{pod}: unreadable: {type(err).__name__}: {err}"
     return ScrapeResult(readings, errors)

@@ -1,0 +1,194 @@
+"""The direct scraper's HTTP client against pods that misbehave the ways real ones do.
+
+Real sockets on loopback: each "pod" below is a listening socket whose answer is one fault. A
+fault stays with its pod (an error naming it), every other pod is read, and no pod can hold the
+tick past the timeout, not even one that keeps sending a byte at a time.
+"""
+
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from offhours.scripts.metrics import scrape as scrape_module
+from offhours.scripts.metrics.emulator import EmulatedServer
+from offhours.scripts.metrics.fetch import FetchError, fetch_pages
+from offhours.scripts.metrics.scrape import Target, scrape
+
+Behaviour = Callable[[socket.socket, threading.Event], None]
+
+
+def _page() -> bytes:
+    server = EmulatedServer(engines=2)
+    server.feed(120, 1200, 120, 60)
+    return server.render().encode()
+
+
+PAGE = _page()
+
+
+def _answer(head: str, body: bytes) -> Behaviour:
+    def behave(conn: socket.socket, stop: threading.Event) -> None:
+        conn.sendall(head.encode() + b"\r\n\r\n" + body)
+    return behave
+
+
+def _chunked(conn: socket.socket, stop: threading.Event) -> None:
+    thirds = [PAGE[:5000], PAGE[5000:5001], PAGE[5001:]]
+    body = b"".join(f"{len(c):x};note=x\r\n".encode() + c + b"\r\n" for c in thirds) + b"0\r\n\r\n"
+    conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Type: text/plain\r\n\r\n" + body)
+
+
+def _silent(conn: socket.socket, stop: threading.Event) -> None:
+    stop.wait()  # accepts, reads nothing, answers nothing: a hung process
+
+
+def _drip(conn: socket.socket, stop: threading.Event) -> None:
+    # A slow loris: a byte every 50 ms, each well inside any per-read timeout, never the whole page.
+    conn.sendall(f"HTTP/1.1 200 OK\r\nContent-Length: {len(PAGE)}\r\n\r\n".encode())
+    for byte in PAGE:
+        if stop.wait(0.05):
+            return
+        try:
+            conn.sendall(bytes([byte]))
+        except OSError:
+            return
+
+
+def _truncated(conn: socket.socket, stop: threading.Event) -> None:
+    # The pod dies mid-page, at a line boundary: what arrived parses, but it is not the page.
+    cut = PAGE.rindex(b"\n", 0, len(PAGE) // 2) + 1
+    conn.sendall(f"HTTP/1.1 200 OK\r\nContent-Length: {len(PAGE)}\r\n\r\n".encode() + PAGE[:cut])
+
+
+def _endless(conn: socket.socket, stop: threading.Event) -> None:
+    conn.sendall(b"HTTP/1.0 200 OK\r\n\r\n")
+    try:
+        while not stop.is_set():
+            conn.sendall(b"# filler " + b"x" * 1000 + b"\n")
+    except OSError:
+        return
+
+
+BEHAVIOURS: dict[str, Behaviour] = {
+    "ok": _answer(f"HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n"
+                  f"Content-Length: {len(PAGE)}", PAGE),
+    "ok-http10-until-close": _answer("HTTP/1.0 200 OK", PAGE),
+    "ok-chunked": _chunked,
+    "error-500": _answer("HTTP/1.1 500 Internal Server Error\r\nContent-Length: 4", b"oops"),
+    "not-http": _answer("SSH-2.0-OpenSSH_9.2", b""),
+    "silent": _silent,
+    "drip": _drip,
+    "truncated": _truncated,
+    "endless": _endless,
+}
+
+
+class Pods:
+    """One listening socket per behaviour; each connection gets its pod's behaviour in a thread."""
+
+    def __init__(self) -> None:
+        self.stop = threading.Event()
+        self.listeners: dict[str, socket.socket] = {}
+        self.threads: list[threading.Thread] = []
+
+    def add(self, name: str, behave: Behaviour) -> Target:
+        listener = socket.create_server(("127.0.0.1", 0))
+        listener.settimeout(0.2)
+        self.listeners[name] = listener
+        thread = threading.Thread(target=self._serve, args=(listener, behave), daemon=True)
+        thread.start()
+        self.threads.append(thread)
+        return Target(name, f"http://127.0.0.1:{listener.getsockname()[1]}/metrics")
+
+    def _serve(self, listener: socket.socket, behave: Behaviour) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            with conn:
+                try:
+                    conn.recv(65536)
+                    behave(conn, self.stop)
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self.stop.set()
+        for thread in self.threads:
+            thread.join(timeout=5)
+        for listener in self.listeners.values():
+            listener.close()
+
+
+@pytest.fixture
+def pods() -> Iterator[Pods]:
+    running = Pods()
+    yield running
+    running.close()
+
+
+def _refused_target() -> Target:
+    with socket.create_server(("127.0.0.1", 0)) as probe:
+        port = probe.getsockname()[1]
+    return Target("refused", f"http://127.0.0.1:{port}/metrics")  # nothing listens there any more
+
+
+def test_every_fault_stays_with_its_pod_and_none_holds_the_tick(pods: Pods, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(scrape_module, "MAX_PAGE_BYTES", 256 * 1024)
+    targets = [pods.add(name, behave) for name, behave in BEHAVIOURS.items()] + [_refused_target()]
+    timeout = 0.5
+    started = time.monotonic()
+    result = scrape(targets, timeout=timeout, concurrency=4)
+    elapsed = time.monotonic() - started
+
+    assert sorted(result.readings) == ["ok", "ok-chunked", "ok-http10-until-close"]
+    reference = result.readings["ok"]
+    assert result.readings["ok-chunked"] == reference and result.readings["ok-http10-until-close"] == reference
+    assert reference.engines == 2 and reference.requests_total == 120
+    errors = result.errors
+    assert sorted(errors) == ["drip", "endless", "error-500", "not-http", "refused", "silent", "truncated"]
+    assert errors["error-500"] == "error-500: scrape failed: HTTP 500 Internal Server Error"
+    assert errors["not-http"].startswith("not-http: scrape failed: not an HTTP response")
+    assert errors["refused"] == "refused: scrape failed: connection refused"
+    assert errors["silent"] == "silent: scrape failed: no whole answer in 0.5 s"
+    assert errors["drip"] == "drip: scrape failed: no whole answer in 0.5 s"
+    assert errors["truncated"].startswith("truncated: scrape failed: page truncated: ")
+    assert errors["endless"] == f"endless: scrape failed: page larger than {256 * 1024} bytes"
+    # The deadline is per page and whole: two rounds of 4 at most (10 targets), not a per-read timeout.
+    assert elapsed < 3 * timeout + 1.0, f"the scrape took {elapsed:.1f} s with a {timeout} s timeout"
+
+
+def test_a_page_in_a_charset_other_than_utf8_is_decoded_by_its_header(pods: Pods) -> None:
+    page = "# Zähler über alle Engines\n".encode("iso-8859-1") + PAGE
+    target = pods.add("latin1", _answer(f"HTTP/1.1 200 OK\r\nContent-Type: text/plain; charset=iso-8859-1\r\n"
+                                        f"Content-Length: {len(page)}", page))
+    [(index, text)] = list(fetch_pages([target.url], timeout=2.0, concurrency=1, max_bytes=1 << 20))
+    assert index == 0 and isinstance(text, str) and text.startswith("# Zähler über alle Engines\n")
+
+
+@pytest.mark.parametrize("body, problem", [
+    (b"5\r\nabcde\r\n0\r\n\r\n", None),
+    (b"-5\r\nabcde\r\n0\r\n\r\n", "bad chunked body: chunk size b'-5' is not hexadecimal"),
+    (b"1_0\r\nabcde\r\n0\r\n\r\n", "bad chunked body: chunk size b'1_0' is not hexadecimal"),
+    (b"9\r\nabcde\r\n0\r\n\r\n", "bad chunked body: a chunk is cut off"),
+    (b"5\r\nabcde\r\n", "bad chunked body: a chunk size line is cut off"),
+])
+def test_a_chunked_body_is_joined_or_refused_by_name(pods: Pods, body: bytes, problem: str | None) -> None:
+    target = pods.add("chunked", _answer("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked", body))
+    [(_, outcome)] = list(fetch_pages([target.url], timeout=2.0, concurrency=1, max_bytes=1 << 20))
+    assert (outcome == "abcde") if problem is None else (str(outcome) == problem and isinstance(outcome, FetchError))
+
+
+def test_an_address_that_does_not_resolve_is_named() -> None:
+    [(_, outcome)] = list(fetch_pages(["http://no-such-pod.invalid:8000/metrics"], 1.0, 1, 1 << 20))
+    assert isinstance(outcome, FetchError) and str(outcome).startswith("cannot resolve 'no-such-pod.invalid'")
+
+
+def test_no_targets_no_connections() -> None:
+    assert scrape([], timeout=0.1).readings == {}
