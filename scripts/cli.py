@@ -103,6 +103,16 @@ def _return_gpus(args: argparse.Namespace) -> int:
     return 0
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not 1 or more")
+    return value
+
+
 def _simulate(args: argparse.Namespace) -> int:
     import dataclasses
 
@@ -126,7 +136,7 @@ def _simulate(args: argparse.Namespace) -> int:
         fleet = dataclasses.replace(fleet, gpu_hour_price=args.price)
     for out in filter(None, (args.json, args.plot)):  # e.g. build/, which git ignores
         Path(out).parent.mkdir(parents=True, exist_ok=True)
-    result = simulate(trace, fleet, jobs)
+    result = simulate(trace, fleet, jobs, workers=args.workers)
     print(text_table(result, fleet.gpu_hour_price))
     if args.json:
         write_json(result, Path(args.json))
@@ -244,6 +254,8 @@ def parser() -> argparse.ArgumentParser:
     sim.add_argument("--price", type=float, help="GPU-hour price for the saving (default: the fleet's, 2.0)")
     sim.add_argument("--json", help="write the reports as JSON here")
     sim.add_argument("--plot", help="write a PNG of load, capacity in service and GPUs lent here")
+    sim.add_argument("--workers", type=_positive_int, help="processes for the services' replays (default: one per "
+                     "CPU for 8 services or more, else 1; the result is the same for any number)")
     sim.set_defaults(func=_simulate)
 
     rep = sub.add_parser("report", help="GPU-hours lent and used, jobs, preemptions and saving, per service and "

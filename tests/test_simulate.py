@@ -1,6 +1,7 @@
 """The simulator's accounting on hand-made traces with known answers, its references, and its inputs."""
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ from offhours.scripts.cli import main
 from offhours.scripts.policy.decide import ServiceState, decide
 from offhours.scripts.policy.forecast import forecast_required, history_ticks
 from offhours.scripts.simulate import engine as E
+from offhours.scripts.simulate import parallel
 from offhours.scripts.simulate.fleet import (
     FleetError,
     JobSpec,
@@ -302,3 +304,29 @@ def test_trend_term_reclaims_the_rise_it_extrapolates_at_the_first_tick() -> Non
     sim = run(trace_of([2.0] * 30 + [6.0] * 30), fleet_of(trend=True), jobs_of(*[(1, 100, 30)] * 8))
     level = lent(sim)
     assert level[29] == 8 and level[31] == 0
+
+
+def test_replays_in_two_processes_give_exactly_the_one_process_result() -> None:
+    trace = two_days()
+    fleet = default_fleet(trace, services=6, replicas_per_service=8)
+    jobs = generated_jobs(fleet, per_service=20)
+    one = simulate(trace, fleet, jobs, workers=1)
+    two = simulate(trace, fleet, jobs, workers=2)
+    assert one.reports == two.reports
+    assert one.reports["gate"].preemptions > 0 and one.reports["gate"].gpu_hours_lent > 0  # a replay with work in it
+    assert one.series.keys() == two.series.keys()
+    assert all(np.array_equal(one.series[k], two.series[k]) for k in one.series)
+
+
+def test_the_pool_is_used_only_for_enough_replays(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(parallel, "available_cpus", lambda: 2)
+    assert parallel.map_replays(lambda i: (i, os.getpid()), 3) == [(i, os.getpid()) for i in range(3)]
+    pids = [pid for _, pid in parallel.map_replays(lambda i: (i, os.getpid()), parallel.MIN_PARALLEL_REPLAYS)]
+    assert os.getpid() not in pids and len(pids) == parallel.MIN_PARALLEL_REPLAYS
+
+
+@pytest.mark.parametrize("value, problem", [("0", "0 is not 1 or more"), ("two", "'two' is not a whole number")])
+def test_cli_refuses_a_bad_worker_count(value: str, problem: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["simulate", "--workers", value])
+    assert exit_info.value.code == 2 and f"argument --workers: {problem}" in capsys.readouterr().err

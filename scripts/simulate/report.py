@@ -25,7 +25,8 @@ from offhours.scripts.simulate.engine import (
     service_demand,
     service_rates,
 )
-from offhours.scripts.simulate.fleet import Fleet, JobSpec
+from offhours.scripts.simulate.fleet import Fleet, JobSpec, ServiceSpec
+from offhours.scripts.simulate.parallel import map_replays
 from offhours.scripts.trace import Trace
 
 MODES = ("gate", "fixed-window", "reference", "oracle")
@@ -111,7 +112,19 @@ def queue_delays(demand: np.ndarray, capacity: np.ndarray) -> np.ndarray:
     return np.maximum(delays, 0.0)
 
 
-def _run_mode(trace: Trace, fleet: Fleet, jobs: list[JobSpec], mode: str,
+Replay = tuple[list[tuple[float, int]], list[tuple[float, int]], list[SimJob]]
+
+
+def _replay(trace: Trace, fleet: Fleet, spec: ServiceSpec, jobs: list[JobSpec], mode: str) -> Replay:
+    """Replay one service in one mode with its jobs; return its capacity and lent events and its jobs."""
+    sim = ServiceSim(spec, fleet, service_rates(trace, spec), [SimJob(j) for j in jobs])
+    sim.run(GateController(sim) if mode == "gate" else FixedWindowController(sim))
+    for job in sim.jobs:  # the planner's views of the job: needed during the replay only
+        job.parked_view = job.admitted_view = None
+    return sim.capacity_events, sim.lent_events, sim.jobs
+
+
+def _run_mode(trace: Trace, fleet: Fleet, mode: str, replays: list[Replay],
               delay_target: float) -> tuple[ModeReport, dict[str, np.ndarray]]:
     minutes, hours = trace.minutes, trace.minutes / 60.0
     lent_gpu = np.zeros(minutes)
@@ -122,19 +135,14 @@ def _run_mode(trace: Trace, fleet: Fleet, jobs: list[JobSpec], mode: str,
     delays: list[float] = []
     fleet_delay = np.zeros(minutes)
     per_service: dict[str, dict[str, float]] = {}
-    jobs_of: dict[str, list[SimJob]] = {spec.name: [] for spec in fleet.services}
-    for job in jobs:
-        if job.service in jobs_of:
-            jobs_of[job.service].append(SimJob(job))
-    for spec in fleet.services:
+    for spec, (capacity_events, lent_events, jobs) in zip(fleet.services, replays):
         gpus = spec.policy.gpus_per_replica
-        sim = ServiceSim(spec, fleet, service_rates(trace, spec), jobs_of[spec.name])
-        sim.run(GateController(sim) if mode == "gate" else FixedWindowController(sim))
-        capacity = events_to_array(sim.capacity_events, spec.baseline, minutes)
-        lent = events_to_array(sim.lent_events, 0, minutes)
-        short = sim.demand > capacity + 1e-9
+        demand = service_demand(service_rates(trace, spec), spec)
+        capacity = events_to_array(capacity_events, spec.baseline, minutes)
+        lent = events_to_array(lent_events, 0, minutes)
+        short = demand > capacity + 1e-9
         slo += int(short.sum())
-        wait = queue_delays(sim.demand, capacity)
+        wait = queue_delays(demand, capacity)
         fleet_delay = np.maximum(fleet_delay, wait)
         per_service[spec.name] = {
             "gpu_hours_lent": float(lent.sum()) * gpus / 60.0, "slo_minutes": int(short.sum()),
@@ -142,11 +150,11 @@ def _run_mode(trace: Trace, fleet: Fleet, jobs: list[JobSpec], mode: str,
             "delay_p99_seconds": float(np.percentile(wait, 99)), "delay_worst_seconds": float(wait.max()),
         }
         if short.any():
-            worst = max(worst, float(np.max((sim.demand[short] - capacity[short]) / sim.demand[short])))
-        delays += restore_delays(sim.demand, capacity, spec.policy.headroom, spec.baseline)
+            worst = max(worst, float(np.max((demand[short] - capacity[short]) / demand[short])))
+        delays += restore_delays(demand, capacity, spec.policy.headroom, spec.baseline)
         lent_gpu += lent * gpus
         capacity_gpu += capacity * gpus
-        all_jobs += sim.jobs
+        all_jobs += jobs
     gpu_h = float(lent_gpu.sum()) / 60.0
     used = sum(j.gpu_minutes_used for j in all_jobs) / 60.0
     gpus_of = {s.name: s.policy.gpus_per_replica for s in fleet.services}
@@ -176,15 +184,31 @@ def _run_mode(trace: Trace, fleet: Fleet, jobs: list[JobSpec], mode: str,
     return report, {"lent": lent_gpu, "capacity": capacity_gpu}
 
 
-def simulate(trace: Trace, fleet: Fleet, jobs: list[JobSpec], modes: tuple[str, ...] = MODES) -> Simulation:
-    """Replay `trace` through the gate, the fixed window and both oracles on the same fleet and jobs."""
+def simulate(trace: Trace, fleet: Fleet, jobs: list[JobSpec], modes: tuple[str, ...] = MODES,
+             workers: int | None = None) -> Simulation:
+    """Replay `trace` through the gate, the fixed window and both oracles on the same fleet and jobs.
+
+    The services' replays run in up to `workers` processes (None: as `map_replays` chooses); the
+    result is the same for any number.
+    """
     reports: dict[str, ModeReport] = {}
     series: dict[str, np.ndarray] = {}
     target = fleet.delay_target_seconds
-    for mode in ("gate", "fixed-window"):
-        if mode in modes:
-            reports[mode], mode_series = _run_mode(trace, fleet, jobs, mode, target)
-            series.update({f"{mode}:{k}": v for k, v in mode_series.items()})
+    replayed = [mode for mode in ("gate", "fixed-window") if mode in modes]
+    n = len(fleet.services)
+    jobs_of: dict[str, list[JobSpec]] = {spec.name: [] for spec in fleet.services}
+    for job in jobs:
+        if job.service in jobs_of:
+            jobs_of[job.service].append(job)
+    services = fleet.services
+
+    def replay(k: int) -> Replay:
+        return _replay(trace, fleet, services[k % n], jobs_of[services[k % n].name], replayed[k // n])
+
+    done = map_replays(replay, len(replayed) * n, workers)
+    for m, mode in enumerate(replayed):
+        reports[mode], mode_series = _run_mode(trace, fleet, mode, done[m * n:(m + 1) * n], target)
+        series.update({f"{mode}:{k}": v for k, v in mode_series.items()})
     oracle_gpu, reference_gpu, demand_gpu = np.zeros(trace.minutes), np.zeros(trace.minutes), np.zeros(trace.minutes)
     for spec in fleet.services:
         demand = service_demand(service_rates(trace, spec), spec)
