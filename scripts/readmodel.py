@@ -393,7 +393,7 @@ def job_view(wf: Mapping[str, Any]) -> JobView | None:
         cancelled=parse_time(annotations.get(A_CANCELLED)), last_checkpoint=parse_time(annotations.get(A_CHECKPOINT)),
         preemptions=max(0, _int(annotations.get(A_PREEMPTIONS), 0) or 0), priority=_int(annotations.get(A_PRIORITY), 0) or 0,
         gpu_seconds=gpu_seconds, copy_of=labels.get(L_COPY_OF), parked_from=annotations.get(A_PARKED_FROM),
-        position=position if position is not None and position >= 1 else None,
+        position=position if position is not None and position >= 0 else None,
         reason=annotations.get(A_REASON) if state == WAITING and annotations.get(A_REASON) else None,
         user=labels.get(L_CREATOR) or labels.get(L_USER) or "unknown", labels=labels,
     )
@@ -421,12 +421,21 @@ def computed_reason(job: JobView, service: ServiceView | None, position: int) ->
     return head
 
 
+def _outside_queue(job: JobView) -> bool:
+    """Whether the gate wrote that this job is outside the queue (position 0, with its reason).
+
+    A copy whose original has not stopped yet waits outside the queue; a 0 without the gate's
+    reason is not trusted (a tenant may write the annotation) and the position is computed.
+    """
+    return job.position == 0 and job.reason is not None
+
+
 def _queue(jobs: list[JobView], services: Mapping[str, ServiceView]) -> list[JobView]:
     """Fill in queue positions and reasons of waiting jobs (the gate's when written, else computed)."""
     out: list[JobView] = []
     waiting: dict[tuple[str, str], list[JobView]] = {}
     for job in jobs:
-        if job.state == WAITING:
+        if job.state == WAITING and not _outside_queue(job):
             waiting.setdefault((job.namespace, job.service), []).append(job)
     order: dict[str, int] = {}
     for queue in waiting.values():
@@ -438,7 +447,7 @@ def _queue(jobs: list[JobView], services: Mapping[str, ServiceView]) -> list[Job
         if job.state != WAITING:
             out.append(job)
             continue
-        position = job.position or order[job.uid or job.name]
+        position = 0 if _outside_queue(job) else job.position or order[job.uid or job.name]
         if job.reason:
             out.append(dataclasses.replace(job, position=position))
         else:

@@ -69,7 +69,7 @@ def run_record(run: RunView, pool: Pool) -> dict[str, Any]:
     """One run as JSON (`-o json`)."""
     c = run.current
     return {"name": run.name, "runId": run.run_id, "namespace": run.namespace, "service": run.service,
-            "state": run.state, "queuePosition": c.position if c.state == WAITING else None,
+            "state": run.state, "queuePosition": (c.position or None) if c.state == WAITING else None,
             "reason": c.reason if c.state == WAITING else None, "reasonComputed": c.reason_computed,
             "replicas": c.replicas, "gpus": gpus_of(run, pool), "submittedAt": _iso(run.submitted),
             "admittedAt": _iso(c.admitted), "lastCheckpoint": _iso(run.last_checkpoint), "preemptions": run.preemptions,

@@ -104,7 +104,8 @@ junk = st.one_of(st.text(max_size=12), st.integers(-5, 10**6).map(str), st.sampl
                        st.builds(lambda b, r: json.dumps({"baseline": b, "lastDecision": {"required": r}}), junk, junk)))
 def test_tenant_junk_never_breaks_the_pool(labels, annotations, state):
     """Whatever a tenant writes on its workflow, and whatever the state holds, the pool is built; each
-    waiting job has a position >= 1 and a non-empty reason, and no count is negative."""
+    waiting job has a non-empty reason and a position >= 1, or 0 (outside the queue) only beside a
+    reason the gate wrote; and no count is negative."""
     wf = workflow("w", "chat", 1, "parked", suspend=True)
     wf["metadata"]["labels"].update(labels)
     wf["metadata"]["labels"]["offhours.io/service"] = "chat"
@@ -113,6 +114,20 @@ def test_tenant_junk_never_breaks_the_pool(labels, annotations, state):
     for job in p.jobs:
         assert job.replicas >= 0 and job.preemptions >= 0 and (job.gpu_seconds or 0) >= 0
         if job.state == "waiting":
-            assert job.position is not None and job.position >= 1 and job.reason
+            assert job.position is not None and job.reason
+            assert job.position >= 1 or (job.position == 0 and not job.reason_computed)
     for s in p.services:
         assert s.lendable is None or s.lendable >= 0
+
+
+def test_a_copy_outside_the_queue_keeps_the_gate_position_zero_and_its_reason():
+    """The gate writes position 0 for a parked copy whose original has not stopped yet: no queue place is shown."""
+    cms, deps, _ = lending_pool()
+    copy = workflow("train-p1", "chat", 2, "parked", suspend=True)
+    copy["metadata"]["annotations"] = {"offhours.io/queue-position": "0",
+                                       "offhours.io/waiting-reason": "waiting: its original train has not stopped yet"}
+    other = workflow("eval", "chat", 2, "parked", suspend=True)
+    p = build_pool(cms, deps, [copy, other], SERVING, NOW)
+    held, queued = p.find("train-p1").current, p.find("eval").current
+    assert (held.position, held.reason, held.reason_computed) == (0, "waiting: its original train has not stopped yet", False)
+    assert (queued.position, queued.reason_computed) == (1, True)  # the only job in the queue
