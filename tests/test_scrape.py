@@ -79,6 +79,7 @@ BEHAVIOURS: dict[str, Behaviour] = {
     "ok-chunked": _chunked,
     "error-500": _answer("HTTP/1.1 500 Internal Server Error\r\nContent-Length: 4", b"oops"),
     "not-http": _answer("SSH-2.0-OpenSSH_9.2", b""),
+    "closed": lambda conn, stop: None,  # reads the request, closes without a word
     "silent": _silent,
     "drip": _drip,
     "truncated": _truncated,
@@ -152,7 +153,8 @@ def test_every_fault_stays_with_its_pod_and_none_holds_the_tick(pods: Pods, monk
     assert result.readings["ok-chunked"] == reference and result.readings["ok-http10-until-close"] == reference
     assert reference.engines == 2 and reference.requests_total == 120
     errors = result.errors
-    assert sorted(errors) == ["drip", "endless", "error-500", "not-http", "refused", "silent", "truncated"]
+    assert sorted(errors) == ["closed", "drip", "endless", "error-500", "not-http", "refused", "silent", "truncated"]
+    assert errors["closed"] == "closed: scrape failed: connection closed before an answer"
     assert errors["error-500"] == "error-500: scrape failed: HTTP 500 Internal Server Error"
     assert errors["not-http"].startswith("not-http: scrape failed: not an HTTP response")
     assert errors["refused"] == "refused: scrape failed: connection refused"
@@ -160,7 +162,7 @@ def test_every_fault_stays_with_its_pod_and_none_holds_the_tick(pods: Pods, monk
     assert errors["drip"] == "drip: scrape failed: no whole answer in 0.5 s"
     assert errors["truncated"].startswith("truncated: scrape failed: page truncated: ")
     assert errors["endless"] == f"endless: scrape failed: page larger than {256 * 1024} bytes"
-    # The deadline is per page and whole: two rounds of 4 at most (10 targets), not a per-read timeout.
+    # The deadline is per page and whole: three rounds of 4 at most (11 targets), not a per-read timeout.
     assert elapsed < 3 * timeout + 1.0, f"the scrape took {elapsed:.1f} s with a {timeout} s timeout"
 
 
@@ -185,9 +187,16 @@ def test_a_chunked_body_is_joined_or_refused_by_name(pods: Pods, body: bytes, pr
     assert (outcome == "abcde") if problem is None else (str(outcome) == problem and isinstance(outcome, FetchError))
 
 
-def test_an_address_that_does_not_resolve_is_named() -> None:
-    [(_, outcome)] = list(fetch_pages(["http://no-such-pod.invalid:8000/metrics"], 1.0, 1, 1 << 20))
-    assert isinstance(outcome, FetchError) and str(outcome).startswith("cannot resolve 'no-such-pod.invalid'")
+@pytest.mark.parametrize("url, problem", [
+    ("http://no-such-pod.invalid:8000/metrics", "cannot resolve 'no-such-pod.invalid'"),
+    ("http://10.0.0.1:99999/metrics", "bad URL 'http://10.0.0.1:99999/metrics': Port out of range"),
+    ("http://:8000/metrics", "bad URL 'http://:8000/metrics': no host"),
+])
+def test_an_address_that_cannot_be_reached_is_named_and_the_others_are_read(pods: Pods, url: str, problem: str) -> None:
+    good = pods.add("ok", BEHAVIOURS["ok"])
+    outcomes = dict(fetch_pages([url, good.url], 1.0, 2, 1 << 20))
+    assert isinstance(outcomes[0], FetchError) and str(outcomes[0]).startswith(problem)
+    assert outcomes[1] == PAGE.decode()
 
 
 def test_no_targets_no_connections() -> None:

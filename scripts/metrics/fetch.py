@@ -90,9 +90,13 @@ def fetch_pages(urls: Sequence[str], timeout: float, concurrency: int,
 
 
 def _connect(index: int, url: str, deadline: float) -> _Exchange:
-    parts = urlsplit(url)
-    host = unquote(parts.hostname or "")
-    port = parts.port or 80
+    try:
+        parts = urlsplit(url)
+        host, port = unquote(parts.hostname or ""), parts.port or 80
+    except ValueError as err:  # a port out of range, a bracket not closed
+        raise FetchError(f"bad URL {url!r}: {err}") from None
+    if not host:
+        raise FetchError(f"bad URL {url!r}: no host")
     try:
         # Pods are addressed by IP: resolving a literal (a zone index too) never waits on DNS.
         address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_NUMERICHOST)[0]
@@ -166,6 +170,8 @@ def _is_whole(exchange: _Exchange) -> bool:
 def _page(exchange: _Exchange, max_bytes: int) -> str | FetchError:
     """Check the whole answer and return its body as text, or what is wrong with it."""
     raw = bytes(exchange.received)
+    if not raw:
+        return FetchError("connection closed before an answer")
     head, separator, body = raw.partition(b"\r\n\r\n")
     lines = head.split(b"\r\n")
     status = _STATUS_LINE.fullmatch(lines[0])
