@@ -11,6 +11,8 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from offhours.scripts.metrics import scrape as scrape_module
 from offhours.scripts.metrics.emulator import EmulatedServer
@@ -201,3 +203,75 @@ def test_an_address_that_cannot_be_reached_is_named_and_the_others_are_read(pods
 
 def test_no_targets_no_connections() -> None:
     assert scrape([], timeout=0.1).readings == {}
+
+
+class _Scripted:
+    """One listening socket that answers each connection with the next script: (pieces of bytes, pause between)."""
+
+    def __init__(self) -> None:
+        self.script: tuple[list[bytes], float] = ([], 0.0)
+        self.pods = Pods()
+        self.target = self.pods.add("scripted", self._behave)
+
+    def _behave(self, conn: socket.socket, stop: threading.Event) -> None:
+        pieces, pause = self.script
+        for piece in pieces:
+            conn.sendall(piece)
+            if pause:
+                time.sleep(pause)
+
+
+@pytest.fixture(scope="module")
+def scripted() -> Iterator[_Scripted]:
+    server = _Scripted()
+    yield server
+    server.pods.close()
+
+
+def _split(data: bytes, cuts: list[int]) -> list[bytes]:
+    points = sorted({c % (len(data) + 1) for c in cuts} | {0, len(data)})
+    return [data[a:b] for a, b in zip(points, points[1:])]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=st.binary(max_size=3000), framing=st.sampled_from(["length", "chunked", "close"]),
+       cuts=st.lists(st.integers(0, 10_000), max_size=6))
+def test_a_well_formed_answer_split_anywhere_reads_exactly_its_body(scripted: _Scripted, body: bytes, framing: str,
+                                                                    cuts: list[int]) -> None:
+    """However the network cuts an answer into pieces, and however it is framed, the page is its body."""
+    if framing == "length":
+        raw = f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body
+    elif framing == "chunked":
+        chunks = _split(body, cuts[::-1])
+        raw = (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+               + b"".join(f"{len(c):X}\r\n".encode() + c + b"\r\n" for c in chunks if c) + b"0\r\n\r\n")
+    else:
+        raw = b"HTTP/1.0 200 OK\r\n\r\n" + body
+    scripted.script = (_split(raw, cuts), 0.002)
+    [(_, page)] = list(fetch_pages([scripted.target.url], 5.0, 1, 1 << 20))
+    assert page == body.decode("utf-8", errors="replace")
+
+
+_HEADS = [b"HTTP/1.1 200 OK\r\n", b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n",
+          b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", b"HTTP/1.1 302 Found\r\n\r\n",
+          b"HTTP/1.1 200 OK\r\nContent-Type: x;charset=nope\r\n\r\n"]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(raw=st.one_of(st.binary(max_size=400),
+                     st.builds(lambda head, rest: head + rest, st.sampled_from(_HEADS), st.binary(max_size=200))))
+def test_any_bytes_answer_give_a_page_or_a_named_error_never_an_exception(scripted: _Scripted, raw: bytes) -> None:
+    """A proxy, a port reused by another program, a broken server: whatever comes back, one outcome per pod."""
+    scripted.script = ([raw], 0.0)
+    [(index, outcome)] = list(fetch_pages([scripted.target.url], 2.0, 1, 1 << 20))
+    assert index == 0 and isinstance(outcome, (str, FetchError))
+    if isinstance(outcome, str):
+        assert raw.startswith((b"HTTP/1.0 200", b"HTTP/1.1 200"))
+
+
+def test_a_chunk_whose_data_looks_like_the_last_chunk_is_not_taken_for_the_end(scripted: _Scripted) -> None:
+    data = b"x\r\n0\r\n"  # a chunk's data that, with the chunk's own CRLF, ends like the last chunk
+    head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+    scripted.script = ([head + b"6\r\n" + data + b"\r\n", b"2\r\nyz\r\n0\r\n\r\n"], 0.05)
+    [(_, page)] = list(fetch_pages([scripted.target.url], 5.0, 1, 1 << 20))
+    assert page == "x\r\n0\r\nyz"

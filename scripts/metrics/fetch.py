@@ -163,7 +163,13 @@ def _is_whole(exchange: _Exchange) -> bool:
             elif name == b"transfer-encoding" and b"chunked" in value.lower():
                 exchange.chunked = True
     if exchange.chunked:
-        return received.endswith(b"\r\n0\r\n\r\n")
+        if not received.endswith(b"\r\n0\r\n\r\n"):
+            return False
+        try:  # the bytes of a last chunk can also end a chunk's data: whole only if the chunks add up
+            _dechunk(bytes(received[exchange.body_start:]))
+        except ValueError:
+            return False
+        return True
     return exchange.content_length is not None and len(received) - exchange.body_start >= exchange.content_length
 
 
