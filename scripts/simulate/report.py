@@ -112,49 +112,58 @@ def queue_delays(demand: np.ndarray, capacity: np.ndarray) -> np.ndarray:
     return np.maximum(delays, 0.0)
 
 
-Replay = tuple[list[tuple[float, int]], list[tuple[float, int]], list[SimJob]]
+@dataclass
+class ServiceRun:
+    """One service's replay in one mode, with what the report needs of it (computed where it was replayed)."""
+
+    capacity_events: list[tuple[float, int]]
+    lent_events: list[tuple[float, int]]
+    jobs: list[SimJob]
+    wait: np.ndarray  # queueing delay each minute, seconds
+    stats: dict[str, float]  # the service's line in the report's per-service table
+    worst_shortfall: float  # the largest share of demand above capacity in one minute
+    restore_delays: list[float]
 
 
-def _replay(trace: Trace, fleet: Fleet, spec: ServiceSpec, jobs: list[JobSpec], mode: str) -> Replay:
-    """Replay one service in one mode with its jobs; return its capacity and lent events and its jobs."""
+def _replay(trace: Trace, fleet: Fleet, spec: ServiceSpec, jobs: list[JobSpec], mode: str) -> ServiceRun:
+    """Replay one service in one mode with its jobs, and account for it."""
     sim = ServiceSim(spec, fleet, service_rates(trace, spec), [SimJob(j) for j in jobs])
     sim.run(GateController(sim) if mode == "gate" else FixedWindowController(sim))
     for job in sim.jobs:  # the planner's views of the job: needed during the replay only
         job.parked_view = job.admitted_view = None
-    return sim.capacity_events, sim.lent_events, sim.jobs
+    demand, minutes = sim.demand, trace.minutes
+    capacity = events_to_array(sim.capacity_events, spec.baseline, minutes)
+    lent = events_to_array(sim.lent_events, 0, minutes)
+    short = demand > capacity + 1e-9
+    wait = queue_delays(demand, capacity)
+    stats = {
+        "gpu_hours_lent": float(lent.sum()) * spec.policy.gpus_per_replica / 60.0, "slo_minutes": int(short.sum()),
+        "delay_minutes": int((wait > fleet.delay_target_seconds).sum()),
+        "delay_p99_seconds": float(np.percentile(wait, 99)), "delay_worst_seconds": float(wait.max()),
+    }
+    worst = float(np.max((demand[short] - capacity[short]) / demand[short])) if short.any() else 0.0
+    return ServiceRun(sim.capacity_events, sim.lent_events, sim.jobs, wait, stats, worst,
+                      restore_delays(demand, capacity, spec.policy.headroom, spec.baseline))
 
 
-def _run_mode(trace: Trace, fleet: Fleet, mode: str, replays: list[Replay],
-              delay_target: float) -> tuple[ModeReport, dict[str, np.ndarray]]:
+def _run_mode(trace: Trace, fleet: Fleet, mode: str, runs: list[ServiceRun]) -> tuple[ModeReport, dict[str, np.ndarray]]:
     minutes, hours = trace.minutes, trace.minutes / 60.0
+    delay_target = fleet.delay_target_seconds
     lent_gpu = np.zeros(minutes)
     capacity_gpu = np.zeros(minutes)
     all_jobs: list[SimJob] = []
-    slo = 0
-    worst = 0.0
     delays: list[float] = []
     fleet_delay = np.zeros(minutes)
-    per_service: dict[str, dict[str, float]] = {}
-    for spec, (capacity_events, lent_events, jobs) in zip(fleet.services, replays):
+    for spec, run in zip(fleet.services, runs):
         gpus = spec.policy.gpus_per_replica
-        demand = service_demand(service_rates(trace, spec), spec)
-        capacity = events_to_array(capacity_events, spec.baseline, minutes)
-        lent = events_to_array(lent_events, 0, minutes)
-        short = demand > capacity + 1e-9
-        slo += int(short.sum())
-        wait = queue_delays(demand, capacity)
-        fleet_delay = np.maximum(fleet_delay, wait)
-        per_service[spec.name] = {
-            "gpu_hours_lent": float(lent.sum()) * gpus / 60.0, "slo_minutes": int(short.sum()),
-            "delay_minutes": int((wait > delay_target).sum()),
-            "delay_p99_seconds": float(np.percentile(wait, 99)), "delay_worst_seconds": float(wait.max()),
-        }
-        if short.any():
-            worst = max(worst, float(np.max((demand[short] - capacity[short]) / demand[short])))
-        delays += restore_delays(demand, capacity, spec.policy.headroom, spec.baseline)
-        lent_gpu += lent * gpus
-        capacity_gpu += capacity * gpus
-        all_jobs += jobs
+        lent_gpu += events_to_array(run.lent_events, 0, minutes) * gpus
+        capacity_gpu += events_to_array(run.capacity_events, spec.baseline, minutes) * gpus
+        np.maximum(fleet_delay, run.wait, out=fleet_delay)
+        delays += run.restore_delays
+        all_jobs += run.jobs
+    slo = sum(int(run.stats["slo_minutes"]) for run in runs)
+    worst = max((run.worst_shortfall for run in runs), default=0.0)
+    per_service = {spec.name: run.stats for spec, run in zip(fleet.services, runs)}
     gpu_h = float(lent_gpu.sum()) / 60.0
     used = sum(j.gpu_minutes_used for j in all_jobs) / 60.0
     gpus_of = {s.name: s.policy.gpus_per_replica for s in fleet.services}
@@ -202,12 +211,12 @@ def simulate(trace: Trace, fleet: Fleet, jobs: list[JobSpec], modes: tuple[str, 
             jobs_of[job.service].append(job)
     services = fleet.services
 
-    def replay(k: int) -> Replay:
+    def replay(k: int) -> ServiceRun:
         return _replay(trace, fleet, services[k % n], jobs_of[services[k % n].name], replayed[k // n])
 
     done = map_replays(replay, len(replayed) * n, workers)
     for m, mode in enumerate(replayed):
-        reports[mode], mode_series = _run_mode(trace, fleet, mode, done[m * n:(m + 1) * n], target)
+        reports[mode], mode_series = _run_mode(trace, fleet, mode, done[m * n:(m + 1) * n])
         series.update({f"{mode}:{k}": v for k, v in mode_series.items()})
     oracle_gpu, reference_gpu, demand_gpu = np.zeros(trace.minutes), np.zeros(trace.minutes), np.zeros(trace.minutes)
     for spec in fleet.services:
