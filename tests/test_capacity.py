@@ -1,5 +1,6 @@
 """The capacity model, dimension by dimension: every modelled rate can set the need, none is ignored."""
 
+import math
 from dataclasses import replace
 
 import numpy as np
@@ -7,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from offhours.scripts.policy.capacity import Load, replicas_needed, required_replicas
+from offhours.scripts.policy.capacity import Load, replicas_needed, replicas_with_headroom, required_replicas
 from offhours.scripts.policy.config import Capacity, ServicePolicy
 
 ALL = Capacity(requests_per_second=10, prompt_tokens_per_second=1000, generation_tokens_per_second=500)
@@ -82,3 +83,29 @@ def test_queue_guard_needs_a_replica_in_service_to_measure_against() -> None:
     assert required_replicas(load(waiting=3), no_minimum, in_service=0) == 0
     assert required_replicas(load(waiting=3), no_minimum, in_service=1) == 0
     assert required_replicas(load(waiting=6), no_minimum, in_service=1) == 2
+
+
+_RATE = st.one_of(st.floats(min_value=0.0, max_value=1e12), st.sampled_from([math.nan, math.inf, 0.0]))
+
+
+@given(rates=st.lists(st.tuples(_RATE, _RATE, _RATE), min_size=1, max_size=8),
+       headroom=st.floats(min_value=0.0, max_value=3.0), min_replicas=st.integers(0, 4),
+       dims=st.tuples(st.booleans(), st.booleans(), st.booleans()))
+def test_one_tick_and_a_whole_trace_take_the_same_replicas(rates: list[tuple[float, float, float]], headroom: float,
+                                                         min_replicas: int, dims: tuple[bool, bool, bool]) -> None:
+    """The gate computes one tick's need from floats, the simulator a whole trace's from arrays: the
+    same numbers, NaN included (a NaN need is never a number of replicas), whichever dimensions are modelled."""
+    cap = Capacity(*(value if on else None for value, on in zip((10.0, 1000.0, 500.0), dims)))
+    policy = replace(POLICY, capacity=cap, headroom=headroom, min_replicas=min_replicas)
+    columns = [np.array(column) for column in zip(*rates)]
+    with np.errstate(invalid="ignore"):  # an infinite rate times 0 is NaN, as intended
+        need_array = replicas_needed(*columns, cap)
+        whole_array = replicas_with_headroom(need_array, policy)
+    for k, (rps, prompt, gen) in enumerate(rates):
+        need = replicas_needed(rps, prompt, gen, cap)
+        assert need == need_array[k] or (math.isnan(need) and math.isnan(need_array[k]))
+        if math.isfinite(need_array[k]):
+            assert replicas_with_headroom(need, policy) == whole_array[k]
+        else:
+            with pytest.raises((ValueError, OverflowError)):
+                int(replicas_with_headroom(need, policy))

@@ -1,5 +1,6 @@
 """The capacity model: how many replicas a service needs for its load, with headroom."""
 
+import math
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -40,14 +41,21 @@ def replicas_needed(request_rate: Rate, prompt_token_rate: Rate, generation_toke
 
     The gate calls it with one tick's rates; the simulator with a whole trace at once.
     """
+    # NumPy's maximum on arrays; on one tick's floats the same rule without a ufunc call per term.
+    maximum = np.maximum if isinstance(request_rate, np.ndarray) else _maximum
     need = request_rate * 0.0
     if cap.requests_per_second:
-        need = np.maximum(need, request_rate / cap.requests_per_second)
+        need = maximum(need, request_rate / cap.requests_per_second)
     if cap.prompt_tokens_per_second:
-        need = np.maximum(need, prompt_token_rate / cap.prompt_tokens_per_second)
+        need = maximum(need, prompt_token_rate / cap.prompt_tokens_per_second)
     if cap.generation_tokens_per_second:
-        need = np.maximum(need, generation_token_rate / cap.generation_tokens_per_second)
+        need = maximum(need, generation_token_rate / cap.generation_tokens_per_second)
     return need
+
+
+def _maximum(a: float, b: float) -> float:
+    """Return the larger of two floats, NaN if either is NaN (as `np.maximum`)."""
+    return a if a > b or a != a else b
 
 
 def replicas_for_rates(load: Load, policy: ServicePolicy) -> float:
@@ -60,7 +68,9 @@ def replicas_with_headroom(need: Rate, policy: ServicePolicy) -> Rate:
 
     Works on one need or a numpy array of them (the simulator precomputes every tick at once).
     """
-    return np.maximum(np.ceil(need * (1.0 + policy.headroom) - 1e-9), policy.min_replicas)
+    if isinstance(need, np.ndarray):
+        return np.maximum(np.ceil(need * (1.0 + policy.headroom) - 1e-9), policy.min_replicas)
+    return max(float(math.ceil(need * (1.0 + policy.headroom) - 1e-9)), float(policy.min_replicas))
 
 
 def required_replicas(load: Load, policy: ServicePolicy, in_service: int) -> int:

@@ -189,7 +189,9 @@ class ServiceSim:
         # The fractional replicas those rates need (before headroom): what the look-ahead terms read.
         self.needs = np.asarray(replicas_needed(self.window_rates[0], self.window_rates[1], self.window_rates[2],
                                                 policy.capacity), dtype=np.float64)
-        self._demand_before = self.demand[self.ticks - 1]
+        # Per tick as Python numbers: `load_at` reads one tick at a time.
+        self._rates_at = self.window_rates.T.tolist()
+        self._demand_before = self.demand[self.ticks - 1].tolist()
         self.ready = self.spec.baseline
         self.incoming = sorted(self.jobs, key=lambda j: (j.spec.submit_minute, -j.spec.priority))
         for job in self.jobs:  # the planner's views of it are built by this service as they are needed
@@ -237,10 +239,10 @@ class ServiceSim:
 
     def load_at(self, i: int) -> Load:
         """Return the load the gate reads at tick i: the window's rates, and the queue when capacity is short."""
-        rps, prompt, gen = self.window_rates[:, i].tolist()
+        rps, prompt, gen = self._rates_at[i]
         cap = self.spec.policy.capacity
         # Requests beyond the capacity in service queue up: what vllm:num_requests_waiting shows.
-        waiting = max(0.0, self._demand_before.item(i) - self.ready) * (cap.requests_per_second or 1.0) * 60.0
+        waiting = max(0.0, self._demand_before[i] - self.ready) * (cap.requests_per_second or 1.0) * 60.0
         pods = max(self.ready, 1)
         return Load(rps, prompt, gen, running=rps, waiting=waiting, kv_cache_usage=0.0, pods_read=pods,
                     pods_expected=pods)
@@ -441,7 +443,11 @@ class GateController:
         # The window at tick i holds ticks i-floor(ratio)..i; it is covered from tick ceil(ratio) on.
         span, first = math.floor(ratio + 1e-9), math.ceil(ratio - 1e-9)
         padded = np.concatenate((np.full(span, np.iinfo(np.int64).max), required))
-        window_max = np.lib.stride_tricks.sliding_window_view(padded, span + 1).max(axis=1)
+        # The max over each window of span + 1 ticks, as span whole-array passes (a strided reduction
+        # over a short axis is several times slower).
+        window_max = padded[span:].copy()
+        for k in range(1, span + 1):
+            np.maximum(window_max, padded[span - k:len(padded) - k], out=window_max)
         baseline = sim.spec.baseline
         self.lo = np.maximum(0, baseline - required)  # what `decide` may keep lent (never below 0)
         lendable = baseline - np.minimum(window_max, baseline) - policy.lend_hysteresis
