@@ -60,6 +60,7 @@ def _gate(args: argparse.Namespace) -> int:
     from offhours.scripts.gate import Gate, store_progress
     from offhours.scripts.metrics.sources import source_from_config
     from offhours.scripts.policy.config import ConfigError, load_config
+    from offhours.scripts.shutdown import GracefulStop
 
     try:
         config = load_config(args.config)
@@ -70,16 +71,21 @@ def _gate(args: argparse.Namespace) -> int:
     cluster = KubeCluster()
     gate = Gate(config, cluster, source_from_config(config.metrics), progress=store_progress)
     deadline = time.monotonic() + args.for_seconds if args.for_seconds else None
-    while True:
-        started = time.monotonic()
-        outcomes = gate.tick(dry_run=args.dry_run)
-        failed = any(o.error for o in outcomes)
-        next_tick = started + config.tick_seconds
-        if args.once or args.dry_run or (deadline is not None and next_tick > deadline):
-            return 1 if failed else 0
-        # Between ticks, watch the workflows: a job that ended gets its replicas back to serving at once.
-        time.sleep(max(0.0, started + MIN_TICK_SECONDS - time.monotonic()))
-        cluster.wait_for_workflow_change(config.workflow_namespace, next_tick - time.monotonic())
+    with GracefulStop().installed() as stop:  # a deleted gate pod finishes its tick and gives the Lease back
+        while True:
+            started = time.monotonic()
+            with stop.tick():
+                outcomes = gate.tick(dry_run=args.dry_run)
+            failed = any(o.error for o in outcomes)
+            next_tick = started + config.tick_seconds
+            if stop.requested:
+                print("SIGTERM: stopped after the tick, the Lease given back", file=sys.stderr)
+                return 1 if failed else 0
+            if args.once or args.dry_run or (deadline is not None and next_tick > deadline):
+                return 1 if failed else 0
+            # Between ticks, watch the workflows: a job that ended gets its replicas back to serving at once.
+            time.sleep(max(0.0, started + MIN_TICK_SECONDS - time.monotonic()))
+            cluster.wait_for_workflow_change(config.workflow_namespace, next_tick - time.monotonic())
 
 
 def _return_gpus(args: argparse.Namespace) -> int:

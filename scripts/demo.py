@@ -394,7 +394,12 @@ def demo(args: argparse.Namespace, say: Callable[[str], None] = print) -> DemoRe
         cron_ns = yaml.safe_load((DEMO_DIR / "manifests" / "cronworkflow-offhours-gate.yaml").read_text())
         kubectl(env["OFFHOURS_CLUSTER_BIN"], env["KUBECONFIG"], "-n", cron_ns["metadata"]["namespace"], "patch",
                 "cronworkflow", "offhours-gate", "--type=merge", "-p", '{"spec":{"suspend":true}}')
-        say(f"gate CronWorkflow suspended; the workflows stay for `argo list -n {RESEARCH}`")
+        # The run in progress would tick on for up to a minute; deleted, its gate ends its tick and exits.
+        kubectl(env["OFFHOURS_CLUSTER_BIN"], env["KUBECONFIG"], "-n", cron_ns["metadata"]["namespace"], "delete",
+                "workflows", "-l", "workflows.argoproj.io/cron-workflow=offhours-gate", "--ignore-not-found",
+                "--wait=true")
+        say(f"gate CronWorkflow suspended and its runs stopped; the research workflows stay for "
+            f"`argo list -n {RESEARCH}`")
 
 
 def register(subparsers: Any) -> None:

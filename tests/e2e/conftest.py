@@ -114,6 +114,36 @@ def chat_service(kubectl: Callable[..., str], api: client.ApiClient) -> Iterator
     kubectl("-n", SERVING, "delete", "configmap", "offhours-state-chat", "--ignore-not-found")
 
 
+def stop_other_gates(api: client.ApiClient, kubectl: Callable[..., str]) -> None:
+    """Leave the serving namespace to the test's own gate: no gate CronWorkflow run ticking, the Lease free.
+
+    A gate run of an earlier test (the demo's last run ticks on after the demo suspends its
+    schedule) would act on the same Deployment between the test's ticks, and a gate killed
+    mid-tick leaves its Lease held until the grant expires.
+    """
+    custom = client.CustomObjectsApi(api)
+    for cron in custom.list_namespaced_custom_object("argoproj.io", "v1alpha1", SERVING, "cronworkflows")["items"]:
+        kubectl("-n", SERVING, "patch", "cronworkflow", cron["metadata"]["name"], "--type=merge",
+                "-p", '{"spec":{"suspend":true}}')
+    # Every workflow in the serving namespace is a gate run (research workflows live in their own).
+    kubectl("-n", SERVING, "delete", "workflows", "--all", "--ignore-not-found", "--wait=true")
+    core, coordination = client.CoreV1Api(api), client.CoordinationV1Api(api)
+    wait("the gate runs' pods to end", lambda: not [
+        p for p in core.list_namespaced_pod(SERVING, label_selector="workflows.argoproj.io/workflow").items
+        if p.status.phase not in ("Succeeded", "Failed")], 60)
+
+    def lease_free() -> bool:
+        try:
+            lease = coordination.read_namespaced_lease("offhours-gate", SERVING).spec
+        except client.ApiException as err:
+            return err.status == 404
+        if not lease.holder_identity or lease.renew_time is None:
+            return True
+        expires = lease.renew_time.timestamp() + (lease.lease_duration_seconds or 0)
+        return expires < time.time()
+    wait("the offhours Lease to be free", lease_free, timeout=150, every=2)
+
+
 @pytest.fixture(scope="session")
 def runner(api: client.ApiClient, cluster_env: dict[str, str]) -> Iterator[LocalPodRunner]:
     """This checkout's pod runner, in-process (its records are the tests'); the cluster's daemon pauses meanwhile."""

@@ -104,7 +104,7 @@ def test_gate_killed_mid_reclaim_and_serving_restored_by_the_next_tick(
     gate_setup["load"].advance()
     try:
         dying.tick()
-        raise AssertionError("the dying gate should not have finished its tick")
+        raise AssertionError("the dying gate should not have finished its tick:\n" + gate_setup["log"].getvalue())
     except Killed:
         pass
     assert apps.read_namespaced_deployment("chat", SERVING).spec.replicas == 15  # killed before the scale

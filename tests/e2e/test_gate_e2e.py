@@ -27,7 +27,7 @@ from offhours.scripts.policy.plan import Job
 from offhours.scripts.policy.record import ServiceRecord
 
 from ..fleet import free_port
-from .conftest import RESEARCH, SERVING, gate_config_raw, wait
+from .conftest import RESEARCH, SERVING, gate_config_raw, stop_other_gates, wait
 from .runner import LocalPodRunner
 from .test_pipeline_e2e import GROUP, VERSION, workflow
 
@@ -123,9 +123,10 @@ class GpuLedger(threading.Thread):
 
 @pytest.fixture
 def gate_setup(api: client.ApiClient, installed: Path, runner: LocalPodRunner, cluster_env: dict[str, str],
-               chat_service: Callable[[int], None]) -> Iterator[dict[str, Any]]:
+               chat_service: Callable[[int], None], kubectl: Callable[..., str]) -> Iterator[dict[str, Any]]:
     # Workflows an earlier test (or the demo) left would be admitted beside this test's own.
     client.CustomObjectsApi(api).delete_collection_namespaced_custom_object(GROUP, VERSION, RESEARCH, "workflows")
+    stop_other_gates(api, kubectl)
     chat_service(16)  # every GPU of the cluster serves
     port = free_port()
     load = ServingLoad(api, port)
