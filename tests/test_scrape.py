@@ -275,3 +275,21 @@ def test_a_chunk_whose_data_looks_like_the_last_chunk_is_not_taken_for_the_end(s
     scripted.script = ([head + b"6\r\n" + data + b"\r\n", b"2\r\nyz\r\n0\r\n\r\n"], 0.05)
     [(_, page)] = list(fetch_pages([scripted.target.url], 5.0, 1, 1 << 20))
     assert page == "x\r\n0\r\nyz"
+
+
+def test_out_of_file_descriptors_is_each_pages_error_not_the_ticks(pods: Pods, monkeypatch: pytest.MonkeyPatch) -> None:
+    good = pods.add("ok", BEHAVIOURS["ok"])
+    real_socket = socket.socket
+    opened = []
+
+    def one_socket_only(*args: object, **kwargs: object) -> socket.socket:
+        if "fileno" not in kwargs:  # a new client socket (the test pods' accepted ones wrap a descriptor)
+            if opened:
+                raise OSError(24, "Too many open files")
+            opened.append(1)
+        return real_socket(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(socket, "socket", one_socket_only)
+    outcomes = dict(fetch_pages([good.url, good.url], 2.0, 2, 1 << 20))
+    assert outcomes[0] == PAGE.decode()
+    assert isinstance(outcomes[1], FetchError) and str(outcomes[1]) == "cannot open a socket: [Errno 24] Too many open files"

@@ -106,9 +106,15 @@ def _connect(index: int, url: str, deadline: float) -> _Exchange:
         except (socket.gaierror, UnicodeError) as err:
             raise FetchError(f"cannot resolve {host!r}: {err}") from None
     family, _, _, _, sockaddr = address
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:  # out of file descriptors, an address family this host lacks: this page's error, not the tick's
+        sock = socket.socket(family, socket.SOCK_STREAM)
+    except OSError as err:
+        raise FetchError(f"cannot open a socket: {err}") from None
     sock.setblocking(False)
-    code = sock.connect_ex(sockaddr)
+    try:
+        code = sock.connect_ex(sockaddr)
+    except OSError as err:
+        code = err.errno or errno.EINVAL
     if code not in (0, errno.EINPROGRESS, errno.EWOULDBLOCK):
         sock.close()
         raise FetchError(_describe(code))
