@@ -80,8 +80,7 @@ def _gate(args: argparse.Namespace) -> int:
             next_tick = started + config.tick_seconds
             if stop.requested:
                 print("SIGTERM: stopped after the tick, the Lease given back", file=sys.stderr)
-                return 1 if failed else 0
-            if args.once or args.dry_run or (deadline is not None and next_tick > deadline):
+            if stop.requested or args.once or args.dry_run or (deadline is not None and next_tick > deadline):
                 return 1 if failed else 0
             # Between ticks, watch the workflows: a job that ended gets its replicas back to serving at once.
             time.sleep(max(0.0, started + MIN_TICK_SECONDS - time.monotonic()))

@@ -242,6 +242,12 @@ def kubectl(bin_dir: str, kubeconfig: str, *args: str, stdin: str | None = None)
     return out.stdout
 
 
+def delete_gate_runs(bin_dir: str, kubeconfig: str, namespace: str) -> None:
+    """Delete the gate CronWorkflow's runs in `namespace` and wait until they are gone."""
+    kubectl(bin_dir, kubeconfig, "-n", namespace, "delete", "workflows", "-l",
+            "workflows.argoproj.io/cron-workflow=offhours-gate", "--ignore-not-found", "--wait=true")
+
+
 def local_cluster() -> dict[str, str]:
     """Return the local control plane's env (KUBECONFIG, OFFHOURS_CLUSTER_BIN); exit with a hint when it is down."""
     env_file = CLUSTER_STATE / "env"
@@ -273,8 +279,7 @@ def install(env: dict[str, str], raw_config: dict[str, Any], replicas: int, say:
             "--ignore-not-found", "--wait=true")
     # A gate run of an earlier install (another config, another schedule) would tick on for minutes,
     # and concurrencyPolicy Forbid would hold the demo's own runs back until it ended.
-    kubectl(bin_dir, kubeconfig, "-n", cron_ns, "delete", "workflows", "-l",
-            "workflows.argoproj.io/cron-workflow=offhours-gate", "--ignore-not-found", "--wait=true")
+    delete_gate_runs(bin_dir, kubeconfig, cron_ns)
     # One gate run a minute (the least cron allows), ticking every tickSeconds for 50 s.
     kubectl(bin_dir, kubeconfig, "-n", cron_ns, "patch", "cronworkflow", "offhours-gate", "--type=merge", "-p",
             json.dumps({"spec": {"suspend": False, "schedules": ["* * * * *"],
@@ -395,9 +400,7 @@ def demo(args: argparse.Namespace, say: Callable[[str], None] = print) -> DemoRe
         kubectl(env["OFFHOURS_CLUSTER_BIN"], env["KUBECONFIG"], "-n", cron_ns["metadata"]["namespace"], "patch",
                 "cronworkflow", "offhours-gate", "--type=merge", "-p", '{"spec":{"suspend":true}}')
         # The run in progress would tick on for up to a minute; deleted, its gate ends its tick and exits.
-        kubectl(env["OFFHOURS_CLUSTER_BIN"], env["KUBECONFIG"], "-n", cron_ns["metadata"]["namespace"], "delete",
-                "workflows", "-l", "workflows.argoproj.io/cron-workflow=offhours-gate", "--ignore-not-found",
-                "--wait=true")
+        delete_gate_runs(env["OFFHOURS_CLUSTER_BIN"], env["KUBECONFIG"], cron_ns["metadata"]["namespace"])
         say(f"gate CronWorkflow suspended and its runs stopped; the research workflows stay for "
             f"`argo list -n {RESEARCH}`")
 

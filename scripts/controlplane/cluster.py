@@ -238,13 +238,18 @@ def is_ours(pid: int) -> bool:
         return False
 
 
+def live_pid(path: Path) -> int | None:
+    """Return the pid in the pid file `path` if that process is still the cluster's, else None."""
+    text = path.read_text().strip()
+    return int(text) if text.isdigit() and is_ours(int(text)) else None
+
+
 def running_processes() -> list[str]:
     """List the names of the cluster's processes that are still running."""
     pids = STATE / "pids"
     if not pids.is_dir():
         return []
-    return sorted(path.name for path in pids.iterdir() if path.read_text().strip().isdigit()
-                  and is_ours(int(path.read_text())))
+    return sorted(path.name for path in pids.iterdir() if live_pid(path) is not None)
 
 
 def down() -> None:
@@ -257,11 +262,10 @@ def down() -> None:
         path = pids / name
         if not path.exists():
             continue
-        text = path.read_text().strip()
-        if not (text.isdigit() and is_ours(int(text))):
+        pid = live_pid(path)
+        if pid is None:
             path.unlink()  # its process is gone; never signal a pid that now belongs to someone else
             continue
-        pid = int(text)
         try:
             os.killpg(pid, signal.SIGTERM)
             for _ in range(100):

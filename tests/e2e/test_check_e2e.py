@@ -22,7 +22,7 @@ from offhours.scripts.metrics.emulator import EmulatedServer, Fleet
 from offhours.workflows.render import write
 
 from ..fleet import free_port
-from .conftest import RESEARCH, SERVING, serving_deployment, wait
+from .conftest import RESEARCH, SERVING, serving_deployment, stop_other_gates, wait
 
 GROUP, VERSION = "argoproj.io", "v1alpha1"
 
@@ -76,9 +76,7 @@ def install(kubectl: Callable[..., str], api: client.ApiClient,
     setup.fleet.stop()
     kubectl("-n", SERVING, "delete", "deployment", "ask", "--ignore-not-found", "--wait=true")
     # apply() set the shared gate schedule going: later tests expect it suspended and no run of it in flight.
-    kubectl("-n", SERVING, "patch", "cronworkflow", "offhours-gate", "--type=merge", "-p", '{"spec":{"suspend":true}}')
-    kubectl("-n", SERVING, "delete", "workflows", "-l", "workflows.argoproj.io/cron-workflow=offhours-gate",
-            "--ignore-not-found", "--wait=true")
+    stop_other_gates(api, kubectl)
 
 
 @pytest.fixture
