@@ -63,15 +63,15 @@ mutation: ## Mutation testing (mutmut 3) of the policy, metrics maths, exit hook
 
 .PHONY: cluster-up
 cluster-up: ## Build (cached) and start the local control plane: Kubernetes, etcd, kwok GPU nodes, Argo, pod runner
-	$(PYTHON) scripts/controlplane/cluster.py up
+	$(PYTHON) scripts/controlplane/lifecycle.py up
 
 .PHONY: cluster-down
 cluster-down: ## Stop every process of the local control plane
-	$(PYTHON) scripts/controlplane/cluster.py down
+	$(PYTHON) scripts/controlplane/lifecycle.py down
 
 .PHONY: demo
 demo: ## The whole loop live on the local control plane (make cluster-up first): offhours demo
-	$(PYTHON) -m offhours.scripts.cli demo
+	$(PYTHON) -m offhours.scripts.cli.main demo
 
 .PHONY: e2e
 e2e: ## Run the end-to-end tier against the local control plane (make cluster-up first)

@@ -50,7 +50,7 @@ def main() -> None:
     from offhours.scripts.simulate.fleet import default_fleet, generated_jobs
     from offhours.scripts.simulate.report import simulate
     from offhours.scripts.simulate.stress import all_traces
-    from offhours.scripts.trace import load_trace
+    from offhours.scripts.simulate.trace import load_trace
 
     trace = load_trace()
     fleet = default_fleet(trace)

@@ -85,7 +85,7 @@ def _cluster_up() -> bool:
     """Start the local control plane unless it runs; return whether this run started it."""
     if (STATE / "env").exists():
         return False
-    subprocess.run([sys.executable, str(REPO / "scripts" / "controlplane" / "cluster.py"), "up"], check=True)
+    subprocess.run([sys.executable, str(REPO / "scripts" / "controlplane" / "lifecycle.py"), "up"], check=True)
     return True
 
 
@@ -156,7 +156,7 @@ def _gate_config(metrics: dict[str, Any]) -> dict[str, Any]:
 def _ticks(kubeconfig: str, raw: dict[str, Any], source: Any, feed: Any) -> dict[str, Any]:
     """Tick the gate TICKS times back to back; return per-tick medians and the requests of a median tick."""
     from offhours.scripts.cluster.kube import KubeCluster
-    from offhours.scripts.gate import Gate
+    from offhours.scripts.gate.controller import Gate
     from offhours.scripts.policy.config import parse_config
 
     conf = client.Configuration()
@@ -238,7 +238,7 @@ def main() -> None:
             fleet.stop()
         _teardown(admin)
         if started_cluster:
-            subprocess.run([sys.executable, str(REPO / "scripts" / "controlplane" / "cluster.py"), "down"], check=False)
+            subprocess.run([sys.executable, str(REPO / "scripts" / "controlplane" / "lifecycle.py"), "down"], check=False)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))

@@ -31,20 +31,20 @@ RESULTS = REPO / "bench" / "results" / "mutation.json"
 SCOPES: dict[str, tuple[list[str], list[str], list[str]]] = {
     # The decision core. config.py (parsing, checked by its schema tests) is not in scope.
     "policy": (["scripts/policy/capacity.py", "scripts/policy/decide.py", "scripts/policy/plan.py",
-                "scripts/policy/schedule.py"],
+                "scripts/policy/window.py"],
                ["offhours.scripts.policy.capacity.*", "offhours.scripts.policy.decide.*",
-                "offhours.scripts.policy.plan.*", "offhours.scripts.policy.schedule.*"],
+                "offhours.scripts.policy.plan.*", "offhours.scripts.policy.window.*"],
                ["tests/test_policy.py", "tests/test_capacity.py", "tests/test_plan.py"]),
     "metrics": (["scripts/metrics/load.py", "scripts/metrics/exposition.py"],
                 ["offhours.scripts.metrics.load.*", "offhours.scripts.metrics.exposition.*"],
                 ["tests/test_exposition*.py", "tests/test_load*.py", "tests/test_sources.py", "tests/test_metrics*.py",
                  "tests/test_gate.py"]),
-    "exit-hook": (["scripts/exit_hook.py"], ["offhours.scripts.exit_hook.*"],
+    "exit-hook": (["scripts/gate/exit_hook.py"], ["offhours.scripts.gate.exit_hook.*"],
                   ["tests/test_gate.py", "tests/test_steps.py", "tests/test_exit_hook*.py"]),
     # The act path: serving first, the scale (or the autoscaler's cap) with its intent recorded, then
     # the research side (park, stop, admit, adopt, delete, annotate).
-    "gate-act": (["scripts/gate.py"],
-                 [f"offhours.scripts.gate.xǁGateǁ{m}__mutmut_*" for m in ("_service", "_apply", "_research_side",
+    "gate-act": (["scripts/gate/controller.py"],
+                 [f"offhours.scripts.gate.controller.xǁGateǁ{m}__mutmut_*" for m in ("_service", "_apply", "_research_side",
                                                                        "_park_and_stop")],
                  ["tests/test_gate.py", "tests/test_gate_controller.py"]),
 }

@@ -43,7 +43,7 @@ def gate_tick(config: str = f"{CONFIG_DIR}/gate.yaml", dry_run: bool = False, se
     """Run gate ticks for `seconds` (every tickSeconds of the config): the CronWorkflow's only step."""
     import sys
 
-    from offhours.scripts.cli import main
+    from offhours.scripts.cli.main import main
 
     code = main(["gate", "--config", config, "--for", str(seconds), *(["--dry-run"] if dry_run else [])])
     if code:

@@ -19,7 +19,7 @@ from offhours.steps.contract import (
     PRIORITY_CLASS,
     RESEARCH_SERVICE_ACCOUNT,
 )
-from offhours.steps.research import as_parameter
+from offhours.steps.research_step import as_parameter
 
 DESCRIPTION = "Check every workflow parameter against its kind; fail the workflow at once naming a bad one."
 

@@ -56,7 +56,7 @@ class StepInput:
     """One input parameter of a research step template.
 
     `default` None means required. `kind` names what a value must be (a kind of
-    `offhours.scripts.parameter_check.KINDS`); None means not decided yet (a pipeline parameter
+    `offhours.scripts.runtime.parameters.KINDS`); None means not decided yet (a pipeline parameter
     takes the kind of the step input it feeds, else "text").
     """
 

@@ -3,7 +3,7 @@
 from hera.workflows import Container
 
 from offhours.steps.contract import OFFHOURS_IMAGE, StepInput
-from offhours.steps.research import research_step
+from offhours.steps.research_step import research_step
 
 DESCRIPTION = "Evaluate the model at input-uri on one suite; results go to output-uri."
 

@@ -3,7 +3,7 @@
 from hera.workflows import Container
 
 from offhours.steps.contract import OFFHOURS_IMAGE
-from offhours.steps.research import research_step
+from offhours.steps.research_step import research_step
 
 DESCRIPTION = "Reinforcement learning on the model at input-uri; the policy goes to output-uri."
 

@@ -45,8 +45,8 @@ from offhours.scripts.cluster.base import (
     Pod,
 )
 from offhours.scripts.cluster.memory import MemoryCluster
-from offhours.scripts.exit_hook import return_gpus
-from offhours.scripts.gate import Gate
+from offhours.scripts.gate.exit_hook import return_gpus
+from offhours.scripts.gate.controller import Gate
 from offhours.scripts.metrics.load import CounterSample
 from offhours.scripts.metrics.sources import Reading, ServiceTarget
 from offhours.scripts.policy.capacity import Load

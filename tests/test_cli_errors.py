@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from offhours.scripts.cli_errors import default_namespace, explain, run_command
+from offhours.scripts.cli.errors import default_namespace, explain, run_command
 
 
 def _kubeconfig(path: Path, server: str, namespace: str | None = None) -> Path:
@@ -29,7 +29,7 @@ def _kubeconfig(path: Path, server: str, namespace: str | None = None) -> Path:
 def _offhours(*args: str, kubeconfig: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
     env["KUBECONFIG"] = kubeconfig
-    return subprocess.run([sys.executable, "-m", "offhours.scripts.cli", *args], env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "offhours.scripts.cli.main", *args], env=env, capture_output=True,
                           text=True, timeout=120)
 
 

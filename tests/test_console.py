@@ -8,7 +8,7 @@ from selenium.webdriver.common.by import By
 from offhours.scripts.console.app import create_app, usage_by_month
 from offhours.scripts.console.source import PoolSource
 from offhours.scripts.metrics.exposition import parse
-from offhours.scripts.readmodel import Pool, build_pool
+from offhours.scripts.pool.model import Pool, build_pool
 
 from .browser import chromium, serving
 from .pool_fixture import NOW, SERVING, chat_state, lending_pool, state_configmap

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from offhours.scripts.demo import (
+from offhours.scripts.cli.demo import (
     CAPACITY_RPS,
     Snapshot,
     TraceClock,
@@ -17,7 +17,7 @@ from offhours.scripts.demo import (
 )
 from offhours.scripts.policy.config import parse_config
 from offhours.scripts.policy.forecast import reaction_seconds
-from offhours.scripts.trace import Trace
+from offhours.scripts.simulate.trace import Trace
 
 
 def test_clock_runs_speed_times_faster_and_labels_day_and_time() -> None:

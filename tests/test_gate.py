@@ -19,8 +19,8 @@ from offhours.scripts.cluster.base import (
     ClusterError,
 )
 from offhours.scripts.cluster.memory import MemoryCluster
-from offhours.scripts.exit_hook import return_gpus
-from offhours.scripts.gate import Gate
+from offhours.scripts.gate.exit_hook import return_gpus
+from offhours.scripts.gate.controller import Gate
 from offhours.scripts.metrics.sources import DirectSource
 from offhours.scripts.policy.config import GateConfig, parse_config
 from offhours.scripts.policy.record import ServiceRecord
@@ -233,14 +233,14 @@ def test_exit_hook_of_a_missing_workflow_is_one_clear_error(harness: Harness) ->
     ('"null"', []), ("null", []), ("", []), ("not json", []),
 ])
 def test_exit_hook_reads_workflow_failures(text: str, names: list[str]) -> None:
-    from offhours.scripts.exit_hook import failed_nodes
+    from offhours.scripts.gate.exit_hook import failed_nodes
 
     assert [n["displayName"] for n in failed_nodes(text)] == names
 
 
 def test_reclaim_stops_the_job_whose_last_checkpoint_loses_least(harness: Harness, tmp_path: Path) -> None:
-    from offhours.scripts.checkpoint import CheckpointStore
-    from offhours.scripts.gate import store_progress
+    from offhours.scripts.runtime.checkpoint import CheckpointStore
+    from offhours.scripts.gate.controller import store_progress
 
     h = harness
     for name in ("sft-a", "eval-b"):
@@ -276,7 +276,7 @@ def test_holds_are_one_counted_event_not_one_per_tick(harness: Harness) -> None:
 
 
 def test_exit_hook_records_exactly_what_happened() -> None:
-    from offhours.scripts.exit_hook import Returned
+    from offhours.scripts.gate.exit_hook import Returned
 
     cluster = MemoryCluster()
     wf = cluster.add_workflow("research", "eval-b", "chat", 3, state="admitted")
@@ -322,13 +322,13 @@ def test_exit_hook_without_a_service_label_or_gpu_record() -> None:
     ("Running", None),
 ])
 def test_gpu_seconds_reads_only_a_sane_number(status: object, seconds: float | None) -> None:
-    from offhours.scripts.exit_hook import gpu_seconds
+    from offhours.scripts.gate.exit_hook import gpu_seconds
 
     assert gpu_seconds({"status": status}) == seconds
 
 
 def test_failures_are_decoded_at_most_one_quoting_deep() -> None:
-    from offhours.scripts.exit_hook import failed_nodes
+    from offhours.scripts.gate.exit_hook import failed_nodes
 
     nodes = [{"displayName": "a"}]
     assert failed_nodes(json.dumps(nodes)) == nodes

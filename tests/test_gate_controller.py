@@ -14,7 +14,7 @@ import pytest
 
 from offhours.scripts.cluster.base import Autoscaler, ClusterError
 from offhours.scripts.cluster.memory import MemoryCluster, build_parked_copy, workflow_job
-from offhours.scripts.gate import Gate, unique_holder
+from offhours.scripts.gate.controller import Gate, unique_holder
 from offhours.scripts.metrics.sources import Reading, ServiceTarget
 from offhours.scripts.policy.capacity import Load
 from offhours.scripts.policy.config import ConfigError, GateConfig, parse_config

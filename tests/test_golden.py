@@ -34,7 +34,7 @@ def test_no_stale_goldens(regen_golden: bool) -> None:
 
 
 def test_render_command_writes_the_goldens(tmp_path: Path) -> None:
-    from offhours.scripts.cli import main
+    from offhours.scripts.cli.main import main
 
     assert main(["render", "--out", str(tmp_path)]) == 0
     for name in RENDERED:
@@ -42,7 +42,7 @@ def test_render_command_writes_the_goldens(tmp_path: Path) -> None:
 
 
 def test_render_refuses_a_bad_gate_config_and_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from offhours.scripts.cli import main
+    from offhours.scripts.cli.main import main
 
     config = tmp_path / "one-namespace.yaml"
     config.write_text("namespace: ml\nmetrics: {source: direct}\nservices: {chat: {capacity: {requestsPerSecond: 1}}}\n")
@@ -54,7 +54,7 @@ def test_render_refuses_a_bad_gate_config_and_writes_nothing(tmp_path: Path, cap
 
 
 def test_render_with_a_gate_config_and_an_image(tmp_path: Path) -> None:
-    from offhours.scripts.cli import main
+    from offhours.scripts.cli.main import main
 
     config = tmp_path / "gate.yaml"
     config.write_text("namespace: inference\nworkflowNamespace: lab\nmetrics: {source: direct}\n"

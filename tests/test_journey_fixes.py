@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from offhours.scripts import researcher as r
-from offhours.scripts.readmodel import build_pool, job_view, parse_time
-from offhours.scripts.readmodel_kube import describe_api_error
+from offhours.scripts.cli import jobs as r
+from offhours.scripts.pool.model import build_pool, job_view, parse_time
+from offhours.scripts.pool.reader import describe_api_error
 
 from .pool_fixture import NOW, SERVING, chat_state, deployment, state_configmap, ts, workflow
 

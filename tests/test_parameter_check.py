@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from offhours.scripts.check_parameters_cli import run
-from offhours.scripts.cli import main
-from offhours.scripts.parameter_check import KINDS, SchemaError, check_values, parse_schema, value_problem
+from offhours.scripts.cli.check_parameters import run
+from offhours.scripts.cli.main import main
+from offhours.scripts.runtime.parameters import KINDS, SchemaError, check_values, parse_schema, value_problem
 from offhours.workflows import llm_pipeline
 
 PIPELINE_SCHEMA = llm_pipeline.pipeline().parameter_schema()

@@ -8,13 +8,13 @@ from typing import Any
 import pytest
 
 from offhours.steps.contract import CHECK_PARAMETERS, LABEL_REPLICAS, LABEL_SERVICE, RETURN_GPUS, STEPS_TEMPLATE
-from offhours.workflows import job, llm_pipeline
+from offhours.workflows import llm_pipeline, single_job
 from offhours.workflows.llm_pipeline import STAGES, input_uri_expression
 
 from .conftest import require_tool
 
 PIPELINE = llm_pipeline.workflow_template().to_dict()
-JOB = job.workflow_template().to_dict()
+JOB = single_job.workflow_template().to_dict()
 TASKS = {t["name"]: t for t in PIPELINE["spec"]["templates"][0]["dag"]["tasks"]}
 
 

@@ -9,7 +9,7 @@ from offhours.scripts.policy.capacity import Load, required_replicas
 from offhours.scripts.policy.config import Capacity, Schedule, ServicePolicy
 from offhours.scripts.policy.decide import Decision, ServiceState, decide
 from offhours.scripts.policy.plan import ADMITTED, PARKED, Job, plan
-from offhours.scripts.policy.schedule import lending_allowed
+from offhours.scripts.policy.window import lending_allowed
 
 POLICY = ServicePolicy("chat", Capacity(requests_per_second=10, generation_tokens_per_second=1000), headroom=0.25,
                        min_replicas=1, max_waiting_per_replica=5, stabilization_seconds=600, max_lend_step=2,

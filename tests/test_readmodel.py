@@ -4,7 +4,7 @@ from datetime import timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from offhours.scripts.readmodel import RESUMED_WAITING, build_pool, computed_reason, parse_time
+from offhours.scripts.pool.model import RESUMED_WAITING, build_pool, computed_reason, parse_time
 
 from .pool_fixture import NOW, SERVING, chat_state, deployment, lending_pool, state_configmap, workflow
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from offhours.scripts.checkpoint import PREEMPTED_EXIT_CODE, CheckpointError, CheckpointStore
+from offhours.scripts.runtime.checkpoint import PREEMPTED_EXIT_CODE, CheckpointError, CheckpointStore
 
 from .s3_fixture import running_s3proxy, s3_env
 
@@ -201,7 +201,7 @@ def test_s3_half_written_checkpoint_is_skipped(s3: dict[str, str], monkeypatch: 
     latest = store.latest()
     assert latest is not None and (latest.step, latest.data) == (10, b"ten")
     # The progress the gate reads to pick victims, on S3 as on files.
-    from offhours.scripts.checkpoint import latest_progress_time
+    from offhours.scripts.runtime.checkpoint import latest_progress_time
 
     assert store.progress()["step"] == 10
     assert latest_progress_time("s3://lab/runs", s3["OFFHOURS_S3_ENDPOINT_URL"]) == pytest.approx(time.time(), abs=60)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from offhours.scripts.cli import main
+from offhours.scripts.cli.main import main
 from offhours.workflows.render import rendered_files
 
 GOLDEN = Path(__file__).parent / "golden"

@@ -5,8 +5,8 @@ from datetime import timedelta
 
 import pytest
 
-from offhours.scripts import researcher as r
-from offhours.scripts.readmodel import build_pool
+from offhours.scripts.cli import jobs as r
+from offhours.scripts.pool.model import build_pool
 
 from .pool_fixture import NOW, SERVING, lending_pool
 
@@ -98,7 +98,7 @@ def test_no_cluster_is_one_line_and_no_traceback(tmp_path):
                           "users: [{name: u, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\n"
                           "current-context: x\n")
     env = {"KUBECONFIG": str(kubeconfig), "PATH": "/usr/bin:/bin"}
-    done = subprocess.run([sys.executable, "-m", "offhours.scripts.cli", "jobs", "-n", "research"], env=env,
+    done = subprocess.run([sys.executable, "-m", "offhours.scripts.cli.main", "jobs", "-n", "research"], env=env,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 1
     assert done.stderr == ("jobs: list workflows in research: cannot reach the API server at https://127.0.0.1:9 "

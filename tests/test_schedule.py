@@ -12,16 +12,16 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from offhours.cronworkflows.research import (
+from offhours.cronworkflows.research_schedule import (
     NIGHT_EXPRESSION,
     ScheduleError,
     night_label_expression,
     night_run_id,
     research_cron_workflow,
 )
-from offhours.scripts.cli import main
-from offhours.scripts.cronexpr import CronError, next_firings, parse_cron, time_zone
-from offhours.scripts.schedule import next_firing, render_rows, run_state, schedule_rows
+from offhours.scripts.cli.main import main
+from offhours.cronworkflows.cronexpr import CronError, next_firings, parse_cron, time_zone
+from offhours.scripts.cli.schedule import next_firing, render_rows, run_state, schedule_rows
 from offhours.scripts.validate import validate_documents
 from offhours.workflows.render import manifests, to_yaml
 

@@ -5,7 +5,7 @@ import signal
 
 import pytest
 
-from offhours.scripts.shutdown import GracefulStop
+from offhours.scripts.gate.shutdown import GracefulStop
 
 
 def test_a_sigterm_during_a_tick_lets_the_tick_finish_and_is_remembered() -> None:

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from offhours.scripts.cli import main
+from offhours.scripts.cli.main import main
 from offhours.scripts.policy.decide import ServiceState, decide
 from offhours.scripts.policy.forecast import forecast_required, history_ticks
 from offhours.scripts.simulate import engine as E
@@ -22,7 +22,7 @@ from offhours.scripts.simulate.fleet import (
     parse_jobs,
 )
 from offhours.scripts.simulate.report import queue_delays, simulate
-from offhours.scripts.trace import Trace, TraceError, load_trace, parse_trace
+from offhours.scripts.simulate.trace import Trace, TraceError, load_trace, parse_trace
 
 
 def trace_of(rps: list[float], name: str = "hand-made") -> Trace:

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from offhours.scripts.policy.plan import ADMITTED, PARKED, Job
 from offhours.scripts.simulate import engine as E
 from offhours.scripts.simulate.fleet import JobSpec, parse_fleet
-from offhours.scripts.trace import parse_trace
+from offhours.scripts.simulate.trace import parse_trace
 
 
 @given(st.lists(st.booleans(), min_size=1, max_size=80))

@@ -17,7 +17,7 @@ from offhours.steps.contract import (
     RETURN_GPUS,
 )
 from offhours.steps.library import STEP_MODULES, steps_workflow_template
-from offhours.steps.research import pod_spec_patch_expression
+from offhours.steps.research_step import pod_spec_patch_expression
 
 BUILT = {t["name"]: t for t in steps_workflow_template().to_dict()["spec"]["templates"]}
 PATCH_KEYS = {"terminationGracePeriodSeconds", "nodeSelector", "tolerations", "containers"}

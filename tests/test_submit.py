@@ -2,7 +2,7 @@
 
 import pytest
 
-from offhours.scripts.submit import SubmitError, parameter_schema, parked_workflow, parse_params
+from offhours.scripts.cluster.parked import SubmitError, parameter_schema, parked_workflow, parse_params
 from offhours.scripts.validate import validate_documents
 from offhours.workflows.render import manifests
 

@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from offhours.scripts.usage_report import render_table, usage
+from offhours.scripts.pool.usage import render_table, usage
 
 
 def wf(name: str, service: str, started: str, gpu_seconds: float | None, replicas: int = 2,

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from offhours.scripts.cli import main
+from offhours.scripts.cli.main import main
 from offhours.scripts.validate import validate_documents, validate_paths
 from offhours.workflows import llm_pipeline
 from offhours.workflows.render import manifests

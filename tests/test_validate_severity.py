@@ -5,7 +5,7 @@ from typing import Any
 
 import yaml
 
-from offhours.scripts.cli import main
+from offhours.scripts.cli.main import main
 from offhours.scripts.validate import validate_documents
 
 

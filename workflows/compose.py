@@ -25,7 +25,7 @@ from typing import Any
 from hera.workflows import DAG, Parameter, Task, Workflow, WorkflowTemplate
 from hera.workflows import models as m
 
-from offhours.scripts.parameter_check import KINDS, value_problem
+from offhours.scripts.runtime.parameters import KINDS, value_problem
 from offhours.steps.contract import (
     CHECK_PARAMETERS,
     LABEL_MANAGED,
@@ -151,7 +151,7 @@ class Pipeline:
                       kind: str | None = None) -> str:
         """Declare a workflow parameter of this pipeline and return its reference.
 
-        `kind` (see `offhours.scripts.parameter_check.KINDS`) is what its values must be; left
+        `kind` (see `offhours.scripts.runtime.parameters.KINDS`) is what its values must be; left
         out, the parameter takes the kind of the first step input it is passed to, else "text".
         """
         if any(spec.name == name for spec in (*SHARED_PARAMETERS, *self.parameters)):
@@ -330,10 +330,10 @@ def cron_workflow(
     `source` is a Pipeline (install its `workflow_template()` too: the runs reference it by
     name), a WorkflowTemplate manifest, or the name of one installed in `namespace` (read with
     the kubeconfig). `arguments` are checked against the template's parameters; `options` are
-    those of `offhours.cronworkflows.research.research_cron_workflow` (timezone, priority,
+    those of `offhours.cronworkflows.research_schedule.research_cron_workflow` (timezone, priority,
     concurrency, keep, starting_deadline_seconds). Raises ScheduleError naming what is wrong.
     """
-    from offhours.cronworkflows.research import installed_template, research_cron_workflow
+    from offhours.cronworkflows.research_schedule import installed_template, research_cron_workflow
 
     if isinstance(source, Pipeline):
         template = source.workflow_template().to_dict()

@@ -20,7 +20,7 @@ from offhours.cronworkflows.rbac import rbac_manifests
 from offhours.scripts.policy.config import ConfigError, GateConfig, parse_config
 from offhours.steps.contract import LABEL_MANAGED, OFFHOURS_IMAGE
 from offhours.steps.library import steps_workflow_template
-from offhours.workflows import job, llm_pipeline
+from offhours.workflows import llm_pipeline, single_job
 from offhours.workflows.priority_class import priority_class
 
 CONFIG_KEY = "gate.yaml"
@@ -78,7 +78,7 @@ def manifests(config_text: str | None = None, image: str = OFFHOURS_IMAGE,
     research_templates = {
         "workflowtemplate-offhours-steps.yaml": steps_workflow_template(image).to_dict(),
         "workflowtemplate-offhours-llm-pipeline.yaml": llm_pipeline.workflow_template().to_dict(),
-        "workflowtemplate-offhours-job.yaml": job.workflow_template().to_dict(),
+        "workflowtemplate-offhours-job.yaml": single_job.workflow_template().to_dict(),
     }
     # Namespaced explicitly (the install spans two namespaces), so `kubectl apply -k DIR` needs no -n.
     docs = {

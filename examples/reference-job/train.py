@@ -24,7 +24,7 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from offhours.scripts.checkpoint import PREEMPTED_EXIT_CODE, CheckpointStore, PreemptionSignal  # noqa: E402
+from offhours.scripts.runtime.checkpoint import PREEMPTED_EXIT_CODE, CheckpointStore, PreemptionSignal  # noqa: E402
 
 DIM = 64
 

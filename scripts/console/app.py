@@ -7,9 +7,9 @@ from flask import Flask, Response, abort, render_template
 
 from offhours.scripts.console.charts import Series, line_chart
 from offhours.scripts.console.source import PoolSource
-from offhours.scripts.opmetrics import exposition
-from offhours.scripts.readmodel import WAITING, Pool, RunView, gpus_of
-from offhours.scripts.researcher import age, lent_hours, lost_hours, sentence, stamp
+from offhours.scripts.pool.operator_metrics import exposition
+from offhours.scripts.pool.model import WAITING, Pool, RunView, gpus_of
+from offhours.scripts.cli.jobs import age, lent_hours, lost_hours, sentence, stamp
 
 
 @dataclass

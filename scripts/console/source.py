@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Protocol
 
-from offhours.scripts.opmetrics import MetricsState
-from offhours.scripts.readmodel import Pool
+from offhours.scripts.pool.operator_metrics import MetricsState
+from offhours.scripts.pool.model import Pool
 
 HISTORY = timedelta(hours=24)
 

@@ -1,1 +1,1 @@
-"""The local control plane: cluster.py (up/down/env), build.sh, the local pod runner."""
+"""The local control plane: lifecycle.py (up/down/env), build.sh, the local pod runner."""

@@ -34,7 +34,7 @@ from offhours.scripts.policy.decide import Decision, ServiceState, decide
 from offhours.scripts.policy.forecast import forecast_series
 from offhours.scripts.policy.plan import ADMITTED, PARKED, Job, plan
 from offhours.scripts.simulate.fleet import Fleet, JobSpec, ServiceSpec
-from offhours.scripts.trace import Trace
+from offhours.scripts.simulate.trace import Trace
 
 QUEUE_VIEW = 24  # parked jobs the planner sees per tick: the head of the queue by priority and age
 

@@ -13,7 +13,7 @@ import numpy as np
 import yaml
 
 from offhours.scripts.policy.config import Capacity, ServicePolicy, service_policy
-from offhours.scripts.trace import Trace
+from offhours.scripts.simulate.trace import Trace
 
 
 class FleetError(ValueError):

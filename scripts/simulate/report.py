@@ -27,7 +27,7 @@ from offhours.scripts.simulate.engine import (
 )
 from offhours.scripts.simulate.fleet import Fleet, JobSpec, ServiceSpec
 from offhours.scripts.simulate.parallel import map_replays
-from offhours.scripts.trace import Trace
+from offhours.scripts.simulate.trace import Trace
 
 MODES = ("gate", "fixed-window", "reference", "oracle")
 

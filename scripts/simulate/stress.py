@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from offhours.scripts.trace import Trace
+from offhours.scripts.simulate.trace import Trace
 
 DAY = 1440
 IN_TOKENS, OUT_TOKENS = 600.0, 250.0  # tokens per request

@@ -17,7 +17,7 @@ import pytest
 import yaml
 from kubernetes import client
 
-from offhours.scripts.check import check
+from offhours.scripts.cli.check import check
 from offhours.scripts.metrics.emulator import EmulatedServer, Fleet
 from offhours.workflows.render import write
 
@@ -107,7 +107,7 @@ def test_a_complete_install_passes_every_check(install: Install) -> None:
 
 
 def test_the_command_line_exits_0_on_a_complete_install(install: Install, cluster_env: dict[str, str]) -> None:
-    run = subprocess.run([sys.executable, "-m", "offhours.scripts.cli", "check", "--config", str(install.config_file),
+    run = subprocess.run([sys.executable, "-m", "offhours.scripts.cli.main", "check", "--config", str(install.config_file),
                           "--kubeconfig", cluster_env["KUBECONFIG"]], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stdout + run.stderr
     assert run.stdout.splitlines()[-1] == "all checks passed"
@@ -214,7 +214,7 @@ def test_a_failed_last_gate_run_is_a_cross(restored: Install, api: client.ApiCli
 
 def test_expected_cli_errors_on_the_cluster_are_one_line(cluster_env: dict[str, str], install: Install) -> None:
     env = {"KUBECONFIG": cluster_env["KUBECONFIG"], "PATH": "/usr/bin:/bin"}
-    run = subprocess.run([sys.executable, "-m", "offhours.scripts.cli", "submit", "nope", "-n", RESEARCH,
+    run = subprocess.run([sys.executable, "-m", "offhours.scripts.cli.main", "submit", "nope", "-n", RESEARCH,
                           "-p", "service=ask"], capture_output=True, text=True, timeout=120, env=env)
     assert run.returncode == 1
     assert run.stderr == 'offhours submit: not found: workflowtemplates.argoproj.io "nope" not found\n'

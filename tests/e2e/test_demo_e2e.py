@@ -9,7 +9,7 @@ replaying the bundled trace at 60x).
 import argparse
 import re
 
-from offhours.scripts.demo import demo
+from offhours.scripts.cli.demo import demo
 
 from .runner import LocalPodRunner
 

@@ -12,7 +12,7 @@ from typing import Any
 from kubernetes import client
 
 from offhours.scripts.cluster.kube import KubeCluster
-from offhours.scripts.gate import Gate
+from offhours.scripts.gate.controller import Gate
 from offhours.scripts.policy.record import ServiceRecord
 
 from . import test_gate_e2e

@@ -19,7 +19,7 @@ from kubernetes import client
 
 from offhours.scripts.cluster.base import ClusterError
 from offhours.scripts.cluster.kube import KubeCluster
-from offhours.scripts.gate import Gate
+from offhours.scripts.gate.controller import Gate
 from offhours.scripts.metrics.emulator import EmulatedServer, Fleet
 from offhours.scripts.metrics.sources import DirectSource
 from offhours.scripts.policy.config import parse_config

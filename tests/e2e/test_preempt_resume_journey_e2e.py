@@ -28,7 +28,7 @@ from selenium.webdriver.common.by import By
 
 from offhours.scripts.console.app import create_app
 from offhours.scripts.console.source import PoolSource
-from offhours.scripts.readmodel_kube import PoolReader
+from offhours.scripts.pool.reader import PoolReader
 
 from ..browser import chromium, serving
 from .conftest import RESEARCH, SERVING, wait

@@ -46,7 +46,7 @@ class Cli:
 
     def __call__(self, *args: str, status: int = 0, kubeconfig: str | None = None) -> tuple[str, str]:
         env = {**os.environ, "KUBECONFIG": kubeconfig or self.kubeconfig}
-        out = subprocess.run([sys.executable, "-m", "offhours.scripts.cli", *args], env=env, capture_output=True,
+        out = subprocess.run([sys.executable, "-m", "offhours.scripts.cli.main", *args], env=env, capture_output=True,
                              text=True, timeout=120, stdin=subprocess.DEVNULL)
         assert out.returncode == status, f"offhours {' '.join(args)}: exit {out.returncode}\n{out.stdout}\n{out.stderr}"
         assert "Traceback" not in out.stderr, out.stderr

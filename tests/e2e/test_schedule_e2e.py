@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from offhours.scripts.cli import main
+from offhours.scripts.cli.main import main
 from offhours.scripts.cluster.memory import build_parked_copy
 
 from .conftest import RESEARCH, wait

@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from offhours.scripts import check, check_parameters_cli, console, demo, researcher, schedule
+from offhours.scripts.cli import check, check_parameters, console, demo, jobs, schedule
 from offhours.steps.contract import OFFHOURS_IMAGE
 
 Command = Callable[[argparse.Namespace], int]
@@ -57,10 +57,10 @@ def _validate(args: argparse.Namespace) -> int:
 
 def _gate(args: argparse.Namespace) -> int:
     from offhours.scripts.cluster.kube import KubeCluster, load_client_config
-    from offhours.scripts.gate import Gate, store_progress
+    from offhours.scripts.gate.controller import Gate, store_progress
     from offhours.scripts.metrics.sources import source_from_config
     from offhours.scripts.policy.config import ConfigError, load_config
-    from offhours.scripts.shutdown import GracefulStop
+    from offhours.scripts.gate.shutdown import GracefulStop
 
     try:
         config = load_config(args.config)
@@ -92,7 +92,7 @@ def _return_gpus(args: argparse.Namespace) -> int:
 
     from offhours.scripts.cluster.base import ClusterError
     from offhours.scripts.cluster.kube import KubeCluster, load_client_config
-    from offhours.scripts.exit_hook import return_gpus
+    from offhours.scripts.gate.exit_hook import return_gpus
 
     namespace = args.namespace or os.environ.get("OFFHOURS_NAMESPACE")
     if not namespace:
@@ -123,7 +123,7 @@ def _simulate(args: argparse.Namespace) -> int:
 
     from offhours.scripts.simulate.fleet import FleetError, default_fleet, generated_jobs, load_fleet, load_jobs
     from offhours.scripts.simulate.report import simulate, text_table, write_json, write_plot
-    from offhours.scripts.trace import TraceError, load_trace
+    from offhours.scripts.simulate.trace import TraceError, load_trace
 
     try:
         trace = load_trace(args.trace)
@@ -153,11 +153,11 @@ def _simulate(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     import json
 
-    from offhours.scripts.cli_errors import default_namespace
+    from offhours.scripts.cli.errors import default_namespace
     from offhours.scripts.cluster.base import ClusterError
     from offhours.scripts.cluster.kube import KubeCluster, load_client_config
     from offhours.scripts.policy.config import ConfigError, load_config
-    from offhours.scripts.usage_report import render_table, usage
+    from offhours.scripts.pool.usage import render_table, usage
 
     gpus: dict[str, int] = {}
     namespace = args.namespace
@@ -186,10 +186,10 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _submit(args: argparse.Namespace) -> int:
-    from offhours.scripts.cli_errors import default_namespace
+    from offhours.scripts.cli.errors import default_namespace
     from offhours.scripts.cluster.kube import KubeCluster, load_client_config
     from offhours.scripts.policy.config import ConfigError, load_config
-    from offhours.scripts.submit import GROUP, VERSION, SubmitError, parked_workflow, parse_params
+    from offhours.scripts.cluster.parked import GROUP, VERSION, SubmitError, parked_workflow, parse_params
 
     try:
         params = parse_params(args.param or [])
@@ -274,7 +274,7 @@ def parser() -> argparse.ArgumentParser:
 
     check.register(sub)
     demo.register(sub)
-    check_parameters_cli.register(sub)
+    check_parameters.register(sub)
 
     ret = sub.add_parser("return-gpus", help="exit hook: mark a finished workflow as having returned its replicas "
                          "(the gate scales serving back)")
@@ -284,7 +284,7 @@ def parser() -> argparse.ArgumentParser:
     ret.add_argument("--namespace", help="namespace of the workflow (default: $OFFHOURS_NAMESPACE)")
     ret.set_defaults(func=_return_gpus)
 
-    researcher.register(sub)
+    jobs.register(sub)
     console.register(sub)
     schedule.register(sub)
     return root
@@ -292,7 +292,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the `offhours` command line; return its exit code."""
-    from offhours.scripts.cli_errors import run_command
+    from offhours.scripts.cli.errors import run_command
 
     args = parser().parse_args(argv)
     func: Command = args.func

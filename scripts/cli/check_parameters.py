@@ -10,7 +10,7 @@ import argparse
 import json
 import sys
 
-from offhours.scripts.parameter_check import SchemaError, check_values, parse_schema
+from offhours.scripts.runtime.parameters import SchemaError, check_values, parse_schema
 from offhours.steps.contract import CHECK_FAILED_EXIT_CODE
 
 

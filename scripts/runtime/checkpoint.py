@@ -2,7 +2,7 @@
 
 A job on borrowed GPUs is stopped whenever serving needs them back. In a few lines:
 
-    from offhours.scripts.checkpoint import CheckpointStore, PreemptionSignal, PREEMPTED_EXIT_CODE
+    from offhours.scripts.runtime.checkpoint import CheckpointStore, PreemptionSignal, PREEMPTED_EXIT_CODE
 
     stop = PreemptionSignal.install()             # first: SIGTERM sets a flag; the step in flight finishes
     store = CheckpointStore.from_env()            # OFFHOURS_CHECKPOINT_URI: file:// or s3://

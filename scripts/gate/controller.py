@@ -46,7 +46,7 @@ from offhours.scripts.policy.config import GateConfig, ServicePolicy
 from offhours.scripts.policy.decide import Decision, ServiceState, decide
 from offhours.scripts.policy.plan import ADMITTED, PARKED, Job, Plan, plan
 from offhours.scripts.policy.record import ServiceRecord, UnrecordedWrite, fingerprint, own_baseline, with_need
-from offhours.scripts.policy.schedule import lending_allowed
+from offhours.scripts.policy.window import lending_allowed
 
 REPLICAS = "replicas"
 
@@ -567,8 +567,8 @@ def _waiting_annotations(reason: str, position: int) -> dict[str, str]:
 
 
 def store_progress(job: Job) -> float | None:
-    """Read a job's last checkpoint time from its checkpoint store (`progress.json`, see offhours.scripts.checkpoint)."""
-    from offhours.scripts.checkpoint import latest_progress_time
+    """Read a job's last checkpoint time from its checkpoint store (`progress.json`, see offhours.scripts.runtime.checkpoint)."""
+    from offhours.scripts.runtime.checkpoint import latest_progress_time
 
     if not job.checkpoint_prefix or not job.checkpoint_prefix.startswith(("file://", "s3://")):
         return None

@@ -4,7 +4,7 @@ A research schedule is an Argo v4 CronWorkflow whose `workflowSpec` references t
 `workflowTemplateRef` and is created suspended (`suspend: true`) with the labels and the priority
 annotation `offhours submit` gives a parked run, so the gate admits each night's run when its
 service can lend, exactly like a submitted one. Parameters are checked against the template by
-`offhours.scripts.submit.parked_workflow` before anything is built.
+`offhours.scripts.cluster.parked.parked_workflow` before anything is built.
 
 The run id of each run is `<prefix>-<YYYYMMDD>-<HHMM>`, the firing's time as Argo records it
 (UTC in Argo v4.0.5, whatever the schedule's zone), derived by Argo from `workflow.scheduledTime`
@@ -29,8 +29,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from offhours.scripts.cronexpr import CronError, parse_cron, time_zone
-from offhours.scripts.submit import GROUP, VERSION, SubmitError, parked_workflow
+from offhours.cronworkflows.cronexpr import CronError, parse_cron, time_zone
+from offhours.scripts.cluster.parked import GROUP, VERSION, SubmitError, parked_workflow
 from offhours.steps.contract import LABEL_MANAGED, LABEL_RUN_ID
 
 LABEL_SCHEDULE = "offhours.io/schedule"

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from offhours.scripts.readmodel import L_SERVICE, Pool, build_pool
+from offhours.scripts.pool.model import L_SERVICE, Pool, build_pool
 
 GROUP, VERSION, PLURAL = "argoproj.io", "v1alpha1", "workflows"
 

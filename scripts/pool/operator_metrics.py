@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from offhours.scripts.readmodel import ADMITTED, PREEMPTED, RUNNING, WAITING, Pool
+from offhours.scripts.pool.model import ADMITTED, PREEMPTED, RUNNING, WAITING, Pool
 
 RECLAIM_BUCKETS = (15.0, 30.0, 60.0, 120.0, 180.0, 300.0, 420.0, 600.0, 900.0, 1800.0)
 JOB_STATES = (WAITING, ADMITTED, RUNNING, PREEMPTED, "succeeded", "failed", "cancelled")

@@ -1,7 +1,7 @@
 """Per-minute serving traces (requests, input and output tokens per minute) and the bundled one.
 
 The bundled trace is 14 days of real LLM serving load (ServeGen, Apache-2.0; see
-scripts/data/SOURCE.md). A malformed trace is refused with an error naming the line and column.
+scripts/simulate/data/SOURCE.md). A malformed trace is refused with an error naming the line and column.
 """
 
 import csv
@@ -77,7 +77,7 @@ def parse_trace(text: str, name: str = "trace") -> Trace:
 def load_trace(path: str | Path | None = None) -> Trace:
     """Load a trace file, or the bundled 14-day trace when `path` is None."""
     if path is None:
-        text = resources.files("offhours.scripts").joinpath("data", BUNDLED).read_text()
+        text = resources.files("offhours.scripts.simulate").joinpath("data", BUNDLED).read_text()
         return parse_trace(text, BUNDLED)
     try:
         return parse_trace(Path(path).read_text(), str(path))

@@ -14,7 +14,7 @@ from collections.abc import Collection
 from typing import Any
 
 from offhours.scripts.cluster.base import ANNOTATION_PRIORITY, LABEL_REPLICAS, LABEL_SERVICE, LABEL_STATE, STATE_PARKED
-from offhours.scripts.parameter_check import SchemaError, check_values, parse_schema
+from offhours.scripts.runtime.parameters import SchemaError, check_values, parse_schema
 from offhours.steps.contract import CHECK_PARAMETERS
 
 GROUP, VERSION = "argoproj.io", "v1alpha1"

@@ -1,6 +1,6 @@
 """The researcher's commands: `offhours jobs`, `why`, `logs`, `cancel`, `usage`.
 
-Each command reads the pool through the read model (offhours.scripts.readmodel) and prints it;
+Each command reads the pool through the read model (offhours.scripts.pool.model) and prints it;
 the formatting functions are pure (a `Pool` in, text out) so they are tested on fixtures, and the
 `_cmd_*` wrappers do the I/O. Errors name what is wrong (no such job, no rights) and exit 1 or 2,
 never with a traceback.
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from offhours.scripts.readmodel import (
+from offhours.scripts.pool.model import (
     FINISHED,
     PREEMPTED,
     RESUMED_WAITING,
@@ -256,7 +256,7 @@ def _namespaces(args: argparse.Namespace) -> tuple[str, str]:
 def _reader(args: argparse.Namespace) -> Any:
     from kubernetes import config
 
-    from offhours.scripts.readmodel_kube import PoolReader
+    from offhours.scripts.pool.reader import PoolReader
 
     try:
         config.load_kube_config(config_file=os.environ.get("KUBECONFIG") or None)
@@ -271,7 +271,7 @@ def _reader(args: argparse.Namespace) -> Any:
 
 def read_pool(args: argparse.Namespace) -> Pool:
     """Read the pool (the workflows must be readable; the rest is shown with its problems)."""
-    from offhours.scripts.readmodel_kube import PoolReadError
+    from offhours.scripts.pool.reader import PoolReadError
 
     try:
         pool: Pool = _reader(args).read(require_workflows=True)
@@ -312,7 +312,7 @@ def _cmd_usage(args: argparse.Namespace) -> int:
 
 
 def _cmd_cancel(args: argparse.Namespace) -> int:
-    from offhours.scripts.readmodel_kube import GROUP, PLURAL, VERSION, describe_api_error
+    from offhours.scripts.pool.reader import GROUP, PLURAL, VERSION, describe_api_error
 
     reader = _reader(args)
     pool = read_pool(args)
@@ -341,7 +341,7 @@ def _cmd_cancel(args: argparse.Namespace) -> int:
 
 
 def _cmd_logs(args: argparse.Namespace) -> int:
-    from offhours.scripts.readmodel_kube import describe_api_error
+    from offhours.scripts.pool.reader import describe_api_error
 
     reader = _reader(args)
     pool = read_pool(args)

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """The local control plane for offhours' end-to-end tests: real Kubernetes, kwok GPU nodes, real Argo.
 
-    python scripts/controlplane/cluster.py up      # build (cached) and start everything on 127.0.0.1
-    python scripts/controlplane/cluster.py down    # stop every process it started
-    eval "$(python scripts/controlplane/cluster.py env)"   # KUBECONFIG, and kubectl + argo on PATH
+    python scripts/controlplane/lifecycle.py up      # build (cached) and start everything on 127.0.0.1
+    python scripts/controlplane/lifecycle.py down    # stop every process it started
+    eval "$(python scripts/controlplane/lifecycle.py env)"   # KUBECONFIG, and kubectl + argo on PATH
 
 Everything runs as local processes bound to loopback: etcd, kube-apiserver,
 kube-controller-manager, kube-scheduler (one binary, offhours-kube), kwok managing fake nodes
@@ -219,7 +219,7 @@ def start_all(bin_dir: Path, t0: float) -> None:
              timeout=60)
     (STATE / "env").write_text(f"KUBECONFIG={admin}\nOFFHOURS_CLUSTER_BIN={bin_dir}\n")
     log(f"control plane up in {time.monotonic() - t0:.1f} s ({time.monotonic() - t_start:.1f} s after the build)")
-    log('for a shell: eval "$(python3 scripts/controlplane/cluster.py env)"  (KUBECONFIG; kubectl and argo on PATH)')
+    log('for a shell: eval "$(python3 scripts/controlplane/lifecycle.py env)"  (KUBECONFIG; kubectl and argo on PATH)')
 
 
 def shell_env() -> str:

@@ -32,7 +32,7 @@ from kubernetes import client
 from kubernetes import config as kube_config
 
 from offhours.scripts.metrics.emulator import EmulatedServer, Fleet
-from offhours.scripts.trace import Trace, load_trace
+from offhours.scripts.simulate.trace import Trace, load_trace
 
 CLUSTER_STATE = Path(os.environ.get("OFFHOURS_CLUSTER_DIR", "/tmp/offhours-cluster"))
 SERVING, RESEARCH, SERVICE = "serving", "research", "chat"

@@ -1,0 +1,1 @@
+"""What runs inside research pods: the parameter kinds and their check, the checkpoint library."""
