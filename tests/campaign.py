@@ -45,14 +45,14 @@ from offhours.scripts.cluster.base import (
     Pod,
 )
 from offhours.scripts.cluster.memory import MemoryCluster
-from offhours.scripts.gate.exit_hook import return_gpus
 from offhours.scripts.gate.controller import Gate
-from offhours.scripts.metrics.load import CounterSample
+from offhours.scripts.gate.exit_hook import return_gpus
 from offhours.scripts.metrics.sources import Reading, ServiceTarget
 from offhours.scripts.policy.capacity import Load
 from offhours.scripts.policy.config import GateConfig, parse_config
 from offhours.scripts.policy.plan import ADMITTED
 from offhours.scripts.policy.record import ServiceRecord, UnrecordedWrite
+from offhours.scripts.policy.samples import CounterSample
 
 NS = "serving"
 TICK = 60

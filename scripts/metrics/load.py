@@ -7,22 +7,14 @@ down) affects that series alone; the service's rates are the sum of the series' 
 
 import math
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
 
-from offhours.scripts.metrics.vllm import Counters, PodMetrics
+from offhours.scripts.metrics.vllm import PodMetrics
 from offhours.scripts.policy.capacity import Load
+from offhours.scripts.policy.samples import Counters, CounterSample
 
 # No fleet serves or queues a trillion requests or tokens per second; a value beyond this is a broken
 # exporter, and headroom multiplied into it could overflow to infinity downstream.
 MAX_PLAUSIBLE = 1e12
-
-
-@dataclass(frozen=True)
-class CounterSample:
-    """One series' three counters at a moment: what the next tick needs to compute its rates."""
-
-    at: float
-    counters: Counters
 
 
 def series_id(pod: str, engine: str | None) -> str:

@@ -9,12 +9,13 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from offhours.scripts.cluster.base import Pod
-from offhours.scripts.metrics.load import CounterSample, carried_samples, implausible, load_from_pods
+from offhours.scripts.metrics.load import carried_samples, implausible, load_from_pods
 from offhours.scripts.metrics.prometheus import PrometheusError, ServiceReading, read_services
 from offhours.scripts.metrics.scrape import Target, metrics_url, scrape
 from offhours.scripts.metrics.vllm import PodMetrics
 from offhours.scripts.policy.capacity import Load
 from offhours.scripts.policy.config import MetricsConfig
+from offhours.scripts.policy.samples import CounterSample
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass, field
 
 from offhours.scripts.metrics.exposition import Page, Sample, parse
+from offhours.scripts.policy.samples import Counters
 
 REQUESTS = "vllm:request_success_total"
 PROMPT_TOKENS = "vllm:prompt_tokens_total"
@@ -26,8 +27,6 @@ GAUGES = (RUNNING, WAITING)
 # Data-parallel ranks of one pod; more engine labels than this is a broken exporter, and every
 # engine costs a stored counter sample in the gate's state.
 MAX_ENGINES = 256
-
-Counters = tuple[float, float, float]
 
 
 class MetricsIncomplete(ValueError):

@@ -13,8 +13,8 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from offhours.scripts.metrics.load import CounterSample
 from offhours.scripts.policy.decide import ServiceState
+from offhours.scripts.policy.samples import CounterSample
 
 MAX_REPLICAS = 100_000  # a stored number beyond this is corruption, not a fleet
 
