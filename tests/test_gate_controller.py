@@ -1,4 +1,4 @@
-"""The gate as a Kubernetes-style controller: one test per finding of the adversarial review (issue 9).
+"""The gate as a Kubernetes-style controller: one test per fault an adversarial review found.
 
 The cluster is the in-memory `Cluster`; load comes from a scripted source (the HTTP path is
 tested in test_gate.py). Each test names the fault it plays and checks what survived.
@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 import pytest
 
 from offhours.scripts.cluster.base import Autoscaler, ClusterError
-from offhours.scripts.cluster.memory import MemoryCluster, build_parked_copy, workflow_job
+from offhours.scripts.cluster.memory import MemoryCluster
+from offhours.scripts.cluster.workflow import build_parked_copy, workflow_job
 from offhours.scripts.gate.controller import Gate, unique_holder
 from offhours.scripts.metrics.sources import Reading, ServiceTarget
 from offhours.scripts.policy.capacity import Load

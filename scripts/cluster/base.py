@@ -1,9 +1,10 @@
 """The interface the gate and the exit hook act through, and the names offhours writes on objects.
 
 Two implementations: `memory.MemoryCluster` (tests, simulator) and `kube.KubeCluster` (the
-Kubernetes API with the `kubernetes` client). Everything offhours remembers lives in Kubernetes
-objects: the gate's memory of each service (baseline, what it last applied, its recent
-decisions) in one ConfigMap per service, admission on the workflows. The gate never patches a
+Kubernetes API with the `kubernetes` client); both read and write Argo Workflow objects through
+one codec, `workflow`, and `errors` turns the API's errors into lines. Everything offhours
+remembers lives in Kubernetes objects: the gate's memory of each service (baseline, what it last
+applied, its recent decisions) in one ConfigMap per service, admission on the workflows. The gate never patches a
 Deployment: it writes replicas through the scale subresource, or an autoscaler's maxReplicas.
 """
 

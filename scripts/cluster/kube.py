@@ -39,11 +39,20 @@ from offhours.scripts.cluster.base import (
     state_configmap_name,
     stop_notes,
 )
-from offhours.scripts.cluster.memory import build_parked_copy, check_own_copy, exit_seconds_text, workflow_job
+from offhours.scripts.cluster.errors import failed_call
+from offhours.scripts.cluster.workflow import (
+    API_VERSION,
+    GROUP,
+    PLURAL,
+    VERSION,
+    build_parked_copy,
+    check_own_copy,
+    exit_seconds_text,
+    workflow_job,
+)
 from offhours.scripts.policy.plan import Job
 
 T = TypeVar("T")
-GROUP, VERSION, PLURAL = "argoproj.io", "v1alpha1", "workflows"
 KEDA_GROUP, KEDA_VERSION, KEDA_PLURAL = "keda.sh", "v1alpha1", "scaledobjects"
 RETRIED_STATUSES = {409, 429, 500, 502, 503, 504}
 
@@ -83,10 +92,10 @@ class KubeCluster:
                 if accept is not None and err.status in accept:
                     return accept[err.status]
                 if err.status not in RETRIED_STATUSES or attempt == self.retries:
-                    raise ClusterError(f"{what}: HTTP {err.status} {err.reason}: {_message(err)}") from None
+                    raise ClusterError(failed_call(what, err)) from None
             except urllib3.exceptions.HTTPError as err:
                 if attempt == self.retries:
-                    raise ClusterError(f"{what}: {type(err).__name__}: {err}") from None
+                    raise ClusterError(failed_call(what, err)) from None
             self.sleep(delay)
             delay *= 2
         raise AssertionError("unreachable")
@@ -281,7 +290,7 @@ class KubeCluster:
                      aggregate: bool = False) -> None:
         """Record a core/v1 Event on an object; with `aggregate`, one Event per object and reason, counted."""
         now = datetime.now(timezone.utc)
-        api_version = "apps/v1" if kind == "Deployment" else f"{GROUP}/{VERSION}"
+        api_version = "apps/v1" if kind == "Deployment" else API_VERSION
         if aggregate:
             event_name = aggregated_event_name(name, reason)
             existing = self._call(f"read event {event_name}", lambda: self.core.read_namespaced_event(event_name, namespace),
@@ -384,12 +393,3 @@ def _admitted(deployment_uid: str) -> dict[str, Any]:
     return {"labels": {LABEL_STATE: STATE_ADMITTED},
             "annotations": {ANNOTATION_ADMITTED_AT: _now(), ANNOTATION_BORROWED_FROM: deployment_uid,
                             ANNOTATION_WAITING_REASON: None, ANNOTATION_QUEUE_POSITION: None}}
-
-
-def _message(err: ApiException) -> str:
-    import json
-
-    try:
-        return str(json.loads(err.body or "{}").get("message", ""))[:300]
-    except ValueError:
-        return str(err.body or "")[:300]

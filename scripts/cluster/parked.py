@@ -14,10 +14,10 @@ from collections.abc import Collection
 from typing import Any
 
 from offhours.scripts.cluster.base import ANNOTATION_PRIORITY, LABEL_REPLICAS, LABEL_SERVICE, LABEL_STATE, STATE_PARKED
+from offhours.scripts.cluster.workflow import GROUP, VERSION
 from offhours.scripts.runtime.parameters import SchemaError, check_values, parse_schema
 from offhours.steps.contract import CHECK_PARAMETERS
 
-GROUP, VERSION = "argoproj.io", "v1alpha1"
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 

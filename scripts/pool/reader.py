@@ -10,34 +10,13 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from offhours.scripts.cluster.errors import describe_api_error
+from offhours.scripts.cluster.workflow import GROUP, PLURAL, VERSION
 from offhours.scripts.pool.model import L_SERVICE, Pool, build_pool
-
-GROUP, VERSION, PLURAL = "argoproj.io", "v1alpha1", "workflows"
 
 
 class PoolReadError(RuntimeError):
     """The API refused or failed a read; names the call and the answer."""
-
-
-def describe_api_error(what: str, err: Exception, write: bool = False) -> str:
-    """One line naming the call and why it failed (`no rights` for 401/403; `write`: the call changes something)."""
-    from kubernetes.client.exceptions import ApiException
-
-    if isinstance(err, ApiException):
-        if err.status in (401, 403) and write:
-            return f"{what}: no rights (HTTP {err.status}): your account may read but not change it; nothing was changed"
-        if err.status in (401, 403):
-            return f"{what}: no rights (HTTP {err.status}): ask for read access, see `offhours render --console` for the Role"
-        if err.status == 404:
-            return f"{what}: not found (HTTP 404)"
-        return f"{what}: HTTP {err.status} {err.reason}"
-    import urllib3
-
-    if isinstance(err, urllib3.exceptions.MaxRetryError):
-        cause = err.reason
-        why = "connection refused" if isinstance(cause, urllib3.exceptions.NewConnectionError) else type(cause).__name__
-        return f"{what}: cannot reach the API server at {err.pool.scheme}://{err.pool.host}:{err.pool.port} ({why})"
-    return f"{what}: {type(err).__name__}: {str(err)[:200]}"
 
 
 class PoolReader:

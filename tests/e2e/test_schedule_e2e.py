@@ -15,7 +15,7 @@ import pytest
 from kubernetes import client
 
 from offhours.scripts.cli.main import main
-from offhours.scripts.cluster.memory import build_parked_copy
+from offhours.scripts.cluster.workflow import build_parked_copy
 
 from .conftest import RESEARCH, wait
 

@@ -1,0 +1,226 @@
+"""The Argo Workflow codec: what offhours reads from and writes to a Workflow object.
+
+One place for both `Cluster`s (the Kubernetes one and the in-memory fake): reading a workflow as
+the gate's `Job`, building a stopped run's parked copy, and the tolerant parsers these need.
+Labels and annotations are tenant-writable, so nothing here trusts a value's type or form.
+"""
+
+import copy
+import math
+from datetime import datetime
+from typing import Any
+
+from offhours.scripts.cluster.base import (
+    ANNOTATION_ADMITTED_AT,
+    ANNOTATION_BORROWED_FROM,
+    ANNOTATION_EXIT_SECONDS,
+    ANNOTATION_PARKED_FROM,
+    ANNOTATION_PREEMPTED_AT,
+    ANNOTATION_PREEMPTIONS,
+    ANNOTATION_PRIORITY,
+    ANNOTATION_PROGRESS,
+    ANNOTATION_QUEUE_POSITION,
+    ANNOTATION_RETURNED_AT,
+    ANNOTATION_ROOT,
+    ANNOTATION_WAITING_REASON,
+    FINISHED_PHASES,
+    LABEL_COPY_OF,
+    LABEL_REPLICAS,
+    LABEL_RUN_ID,
+    LABEL_SERVICE,
+    LABEL_STATE,
+    STATE_ADMITTED,
+    STATE_PARKED,
+    STATE_PREEMPTED,
+    STATE_RETURNED,
+    ClusterError,
+)
+from offhours.scripts.policy.plan import ADMITTED, PARKED, Job
+
+# Argo's API group and version, and the Workflow resource's plural.
+GROUP, VERSION, PLURAL = "argoproj.io", "v1alpha1", "workflows"
+API_VERSION = f"{GROUP}/{VERSION}"
+MAX_EXIT_SECONDS = 86_400  # a longer stop is not a measurement: ignored
+
+
+def workflow_job(wf: dict[str, Any], service: str | None = None) -> Job | None:
+    """Read a workflow as a `Job`, or None if it is finished, stopped, returned or not offhours'.
+
+    Labels and annotations are written by tenants too: every value is parsed defensively. A
+    value the gate cannot trust (a replica count that is not a small positive integer) makes the
+    job's `problem`: it is never admitted, and it is stopped if it runs.
+    """
+    meta, spec, status = _dict(wf.get("metadata")), _dict(wf.get("spec")), _dict(wf.get("status"))
+    labels = _str_map(meta.get("labels"))
+    annotations = _str_map(meta.get("annotations"))
+    if service is not None and labels.get(LABEL_SERVICE) != service:
+        return None
+    if status.get("phase") in FINISHED_PHASES or spec.get("shutdown"):
+        return None
+    finishing = _work_done(str(meta.get("name", "")), status)
+    state = labels.get(LABEL_STATE)
+    if state in (STATE_PREEMPTED, STATE_RETURNED) and (finishing or state == STATE_PREEMPTED):
+        return None
+    if spec.get("suspend") and state != STATE_ADMITTED:
+        state = PARKED
+    elif state != STATE_ADMITTED:
+        state = "unmanaged"  # running without admission (or marked returned while it still runs)
+    else:
+        state = ADMITTED
+    problem = None
+    replicas_text = labels.get(LABEL_REPLICAS, "")
+    replicas = int(replicas_text) if replicas_text.isdigit() and len(replicas_text) <= 4 else 0
+    if replicas <= 0:
+        problem = f"label {LABEL_REPLICAS}={replicas_text!r} is not a positive whole number of replicas"
+    position = annotations.get(ANNOTATION_QUEUE_POSITION, "")
+    learnt = _seconds(annotations.get(ANNOTATION_EXIT_SECONDS))
+    return Job(
+        name=str(meta.get("name", "")),
+        service=labels.get(LABEL_SERVICE, ""),
+        replicas=replicas,
+        state=state,
+        priority=_int(annotations.get(ANNOTATION_PRIORITY), 0),
+        created=_timestamp(meta.get("creationTimestamp")) or 0.0,
+        progress_at=_timestamp(annotations.get(ANNOTATION_PROGRESS)),
+        started=_timestamp(status.get("startedAt")),
+        parked_from=annotations.get(ANNOTATION_PARKED_FROM),
+        checkpoint_prefix=_checkpoint_prefix(wf),
+        finishing=finishing,
+        problem=problem,
+        uid=str(meta.get("uid") or ""),
+        borrowed_from=annotations.get(ANNOTATION_BORROWED_FROM) or None,
+        copy_of=labels.get(LABEL_COPY_OF) or None,
+        waiting_reason=annotations.get(ANNOTATION_WAITING_REASON),
+        queue_position=int(position) if position.isdigit() else None,
+        exit_seconds=learnt if learnt is not None else _seconds(_parameters(wf).get("termination-grace-seconds")),
+        exit_learnt=learnt is not None,
+    )
+
+
+def exit_seconds_text(seconds: float) -> str:
+    """Write an exit time as the annotation holds it: whole seconds."""
+    return str(max(0, round(seconds)))
+
+
+def measured_exit_seconds(wf: dict[str, Any]) -> float | None:
+    """How long the workflow's last stop took to give its GPUs back (preempted-at to returned-at), if both are stamped."""
+    annotations = _str_map(_dict(wf.get("metadata")).get("annotations"))
+    stopped, returned = (_timestamp(annotations.get(a)) for a in (ANNOTATION_PREEMPTED_AT, ANNOTATION_RETURNED_AT))
+    if stopped is None or returned is None or not 0 <= returned - stopped <= MAX_EXIT_SECONDS:
+        return None
+    return returned - stopped
+
+
+def _seconds(value: str | None) -> float | None:
+    """Return a whole number of seconds (a declared grace, an exit time) up to a day; None if it is not one."""
+    return float(value) if value is not None and value.isdigit() and int(value) <= MAX_EXIT_SECONDS else None
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _str_map(value: Any) -> dict[str, str]:
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
+
+
+def _work_done(name: str, status: dict[str, Any]) -> bool:
+    """Whether the workflow's own work has ended and only its exit handler runs (Argo's `<name>.onExit` node)."""
+    nodes = _dict(status.get("nodes"))
+    root = _dict(nodes.get(name))
+    if root.get("phase") in ("Succeeded", "Failed", "Error", "Skipped", "Omitted"):
+        return True
+    return any(isinstance(n, dict) and str(n.get("name", "")) == f"{name}.onExit" for n in nodes.values())
+
+
+def _parameters(wf: dict[str, Any]) -> dict[str, str]:
+    params = _dict(_dict(wf.get("spec")).get("arguments")).get("parameters")
+    if not isinstance(params, list):
+        return {}
+    return {str(p.get("name")): str(p.get("value")) for p in params if isinstance(p, dict) and p.get("value") is not None}
+
+
+def _checkpoint_prefix(wf: dict[str, Any]) -> str | None:
+    params = _parameters(wf)
+    uri, run_id = params.get("checkpoint-uri"), params.get("run-id")
+    return f"{str(uri).rstrip('/')}/{run_id}" if uri and run_id else None
+
+
+def _int(value: str | None, default: int) -> int:
+    try:
+        number = int(value) if value is not None else default
+    except ValueError:
+        return default
+    return number if abs(number) <= 1_000_000 else default
+
+
+def _timestamp(value: Any) -> float | None:
+    """Return a time as epoch seconds from a number or RFC 3339 text; None for anything else (tenants write these)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value) if math.isfinite(value) else None
+    if not value:
+        return None
+    try:
+        number = float(value)
+        return number if math.isfinite(number) else None
+    except ValueError:
+        pass
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+    except (ValueError, OverflowError):
+        return None
+
+
+def parked_copy_name(root: str, preemptions: int) -> str:
+    """Name the parked copy after a run's `preemptions`-th stop.
+
+    `root` is the name of the run's first workflow, carried on every copy, so names are unique by
+    construction (`train-p2456` and `train-p7789` have different roots) and deterministic, so
+    parking is idempotent.
+    """
+    return f"{root[:230]}-p{preemptions}"
+
+
+def build_parked_copy(old: dict[str, Any]) -> dict[str, Any]:
+    """Return a new Workflow that runs `old` again from its checkpoints: same spec and run id, parked.
+
+    Only what defines the job is copied (spec, labels, annotations); status, identity and the
+    records of the old run (admission, preemption, return, waiting reason) are not. The copy is
+    linked to its original by label (`offhours.io/copy-of`: the original's UID) and keeps the run
+    id; the preemption count goes up by one, so preemptions are told apart from failures.
+    """
+    meta = old["metadata"]
+    labels = {k: v for k, v in (meta.get("labels") or {}).items() if not k.startswith("workflows.argoproj.io/")}
+    labels[LABEL_STATE] = STATE_PARKED
+    labels[LABEL_COPY_OF] = str(meta.get("uid") or "")
+    run_id = _parameters(old).get("run-id")
+    if run_id and LABEL_RUN_ID not in labels:
+        labels[LABEL_RUN_ID] = run_id
+    dropped = (ANNOTATION_ADMITTED_AT, ANNOTATION_PREEMPTED_AT, ANNOTATION_RETURNED_AT, ANNOTATION_BORROWED_FROM,
+               ANNOTATION_WAITING_REASON, ANNOTATION_QUEUE_POSITION, "offhours.io/gpu-seconds")
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k not in dropped}
+    annotations[ANNOTATION_PREEMPTIONS] = str(max(0, _int(annotations.get(ANNOTATION_PREEMPTIONS), 0)) + 1)
+    annotations[ANNOTATION_PARKED_FROM] = meta["name"]
+    annotations[ANNOTATION_ROOT] = root = annotations.get(ANNOTATION_ROOT) or meta["name"]
+    spec = copy.deepcopy(old["spec"])
+    spec.pop("shutdown", None)
+    spec["suspend"] = True
+    name = parked_copy_name(root, int(annotations[ANNOTATION_PREEMPTIONS]))
+    return {
+        "apiVersion": old.get("apiVersion", API_VERSION),
+        "kind": "Workflow",
+        "metadata": {"name": name, "namespace": meta.get("namespace"), "labels": labels, "annotations": annotations},
+        "spec": spec,
+    }
+
+
+def check_own_copy(existing: dict[str, Any], original: dict[str, Any], namespace: str) -> None:
+    """Raise unless `existing` (an object found under the copy's name) is `original`'s parked copy."""
+    labels = (existing.get("metadata") or {}).get("labels") or {}
+    uid = str((original.get("metadata") or {}).get("uid") or "")
+    if not uid or labels.get(LABEL_COPY_OF) != uid:
+        name = (existing.get("metadata") or {}).get("name")
+        raise ClusterError(f"park workflow {namespace}/{original['metadata']['name']}: the name {name} is taken by "
+                           "a workflow that is not its copy")
