@@ -43,9 +43,9 @@ def gate_tick(config: str = f"{CONFIG_DIR}/gate.yaml", dry_run: bool = False, se
     """Run gate ticks for `seconds` (every tickSeconds of the config): the CronWorkflow's only step."""
     import sys
 
-    from offhours.scripts.cli.main import main
+    from offhours.scripts.gate.loop import run_from_config
 
-    code = main(["gate", "--config", config, "--for", str(seconds), *(["--dry-run"] if dry_run else [])])
+    code = run_from_config(config, float(seconds), bool(dry_run))
     if code:
         sys.exit(code)
 

@@ -19,8 +19,8 @@ from offhours.scripts.cluster.base import (
     ClusterError,
 )
 from offhours.scripts.cluster.memory import MemoryCluster
-from offhours.scripts.gate.exit_hook import return_gpus
 from offhours.scripts.gate.controller import Gate
+from offhours.scripts.gate.exit_hook import return_gpus
 from offhours.scripts.metrics.sources import DirectSource
 from offhours.scripts.policy.config import GateConfig, parse_config
 from offhours.scripts.policy.record import ServiceRecord
@@ -239,8 +239,8 @@ def test_exit_hook_reads_workflow_failures(text: str, names: list[str]) -> None:
 
 
 def test_reclaim_stops_the_job_whose_last_checkpoint_loses_least(harness: Harness, tmp_path: Path) -> None:
-    from offhours.scripts.runtime.checkpoint import CheckpointStore
     from offhours.scripts.gate.controller import store_progress
+    from offhours.scripts.runtime.checkpoint import CheckpointStore
 
     h = harness
     for name in ("sft-a", "eval-b"):
@@ -286,12 +286,12 @@ def test_exit_hook_records_exactly_what_happened() -> None:
     done = return_gpus(cluster, workflow_namespace="research", workflow_name="eval-b", status="Failed",
                        failures=failures, clock=lambda: 86400.0 * 365 + 3723, out=out)
     assert done == Returned("eval-b", "chat", "returned", 43200.0)
-    assert out.getvalue() == ("workflow eval-b ended Failed (returned); 43200 GPU-seconds; chat gets its replicas back; "
-                              "6 failed node(s): n0, n1, n2, n3, n4\n")
+    assert out.getvalue() == ('level=info service=chat msg="workflow eval-b ended Failed (returned); 43200 GPU-seconds; '
+                              'chat gets its replicas back; 6 failed node(s): n0, n1, n2, n3, n4" workflow=eval-b\n')
     unnamed = io.StringIO()
     return_gpus(cluster, workflow_namespace="research", workflow_name="eval-b", status="Failed",
                 failures=json.dumps([{"id": "no-name"}]), clock=lambda: 86400.0 * 365 + 3723, out=unnamed)
-    assert unnamed.getvalue().endswith("; 1 failed node(s): ?\n")
+    assert unnamed.getvalue().endswith('; 1 failed node(s): ?" workflow=eval-b\n')
     annotations = wf["metadata"]["annotations"]
     assert annotations["offhours.io/returned-at"] == "1971-01-01T01:02:03Z"
     assert annotations["offhours.io/gpu-seconds"] == "43200"
@@ -304,8 +304,8 @@ def test_exit_hook_without_a_service_label_or_gpu_record() -> None:
     out = io.StringIO()
     done = return_gpus(cluster, workflow_namespace="research", workflow_name="x", status="Succeeded", out=out)
     assert done.service == "" and done.gpu_seconds is None
-    assert out.getvalue() == "workflow x ended Succeeded (returned); GPU-seconds not recorded; its service gets its " \
-                             "replicas back\n"
+    assert out.getvalue() == 'level=info msg="workflow x ended Succeeded (returned); GPU-seconds not recorded; its service ' \
+                             'gets its replicas back" workflow=x\n'
     assert "offhours.io/gpu-seconds" not in wf["metadata"]["annotations"]
 
 

@@ -32,13 +32,14 @@ from offhours.scripts.cluster.base import (
     ANNOTATION_QUEUE_POSITION,
     ANNOTATION_WAITING_REASON,
     FINISHED_PHASES,
-    HOLD_REASON,
     Autoscaler,
     Cluster,
     Deployment,
     Pod,
 )
-from offhours.scripts.cluster.memory import measured_exit_seconds
+from offhours.scripts.cluster.workflow import measured_exit_seconds
+from offhours.scripts.gate import events
+from offhours.scripts.gate.log import ERROR, INFO, WARNING, Logger
 from offhours.scripts.metrics.sources import LoadSource, Reading, ServiceTarget
 from offhours.scripts.policy import forecast
 from offhours.scripts.policy.capacity import replicas_for_rates
@@ -74,11 +75,20 @@ class ServiceOutcome:
     applied: int | None = None  # the replicas (or maxReplicas) the service was left at
 
     def summary(self) -> str:
-        """One line for the log."""
+        """One line: the service, then `detail()`."""
+        return f"{self.service}: {self.detail()}"
+
+    @property
+    def failed(self) -> bool:
+        """Whether the service's tick failed before it was decided and planned."""
+        return self.decision is None or self.plan is None
+
+    def detail(self) -> str:
+        """Return what was decided and done, without the service's name (the log line names it in its own field)."""
         if self.decision is None or self.plan is None:
-            return f"{self.service}: failed tick: {self.error}"
+            return f"failed tick: {self.error}"
         d, p = self.decision, self.plan
-        parts = [f"{self.service}: {d.action} lent {d.lent} -> {p.lent_after} of baseline {self.baseline}",
+        parts = [f"{d.action} lent {d.lent} -> {p.lent_after} of baseline {self.baseline}",
                  f"({d.reason})", f"at {self.applied if self.applied is not None else p.scale_to}"]
         if self.adopted:
             parts.append(self.adopted)
@@ -119,8 +129,22 @@ class Observed:
 
 
 @dataclass
+class _Tick:
+    """What one tick knows of itself: made new by each `Gate.tick`, so nothing of one tick leaks into the next."""
+
+    dry_run: bool = False
+    renewed: float = 0.0  # when the Lease was last taken or renewed (Gate.monotonic)
+    advisory_spent: float = 0.0  # seconds of advisory reads so far, against Gate.advisory_budget
+    lease_notes: dict[str, str] | None = None  # the Lease's notes, read once, when first needed
+
+
+@dataclass
 class Gate:
-    """The gate over a cluster, a load source and a configuration."""
+    """The gate over a cluster, a load source and a configuration.
+
+    Its fields are configuration and collaborators; what a tick learns lives in that tick's `_Tick`.
+    The one memory kept across ticks is `_unrecorded` (see there).
+    """
 
     config: GateConfig
     cluster: Cluster
@@ -132,73 +156,74 @@ class Gate:
     advisory_timeout: float = 5.0  # one advisory read (checkpoint progress)
     advisory_budget: float = 15.0  # all advisory reads of one tick
     monotonic: Callable[[], float] = time.monotonic
-    _renewed: float = 0.0
-    _advisory_spent: float = 0.0
-    _dry_run: bool = False
     # Raises written while the record could not be: remembered in this process and noted on the Lease,
     # so the next tick (of this process or another) does not take the gate's own raise for someone else's.
     _unrecorded: dict[str, UnrecordedWrite] = field(default_factory=dict)
-    _lease_notes: dict[str, str] | None = None  # read once a tick
 
     @property
     def lease_seconds(self) -> int:
         """How long one Lease grant lasts."""
         return max(60, 2 * self.config.tick_seconds)
 
+    @property
+    def log(self) -> Logger:
+        """The gate's log, on `out` (read at each line, so a caller may swap `out`)."""
+        return Logger(self.out)
+
     def tick(self, dry_run: bool = False) -> list[ServiceOutcome]:
         """Run one observe -> decide -> act pass over every service."""
         ns = self.config.namespace
-        self._dry_run, self._advisory_spent = dry_run, 0.0
+        t = _Tick(dry_run=dry_run)
         if not dry_run:
             try:
                 held = self.cluster.acquire_lease(ns, self.holder, self.lease_seconds)
             except Exception as err:  # noqa: BLE001 - without the Lease nothing may be written: skip, never crash
-                print(f"could not take the offhours lease: {_describe(err)}: skipping this tick", file=self.out)
+                self.log.error(f"could not take the offhours lease: {_describe(err)}: skipping this tick")
                 return []
             if not held:
-                print("another gate or exit hook holds the offhours lease: skipping this tick", file=self.out)
+                self.log.info("another gate or exit hook holds the offhours lease: skipping this tick")
                 return []
-            self._renewed = self.monotonic()
+            t.renewed = self.monotonic()
         try:
-            return self._tick()
+            return self._tick(t)
         except LeaseLost as err:  # raised wherever the gate noticed (observing, failing a service): stop writing
-            print(f"stopped this tick: {err}", file=self.out)
+            self.log.warning(f"stopped this tick: {err}")
             return []
         finally:
             if not dry_run:
                 try:
                     self.cluster.release_lease(ns, self.holder)
                 except Exception as err:  # noqa: BLE001 - an unreleased Lease expires by itself
-                    print(f"could not release the lease: {err}", file=self.out)
+                    self.log.warning(f"could not release the lease: {err}")
 
     # -- the tick ---------------------------------------------------------------------------
-    def _tick(self) -> list[ServiceOutcome]:
+    def _tick(self, t: _Tick) -> list[ServiceOutcome]:
         now = self.clock()
-        self._lease_notes = None
         outcomes = {p.name: ServiceOutcome(p.name) for p in self.config.services}
         observed: list[Observed] = []
         for policy in self.config.services:
             try:
-                observed.append(self._observe(policy))
+                observed.append(self._observe(t, policy))
             except Exception as err:  # noqa: BLE001 - any fault of one service is that service's failed tick
-                self._fail(policy, outcomes[policy.name], f"observe: {_describe(err)}", now)
-        observed = self._refuse_shared_deployments(observed, outcomes, now)
+                self._fail(t, policy, outcomes[policy.name], f"observe: {_describe(err)}", now)
+        observed = self._refuse_shared_deployments(t, observed, outcomes, now)
         readings = self._read(observed, now)
         for i, obs in enumerate(observed):
             outcome = outcomes[obs.policy.name]
             try:
-                self._service(obs, readings.get(obs.policy.name, Reading(None, "no reading")), now, outcome)
+                self._service(t, obs, readings.get(obs.policy.name, Reading(None, "no reading")), now, outcome)
             except LeaseLost as err:
                 for rest in observed[i:]:
                     outcomes[rest.policy.name].error = f"not acted on: {err}"
                 break
             except Exception as err:  # noqa: BLE001 - see above
-                self._fail(obs.policy, outcome, f"{_describe(err)}", now, obs)
+                self._fail(t, obs.policy, outcome, f"{_describe(err)}", now, obs)
         for outcome in outcomes.values():
-            print(outcome.summary(), file=self.out)
+            level = ERROR if outcome.failed else WARNING if outcome.error else INFO
+            self.log.log(level, outcome.detail(), outcome.service)
         return list(outcomes.values())
 
-    def _observe(self, policy: ServicePolicy) -> Observed:
+    def _observe(self, t: _Tick, policy: ServicePolicy) -> Observed:
         ns = self.config.namespace
         dep = self.cluster.deployment(ns, policy.name, policy.deployment)
         scaler = self.cluster.autoscaler(dep)
@@ -206,32 +231,32 @@ class Gate:
         jobs = self.cluster.jobs(self.config.workflow_namespace, policy.name)
         pods = self.cluster.ready_pods(dep)
         obs = Observed(policy, dep, scaler, ServiceRecord.from_json(text), jobs, pods, text)
-        note = self._unrecorded.get(policy.name) or self._lease_note(policy.name)
+        note = self._unrecorded.get(policy.name) or self._lease_note(t, policy.name)
         if note is not None:
             obs.record = note.supersede(obs.record, text, dep.uid, obs.writes_to)
         return obs
 
-    def _lease_note(self, service: str) -> UnrecordedWrite | None:
+    def _lease_note(self, t: _Tick, service: str) -> UnrecordedWrite | None:
         """Return this service's note on the Lease (a raise another gate process wrote without its record), if any."""
-        if self._lease_notes is None:
+        if t.lease_notes is None:
             try:
-                self._lease_notes = self.cluster.lease_notes(self.config.namespace)
+                t.lease_notes = self.cluster.lease_notes(self.config.namespace)
             except Exception as err:  # noqa: BLE001 - unreadable: the stored record alone (a raise then reads as an owner's: the safe side)
-                print(f"the lease's notes are unreadable: {_describe(err)}", file=self.out)
-                self._lease_notes = {}
-        return UnrecordedWrite.from_json(self._lease_notes.get(service))
+                self.log.warning(f"the lease's notes are unreadable: {_describe(err)}")
+                t.lease_notes = {}
+        return UnrecordedWrite.from_json(t.lease_notes.get(service))
 
-    def _recorded(self, name: str) -> None:
+    def _recorded(self, t: _Tick, name: str) -> None:
         """Remove the note of an unrecorded raise once the record is written (best effort: a stale note is ignored)."""
-        if self._unrecorded.pop(name, None) is None and name not in (self._lease_notes or {}):
+        if self._unrecorded.pop(name, None) is None and name not in (t.lease_notes or {}):
             return
-        (self._lease_notes or {}).pop(name, None)
+        (t.lease_notes or {}).pop(name, None)
         try:
             self.cluster.note_on_lease(self.config.namespace, self.holder, name, None)
         except Exception as err:  # noqa: BLE001 - a stale note is ignored anyway (it names the record it superseded)
-            print(f"could not remove the lease's note for {name}: {_describe(err)}", file=self.out)
+            self.log.warning(f"could not remove the lease's note for {name}: {_describe(err)}", name)
 
-    def _refuse_shared_deployments(self, observed: list[Observed], outcomes: dict[str, ServiceOutcome],
+    def _refuse_shared_deployments(self, t: _Tick, observed: list[Observed], outcomes: dict[str, ServiceOutcome],
                                    now: float) -> list[Observed]:
         """Two services resolving to one Deployment would flip it between their targets: neither acts."""
         by_uid: dict[str, list[Observed]] = {}
@@ -244,7 +269,7 @@ class Gate:
                 continue
             names = ", ".join(o.policy.name for o in group)
             for obs in group:
-                self._fail(obs.policy, outcomes[obs.policy.name],
+                self._fail(t, obs.policy, outcomes[obs.policy.name],
                            f"services {names} all resolve to Deployment {obs.dep.name}: fix the gate config", now, obs)
         return kept
 
@@ -258,7 +283,7 @@ class Gate:
         except Exception as err:  # noqa: BLE001 - a broken source is a failed reading for every service, not a crash
             return {t.service: Reading(None, f"load source failed: {_describe(err)}") for t in targets}
 
-    def _service(self, obs: Observed, reading: Reading, now: float, outcome: ServiceOutcome) -> None:
+    def _service(self, t: _Tick, obs: Observed, reading: Reading, now: float, outcome: ServiceOutcome) -> None:
         policy, dep = obs.policy, obs.dep
         # A job's exit time is capped by the service's grace (what it takes past that is not serving's wait);
         # one that declares none may take the whole grace.
@@ -287,28 +312,28 @@ class Gate:
             tick_seconds=self.config.tick_seconds,
         )
         outcome.decision = decision
-        if self._dry_run:
+        if t.dry_run:
             outcome.plan = plan(decision, baseline, jobs, now)
             return
         if owned.adopted:
-            self._event(dep, "ReplicasAdopted", owned.adopted)
+            self._event(policy.name, dep, events.REPLICAS_ADOPTED, owned.adopted)
         # Serving first: a reclaim raises serving to what the decision needs before anything else.
         if decision.target_lent < decision.lent:
-            record = self._apply(obs, record, max(obs.current, baseline - decision.target_lent))
+            record = self._apply(t, obs, record, max(obs.current, baseline - decision.target_lent))
             if self.progress is not None:
-                jobs = [self._with_progress(j) for j in jobs]  # advisory: only when a stop is coming
+                jobs = [self._with_progress(t, j) for j in jobs]  # advisory: only when a stop is coming
         jobs = [self._with_original(j) for j in jobs]
         p = plan(decision, baseline, jobs, now)
         outcome.plan = p
         scale_to = p.scale_to if decision.action == "lend" else max(p.scale_to, obs.current)  # only a lend lowers serving
-        record = self._apply(obs, record, scale_to)
+        record = self._apply(t, obs, record, scale_to)
         outcome.applied = obs.current
         record = replace(record, decision=decision.state, samples=reading.samples or record.samples,
                          last_decision=_last_decision(decision, p, now))
-        self._fence()
+        self._fence(t)
         self.cluster.write_state(self.config.namespace, policy.name, record.to_json())
-        self._recorded(policy.name)
-        self._research_side(obs, decision, p, outcome)
+        self._recorded(t, policy.name)
+        self._research_side(t, obs, decision, p, outcome)
 
     def _look_ahead(self, policy: ServicePolicy, record: ServiceRecord, reading: Reading,
                     now: float) -> tuple[ServiceRecord, int | None]:
@@ -323,12 +348,12 @@ class Gate:
         needs = with_need(record.needs, now, need, tick, keep)
         return replace(record, needs=needs), forecast.forecast_required([n for _, n in needs], policy, tick)
 
-    def _apply(self, obs: Observed, record: ServiceRecord, value: int) -> ServiceRecord:
+    def _apply(self, t: _Tick, obs: Observed, record: ServiceRecord, value: int) -> ServiceRecord:
         """Write replicas (or the autoscaler's maxReplicas) if they differ; record the intent first."""
         if value == obs.current:
             return record
         intent = replace(record, applied=value, applying_from=obs.current)
-        self._fence()
+        self._fence(t)
         try:
             self.cluster.write_state(self.config.namespace, obs.policy.name, intent.to_json())
         except Exception:
@@ -336,7 +361,7 @@ class Gate:
                 raise  # no lending without the record of it
             self._note_unrecorded(obs, intent)  # a raise for serving goes ahead anyway, noted as the gate's own
         obs.record = intent  # what a failure later in this tick records (not the record as it was read)
-        self._fence()
+        self._fence(t)
         if obs.scaler is not None:
             self.cluster.set_max_replicas(obs.scaler, value)
             obs.scaler.max_replicas = value
@@ -353,14 +378,14 @@ class Gate:
         try:
             self.cluster.note_on_lease(self.config.namespace, self.holder, obs.policy.name, note.to_json())
         except Exception as err:  # noqa: BLE001 - this process still knows; the next one reads the raise as an owner's (the safe side)
-            print(f"could not note the unrecorded raise of {obs.policy.name} on the lease: {_describe(err)}",
-                  file=self.out)
+            self.log.warning(f"could not note the unrecorded raise of {obs.policy.name} on the lease: {_describe(err)}",
+                             obs.policy.name)
 
-    def _research_side(self, obs: Observed, decision: Decision, p: Plan, outcome: ServiceOutcome) -> None:
+    def _research_side(self, t: _Tick, obs: Observed, decision: Decision, p: Plan, outcome: ServiceOutcome) -> None:
         """Park, stop, admit, delete, annotate: each job on its own; one failure never undoes serving's writes."""
         wf_ns, uid, errors = self.config.workflow_namespace, obs.dep.uid, []
         steps: list[tuple[str, Callable[[], Any]]] = []
-        steps += [(f"stop {j.name}", partial(self._park_and_stop, wf_ns, j, outcome)) for j in p.stop]
+        steps += [(f"stop {j.name}", partial(self._park_and_stop, t, wf_ns, j, outcome)) for j in p.stop]
         steps += [(f"admit {j.name}", partial(self.cluster.admit, wf_ns, j, uid)) for j in p.admit]
         steps += [(f"adopt {j.name}", partial(self.cluster.adopt, wf_ns, j, uid)) for j in p.adopt]
         steps += [(f"delete {j.name}", partial(self.cluster.delete_workflow, wf_ns, j.name)) for j in p.delete]
@@ -370,7 +395,7 @@ class Gate:
                   for j, position, reason in p.waiting if (j.waiting_reason, j.queue_position) != (reason, position)]
         for what, step in steps:
             try:
-                self._fence()
+                self._fence(t)
                 step()
             except LeaseLost:
                 raise
@@ -380,10 +405,10 @@ class Gate:
             outcome.error = "; ".join(errors)
         self._record_tick_event(obs, decision, p, outcome)
 
-    def _park_and_stop(self, namespace: str, job: Job, outcome: ServiceOutcome) -> None:
+    def _park_and_stop(self, t: _Tick, namespace: str, job: Job, outcome: ServiceOutcome) -> None:
         # Park a copy first (idempotent), then stop: a stopped job always has its copy.
         outcome.parked.append(self.cluster.park_copy(namespace, job))
-        self._fence()
+        self._fence(t)
         self.cluster.stop(namespace, job)
 
     def _incarnation(self, job: Job, uid: str) -> Job:
@@ -403,7 +428,8 @@ class Gate:
         try:
             original = self.cluster.workflow(self.config.workflow_namespace, job.parked_from)
         except Exception as err:  # noqa: BLE001 - unknown: the copy waits
-            print(f"original {job.parked_from} of {job.name} unreadable: {_describe(err)}", file=self.out)
+            self.log.warning(f"original {job.parked_from} of {job.name} unreadable: {_describe(err)}", job.service,
+                             job=job.name)
             return replace(job, original_done=False)
         if original is None:
             return replace(job, original_done=True)
@@ -416,20 +442,21 @@ class Gate:
                        exit_seconds=job.exit_seconds if measured is None else measured,
                        exit_learnt=job.exit_learnt or measured is not None)
 
-    def _with_progress(self, job: Job) -> Job:
+    def _with_progress(self, t: _Tick, job: Job) -> Job:
         if job.state != ADMITTED or self.progress is None:
             return job
         progress = self.progress
-        at = self._advisory(f"progress of {job.name}", lambda: progress(job))
+        at = self._advisory(t, f"progress of {job.name}", lambda: progress(job), job)
         if not isinstance(at, (int, float)) or (job.progress_at is not None and job.progress_at >= at):
             return job
         return replace(job, progress_at=float(at))
 
-    def _advisory(self, what: str, read: Callable[[], Any]) -> Any:
-        """Run an advisory read with a per-call timeout inside the tick's budget; None when over either."""
-        left = self.advisory_budget - self._advisory_spent
+    def _advisory(self, t: _Tick, what: str, read: Callable[[], Any], job: Job) -> Any:
+        """Run an advisory read about `job` with a per-call timeout inside the tick's budget; None when over either."""
+        left = self.advisory_budget - t.advisory_spent
         if left <= 0:
-            print(f"{what}: skipped, the tick's advisory budget ({self.advisory_budget:.0f} s) is spent", file=self.out)
+            self.log.warning(f"{what}: skipped, the tick's advisory budget ({self.advisory_budget:.0f} s) is spent",
+                             job.service, job=job.name)
             return None
         result: list[Any] = []
         failure: list[BaseException] = []
@@ -444,43 +471,44 @@ class Gate:
         worker = threading.Thread(target=run, name=what, daemon=True)  # a hung read must not hold the process
         worker.start()
         worker.join(min(self.advisory_timeout, left))
-        self._advisory_spent += time.monotonic() - started
+        t.advisory_spent += time.monotonic() - started
         if worker.is_alive():
-            print(f"{what}: no answer within {min(self.advisory_timeout, left):.1f} s: skipped", file=self.out)
+            self.log.warning(f"{what}: no answer within {min(self.advisory_timeout, left):.1f} s: skipped", job.service,
+                             job=job.name)
             return None
         if failure:
-            print(f"{what} unreadable: {_describe(failure[0])}", file=self.out)
+            self.log.warning(f"{what} unreadable: {_describe(failure[0])}", job.service, job=job.name)
             return None
         return result[0] if result else None
 
     # -- faults -----------------------------------------------------------------------------
-    def _fail(self, policy: ServicePolicy, outcome: ServiceOutcome, error: str, now: float,
+    def _fail(self, t: _Tick, policy: ServicePolicy, outcome: ServiceOutcome, error: str, now: float,
               obs: Observed | None = None) -> None:
         """Count a failed tick for one service; after enough in a row, restore its whole baseline."""
         outcome.error = error
-        if self._dry_run:
+        if t.dry_run:
             return
         ns, name = self.config.namespace, policy.deployment or policy.name
         try:
-            self._fence()
+            self._fence(t)
             text = obs.stored_text if obs is not None else self.cluster.read_state(ns, policy.name)
             record = obs.record if obs is not None else ServiceRecord.from_json(text)
             failed = record.decision.failed_ticks + 1
             record = replace(record, decision=ServiceState((), failed),
                              last_decision={"at": now, "action": "failed", "reason": error[:300]})
             if failed >= self.config.failed_ticks_before_reclaim and record.baseline is not None:
-                record = self._restore_baseline(policy, record, obs, text)
+                record = self._restore_baseline(t, policy, record, obs, text)
                 error += f"; {failed} failed ticks in a row: serving restored to its baseline {record.baseline}"
                 outcome.error = error
             self.cluster.write_state(ns, policy.name, record.to_json())
-            self._recorded(policy.name)
+            self._recorded(t, policy.name)
         except LeaseLost:
             raise
         except Exception as err:  # noqa: BLE001 - the record is best effort; the Event below still says why
             outcome.error = f"{error}; could not record the failed tick: {_describe(err)}"
-        self._event_on(ns, name, "GateTickFailed", outcome.error or error, warning=True)
+        self._event_on(policy.name, ns, name, events.GATE_TICK_FAILED, outcome.error or error, warning=True)
 
-    def _restore_baseline(self, policy: ServicePolicy, record: ServiceRecord, obs: Observed | None,
+    def _restore_baseline(self, t: _Tick, policy: ServicePolicy, record: ServiceRecord, obs: Observed | None,
                           stored_text: str | None) -> ServiceRecord:
         """Put serving back at its whole baseline (the fail-safe), whatever else cannot be read."""
         assert record.baseline is not None
@@ -493,7 +521,7 @@ class Gate:
                 # A new writer target (an HPA came or went): its baseline is learned by a tick that can
                 # count the lent jobs, not by a fail-safe that could not read them.
                 return record
-            note = self._unrecorded.get(policy.name) or self._lease_note(policy.name)
+            note = self._unrecorded.get(policy.name) or self._lease_note(t, policy.name)
             if note is not None:
                 record = obs.record = note.supersede(record, stored_text, dep.uid, obs.writes_to)
         # What someone else set during the failed ticks is theirs: restore the adopted baseline, not the stored one.
@@ -501,14 +529,14 @@ class Gate:
         owned = own_baseline(record, obs.dep.uid, obs.writes_to, obs.current, lent)
         record = owned.record
         if obs.current < owned.baseline:
-            record = self._apply(obs, record, owned.baseline)
+            record = self._apply(t, obs, record, owned.baseline)
         return record
 
-    def _fence(self) -> None:
+    def _fence(self, t: _Tick) -> None:
         """Renew the Lease when a third of it has passed; raise `LeaseLost` if another actor has it."""
-        if self._dry_run:
+        if t.dry_run:
             return
-        elapsed = self.monotonic() - self._renewed
+        elapsed = self.monotonic() - t.renewed
         if elapsed < self.lease_seconds / 3:
             return
         try:
@@ -519,7 +547,7 @@ class Gate:
             raise LeaseLost(f"the lease could not be renewed ({_describe(err)})") from None
         if not held:
             raise LeaseLost("another actor took the offhours lease")
-        self._renewed = self.monotonic()
+        t.renewed = self.monotonic()
 
     # -- events -----------------------------------------------------------------------------
     def _record_tick_event(self, obs: Observed, decision: Decision, p: Plan, outcome: ServiceOutcome) -> None:
@@ -535,21 +563,22 @@ class Gate:
             message += "; " + "; ".join(p.notes)
         if outcome.error:
             message += f"; errors: {outcome.error}"
-        reason = ("GPUsLent" if p.lent_after > decision.lent
-                  else "GPUsReclaimed" if p.lent_after < decision.lent or decision.action == "reclaim" else HOLD_REASON)
-        self._event(obs.dep, reason, message, warning=bool(outcome.error) or (
+        reason = (events.GPUS_LENT if p.lent_after > decision.lent
+                  else events.GPUS_RECLAIMED if p.lent_after < decision.lent or decision.action == "reclaim"
+                  else events.GATE_HOLD)
+        self._event(obs.policy.name, obs.dep, reason, message, warning=bool(outcome.error) or (
             decision.action == "reclaim" and "failed ticks" in decision.reason))
 
-    def _event(self, dep: Deployment, reason: str, message: str, warning: bool = False) -> None:
-        self._event_on(dep.namespace, dep.name, reason, message, warning)
+    def _event(self, service: str, dep: Deployment, reason: str, message: str, warning: bool = False) -> None:
+        self._event_on(service, dep.namespace, dep.name, reason, message, warning)
 
-    def _event_on(self, namespace: str, name: str, reason: str, message: str, warning: bool = False) -> None:
+    def _event_on(self, service: str, namespace: str, name: str, reason: str, message: str, warning: bool = False) -> None:
         try:
             # A hold repeats every tick while nothing changes: one Event per Deployment, counted.
             self.cluster.record_event(namespace, "Deployment", name, reason, message, warning,
-                                      aggregate=reason == HOLD_REASON)
+                                      aggregate=reason in events.AGGREGATED)
         except Exception as err:  # noqa: BLE001 - an event is a record, not an action: never let it undo a tick
-            print(f"could not record event {reason}: {_describe(err)}", file=self.out)
+            self.log.warning(f"could not record event {reason}: {_describe(err)}", service, reason=reason)
 
 
 def _describe(err: BaseException) -> str:

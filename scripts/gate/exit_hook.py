@@ -7,8 +7,9 @@ and the gate, which watches the workflows, scales serving back within seconds.
 
 The hook has no right on serving on purpose: it runs in the research namespace, where any
 ServiceAccount can be used by a research pod, so it must not be able to change a serving
-Deployment (rule 10). A stop for reclaim stays counted as a preemption: a `preempted` state is
-kept, only the return time is added.
+Deployment: a research job could then scale serving itself. For the same reason it records no
+Event on serving (scripts/gate/events.py lists the gate's). A stop for reclaim stays counted as
+a preemption: a `preempted` state is kept, only the return time is added.
 """
 
 import json
@@ -30,6 +31,7 @@ from offhours.scripts.cluster.base import (
     Cluster,
     ClusterError,
 )
+from offhours.scripts.gate.log import Logger
 
 
 @dataclass(frozen=True)
@@ -96,5 +98,5 @@ def return_gpus(
     failed = failed_nodes(failures)
     if failed:
         message += f"; {len(failed)} failed node(s): " + ", ".join(str(n.get("displayName", "?")) for n in failed[:5])
-    print(message, file=out)
+    Logger(out).info(message, service or None, workflow=workflow_name)
     return Returned(workflow_name, service, state, used)

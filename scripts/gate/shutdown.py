@@ -12,6 +12,13 @@ from contextlib import contextmanager
 from types import FrameType
 
 
+class StopRequested(SystemExit):
+    """A SIGTERM between ticks: ends the loop at once (exit code 0); the loop that owns it may catch it and return."""
+
+    def __init__(self) -> None:
+        super().__init__(0)
+
+
 class GracefulStop:
     """SIGTERM handling for a loop of ticks: `requested` once a SIGTERM came; ticks run inside `tick()`."""
 
@@ -34,7 +41,7 @@ class GracefulStop:
     def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
         self.requested = True
         if not self._in_tick:
-            raise SystemExit(0)
+            raise StopRequested()
 
     @contextmanager
     def tick(self) -> Iterator[None]:

@@ -32,7 +32,7 @@ def test_the_runner_entrypoint_runs_a_dry_run_tick_and_exits_0(
                          env={**os.environ, "KUBECONFIG": cluster_env["KUBECONFIG"]})
     assert run.returncode == 0, run.stderr
     # The kwok pods serve no metrics: the reading fails, and the plan is to hold with nothing lent.
-    line = next(line for line in run.stdout.splitlines() if line.startswith("chat: "))
-    assert line.startswith("chat: hold lent 0 -> 0 of baseline 3;") and "no lending" in line, run.stdout
+    line = next(line for line in run.stdout.splitlines() if line.startswith("level=info service=chat "))
+    assert 'msg="hold lent 0 -> 0 of baseline 3;' in line and "no lending" in line, run.stdout
     assert client.AppsV1Api(api).read_namespaced_deployment("chat", SERVING).spec.replicas == 3
     assert not core.list_namespaced_config_map(SERVING, field_selector="metadata.name=offhours-state-chat").items

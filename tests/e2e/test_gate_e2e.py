@@ -316,7 +316,7 @@ def test_cron_workflow_runs_the_gate_through_hera_runner(api: client.ApiClient, 
     assert ran and ran[0].argv[1:5] == ["-m", "hera.workflows.runner", "-e", "offhours.cronworkflows.gate:gate_tick"]
     assert done["status"]["phase"] == "Succeeded", ran[0].output
     # The dry run read the service as the gate's ServiceAccount and planned without changing anything.
-    assert "chat: " in ran[0].output and "baseline 2" in ran[0].output, ran[0].output
+    assert "service=chat " in ran[0].output and "baseline 2" in ran[0].output, ran[0].output
     dep = client.AppsV1Api(api).read_namespaced_deployment("chat", SERVING)
     assert dep.metadata.annotations is None or "offhours.io/baseline-replicas" not in dep.metadata.annotations
     with pytest.raises(client.ApiException) as none:  # a dry run records nothing

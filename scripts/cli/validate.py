@@ -1,0 +1,38 @@
+"""`offhours validate`: Argo manifests against the v4.0.5 CRD schemas, and the reference lint."""
+
+import argparse
+import sys
+from typing import Any
+
+
+def _validate(args: argparse.Namespace) -> int:
+    import json
+
+    from offhours.scripts.validate import load_documents, validate_documents
+
+    docs, problems = load_documents(args.paths)
+    problems += validate_documents(docs)
+    failing = [p for p in problems if p.severity == "error" or args.strict]
+    if args.output == "json":
+        print(json.dumps([{"file": p.file, "document": p.document, "path": p.path, "severity": p.severity,
+                           "message": p.message} for p in problems], indent=2))
+    else:
+        for problem in problems:
+            print(problem)
+    errors = sum(p.severity == "error" for p in problems)
+    if problems:
+        print(f"{errors} error(s), {len(problems) - errors} warning(s) in {len({p.file for p in problems})} file(s)"
+              + (" (--strict: warnings fail)" if args.strict and len(problems) > errors else ""), file=sys.stderr)
+    if failing:
+        return 1
+    print(f"ok: {len(docs)} document(s) valid", file=sys.stderr)
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    """Add `validate` to the `offhours` command."""
+    validate = subparsers.add_parser("validate", help="check Argo manifests: v4.0.5 CRD schemas and reference lint")
+    validate.add_argument("paths", nargs="+", help="YAML/JSON files or folders (multi-document YAML allowed)")
+    validate.add_argument("--strict", action="store_true", help="fail on warnings too (likely mistakes Argo accepts)")
+    validate.add_argument("-o", "--output", choices=["text", "json"], default="text", help="text (default) or JSON")
+    validate.set_defaults(func=_validate)

@@ -1,0 +1,99 @@
+"""The gate's run loop: ticks until a deadline, once, or a SIGTERM; the exit code of the run.
+
+`offhours gate` and the gate CronWorkflow's step (`offhours.cronworkflows.gate:gate_tick`) both
+run `run_from_config`, which wires the configuration, the cluster and the load source to a `Gate`
+and hands it to a `TickLoop`. The loop owns the rhythm, the gate owns one tick:
+
+- a tick every `tickSeconds`; between two ticks the loop watches the workflows, so a job that
+  ended gets its replicas back to serving at once, but never ticks more often than
+  `MIN_TICK_SECONDS`, however many workflows end;
+- with `seconds` (what each CronWorkflow run does) it stops before a tick that would start past
+  the deadline; `once` and `dry_run` stop after one tick;
+- a SIGTERM between ticks ends the loop at once (no Lease is held then); one during a tick lets
+  the tick finish and give the Lease back, then ends the loop.
+
+The exit code is 1 when the last tick failed for any service, else 0; 2 for a configuration that
+cannot be used (nothing ran).
+"""
+
+import logging
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from offhours.scripts.gate.controller import Gate
+from offhours.scripts.gate.log import Logger
+from offhours.scripts.gate.shutdown import GracefulStop, StopRequested
+
+MIN_TICK_SECONDS = 5.0  # the gate never ticks more often than this, however many workflows end
+INTERRUPTED = 130  # the shell's code for a run ended by Ctrl-C
+
+
+@dataclass
+class TickLoop:
+    """Runs `gate`'s ticks until a deadline (`seconds`), after one (`once`, `dry_run`), or until a SIGTERM."""
+
+    gate: Gate
+    seconds: float | None = None  # stop before a tick that would start this long after the start; 0 or None: never
+    once: bool = False
+    dry_run: bool = False
+    log: Logger = field(default_factory=lambda: Logger(sys.stderr))
+    monotonic: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+    stop: GracefulStop = field(default_factory=GracefulStop)
+
+    def run(self) -> int:
+        """Run ticks; return the exit code: 1 if the last tick failed for any service, else 0."""
+        config, cluster = self.gate.config, self.gate.cluster
+        deadline = self.monotonic() + self.seconds if self.seconds else None
+        with self.stop.installed() as stop:  # a deleted gate pod finishes its tick and gives the Lease back
+            try:
+                while True:
+                    started = self.monotonic()
+                    with stop.tick():
+                        outcomes = self.gate.tick(dry_run=self.dry_run)
+                    failed = any(o.error for o in outcomes)
+                    next_tick = started + config.tick_seconds
+                    if stop.requested:
+                        self.log.info("SIGTERM: stopped after the tick, the Lease given back")
+                    if stop.requested or self.once or self.dry_run or (deadline is not None and next_tick > deadline):
+                        return 1 if failed else 0
+                    self.sleep(max(0.0, started + MIN_TICK_SECONDS - self.monotonic()))
+                    cluster.wait_for_workflow_change(config.workflow_namespace, next_tick - self.monotonic())
+            except StopRequested:  # between ticks: nothing is held, nothing is half written
+                return 0
+
+
+def run_from_config(config_path: str, seconds: float | None = None, dry_run: bool = False, *, once: bool = False) -> int:
+    """Load the gate configuration at `config_path`, connect to the cluster and run the loop; return the exit code.
+
+    A configuration that does not validate, or no Kubernetes configuration, is one line on stderr
+    and exit 2, as for every `offhours` command.
+    """
+    from kubernetes.config.config_exception import ConfigException
+
+    from offhours.scripts.cluster.kube import KubeCluster, load_client_config
+    from offhours.scripts.gate.controller import store_progress
+    from offhours.scripts.metrics.sources import source_from_config
+    from offhours.scripts.policy.config import ConfigError, load_config
+
+    # The client retries a refused connection and logs each retry through the root logger's last
+    # resort handler: the gate's own line names the failure once.
+    logging.getLogger("urllib3").setLevel(logging.ERROR)
+    try:
+        config = load_config(config_path)
+    except ConfigError as err:
+        print(err, file=sys.stderr)
+        return 2
+    try:
+        load_client_config()
+    except ConfigException as err:
+        print(f"offhours gate: no Kubernetes configuration: {err} (set KUBECONFIG, or write ~/.kube/config)",
+              file=sys.stderr)
+        return 2
+    gate = Gate(config, KubeCluster(), source_from_config(config.metrics), progress=store_progress)
+    try:
+        return TickLoop(gate, seconds=seconds, once=once, dry_run=dry_run).run()
+    except KeyboardInterrupt:
+        return INTERRUPTED
