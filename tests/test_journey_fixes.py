@@ -18,8 +18,8 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from offhours.scripts.cli import jobs as r
+from offhours.scripts.cluster.errors import describe_api_error
 from offhours.scripts.pool.model import build_pool, job_view, parse_time
-from offhours.scripts.pool.reader import describe_api_error
 
 from .pool_fixture import NOW, SERVING, chat_state, deployment, state_configmap, ts, workflow
 

@@ -70,7 +70,7 @@ def test_usage_used_lost_and_lent(pool):
     by_user = {x.key: round(x.used, 2) for x in r.usage_lines(pool, "user")}
     assert by_user == {"ada": 2.0, "unknown": 1.0}
     recent = r.usage_lines(pool, "service", NOW - timedelta(hours=1))
-    assert [(x.key, len(x.runs)) for x in recent] == [("chat", 3)]
+    assert [(x.key, len(x.runs), round(x.lent, 4)) for x in recent] == [("chat", 4, round((60 + 29) / 60 * 8, 4))]
     assert r.usage_text(r.usage_lines(pool), "service", as_csv=True).splitlines() == [
         "service,runs,gpu_hours_used,gpu_hours_lost_to_preemption,gpu_hours_lent", "chat,5,3.00,1.87,61.87"]
 

@@ -5,7 +5,8 @@ from typing import Any
 
 import pytest
 
-from offhours.scripts.pool.usage import render_table, usage
+from offhours.scripts.pool.model import build_pool
+from offhours.scripts.pool.usage import UsageRow, render_table, usage_by_month
 
 
 def wf(name: str, service: str, started: str, gpu_seconds: float | None, replicas: int = 2,
@@ -32,23 +33,30 @@ WORKFLOWS = [
 ]
 
 
+NOW = datetime(2026, 12, 1, tzinfo=timezone.utc)
+
+
+def usage(workflows: list[dict[str, Any]], gpus_per_replica: dict[str, int], now: datetime = NOW) -> list[UsageRow]:
+    return usage_by_month(build_pool([], [], workflows, "serving", now), gpus_per_replica)
+
+
 def test_usage_sums_per_service_and_month() -> None:
     rows = {(r.service, r.month): r for r in usage(WORKFLOWS, {"chat": 4})}
     assert set(rows) == {("chat", "2026-10"), ("code", "2026-11")}
     chat = rows[("chat", "2026-10")]
-    assert len(chat.run_ids) == 2 and chat.workflows == 3 and chat.preemptions == 1
-    assert chat.gpu_hours_used == pytest.approx(8 * 15)
+    assert len(chat.runs) == 2 and len(chat.workflows) == 3 and chat.preemptions == 1
+    assert chat.used == pytest.approx(8 * 15)
     # Lent: 2 replicas x 4 GPUs x (10 h + 2 h + 3 h).
-    assert chat.gpu_hours_lent == pytest.approx(8 * 15)
+    assert chat.lent == pytest.approx(8 * 15)
     assert chat.equivalent_gpus() == pytest.approx(120 / (31 * 24))
-    assert rows[("code", "2026-11")].gpu_hours_used == 0
+    assert rows[("code", "2026-11")].used == 0
 
 
 def test_running_workflow_is_lent_until_now() -> None:
     now = datetime(2026, 10, 5, 0, 0, tzinfo=timezone.utc)
     rows = usage([wf("live", "chat", "2026-10-04T22:00:00Z", None, replicas=1, admitted="2026-10-04T22:00:00Z",
                      state="admitted")], {"chat": 8}, now=now)
-    assert rows[0].gpu_hours_lent == pytest.approx(2 * 8)
+    assert rows[0].lent == pytest.approx(2 * 8)
 
 
 def test_table_has_the_original_reports_columns() -> None:

@@ -57,13 +57,6 @@ def _absent(err: ApiException) -> bool:
     return err.status == 404
 
 
-def _message(err: ApiException) -> str:
-    try:
-        return str(json.loads(err.body or "")["message"])
-    except (ValueError, KeyError, TypeError):
-        return f"HTTP {err.status} {err.reason}"
-
-
 def _vendored_schema(file: str) -> dict[str, Any]:
     raw = resources.files("offhours.schemas").joinpath("argo", file).read_bytes()
     return dict(json.loads(gzip.decompress(raw)))

@@ -6,16 +6,17 @@ from typing import Any
 
 
 def _console(args: argparse.Namespace) -> int:
+    from offhours.scripts.cli.jobs import CommandError, _reader, config_gpus
     from offhours.scripts.console.app import create_app
     from offhours.scripts.console.source import PoolSource
-    from offhours.scripts.cli.jobs import CommandError, _reader
 
     try:
         reader = _reader(args)
+        gpus = config_gpus(args)
     except CommandError as err:
         print(f"console: {err}", file=sys.stderr)
         return 1
-    app = create_app(PoolSource(reader, interval=args.interval))
+    app = create_app(PoolSource(reader, interval=args.interval), gpus)
     print(f"offhours console on http://{args.host}:{args.port}/ (serving {reader.serving_namespace}, "
           f"research {reader.research_namespace})", file=sys.stderr)
     from werkzeug.serving import run_simple

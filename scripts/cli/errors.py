@@ -8,49 +8,28 @@ bug and keeps its traceback.
 """
 
 import argparse
-import json
 import logging
-import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
-import urllib3
 from kubernetes import config as kube_config
-from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
 from offhours.scripts.cluster.base import ClusterError
+from offhours.scripts.cluster.errors import explain_api_error
 from offhours.scripts.policy.config import ConfigError
 
 IN_CLUSTER_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
-_OBJECT_REPR = re.compile(r"<[^>]*>: ")
-
-
-def _api_message(err: ApiException) -> str:
-    """Return the API server's own sentence (its Status message), else the HTTP reason."""
-    try:
-        message = json.loads(err.body or "").get("message")
-    except (ValueError, AttributeError):
-        message = None
-    return str(message or err.reason or "no message")
 
 
 def explain(err: BaseException) -> tuple[str, int] | None:
     """Return (one line, exit code) for an expected error, None for a bug."""
-    if isinstance(err, ApiException):
-        what = {401: "not authenticated", 403: "no rights", 404: "not found"}.get(err.status or 0,
-                                                                                 f"HTTP {err.status}")
-        return f"{what}: {_api_message(err)}", 1
+    api = explain_api_error(err)  # an API answer or an unreachable API server: what the cluster said
+    if api is not None:
+        return api, 1
     if isinstance(err, ConfigException):
         return (f"no Kubernetes configuration: {err} (set KUBECONFIG, or write ~/.kube/config)", 2)
-    if isinstance(err, urllib3.exceptions.MaxRetryError):
-        pool = err.pool
-        where = f"{pool.scheme}://{pool.host}:{pool.port}" if pool is not None else "the API server"
-        reason = _OBJECT_REPR.sub("", str(err.reason or err))
-        return f"cannot reach the Kubernetes API at {where}: {reason}", 1
-    if isinstance(err, urllib3.exceptions.HTTPError):
-        return f"cannot reach the Kubernetes API: {_OBJECT_REPR.sub('', str(err))}", 1
     if isinstance(err, ConfigError):
         return str(err), 2
     if isinstance(err, ClusterError):

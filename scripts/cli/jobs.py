@@ -13,25 +13,13 @@ import json
 import os
 import re
 import sys
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from offhours.scripts.pool.model import (
-    FINISHED,
-    PREEMPTED,
-    RESUMED_WAITING,
-    RUNNING,
-    STATE_CONFIGMAP_PREFIX,
-    WAITING,
-    JobView,
-    Pool,
-    RunView,
-    gpus_of,
-)
-
-DONE_STATES = ("succeeded", "failed", "cancelled")
+from offhours.scripts.pool.model import FINISHED, WAITING, Pool, RunView, gpus_of
+from offhours.scripts.pool.usage import UsageRow, usage_lines
+from offhours.scripts.pool.views import age, select_runs, sentence, stamp
 
 
 class CommandError(RuntimeError):
@@ -39,26 +27,6 @@ class CommandError(RuntimeError):
 
 
 # -- formatting (pure) ---------------------------------------------------------------------------
-def age(since: datetime | None, now: datetime) -> str:
-    """`3d4h`, `2h5m`, `7m`, `12s` (kubectl's short style)."""
-    if since is None:
-        return "-"
-    seconds = max(0, int((now - since).total_seconds()))
-    days, rest = divmod(seconds, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    if days:
-        return f"{days}d{hours}h"
-    if hours:
-        return f"{hours}h{minutes}m"
-    return f"{minutes}m" if minutes else f"{secs}s"
-
-
-def stamp(at: datetime | None) -> str:
-    """UTC time as `2025-03-14 11:15:00Z`."""
-    return at.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ") if at else "-"
-
-
 def table(rows: Sequence[Sequence[str]]) -> str:
     """Left-aligned columns separated by three spaces, as kubectl prints them."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
@@ -78,12 +46,6 @@ def run_record(run: RunView, pool: Pool) -> dict[str, Any]:
 
 def _iso(at: datetime | None) -> str | None:
     return at.strftime("%Y-%m-%dT%H:%M:%SZ") if at else None
-
-
-def select_runs(pool: Pool, service: str | None = None, include_finished: bool = False) -> list[RunView]:
-    """Select the runs to list: unfinished ones (all with `include_finished`), of one service if given."""
-    return [r for r in pool.runs if (service is None or r.service == service)
-            and (include_finished or r.state not in DONE_STATES)]
 
 
 def jobs_text(pool: Pool, runs: Sequence[RunView], output: str = "") -> str:
@@ -108,29 +70,6 @@ def jobs_text(pool: Pool, runs: Sequence[RunView], output: str = "") -> str:
     return table(rows)
 
 
-def sentence(run: RunView, pool: Pool) -> str:
-    """`offhours why`: where the run is, in one plain sentence."""
-    c, now = run.current, pool.read_at
-    gpus = gpus_of(run, pool)
-    on = f"{gpus} GPUs" if gpus is not None else f"{c.replicas} replica(s)"
-    if c.state == WAITING:
-        reason = c.reason or "waiting"
-        if c.reason_computed:
-            reason += (f" (computed from ConfigMap {STATE_CONFIGMAP_PREFIX}{run.service}: "
-                       "the gate has not recorded a reason on this job)")
-        if run.state == RESUMED_WAITING:
-            return f"preempted {run.preemptions} time(s), parked to resume from its last checkpoint; {reason}"
-        return reason
-    if c.state == RUNNING:
-        return f"running since {stamp(c.started or c.admitted)} on {on} of {run.service} ({age(c.started or c.admitted, now)})"
-    if c.state == "admitted":
-        return f"admitted at {stamp(c.admitted)}: its pods are starting on {on} of {run.service}"
-    if c.state == PREEMPTED:
-        return f"preempted at {stamp(c.preempted)}: its replicas went back to {run.service}; the gate parks a copy to resume it"
-    end = c.finished or c.cancelled
-    return f"{c.state} at {stamp(end)} after {run.gpu_seconds / 3600:.2f} GPU-hours and {run.preemptions} preemption(s)"
-
-
 def why_text(run: RunView, pool: Pool) -> str:
     """Render the sentence, the timeline, the last checkpoint."""
     lines = [sentence(run, pool), "", "timeline:"]
@@ -144,56 +83,7 @@ def why_text(run: RunView, pool: Pool) -> str:
 
 
 # -- usage -----------------------------------------------------------------------------------
-@dataclass
-class UsageLine:
-    """GPU-hours of one group (service, user or label value)."""
-
-    key: str
-    runs: set[str]
-    used: float = 0.0
-    lost: float = 0.0
-    lent: float = 0.0
-
-
-def lost_hours(job: JobView, gpus: int | None) -> float:
-    """GPU-hours a preemption threw away: from the last checkpoint (or the start) to the stop."""
-    if job.state != PREEMPTED or job.preempted is None or gpus is None:
-        return 0.0
-    since = max((t for t in (job.last_checkpoint, job.started, job.admitted) if t is not None), default=None)
-    return max(0.0, (job.preempted - since).total_seconds()) / 3600 * gpus if since else 0.0
-
-
-def lent_hours(job: JobView, gpus: int | None, now: datetime) -> float:
-    """GPU-hours lent to the job: its GPUs from admission to its end (return, preemption, finish) or now."""
-    if job.admitted is None or gpus is None:
-        return 0.0
-    ends = [t for t in (job.returned, job.preempted, job.finished) if t is not None]
-    end = min(ends) if ends else now
-    return max(0.0, (end - job.admitted).total_seconds()) / 3600 * gpus
-
-
-def usage_lines(pool: Pool, by: str = "service", since: datetime | None = None) -> list[UsageLine]:
-    """Sum GPU-hours used, lost to preemption and lent per group, for workflows created since `since`."""
-    lines: dict[str, UsageLine] = {}
-    for job in pool.jobs:
-        if since is not None and (job.created is None or job.created < since):
-            continue
-        if by == "service":
-            key = job.service
-        elif by == "user":
-            key = job.user
-        else:
-            key = job.labels.get(by.removeprefix("label:"), "(none)")
-        line = lines.setdefault(key, UsageLine(key, set()))
-        gpus = gpus_of(job, pool)
-        line.runs.add(f"{job.namespace}/{job.run_id}")
-        line.used += (job.gpu_seconds or 0.0) / 3600
-        line.lost += lost_hours(job, gpus)
-        line.lent += lent_hours(job, gpus, pool.read_at)
-    return sorted(lines.values(), key=lambda x: x.key)
-
-
-def usage_text(lines: Sequence[UsageLine], by: str, as_csv: bool = False) -> str:
+def usage_text(lines: Sequence[UsageRow], by: str, as_csv: bool = False) -> str:
     """Render a table (or CSV) with a total line."""
     column = by.removeprefix("label:")
     rows = [[column, "runs", "gpu_hours_used", "gpu_hours_lost_to_preemption", "gpu_hours_lent"]]
@@ -239,15 +129,28 @@ def step_matches(pod: dict[str, Any], step: str | None) -> bool:
 
 
 # -- I/O wrappers --------------------------------------------------------------------------------
+def _config(args: argparse.Namespace) -> Any:
+    """Load the gate configuration of `--config`; None without one."""
+    if not args.config:
+        return None
+    from offhours.scripts.policy.config import ConfigError, load_config
+
+    try:
+        return load_config(args.config)
+    except ConfigError as err:
+        raise CommandError(str(err)) from None
+
+
+def config_gpus(args: argparse.Namespace) -> Mapping[str, int]:
+    """GPUs per replica of each service of `--config`: what usage counts where a Deployment says nothing."""
+    config = _config(args)
+    return {s.name: s.gpus_per_replica for s in config.services} if config is not None else {}
+
+
 def _namespaces(args: argparse.Namespace) -> tuple[str, str]:
     research, serving = args.namespace, args.serving_namespace
-    if args.config:
-        from offhours.scripts.policy.config import ConfigError, load_config
-
-        try:
-            config = load_config(args.config)
-        except ConfigError as err:
-            raise CommandError(str(err)) from None
+    config = _config(args)
+    if config is not None:
         research, serving = research or config.workflow_namespace, serving or config.namespace
     research = research or "default"
     return research, serving or research
@@ -307,7 +210,7 @@ def _cmd_usage(args: argparse.Namespace) -> int:
     since = parse_since(args.since, pool.read_at) if args.since else None
     if args.by not in ("service", "user") and not args.by.startswith("label:"):
         raise CommandError(f"--by {args.by!r}: expected service, user or label:KEY")
-    print(usage_text(usage_lines(pool, args.by, since), args.by, args.csv))
+    print(usage_text(usage_lines(pool, args.by, since, config_gpus(args)), args.by, args.csv))
     return 0
 
 
@@ -430,6 +333,6 @@ def register(subparsers: Any) -> None:
     usage = subparsers.add_parser("usage", help="GPU-hours used, lost to preemption and lent, per service, user or label")
     _common(usage)
     usage.add_argument("--by", default="service", help="service, user or label:KEY (default service)")
-    usage.add_argument("--since", help="only workflows created since: 30m, 12h, 7d, 2w or a date")
+    usage.add_argument("--since", help="only the GPU-hours since: 30m, 12h, 7d, 2w or a date")
     usage.add_argument("--csv", action="store_true", help="CSV instead of a table")
     usage.set_defaults(func=_guarded(_cmd_usage))

@@ -17,6 +17,7 @@ from typing import Any
 
 from kubernetes.config import ConfigException
 
+from offhours.cronworkflows.cronexpr import CronError, next_firings, parse_cron, time_zone
 from offhours.cronworkflows.research_schedule import (
     DEFAULT_KEEP,
     DEFAULT_STARTING_DEADLINE_SECONDS,
@@ -27,7 +28,6 @@ from offhours.cronworkflows.research_schedule import (
     research_cron_workflow,
 )
 from offhours.scripts.cluster.base import FINISHED_PHASES, STATE_PARKED
-from offhours.cronworkflows.cronexpr import CronError, next_firings, parse_cron, time_zone
 from offhours.scripts.cluster.parked import GROUP, VERSION, SubmitError, parse_params
 from offhours.steps.contract import LABEL_RUN_ID
 

@@ -1,5 +1,6 @@
 """The web console (Flask): the pool, the queue, a job's timeline, usage per service and month, `/metrics`."""
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -7,14 +8,15 @@ from flask import Flask, Response, abort, render_template
 
 from offhours.scripts.console.charts import Series, line_chart
 from offhours.scripts.console.source import PoolSource
-from offhours.scripts.pool.operator_metrics import exposition
+from offhours.scripts.pool import usage
 from offhours.scripts.pool.model import WAITING, Pool, RunView, gpus_of
-from offhours.scripts.cli.jobs import age, lent_hours, lost_hours, sentence, stamp
+from offhours.scripts.pool.operator_metrics import exposition
+from offhours.scripts.pool.views import age, select_runs, sentence, stamp
 
 
 @dataclass
 class MonthUsage:
-    """GPU-hours of one service in one month (by the month a workflow was created)."""
+    """GPU-hours of one service in one month, as the usage page shows them."""
 
     service: str
     month: str
@@ -25,22 +27,10 @@ class MonthUsage:
     lent: float
 
 
-def usage_by_month(pool: Pool) -> list[MonthUsage]:
-    """Per service and month: runs, preemptions, GPU-hours used, lost to preemption and lent."""
-    rows: dict[tuple[str, str], tuple[set[str], list[float]]] = {}
-    for job in pool.jobs:
-        if job.created is None:
-            continue
-        key = (job.service, f"{job.created:%Y-%m}")
-        runs, sums = rows.setdefault(key, (set(), [0.0, 0.0, 0.0, 0.0]))
-        gpus = gpus_of(job, pool)
-        runs.add(job.run_id)
-        sums[0] += 1.0 if job.state == "preempted" else 0.0
-        sums[1] += (job.gpu_seconds or 0.0) / 3600
-        sums[2] += lost_hours(job, gpus)
-        sums[3] += lent_hours(job, gpus, pool.read_at)
-    return [MonthUsage(s, m, len(runs), int(v[0]), v[1], v[2], v[3])
-            for (s, m), (runs, v) in sorted(rows.items(), key=lambda kv: (kv[0][1], kv[0][0]))]
+def usage_by_month(pool: Pool, gpus_per_replica: Mapping[str, int] | None = None) -> list[MonthUsage]:
+    """Per service and month: runs, preemptions, GPU-hours used, lost to preemption and lent (`usage.usage_by_month`)."""
+    return [MonthUsage(r.service, r.month, len(r.runs), r.preemptions, r.used, r.lost, r.lent)
+            for r in usage.usage_by_month(pool, gpus_per_replica)]
 
 
 def pool_charts(source: PoolSource) -> dict[str, str]:
@@ -60,8 +50,8 @@ def pool_charts(source: PoolSource) -> dict[str, str]:
     return charts
 
 
-def create_app(source: PoolSource) -> Flask:
-    """Build the console over `source`."""
+def create_app(source: PoolSource, gpus_per_replica: Mapping[str, int] | None = None) -> Flask:
+    """Build the console over `source`; `gpus_per_replica`: the gate configuration's, for services whose Deployment says none."""
     app = Flask(__name__)
     app.jinja_env.globals.update(age=age, stamp=stamp, gpus_of=gpus_of, sentence=sentence, WAITING=WAITING)
 
@@ -73,8 +63,7 @@ def create_app(source: PoolSource) -> Flask:
     @app.get("/queue")
     def queue_page() -> str:
         pool = source.pool()
-        runs = [r for r in pool.runs if r.state not in ("succeeded", "failed", "cancelled")]
-        return render_template("queue.html", pool=pool, runs=runs, page="queue")
+        return render_template("queue.html", pool=pool, runs=select_runs(pool), page="queue")
 
     @app.get("/jobs/<name>")
     def job_page(name: str) -> str:
@@ -87,7 +76,7 @@ def create_app(source: PoolSource) -> Flask:
     @app.get("/usage")
     def usage_page() -> str:
         pool = source.pool()
-        return render_template("usage.html", pool=pool, rows=usage_by_month(pool), page="usage")
+        return render_template("usage.html", pool=pool, rows=usage_by_month(pool, gpus_per_replica), page="usage")
 
     @app.get("/metrics")
     def metrics() -> Response:

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Protocol
 
-from offhours.scripts.pool.operator_metrics import MetricsState
 from offhours.scripts.pool.model import Pool
+from offhours.scripts.pool.operator_metrics import MetricsState
 
 HISTORY = timedelta(hours=24)
 

@@ -1,101 +1,245 @@
-"""`offhours report`: what offhours harvested on a real cluster, from its workflows' history.
+"""Usage of the pool: GPU-hours used, lent and lost to preemption, runs and preemptions, per group and period.
 
-Reads every offhours-labelled workflow (Kubernetes API) and sums, per service and per month:
-jobs run (distinct run ids), workflows, preemptions, GPU-hours used (Argo's
-`status.resourcesDuration["nvidia.com/gpu"]`), GPU-hours lent (replicas borrowed x GPUs per
-replica x time from admission to the end), the equivalent number of GPUs running 24 hours a day,
-and the estimated saving at a GPU-hour price: the shape of the original operations report.
+The one computation behind `offhours report` (per service and month), `offhours usage` (per service,
+user or label, all time or since a moment) and the console's usage page (per service and month): each
+sums the read model's job views here, so they agree on the same cluster objects. The rules:
+
+- Lending starts at admission (`offhours.io/admitted-at`, written by the gate) and ends at the first of
+  the return of the GPUs (`returned-at`), the preemption (`preempted-at`) and the workflow's finish; a
+  workflow still holding them is lent until the pool was read. A parked job is lent nothing while it
+  waits, however long.
+- GPUs per replica come from the service's Deployment (its pod template's `nvidia.com/gpu`: what a lent
+  replica holds), else from the gate configuration when one is given; where neither says, the job's lent
+  and lost GPU-hours are not counted rather than guessed.
+- GPU-hours used are what Argo measured (`resourcesDuration`, else the exit hook's `gpu-seconds`): one
+  total per workflow, spread evenly over its run (first pod start, else admission, to its finish or now).
+- Lost to preemption: on a preempted workflow, its GPUs from the latest of its last checkpoint, its start
+  and its admission, to the preemption.
+- A GPU-hour belongs to the period (UTC month, or since a moment) in which it passed: time that crosses a
+  month's end is cut there. A workflow and its run count in each period in which it held or used GPUs
+  (one that never did: in the period it was submitted); a preemption counts in the period it happened.
 """
 
 import calendar
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
 
-from offhours.scripts.cluster.base import (
-    ANNOTATION_ADMITTED_AT,
-    ANNOTATION_PREEMPTED_AT,
-    LABEL_REPLICAS,
-    LABEL_SERVICE,
-    LABEL_STATE,
-    STATE_PREEMPTED,
-)
+from offhours.scripts.pool.model import PREEMPTED, JobView, Pool, gpus_of
+
+Span = tuple[datetime, datetime]
 
 
 @dataclass
 class UsageRow:
-    """One service in one month."""
+    """The sums of one group (a service, a user, a label's value) in one period (a month, or all the pool's history)."""
 
-    service: str
-    month: str
-    run_ids: set[str] = field(default_factory=set)
-    workflows: int = 0
+    key: str
+    month: str = ""  # YYYY-MM, or "" for a period that is not a month
+    runs: set[str] = field(default_factory=set)  # namespace/run id
+    workflows: set[str] = field(default_factory=set)  # namespace/name
     preemptions: int = 0
-    gpu_hours_used: float = 0.0
-    gpu_hours_lent: float = 0.0
+    used: float = 0.0  # GPU-hours
+    lost: float = 0.0
+    lent: float = 0.0
+
+    @property
+    def service(self) -> str:
+        """The group's key, for rows grouped by service."""
+        return self.key
 
     def equivalent_gpus(self) -> float:
         """GPUs that would give the same GPU-hours running all month, 24 hours a day."""
         year, month = (int(x) for x in self.month.split("-"))
-        hours = calendar.monthrange(year, month)[1] * 24
-        return self.gpu_hours_used / hours
+        return self.used / (calendar.monthrange(year, month)[1] * 24)
 
 
-def _time(value: Any) -> datetime | None:
-    if not value:
+@dataclass(frozen=True)
+class JobUsage:
+    """One workflow's usage, before it is cut into periods."""
+
+    job: JobView
+    gpus: int | None  # replicas x GPUs per replica; None: unknown
+    used: float  # GPU-hours Argo measured
+    run: Span | None  # over which `used` is spread (only when something was used)
+    lent: Span | None
+    lost: Span | None
+    preempted: datetime | None  # when it was preempted, if it was
+
+    @property
+    def submitted(self) -> datetime | None:
+        """When the workflow was created (else when it started, else when it was admitted)."""
+        return self.job.created or self.job.started or self.job.admitted
+
+
+@dataclass(frozen=True)
+class Share:
+    """The part of one workflow's usage that falls into one period."""
+
+    used: float
+    lost: float
+    lent: float
+    preemptions: int
+
+
+def job_gpus(job: JobView, pool: Pool, gpus_per_replica: Mapping[str, int] | None = None) -> int | None:
+    """GPUs the job borrows: replicas x GPUs per replica of its Deployment, else of the configuration's service."""
+    gpus = gpus_of(job, pool)
+    if gpus is None and gpus_per_replica and job.service in gpus_per_replica:
+        return job.replicas * gpus_per_replica[job.service]
+    return gpus
+
+
+def _span(start: datetime, end: datetime) -> Span:
+    return start, max(start, end)
+
+
+def job_usage(job: JobView, gpus: int | None, now: datetime) -> JobUsage:
+    """Apply the rules of the module docstring to one workflow, read at `now`."""
+    used = (job.gpu_seconds or 0.0) / 3600
+    run_start = job.started or job.admitted
+    run = _span(run_start, job.finished or now) if used > 0 and run_start is not None else None
+    lent = None
+    if job.admitted is not None:
+        ends = [t for t in (job.returned, job.preempted, job.finished) if t is not None]
+        lent = _span(job.admitted, min(ends) if ends else now)
+    lost, preempted = None, None
+    if job.state == PREEMPTED:
+        preempted = job.preempted or job.finished or (lent[1] if lent else None)
+        since = max((t for t in (job.last_checkpoint, job.started, job.admitted) if t is not None), default=None)
+        if job.preempted is not None and since is not None and job.preempted > since:
+            lost = (since, job.preempted)
+    return JobUsage(job, gpus, used, run, lent, lost, preempted)
+
+
+def _hours(span: Span, start: datetime | None, end: datetime | None) -> float:
+    lo = span[0] if start is None else max(span[0], start)
+    hi = span[1] if end is None else min(span[1], end)
+    return max(0.0, (hi - lo).total_seconds() / 3600)
+
+
+def _inside(at: datetime | None, start: datetime | None, end: datetime | None) -> bool:
+    if at is None:
+        return start is None and end is None  # a time not known is only in the whole history
+    return (start is None or at >= start) and (end is None or at < end)
+
+
+def _touches(span: Span, start: datetime | None, end: datetime | None) -> bool:
+    return _inside(span[0], start, end) if span[0] == span[1] else _hours(span, start, end) > 0
+
+
+def share(usage: JobUsage, start: datetime | None = None, end: datetime | None = None) -> Share | None:
+    """Return the part of `usage` in [start, end) (None: unbounded); None when the workflow does not count there."""
+    active = any(s is not None and _touches(s, start, end) for s in (usage.lent, usage.run))
+    preempted = usage.job.state == PREEMPTED and _inside(usage.preempted, start, end)
+    submitted = usage.lent is None and usage.run is None and _inside(usage.submitted, start, end)
+    if not (active or preempted or submitted):
         return None
-    return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    if usage.run is not None:
+        total = _hours(usage.run, None, None)
+        if total:
+            used = usage.used * _hours(usage.run, start, end) / total
+        else:
+            used = usage.used if _inside(usage.run[0], start, end) else 0.0
+    else:
+        used = usage.used if submitted else 0.0
+    gpus = usage.gpus or 0
+    lent = _hours(usage.lent, start, end) * gpus if usage.lent else 0.0
+    lost = _hours(usage.lost, start, end) * gpus if usage.lost else 0.0
+    return Share(used, lost, lent, int(preempted))
 
 
-def usage(workflows: Iterable[Mapping[str, Any]], gpus_per_replica: Mapping[str, int],
-          now: datetime | None = None) -> list[UsageRow]:
-    """Sum the usage of offhours workflows per (service, month of their start)."""
-    now = now or datetime.now(timezone.utc)
+def _add(row: UsageRow, job: JobView, part: Share) -> None:
+    row.runs.add(f"{job.namespace}/{job.run_id}")
+    row.workflows.add(f"{job.namespace}/{job.name}")
+    row.preemptions += part.preemptions
+    row.used += part.used
+    row.lost += part.lost
+    row.lent += part.lent
+
+
+def _month_start(at: datetime) -> datetime:
+    at = at.astimezone(timezone.utc)
+    return datetime(at.year, at.month, 1, tzinfo=timezone.utc)
+
+
+def _next_month(start: datetime) -> datetime:
+    return start.replace(year=start.year + 1, month=1) if start.month == 12 else start.replace(month=start.month + 1)
+
+
+def months(usage: JobUsage) -> Iterator[tuple[str, datetime, datetime]]:
+    """(YYYY-MM, start, end) of every UTC month from the workflow's first known time to its last."""
+    times = [t for t in (usage.submitted, usage.preempted) if t is not None]
+    times += [t for s in (usage.run, usage.lent) if s is not None for t in s]
+    if not times:
+        return
+    month, last = _month_start(min(times)), _month_start(max(times))
+    while month <= last:
+        following = _next_month(month)
+        yield f"{month:%Y-%m}", month, following
+        month = following
+
+
+def job_usages(pool: Pool, gpus_per_replica: Mapping[str, int] | None = None) -> Iterable[JobUsage]:
+    """Every workflow of the pool with its usage, read at the pool's read time."""
+    return (job_usage(job, job_gpus(job, pool, gpus_per_replica), pool.read_at) for job in pool.jobs)
+
+
+def usage_by_month(pool: Pool, gpus_per_replica: Mapping[str, int] | None = None) -> list[UsageRow]:
+    """Per service and UTC month, in month then service order (`offhours report`, the console's usage page)."""
     rows: dict[tuple[str, str], UsageRow] = {}
-    for wf in workflows:
-        meta = wf.get("metadata") or {}
-        labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
-        service = labels.get(LABEL_SERVICE)
-        status = wf.get("status") or {}
-        started = _time(status.get("startedAt")) or _time(meta.get("creationTimestamp"))
-        if not service or started is None:
-            continue
-        key = (service, f"{started.year:04d}-{started.month:02d}")
-        row = rows.setdefault(key, UsageRow(*key))
-        row.workflows += 1
-        row.run_ids.add(labels.get("offhours.io/run-id") or meta.get("name", ""))
-        if labels.get(LABEL_STATE) == STATE_PREEMPTED or annotations.get(ANNOTATION_PREEMPTED_AT):
-            row.preemptions += 1
-        gpu_seconds = (status.get("resourcesDuration") or {}).get("nvidia.com/gpu")
-        if gpu_seconds is not None:
-            row.gpu_hours_used += float(gpu_seconds) / 3600.0
-        admitted = _time(annotations.get(ANNOTATION_ADMITTED_AT))
-        if admitted is not None:
-            end = _time(status.get("finishedAt")) or now
-            replicas = int(labels.get(LABEL_REPLICAS, "0") or 0)
-            hours = max(0.0, (end - admitted).total_seconds()) / 3600.0
-            row.gpu_hours_lent += hours * replicas * gpus_per_replica.get(service, 4)
-    return sorted(rows.values(), key=lambda r: (r.month, r.service))
+    for usage in job_usages(pool, gpus_per_replica):
+        for month, start, end in months(usage):
+            part = share(usage, start, end)
+            if part is not None:
+                key = (usage.job.service, month)
+                _add(rows.setdefault(key, UsageRow(*key)), usage.job, part)
+    return sorted(rows.values(), key=lambda r: (r.month, r.key))
+
+
+def group_key(job: JobView, by: str) -> str:
+    """Return the job's group: its service (`service`), its user (`user`) or a label's value (`label:KEY`)."""
+    if by == "service":
+        return job.service
+    if by == "user":
+        return job.user
+    return job.labels.get(by.removeprefix("label:"), "(none)")
+
+
+def usage_lines(pool: Pool, by: str = "service", since: datetime | None = None,
+                gpus_per_replica: Mapping[str, int] | None = None) -> list[UsageRow]:
+    """Per group (see `group_key`), over the whole history or since `since` (`offhours usage`), in key order."""
+    rows: dict[str, UsageRow] = {}
+    for usage in job_usages(pool, gpus_per_replica):
+        part = share(usage, since, None)
+        if part is not None:
+            key = group_key(usage.job, by)
+            _add(rows.setdefault(key, UsageRow(key)), usage.job, part)
+    return sorted(rows.values(), key=lambda r: r.key)
+
+
+def unknown_gpus(pool: Pool, gpus_per_replica: Mapping[str, int] | None = None) -> list[str]:
+    """Services with admitted jobs whose GPUs per replica are unknown (their lent GPU-hours are not counted)."""
+    return sorted({u.job.service for u in job_usages(pool, gpus_per_replica) if u.lent is not None and u.gpus is None})
 
 
 def render_table(rows: list[UsageRow], price: float) -> str:
-    """Render the usage as a text table with a total line."""
+    """Render the monthly usage as `offhours report`'s text table, with a total line."""
     head = f"{'month':<8} {'service':<20} {'jobs':>5} {'runs':>5} {'preempt':>7} {'GPU-h used':>11} " \
            f"{'GPU-h lent':>11} {'equiv GPUs':>10} {'saving':>10}"
     lines = [head, "-" * len(head)]
-    total = UsageRow("all", "")
+    total = UsageRow("all")
     for r in rows:
-        lines.append(f"{r.month:<8} {r.service:<20} {len(r.run_ids):>5} {r.workflows:>5} {r.preemptions:>7} "
-                     f"{r.gpu_hours_used:>11,.1f} {r.gpu_hours_lent:>11,.1f} {r.equivalent_gpus():>10,.1f} "
-                     f"{r.gpu_hours_used * price:>10,.0f}")
-        total.run_ids |= {f"{r.service}/{x}" for x in r.run_ids}
-        total.workflows += r.workflows
+        lines.append(f"{r.month:<8} {r.service:<20} {len(r.runs):>5} {len(r.workflows):>5} {r.preemptions:>7} "
+                     f"{r.used:>11,.1f} {r.lent:>11,.1f} {r.equivalent_gpus():>10,.1f} "
+                     f"{r.used * price:>10,.0f}")
+        total.runs |= {f"{r.service}/{x}" for x in r.runs}
+        total.workflows |= r.workflows  # a workflow lent across a month's end is one workflow
         total.preemptions += r.preemptions
-        total.gpu_hours_used += r.gpu_hours_used
-        total.gpu_hours_lent += r.gpu_hours_lent
+        total.used += r.used
+        total.lent += r.lent
     lines.append("-" * len(head))
-    lines.append(f"{'total':<8} {'':<20} {len(total.run_ids):>5} {total.workflows:>5} {total.preemptions:>7} "
-                 f"{total.gpu_hours_used:>11,.1f} {total.gpu_hours_lent:>11,.1f} {'':>10} "
-                 f"{total.gpu_hours_used * price:>10,.0f}")
+    lines.append(f"{'total':<8} {'':<20} {len(total.runs):>5} {len(total.workflows):>5} {total.preemptions:>7} "
+                 f"{total.used:>11,.1f} {total.lent:>11,.1f} {'':>10} "
+                 f"{total.used * price:>10,.0f}")
     return "\n".join(lines)

@@ -1,0 +1,78 @@
+"""`offhours report`: what offhours harvested on a real cluster, per month and service, from its workflows' history.
+
+Reads the pool (every offhours workflow, finished ones included, and the services' Deployments for
+their GPUs per replica) and prints the monthly sums of offhours.scripts.pool.usage, the computation
+`offhours usage` and the console use too: jobs (distinct run ids), workflow runs, preemptions, GPU-hours
+used and lent, the equivalent number of GPUs running 24 hours a day, and the saving at a GPU-hour price:
+the shape of the original operations report.
+"""
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from offhours.scripts.pool.usage import UsageRow, render_table, unknown_gpus, usage_by_month
+
+
+def records(rows: list[UsageRow], price: float) -> list[dict[str, Any]]:
+    """Return the rows as `--json` writes them."""
+    return [{"service": r.service, "month": r.month, "jobs": len(r.runs), "workflows": len(r.workflows),
+             "preemptions": r.preemptions, "gpuHoursUsed": r.used, "gpuHoursLent": r.lent,
+             "equivalentGpus": r.equivalent_gpus(), "saving": r.used * price} for r in rows]
+
+
+def _reader(args: argparse.Namespace, config: Any) -> Any:
+    from offhours.scripts.cli.errors import default_namespace
+    from offhours.scripts.cluster.kube import load_client_config
+    from offhours.scripts.pool.reader import PoolReader
+
+    research = args.namespace or (config.workflow_namespace if config is not None else None) or default_namespace()
+    serving = args.serving_namespace or (config.namespace if config is not None else None) or research
+    load_client_config()
+    return PoolReader(serving, research)
+
+
+def _report(args: argparse.Namespace) -> int:
+    from offhours.scripts.policy.config import ConfigError, load_config
+    from offhours.scripts.pool.reader import PoolReadError
+
+    config = None
+    if args.config:
+        try:
+            config = load_config(args.config)
+        except ConfigError as err:
+            print(err, file=sys.stderr)
+            return 2
+    gpus = {s.name: s.gpus_per_replica for s in config.services} if config is not None else {}
+    try:
+        pool = _reader(args, config).read(require_workflows=True)
+    except PoolReadError as err:
+        print(f"report: {err}", file=sys.stderr)
+        return 1
+    for problem in pool.problems:
+        print(f"warning: {problem}", file=sys.stderr)
+    for service in unknown_gpus(pool, gpus):
+        print(f"warning: GPUs per replica of {service} unknown (no GPU limit read from its Deployment, and --config "
+              "does not name it): its GPU-hours lent are not counted", file=sys.stderr)
+    rows = usage_by_month(pool, gpus)
+    print(render_table(rows, args.price))
+    if args.json:
+        Path(args.json).write_text(json.dumps(records(rows, args.price), indent=2))
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    """Add `report` to the `offhours` command."""
+    rep = subparsers.add_parser("report", help="GPU-hours lent and used, jobs, preemptions and saving, per service and "
+                                "month, from the cluster's offhours workflows")
+    rep.add_argument("--namespace", help="workflow namespace (default: the config's, else the kubeconfig "
+                     "context's, else the bundled gate config's)")
+    rep.add_argument("--serving-namespace", help="namespace of the services' Deployments, for their GPUs per replica "
+                     "(default: the config's, else the workflow namespace)")
+    rep.add_argument("--config", help="gate configuration (for the namespaces, and GPUs per replica where a "
+                     "Deployment says none)")
+    rep.add_argument("--price", type=float, default=2.0, help="GPU-hour price for the saving (default 2.0)")
+    rep.add_argument("--json", help="write the rows as JSON here")
+    rep.set_defaults(func=_report)

@@ -1,0 +1,69 @@
+"""What a researcher reads of the pool, the same on the command line and in the console: times, ages, runs, sentences.
+
+Pure: a `Pool` or a time in, text or a selection out.
+"""
+
+from datetime import datetime, timezone
+
+from offhours.scripts.pool.model import (
+    PREEMPTED,
+    RESUMED_WAITING,
+    RUNNING,
+    STATE_CONFIGMAP_PREFIX,
+    WAITING,
+    Pool,
+    RunView,
+    gpus_of,
+)
+
+DONE_STATES = ("succeeded", "failed", "cancelled")
+
+
+def age(since: datetime | None, now: datetime) -> str:
+    """`3d4h`, `2h5m`, `7m`, `12s` (kubectl's short style)."""
+    if since is None:
+        return "-"
+    seconds = max(0, int((now - since).total_seconds()))
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d{hours}h"
+    if hours:
+        return f"{hours}h{minutes}m"
+    return f"{minutes}m" if minutes else f"{secs}s"
+
+
+def stamp(at: datetime | None) -> str:
+    """UTC time as `2025-03-14 11:15:00Z`."""
+    return at.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ") if at else "-"
+
+
+def select_runs(pool: Pool, service: str | None = None, include_finished: bool = False) -> list[RunView]:
+    """Select the runs to list: unfinished ones (all with `include_finished`), of one service if given."""
+    return [r for r in pool.runs if (service is None or r.service == service)
+            and (include_finished or r.state not in DONE_STATES)]
+
+
+def sentence(run: RunView, pool: Pool) -> str:
+    """Where the run is, in one plain sentence (`offhours why`, the console's job page)."""
+    c, now = run.current, pool.read_at
+    gpus = gpus_of(run, pool)
+    on = f"{gpus} GPUs" if gpus is not None else f"{c.replicas} replica(s)"
+    if c.state == WAITING:
+        reason = c.reason or "waiting"
+        if c.reason_computed:
+            reason += (f" (computed from ConfigMap {STATE_CONFIGMAP_PREFIX}{run.service}: "
+                       "the gate has not recorded a reason on this job)")
+        if run.state == RESUMED_WAITING:
+            return f"preempted {run.preemptions} time(s), parked to resume from its last checkpoint; {reason}"
+        return reason
+    if c.state == RUNNING:
+        return f"running since {stamp(c.started or c.admitted)} on {on} of {run.service} ({age(c.started or c.admitted, now)})"
+    if c.state == "admitted":
+        return f"admitted at {stamp(c.admitted)}: its pods are starting on {on} of {run.service}"
+    if c.state == PREEMPTED:
+        return f"preempted at {stamp(c.preempted)}: its replicas went back to {run.service}; the gate parks a copy to resume it"
+    end = c.finished or c.cancelled
+    return f"{c.state} at {stamp(end)} after {run.gpu_seconds / 3600:.2f} GPU-hours and {run.preemptions} preemption(s)"
+
