@@ -1,7 +1,6 @@
 # offhours — `make help` lists the targets.
 PYTHON ?= python3
 PYTEST ?= $(PYTHON) -m pytest
-TYPECHECK_ROOT := build/typecheck
 
 .DEFAULT_GOAL := help
 
@@ -23,8 +22,8 @@ deps: ## Install what the tests need beyond Python: Prometheus, Chromium (Debian
 	@echo "s3proxy 2.4.1 (Maven Central)"
 
 .PHONY: install
-install: ## Install offhours (editable) with its development tools
-	$(PYTHON) -m pip install -q -e ".[dev]"
+install: ## Install offhours (editable, strict: tools see one real `offhours` tree; rerun after adding a module)
+	$(PYTHON) -m pip install -q -e ".[dev]" --config-settings editable_mode=strict
 
 .PHONY: test
 test: ## Run the tests without the cluster (Prometheus and s3proxy on loopback: make deps first)
@@ -40,13 +39,10 @@ render: ## Render every manifest into build/manifests
 	offhours render --out build/manifests
 
 .PHONY: lint
-lint: ## ruff (E, F, I, D) and mypy
+lint: ## ruff (E, F, I, D), the import layers (lint-imports, .importlinter), mypy, gofmt and go vet
 	$(PYTHON) -m ruff check .
-	@rm -rf $(TYPECHECK_ROOT) && mkdir -p $(TYPECHECK_ROOT)/offhours
-	@# mypy sees the installed layout: one package `offhours` mapped from the top-level folders.
-	@cp scripts/_root/__init__.py $(TYPECHECK_ROOT)/offhours/__init__.py
-	@for d in steps workflows cronworkflows scripts schemas; do ln -s $(CURDIR)/$$d $(TYPECHECK_ROOT)/offhours/$$d; done
-	cd $(TYPECHECK_ROOT) && $(if $(findstring /,$(PYTHON)),$(abspath $(PYTHON)),$(PYTHON)) -m mypy --config-file $(CURDIR)/pyproject.toml -p offhours
+	$(PYTHON) -c "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
+	$(PYTHON) -m mypy --config-file pyproject.toml -p offhours
 	cd scripts/launcher && gofmt -l . | (! grep .) && go vet .
 
 .PHONY: bench

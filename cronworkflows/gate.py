@@ -14,10 +14,15 @@ from collections.abc import Sequence
 from hera.workflows import CronWorkflow, FieldEnv, Script, Steps, script
 from hera.workflows import models as m
 
-from offhours.steps.contract import GATE_SERVICE_ACCOUNT, LABEL_MANAGED, OFFHOURS_IMAGE
+from offhours.scripts.names import (
+    GATE_CONFIG_MAP,
+    GATE_CRON_WORKFLOW,
+    GATE_SERVICE_ACCOUNT,
+    LABEL_MANAGED,
+    LABEL_ROLE,
+    OFFHOURS_IMAGE,
+)
 
-NAME = "offhours-gate"
-CONFIG_MAP = "offhours-gate-config"
 CONFIG_DIR = "/etc/offhours"
 DEFAULT_SCHEDULES = ("*/5 * * * *",)
 # Each run ticks once a minute for 4 minutes, so decisions come every minute (what the harvest
@@ -29,7 +34,7 @@ RUN_SECONDS = 240
     constructor="runner",
     image=OFFHOURS_IMAGE,
     name="tick",
-    labels={"offhours.io/role": "gate"},
+    labels={LABEL_ROLE: "gate"},
     service_account_name=GATE_SERVICE_ACCOUNT,
     env=[FieldEnv(name="OFFHOURS_NAMESPACE", field_path="metadata.namespace")],
     volume_mounts=[m.VolumeMount(name="config", mount_path=CONFIG_DIR, read_only=True)],
@@ -54,7 +59,7 @@ def gate_cron_workflow(schedules: Sequence[str] = DEFAULT_SCHEDULES, timezone: s
                        config: str = f"{CONFIG_DIR}/gate.yaml", image: str = OFFHOURS_IMAGE) -> CronWorkflow:
     """Build the gate CronWorkflow for `schedules` (cron lines) in `timezone`, reading `config`, running `image`."""
     with CronWorkflow(
-        name=NAME,
+        name=GATE_CRON_WORKFLOW,
         labels={LABEL_MANAGED: "true"},
         annotations={"workflows.argoproj.io/description": "offhours gate: lend idle serving GPUs, reclaim on load."},
         schedules=list(schedules),
@@ -66,7 +71,7 @@ def gate_cron_workflow(schedules: Sequence[str] = DEFAULT_SCHEDULES, timezone: s
         entrypoint="gate",
         service_account_name=GATE_SERVICE_ACCOUNT,
         arguments={"config": config, "dry-run": "false", "run-seconds": str(RUN_SECONDS)},
-        volumes=[m.Volume(name="config", config_map=m.ConfigMapVolumeSource(name=CONFIG_MAP))],
+        volumes=[m.Volume(name="config", config_map=m.ConfigMapVolumeSource(name=GATE_CONFIG_MAP))],
         pod_gc=m.PodGC(strategy="OnPodSuccess"),
     ) as cron:
         with Steps(name="gate"):

@@ -14,18 +14,22 @@
 
 from typing import Any
 
-from offhours.scripts.cluster.base import HOLD_REASON, LEASE_NAME, aggregated_event_name, state_configmap_name
-from offhours.scripts.policy.config import ConfigError, GateConfig
-from offhours.steps.contract import (
+from offhours.scripts.names import (
+    ARGO_GROUP,
+    EVENT_GATE_HOLD,
     EXIT_HOOK_SERVICE_ACCOUNT,
     GATE_SERVICE_ACCOUNT,
     LABEL_MANAGED,
+    LEASE_NAME,
     RESEARCH_SERVICE_ACCOUNT,
+    aggregated_event_name,
+    state_configmap_name,
 )
+from offhours.scripts.policy.config import ConfigError, GateConfig
 
 _META = {"labels": {LABEL_MANAGED: "true"}}
 
-_EXECUTOR_RULE: dict[str, Any] = {"apiGroups": ["argoproj.io"], "resources": ["workflowtaskresults"],
+_EXECUTOR_RULE: dict[str, Any] = {"apiGroups": [ARGO_GROUP], "resources": ["workflowtaskresults"],
                                   "verbs": ["create", "patch"]}
 
 
@@ -58,7 +62,7 @@ def gate_serving_rules(config: GateConfig) -> list[dict[str, Any]]:
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
         {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
         # The one counted hold Event per Deployment is read and updated in place.
-        {"apiGroups": [""], "resources": ["events"], "resourceNames": [aggregated_event_name(d, HOLD_REASON)
+        {"apiGroups": [""], "resources": ["events"], "resourceNames": [aggregated_event_name(d, EVENT_GATE_HOLD)
                                                                      for d in deployments], "verbs": ["get", "update"]},
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [LEASE_NAME],
@@ -74,14 +78,14 @@ def gate_serving_rules(config: GateConfig) -> list[dict[str, Any]]:
 
 
 GATE_RESEARCH_RULES: list[dict[str, Any]] = [
-    {"apiGroups": ["argoproj.io"], "resources": ["workflows"],
+    {"apiGroups": [ARGO_GROUP], "resources": ["workflows"],
      "verbs": ["get", "list", "watch", "patch", "create", "delete"]},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
 ]
 """The gate's rights in the research namespace: admit, park, stop and delete workflows; record events."""
 
 EXIT_HOOK_RULES: list[dict[str, Any]] = [
-    {"apiGroups": ["argoproj.io"], "resources": ["workflows"], "verbs": ["get", "patch"]},
+    {"apiGroups": [ARGO_GROUP], "resources": ["workflows"], "verbs": ["get", "patch"]},
     _EXECUTOR_RULE,
 ]
 """The exit hook's rights in the research namespace: mark its own workflow; Argo's executor."""

@@ -30,10 +30,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from offhours.cronworkflows.cronexpr import CronError, parse_cron, time_zone
-from offhours.scripts.cluster.parked import GROUP, VERSION, SubmitError, parked_workflow
-from offhours.steps.contract import LABEL_MANAGED, LABEL_RUN_ID
+from offhours.scripts.cluster.parked import SubmitError, parked_workflow
+from offhours.scripts.names import ARGO_GROUP, ARGO_VERSION, LABEL_MANAGED, LABEL_RUN_ID, LABEL_SCHEDULE
 
-LABEL_SCHEDULE = "offhours.io/schedule"
 CONCURRENCY_POLICIES = ("Forbid", "Allow")
 # Argo refuses CronWorkflow names above 52 characters: its runs are named <name>-<10-digit Unix time>.
 NAME_MAX = 52
@@ -134,7 +133,7 @@ def research_cron_workflow(
                  for p in run["spec"]["arguments"]["parameters"]]
     template_name = run["spec"]["workflowTemplateRef"]["name"]
     return {
-        "apiVersion": f"{GROUP}/{VERSION}",
+        "apiVersion": f"{ARGO_GROUP}/{ARGO_VERSION}",
         "kind": "CronWorkflow",
         "metadata": {
             "name": name,
@@ -185,7 +184,7 @@ def installed_template(name: str, namespace: str, api: Any = None) -> dict[str, 
         load_client_config()
         api = client.CustomObjectsApi()
     try:
-        found: dict[str, Any] = api.get_namespaced_custom_object(GROUP, VERSION, namespace, "workflowtemplates", name)
+        found: dict[str, Any] = api.get_namespaced_custom_object(ARGO_GROUP, ARGO_VERSION, namespace, "workflowtemplates", name)
     except ApiException as err:
         if err.status == 404:
             raise ScheduleError(f"WorkflowTemplate {name!r} not found in namespace {namespace!r}") from None

@@ -11,14 +11,8 @@ parameter's kind) is a literal of the calling template; the values come serialis
 from hera.workflows import Container
 from hera.workflows import models as m
 
-from offhours.steps.contract import (
-    CHECK_PARAMETERS,
-    CHECK_PARAMETERS_INPUTS,
-    LABEL_ROLE,
-    OFFHOURS_IMAGE,
-    PRIORITY_CLASS,
-    RESEARCH_SERVICE_ACCOUNT,
-)
+from offhours.scripts.names import CHECK_PARAMETERS, LABEL_ROLE, OFFHOURS_IMAGE, PRIORITY_CLASS, RESEARCH_SERVICE_ACCOUNT
+from offhours.steps.contract import CHECK_PARAMETERS_INPUTS
 from offhours.steps.research_step import as_parameter
 
 DESCRIPTION = "Check every workflow parameter against its kind; fail the workflow at once naming a bad one."

@@ -7,48 +7,13 @@ composition API and the README all read it.
 
 from dataclasses import dataclass
 
-from offhours import __version__
-
-STEPS_TEMPLATE = "offhours-steps"
-"""Name of the WorkflowTemplate that holds every step template."""
-
-RETURN_GPUS = "return-gpus"
-"""Name of the exit template that gives a workflow's borrowed replicas back to the service."""
-
-PRIORITY_CLASS = "offhours-best-effort"
-"""PriorityClass of every research pod: below every serving class, never preempting others."""
-
-CHECK_PARAMETERS = "check-parameters"
-"""Name of the CPU-only step that checks every workflow parameter before any GPU is used."""
-
-OFFHOURS_IMAGE = f"ghcr.io/offhours/offhours:{__version__}"
-"""Default image of the launcher init container, the parameter check, the exit hook and the gate
-(`offhours render --image` replaces it; it is never a workflow parameter)."""
-
-GATE_SERVICE_ACCOUNT = "offhours-gate"
-"""ServiceAccount of the gate, in the serving namespace: the only one with rights on serving."""
-
-EXIT_HOOK_SERVICE_ACCOUNT = "offhours-exit-hook"
-"""ServiceAccount of the `return-gpus` exit hook, in the research namespace: marks its own workflow only."""
-
-RESEARCH_SERVICE_ACCOUNT = "offhours-research"
-"""ServiceAccount of research pods and the parameter check: only what Argo's executor needs."""
+from offhours.scripts.runtime.exit_codes import PREEMPTED_EXIT_CODE
 
 LAUNCHER_DIR = "/offhours/bin"
 LAUNCHER = f"{LAUNCHER_DIR}/offhours-launch"
 
-PREEMPTED_EXIT_CODE = 75
-"""Exit code (EX_TEMPFAIL) of a job that stopped on SIGTERM after checkpointing: resumable."""
 
-LABEL_SERVICE = "offhours.io/service"
-LABEL_REPLICAS = "offhours.io/replicas"
-LABEL_RUN_ID = "offhours.io/run-id"
-LABEL_MANAGED = "offhours.io/managed"
-LABEL_ROLE = "offhours.io/role"
-LABEL_STAGE = "offhours.io/stage"
 
-CHECK_FAILED_EXIT_CODE = 64
-"""Exit code (EX_USAGE) of the parameter check when a value is bad: a failure, never a preemption."""
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 
 from hera.workflows import Container
 
-from offhours.steps.contract import OFFHOURS_IMAGE, StepInput
+from offhours.scripts.names import OFFHOURS_IMAGE
+from offhours.steps.contract import StepInput
 from offhours.steps.research_step import research_step
 
 DESCRIPTION = "Evaluate the model at input-uri on one suite; results go to output-uri."

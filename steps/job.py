@@ -2,7 +2,7 @@
 
 from hera.workflows import Container
 
-from offhours.steps.contract import OFFHOURS_IMAGE
+from offhours.scripts.names import OFFHOURS_IMAGE
 from offhours.steps.research_step import research_step
 
 DESCRIPTION = "Run any image's command on borrowed GPUs, preemptible and resumable."

@@ -5,16 +5,10 @@ from types import ModuleType
 
 from hera.workflows import WorkflowTemplate
 
+from offhours.scripts.names import LABEL_MANAGED, OFFHOURS_IMAGE, STEPS_TEMPLATE
 from offhours.steps import check_parameters, job, preprocess, pretrain, return_gpus, rl, sft
 from offhours.steps import eval as eval_step
-from offhours.steps.contract import (
-    CHECK_PARAMETERS_INPUTS,
-    LABEL_MANAGED,
-    OFFHOURS_IMAGE,
-    RESEARCH_STEP_INPUTS,
-    STEPS_TEMPLATE,
-    StepInput,
-)
+from offhours.steps.contract import CHECK_PARAMETERS_INPUTS, RESEARCH_STEP_INPUTS, StepInput
 
 STEP_MODULES: dict[str, ModuleType] = {
     "preprocess": preprocess,

@@ -16,18 +16,8 @@ A research step runs any image on borrowed GPUs under the preemptible contract:
 from hera.workflows import Container, Env, Parameter, RetryPolicy, RetryStrategy
 from hera.workflows import models as m
 
-from offhours.steps.contract import (
-    LABEL_ROLE,
-    LABEL_STAGE,
-    LAUNCHER,
-    LAUNCHER_DIR,
-    OFFHOURS_IMAGE,
-    PREEMPTION_RETRY_EXPRESSION,
-    PRIORITY_CLASS,
-    RESEARCH_SERVICE_ACCOUNT,
-    RESEARCH_STEP_INPUTS,
-    StepInput,
-)
+from offhours.scripts.names import LABEL_ROLE, LABEL_STAGE, OFFHOURS_IMAGE, PRIORITY_CLASS, RESEARCH_SERVICE_ACCOUNT
+from offhours.steps.contract import LAUNCHER, LAUNCHER_DIR, PREEMPTION_RETRY_EXPRESSION, RESEARCH_STEP_INPUTS, StepInput
 
 _LAUNCHER_VOLUME = "offhours-launcher"
 

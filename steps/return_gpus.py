@@ -13,7 +13,7 @@ nothing itself: normal priority, no GPU, retried on any error.
 from hera.workflows import Container, RetryPolicy, RetryStrategy
 from hera.workflows import models as m
 
-from offhours.steps.contract import EXIT_HOOK_SERVICE_ACCOUNT, OFFHOURS_IMAGE, RETURN_GPUS
+from offhours.scripts.names import EXIT_HOOK_SERVICE_ACCOUNT, LABEL_ROLE, OFFHOURS_IMAGE, RETURN_GPUS
 
 DESCRIPTION = "Exit hook: mark the workflow returned and record its GPU-seconds; the gate gives the replicas back."
 
@@ -26,7 +26,7 @@ def template(image: str = OFFHOURS_IMAGE) -> Container:
     return Container(
         name=RETURN_GPUS,
         annotations={"workflows.argoproj.io/description": DESCRIPTION},
-        labels={"offhours.io/role": "exit-hook"},
+        labels={LABEL_ROLE: "exit-hook"},
         image=image,
         command=PROGRAM,
         args=ARGS,

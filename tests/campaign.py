@@ -29,7 +29,12 @@ from typing import Any, ClassVar
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from offhours.scripts.cluster.base import (
+from offhours.scripts.cluster.base import Autoscaler, ClusterError, Pod
+from offhours.scripts.cluster.memory import MemoryCluster
+from offhours.scripts.gate.controller import Gate
+from offhours.scripts.gate.exit_hook import return_gpus
+from offhours.scripts.metrics.sources import Reading, ServiceTarget
+from offhours.scripts.names import (
     ANNOTATION_BORROWED_FROM,
     ANNOTATION_PRIORITY,
     ANNOTATION_PROGRESS,
@@ -40,14 +45,7 @@ from offhours.scripts.cluster.base import (
     LABEL_SERVICE,
     LABEL_STATE,
     LEASE_NOTE_PREFIX,
-    Autoscaler,
-    ClusterError,
-    Pod,
 )
-from offhours.scripts.cluster.memory import MemoryCluster
-from offhours.scripts.gate.controller import Gate
-from offhours.scripts.gate.exit_hook import return_gpus
-from offhours.scripts.metrics.sources import Reading, ServiceTarget
 from offhours.scripts.policy.capacity import Load
 from offhours.scripts.policy.config import GateConfig, parse_config
 from offhours.scripts.policy.plan import ADMITTED

@@ -132,7 +132,8 @@ def test_a_raise_written_without_its_record_is_noted_on_the_lease_for_the_next_g
     # refused the gate's writes (403), so its raise 1 -> 2 (the floor) went unrecorded. The next gate
     # process (every CronWorkflow run is one) read the stale record (applied 5), took the gate's own
     # raise for on-call's and adopted baseline 5, then scaled serving to 5, above the owner's 4.
-    from offhours.scripts.cluster.base import LEASE_NOTE_PREFIX, ClusterError
+    from offhours.scripts.cluster.base import ClusterError
+    from offhours.scripts.names import LEASE_NOTE_PREFIX
 
     from .campaign import NS
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from offhours.cronworkflows.gate import CONFIG_MAP, gate_cron_workflow
+from offhours.cronworkflows.gate import gate_cron_workflow
 from offhours.cronworkflows.rbac import rbac_manifests
-from offhours.scripts.cluster.base import HOLD_REASON, LEASE_NAME, aggregated_event_name
+from offhours.scripts.names import EVENT_GATE_HOLD, GATE_CONFIG_MAP, LEASE_NAME, aggregated_event_name
 from offhours.scripts.policy.config import ConfigError, parse_config
 from offhours.workflows.render import example_gate_config, example_gate_config_text, manifests
 
@@ -23,7 +23,7 @@ def test_cron_workflow_runs_one_tick_at_a_time() -> None:
     assert spec["concurrencyPolicy"] == "Forbid" and spec["startingDeadlineSeconds"] == 60
     wf = spec["workflowSpec"]
     assert wf["serviceAccountName"] == "offhours-gate"
-    assert wf["volumes"] == [{"name": "config", "configMap": {"name": CONFIG_MAP}}]
+    assert wf["volumes"] == [{"name": "config", "configMap": {"name": GATE_CONFIG_MAP}}]
     tick = next(t for t in wf["templates"] if t["name"] == "tick")
     assert tick["script"]["args"] == ["-m", "hera.workflows.runner", "-e", "offhours.cronworkflows.gate:gate_tick"]
     assert {p["name"] for p in wf["arguments"]["parameters"]} == {"config", "dry-run", "run-seconds"}
@@ -68,7 +68,7 @@ def _rows(group: str, resource: str, verbs: str, names: str = "") -> set[tuple[s
 
 def test_rbac_is_exactly_the_contract() -> None:
     table = rights(rbac_manifests(example_gate_config()))
-    hold = ",".join(aggregated_event_name(d, HOLD_REASON) for d in ("chat-llama", "code-qwen"))
+    hold = ",".join(aggregated_event_name(d, EVENT_GATE_HOLD) for d in ("chat-llama", "code-qwen"))
     assert table == {
         ("serving/offhours-gate", "serving"): (
             _rows("apps", "deployments", "get list watch")

@@ -13,8 +13,8 @@ import requests
 from offhours.scripts.console.app import create_app
 from offhours.scripts.console.source import PoolSource
 from offhours.scripts.metrics.exposition import parse
-from offhours.scripts.pool.operator_metrics import MetricsState, exposition
 from offhours.scripts.pool.model import build_pool
+from offhours.scripts.pool.operator_metrics import MetricsState, exposition
 
 from .browser import serving
 from .pool_fixture import SERVING, chat_state, deployment, state_configmap, workflow

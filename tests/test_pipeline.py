@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from offhours.steps.contract import CHECK_PARAMETERS, LABEL_REPLICAS, LABEL_SERVICE, RETURN_GPUS, STEPS_TEMPLATE
+from offhours.scripts.names import CHECK_PARAMETERS, LABEL_REPLICAS, LABEL_SERVICE, RETURN_GPUS, STEPS_TEMPLATE
 from offhours.workflows import llm_pipeline, single_job
 from offhours.workflows.llm_pipeline import STAGES, input_uri_expression
 

@@ -12,6 +12,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from offhours.cronworkflows.cronexpr import CronError, next_firings, parse_cron, time_zone
 from offhours.cronworkflows.research_schedule import (
     NIGHT_EXPRESSION,
     ScheduleError,
@@ -20,7 +21,6 @@ from offhours.cronworkflows.research_schedule import (
     research_cron_workflow,
 )
 from offhours.scripts.cli.main import main
-from offhours.cronworkflows.cronexpr import CronError, next_firings, parse_cron, time_zone
 from offhours.scripts.cli.schedule import next_firing, render_rows, run_state, schedule_rows
 from offhours.scripts.validate import validate_documents
 from offhours.workflows.render import manifests, to_yaml

@@ -9,13 +9,9 @@ from hera.workflows import WorkflowTemplate
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from offhours.steps.contract import (
-    CHECK_PARAMETERS,
-    PREEMPTED_EXIT_CODE,
-    PRIORITY_CLASS,
-    RESEARCH_STEP_INPUTS,
-    RETURN_GPUS,
-)
+from offhours.scripts.names import CHECK_PARAMETERS, PRIORITY_CLASS, RETURN_GPUS
+from offhours.scripts.runtime.exit_codes import PREEMPTED_EXIT_CODE
+from offhours.steps.contract import RESEARCH_STEP_INPUTS
 from offhours.steps.library import STEP_MODULES, steps_workflow_template
 from offhours.steps.research_step import pod_spec_patch_expression
 

@@ -25,19 +25,18 @@ from typing import Any
 from hera.workflows import DAG, Parameter, Task, Workflow, WorkflowTemplate
 from hera.workflows import models as m
 
-from offhours.scripts.runtime.parameters import KINDS, value_problem
-from offhours.steps.contract import (
+from offhours.scripts.names import (
     CHECK_PARAMETERS,
     LABEL_MANAGED,
     LABEL_REPLICAS,
     LABEL_RUN_ID,
     LABEL_SERVICE,
     RESEARCH_SERVICE_ACCOUNT,
-    RESEARCH_STEP_INPUTS,
     RETURN_GPUS,
     STEPS_TEMPLATE,
-    StepInput,
 )
+from offhours.scripts.runtime.parameters import KINDS, value_problem
+from offhours.steps.contract import RESEARCH_STEP_INPUTS, StepInput
 from offhours.steps.library import declared_inputs
 
 

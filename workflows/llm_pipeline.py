@@ -9,9 +9,9 @@ as an output parameter.
 
 from hera.workflows import WorkflowTemplate
 
+from offhours.scripts.names import PIPELINE_TEMPLATE
 from offhours.workflows.compose import Pipeline, Step
 
-NAME = "offhours-llm-pipeline"
 STAGES = ("preprocess", "pretrain", "sft", "rl", "eval")
 
 # Per-stage defaults: preprocess is CPU work; eval runs one GPU per suite.
@@ -39,7 +39,7 @@ def input_uri_expression(stage: str) -> str:
 def pipeline() -> Pipeline:
     """Describe the LLM pipeline with the composition API."""
     p = Pipeline(
-        NAME,
+        PIPELINE_TEMPLATE,
         description=(
             "LLM research pipeline on borrowed inference GPUs: preprocess -> pretrain -> sft -> rl -> eval. "
             "Skip a stage with run-<stage>=false; eval fans out over eval-suites."

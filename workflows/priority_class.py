@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from offhours.steps.contract import LABEL_MANAGED, PRIORITY_CLASS
+from offhours.scripts.names import LABEL_MANAGED, PRIORITY_CLASS
 
 VALUE = -100
 """Below every serving class and below the default priority 0 of pods without a class."""

@@ -15,16 +15,13 @@ from typing import Any
 
 import yaml
 
-from offhours.cronworkflows.gate import CONFIG_MAP, gate_cron_workflow
+from offhours.cronworkflows.gate import gate_cron_workflow
 from offhours.cronworkflows.rbac import rbac_manifests
+from offhours.scripts.names import GATE_CONFIG_KEY, GATE_CONFIG_MAP, LABEL_MANAGED, OFFHOURS_IMAGE
 from offhours.scripts.policy.config import ConfigError, GateConfig, parse_config
-from offhours.steps.contract import LABEL_MANAGED, OFFHOURS_IMAGE
 from offhours.steps.library import steps_workflow_template
 from offhours.workflows import llm_pipeline, single_job
 from offhours.workflows.priority_class import priority_class
-
-CONFIG_KEY = "gate.yaml"
-"""Key of the gate configuration in the ConfigMap `offhours-gate-config`."""
 
 
 def example_gate_config_text() -> str:
@@ -52,8 +49,8 @@ def _namespace(name: str) -> dict[str, Any]:
 
 def _config_map(namespace: str, text: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": CONFIG_MAP, "namespace": namespace, "labels": {LABEL_MANAGED: "true"}},
-            "data": {CONFIG_KEY: text}}
+            "metadata": {"name": GATE_CONFIG_MAP, "namespace": namespace, "labels": {LABEL_MANAGED: "true"}},
+            "data": {GATE_CONFIG_KEY: text}}
 
 
 def _namespaced(manifest: dict[str, Any], namespace: str) -> dict[str, Any]:
@@ -86,7 +83,7 @@ def manifests(config_text: str | None = None, image: str = OFFHOURS_IMAGE,
         f"namespace-{research}.yaml": _namespace(research),
         "priorityclass-offhours-best-effort.yaml": priority_class(),
         **rbac,
-        f"configmap-{CONFIG_MAP}.yaml": _config_map(serving, text),
+        f"configmap-{GATE_CONFIG_MAP}.yaml": _config_map(serving, text),
         **{name: _namespaced(doc, research) for name, doc in research_templates.items()},
         "cronworkflow-offhours-gate.yaml": _namespaced(gate_cron_workflow(image=image).to_dict(), serving),
     }

@@ -2,20 +2,16 @@
 
 from hera.workflows import WorkflowTemplate
 
-from offhours import __version__
+from offhours.scripts.names import JOB_TEMPLATE, REFERENCE_JOB_IMAGE
 from offhours.workflows.compose import Pipeline
-
-NAME = "offhours-job"
-REFERENCE_IMAGE = f"ghcr.io/offhours/reference-job:{__version__}"
-"""The reference preemptible job (examples/reference-job): what the job runs unless told otherwise."""
 
 
 def pipeline() -> Pipeline:
     """Describe the single-job workflow with the composition API."""
-    p = Pipeline(NAME, description="One research job (any image) on borrowed inference GPUs.")
+    p = Pipeline(JOB_TEMPLATE, description="One research job (any image) on borrowed inference GPUs.")
     p.step(
         "job",
-        image=p.add_parameter("image", REFERENCE_IMAGE, "Image of the job (default: the reference preemptible job)."),
+        image=p.add_parameter("image", REFERENCE_JOB_IMAGE, "Image of the job (default: the reference preemptible job)."),
         command=p.add_parameter("command", '["python", "/app/train.py"]',
                                 "JSON list: the program and its fixed arguments."),
         args=p.add_parameter("args", '["--steps", "20000", "--every", "500"]', "JSON list of further arguments."),

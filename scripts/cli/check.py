@@ -21,13 +21,28 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from offhours.scripts.names import (
+    ARGO_GROUP,
+    ARGO_VERSION,
+    EXIT_HOOK_SERVICE_ACCOUNT,
+    GATE_CONFIG_KEY,
+    GATE_CONFIG_MAP,
+    GATE_CRON_WORKFLOW,
+    GATE_SERVICE_ACCOUNT,
+    JOB_TEMPLATE,
+    LABEL_SERVICE,
+    LEASE_NAME,
+    PIPELINE_TEMPLATE,
+    PRIORITY_CLASS,
+    RESEARCH_SERVICE_ACCOUNT,
+    STEPS_TEMPLATE,
+    state_configmap_name,
+)
 from offhours.scripts.policy.config import ConfigError, GateConfig, load_config, parse_config
 
-CONFIG_MAP, CONFIG_KEY = "offhours-gate-config", "gate.yaml"
-PRIORITY_CLASS = "offhours-best-effort"
-CRON_WORKFLOW = "offhours-gate"
-GATE_SA, EXIT_HOOK_SA, RESEARCH_SA = "offhours-gate", "offhours-exit-hook", "offhours-research"
-TEMPLATES = ("offhours-steps", "offhours-llm-pipeline", "offhours-job")
+CONFIG_MAP, CONFIG_KEY, CRON_WORKFLOW = GATE_CONFIG_MAP, GATE_CONFIG_KEY, GATE_CRON_WORKFLOW
+GATE_SA, EXIT_HOOK_SA, RESEARCH_SA = GATE_SERVICE_ACCOUNT, EXIT_HOOK_SERVICE_ACCOUNT, RESEARCH_SERVICE_ACCOUNT
+TEMPLATES = (STEPS_TEMPLATE, PIPELINE_TEMPLATE, JOB_TEMPLATE)
 ARGO_CRDS = {"workflows": "workflows.json.gz", "workflowtemplates": "workflowtemplates.json.gz",
              "cronworkflows": "cronworkflows.json.gz", "workflowtaskresults": None}
 INSTALL = "offhours render --gate-config FILE --out build/manifests && kubectl apply --server-side -k build/manifests"
@@ -63,7 +78,7 @@ def _vendored_schema(file: str) -> dict[str, Any]:
 
 
 def _schema_of(crd: Any) -> dict[str, Any] | None:
-    version = next((v for v in crd.get("spec", {}).get("versions", []) if v.get("name") == "v1alpha1"), None)
+    version = next((v for v in crd.get("spec", {}).get("versions", []) if v.get("name") == ARGO_VERSION), None)
     return None if version is None else version.get("schema", {}).get("openAPIV3Schema")
 
 
@@ -158,7 +173,7 @@ class Checker:
         ns = config.workflow_namespace
         for name in TEMPLATES:
             try:
-                self.custom.get_namespaced_custom_object("argoproj.io", "v1alpha1", ns, "workflowtemplates", name)
+                self.custom.get_namespaced_custom_object(ARGO_GROUP, ARGO_VERSION, ns, "workflowtemplates", name)
                 yield Check(f"WorkflowTemplate {ns}/{name}", True, "installed")
             except ApiException as err:
                 if not _absent(err):
@@ -196,10 +211,10 @@ class Checker:
             needs += [(serving, "apps", "deployments", "scale", v, d) for v in ("get", "patch", "update")]
         needs += [(serving, "apps", "deployments", "", v, "") for v in ("get", "list", "watch")]
         needs += [(serving, "", "pods", "", "list", ""), (serving, "", "events", "", "create", ""),
-                  (serving, "coordination.k8s.io", "leases", "", "update", "offhours-gate")]
-        needs += [(serving, "", "configmaps", "", v, f"offhours-state-{s.name}") for s in config.services
+                  (serving, "coordination.k8s.io", "leases", "", "update", LEASE_NAME)]
+        needs += [(serving, "", "configmaps", "", v, state_configmap_name(s.name)) for s in config.services
                   for v in ("get", "update")]
-        needs += [(research, "argoproj.io", "workflows", "", v, "") for v in
+        needs += [(research, ARGO_GROUP, "workflows", "", v, "") for v in
                   ("get", "list", "watch", "patch", "create", "delete")]
         missing = [f"{v} {r}{'/' + sub if sub else ''}{' ' + n if n else ''} in {ns}"
                    for ns, g, r, sub, v, n in needs if not self._allowed(gate, ns, g, r, v, sub, n)]
@@ -212,7 +227,7 @@ class Checker:
                     f"may patch Deployment(s) {', '.join(patching)} (and so rewrite their pod template)",
                     f"remove `patch` on apps/deployments from the gate's Roles in {serving}")
         hook = f"system:serviceaccount:{research}:{EXIT_HOOK_SA}"
-        hook_missing = [v for v in ("get", "patch") if not self._allowed(hook, research, "argoproj.io", "workflows", v)]
+        hook_missing = [v for v in ("get", "patch") if not self._allowed(hook, research, ARGO_GROUP, "workflows", v)]
         yield Check(f"RBAC {research}/{EXIT_HOOK_SA}", not hook_missing,
                     "may get and patch its workflow" if not hook_missing
                     else f"lacks {', '.join(hook_missing)} on workflows in {research}", INSTALL)
@@ -291,24 +306,24 @@ class Checker:
         from offhours.scripts.metrics.scrape import Target, metrics_url, scrape
 
         for s in config.services:
-            pods = self.core.list_namespaced_pod(config.namespace, label_selector=f"offhours.io/service={s.name}").items
+            pods = self.core.list_namespaced_pod(config.namespace, label_selector=f"{LABEL_SERVICE}={s.name}").items
             ready = [p for p in pods if p.status.pod_ip and any(c.type == "Ready" and c.status == "True"
                                                                 for c in p.status.conditions or [])]
             result = scrape([Target(p.metadata.name, metrics_url(p.status.pod_ip, m.port, m.path)) for p in ready],
                             m.scrape_timeout_seconds, m.concurrency)
             ok = bool(ready) and not result.errors
             detail = (f"{len(result.readings)}/{len(ready)} ready pod(s) return vLLM series" if ready
-                      else "no ready pod labelled offhours.io/service=" + s.name)
+                      else "no ready pod labelled {LABEL_SERVICE}=" + s.name)
             if result.errors:
                 detail += "; " + "; ".join(f"{k}: {v}" for k, v in list(result.errors.items())[:2])
             yield Check(f"metrics of {s.name} (direct :{m.port}{m.path})", ok, detail,
-                        f"serve vLLM's /metrics on port {m.port} of each pod labelled offhours.io/service={s.name}")
+                        f"serve vLLM's /metrics on port {m.port} of each pod labelled {LABEL_SERVICE}={s.name}")
 
     def cron_workflow(self, config: GateConfig) -> Iterator[Check]:
         """Check the gate's CronWorkflow is scheduled, and its last run."""
         ns = config.namespace
         try:
-            cron = self.custom.get_namespaced_custom_object("argoproj.io", "v1alpha1", ns, "cronworkflows",
+            cron = self.custom.get_namespaced_custom_object(ARGO_GROUP, ARGO_VERSION, ns, "cronworkflows",
                                                             CRON_WORKFLOW)
         except ApiException as err:
             if not _absent(err):
@@ -321,7 +336,7 @@ class Checker:
                         "-p '{\"spec\":{\"suspend\":false}}'")
             return
         runs = self.custom.list_namespaced_custom_object(
-            "argoproj.io", "v1alpha1", ns, "workflows",
+            ARGO_GROUP, ARGO_VERSION, ns, "workflows",
             label_selector=f"workflows.argoproj.io/cron-workflow={CRON_WORKFLOW}")["items"]
         finished = [w for w in runs if w.get("status", {}).get("phase") in ("Succeeded", "Failed", "Error")]
         schedules = cron.get("spec", {}).get("schedules") or [cron.get("spec", {}).get("schedule")]

@@ -10,8 +10,8 @@ import argparse
 import json
 import sys
 
+from offhours.scripts.runtime.exit_codes import CHECK_FAILED_EXIT_CODE
 from offhours.scripts.runtime.parameters import SchemaError, check_values, parse_schema
-from offhours.steps.contract import CHECK_FAILED_EXIT_CODE
 
 
 def run(schema_text: str, values_text: str) -> tuple[int, list[str]]:

@@ -32,11 +32,21 @@ from kubernetes import client
 from kubernetes import config as kube_config
 
 from offhours.scripts.metrics.emulator import EmulatedServer, Fleet
+from offhours.scripts.names import (
+    ANNOTATION_WAITING_REASON,
+    ARGO_GROUP,
+    ARGO_VERSION,
+    GATE_CONFIG_MAP,
+    GATE_CRON_WORKFLOW,
+    LABEL_RUN_ID,
+    LABEL_SERVICE,
+    LABEL_STATE,
+    state_configmap_name,
+)
 from offhours.scripts.simulate.trace import Trace, load_trace
 
 CLUSTER_STATE = Path(os.environ.get("OFFHOURS_CLUSTER_DIR", "/tmp/offhours-cluster"))
 SERVING, RESEARCH, SERVICE = "serving", "research", "chat"
-GROUP, VERSION = "argoproj.io", "v1alpha1"
 DEMO_DIR = Path(tempfile.gettempdir()) / "offhours-demo"
 LOCAL_IMAGE = "offhours.local/reference-job:demo"
 CAPACITY_RPS = 10.0  # what one emulated replica serves (the gate config's capacity)
@@ -207,7 +217,7 @@ class Watcher:
         dep = self.apps.read_namespaced_deployment(SERVICE, SERVING)
         decision, decided_at = "", 0.0
         try:
-            cm = self.core.read_namespaced_config_map(f"offhours-state-{SERVICE}", SERVING)
+            cm = self.core.read_namespaced_config_map(state_configmap_name(SERVICE), SERVING)
             last = json.loads((cm.data or {}).get("state.json", "{}")).get("lastDecision") or {}
             if last:
                 decided_at = float(last.get("at") or 0.0)  # the gate's clock: seconds since the epoch
@@ -216,12 +226,12 @@ class Watcher:
         except (client.ApiException, ValueError):
             decision = ""
         jobs: dict[str, str] = {}
-        for wf in self.custom.list_namespaced_custom_object(GROUP, VERSION, RESEARCH, "workflows",
-                                                            label_selector=f"offhours.io/run-id={self.run_id}")["items"]:
+        for wf in self.custom.list_namespaced_custom_object(ARGO_GROUP, ARGO_VERSION, RESEARCH, "workflows",
+                                                            label_selector=f"{LABEL_RUN_ID}={self.run_id}")["items"]:
             labels = wf["metadata"].get("labels", {})
             phase = wf.get("status", {}).get("phase") or "Pending"
-            state = labels.get("offhours.io/state", "")
-            reason = wf["metadata"].get("annotations", {}).get("offhours.io/waiting-reason", "")
+            state = labels.get(LABEL_STATE, "")
+            reason = wf["metadata"].get("annotations", {}).get(ANNOTATION_WAITING_REASON, "")
             jobs[wf["metadata"]["name"]] = f"{phase}{', ' + state if state else ''}{': ' + reason if reason else ''}"
         return Snapshot(dep.spec.replicas or 0, dep.status.ready_replicas or 0, decision, jobs, decided_at)
 
@@ -269,7 +279,7 @@ def install(env: dict[str, str], raw_config: dict[str, Any], replicas: int, say:
     cron_ns = cron["metadata"]["namespace"]
     for ns in sorted({SERVING, cron_ns}):  # the ConfigMap beside the CronWorkflow that mounts it
         kubectl(bin_dir, kubeconfig, "apply", "--server-side", "--force-conflicts", "-f", "-", stdin=json.dumps({
-            "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "offhours-gate-config", "namespace": ns},
+            "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": GATE_CONFIG_MAP, "namespace": ns},
             "data": {"gate.yaml": yaml.safe_dump(raw_config)}}))
     say(f"installed offhours (render of the demo gate config) and the ConfigMap in {cron_ns}")
     # A fresh start: no gate memory, serving Deployment or workflows left by an earlier demo.
@@ -281,13 +291,13 @@ def install(env: dict[str, str], raw_config: dict[str, Any], replicas: int, say:
     # and concurrencyPolicy Forbid would hold the demo's own runs back until it ended.
     delete_gate_runs(bin_dir, kubeconfig, cron_ns)
     # One gate run a minute (the least cron allows), ticking every tickSeconds for 50 s.
-    kubectl(bin_dir, kubeconfig, "-n", cron_ns, "patch", "cronworkflow", "offhours-gate", "--type=merge", "-p",
+    kubectl(bin_dir, kubeconfig, "-n", cron_ns, "patch", "cronworkflow", GATE_CRON_WORKFLOW, "--type=merge", "-p",
             json.dumps({"spec": {"suspend": False, "schedules": ["* * * * *"],
                                  "workflowSpec": {"arguments": {"parameters": [
                                      {"name": p["name"], "value": "50" if p["name"] == "run-seconds" else p["value"]}
                                      for p in cron["spec"]["workflowSpec"]["arguments"]["parameters"]]}}}}))
     say("gate CronWorkflow: every minute, one decision every 10 s")
-    labels = {"app": SERVICE, "offhours.io/service": SERVICE}
+    labels = {"app": SERVICE, LABEL_SERVICE: SERVICE}
     kubectl(bin_dir, kubeconfig, "apply", "--server-side", "--force-conflicts", "-f", "-", stdin=json.dumps({
         "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": SERVICE, "namespace": SERVING,
                                                                      "labels": labels},
@@ -398,7 +408,7 @@ def demo(args: argparse.Namespace, say: Callable[[str], None] = print) -> DemoRe
         # Without the emulated fleet the gate would only see missing metrics: stop its runs.
         cron_ns = yaml.safe_load((DEMO_DIR / "manifests" / "cronworkflow-offhours-gate.yaml").read_text())
         kubectl(env["OFFHOURS_CLUSTER_BIN"], env["KUBECONFIG"], "-n", cron_ns["metadata"]["namespace"], "patch",
-                "cronworkflow", "offhours-gate", "--type=merge", "-p", '{"spec":{"suspend":true}}')
+                "cronworkflow", GATE_CRON_WORKFLOW, "--type=merge", "-p", '{"spec":{"suspend":true}}')
         # The run in progress would tick on for up to a minute; deleted, its gate ends its tick and exits.
         delete_gate_runs(env["OFFHOURS_CLUSTER_BIN"], env["KUBECONFIG"], cron_ns["metadata"]["namespace"])
         say(f"gate CronWorkflow suspended and its runs stopped; the research workflows stay for "

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from offhours.scripts.names import ANNOTATION_CANCELLED_AT
 from offhours.scripts.pool.model import FINISHED, WAITING, Pool, RunView, gpus_of
 from offhours.scripts.pool.usage import UsageRow, usage_lines
 from offhours.scripts.pool.views import age, select_runs, sentence, stamp
@@ -215,7 +216,8 @@ def _cmd_usage(args: argparse.Namespace) -> int:
 
 
 def _cmd_cancel(args: argparse.Namespace) -> int:
-    from offhours.scripts.pool.reader import GROUP, PLURAL, VERSION, describe_api_error
+    from offhours.scripts.names import ARGO_GROUP, ARGO_VERSION
+    from offhours.scripts.pool.reader import PLURAL, describe_api_error
 
     reader = _reader(args)
     pool = read_pool(args)
@@ -233,10 +235,10 @@ def _cmd_cancel(args: argparse.Namespace) -> int:
     now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     for copy in live:
         # Argo v4.0.5 does not act on a suspended (parked) workflow's shutdown: unsuspend it in the same patch.
-        body = {"metadata": {"annotations": {"offhours.io/cancelled-at": now}},
+        body = {"metadata": {"annotations": {ANNOTATION_CANCELLED_AT: now}},
                 "spec": {"shutdown": "Stop", "suspend": None}}
         try:
-            reader.custom.patch_namespaced_custom_object(GROUP, VERSION, copy.namespace, PLURAL, copy.name, body)
+            reader.custom.patch_namespaced_custom_object(ARGO_GROUP, ARGO_VERSION, copy.namespace, PLURAL, copy.name, body)
         except Exception as err:  # noqa: BLE001 - reported as one line naming the workflow
             raise CommandError(describe_api_error(f"stop workflow {copy.namespace}/{copy.name}", err, write=True)) from None
         print(f"{copy.name}: stopping (exit handlers run; its GPUs go back to {copy.service})")

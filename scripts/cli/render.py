@@ -5,7 +5,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from offhours.steps.contract import OFFHOURS_IMAGE
+from offhours.scripts.names import OFFHOURS_IMAGE
 
 
 def _render(args: argparse.Namespace) -> int:

@@ -21,15 +21,13 @@ from offhours.cronworkflows.cronexpr import CronError, next_firings, parse_cron,
 from offhours.cronworkflows.research_schedule import (
     DEFAULT_KEEP,
     DEFAULT_STARTING_DEADLINE_SECONDS,
-    LABEL_SCHEDULE,
     ScheduleError,
     check_schedule,
     installed_template,
     research_cron_workflow,
 )
-from offhours.scripts.cluster.base import FINISHED_PHASES, STATE_PARKED
-from offhours.scripts.cluster.parked import GROUP, VERSION, SubmitError, parse_params
-from offhours.steps.contract import LABEL_RUN_ID
+from offhours.scripts.cluster.parked import SubmitError, parse_params
+from offhours.scripts.names import ARGO_GROUP, ARGO_VERSION, FINISHED_PHASES, LABEL_RUN_ID, LABEL_SCHEDULE, STATE_PARKED
 
 VERBS = ("list", "suspend", "resume", "delete")
 ANNOTATION_SCHEDULED_TIME = "workflows.argoproj.io/scheduled-time"
@@ -149,7 +147,7 @@ def create(args: argparse.Namespace, api: Any = None) -> int:
         return 0
     api = api or _custom_api()
     try:
-        api.create_namespaced_custom_object(GROUP, VERSION, args.namespace, "cronworkflows", body)
+        api.create_namespaced_custom_object(ARGO_GROUP, ARGO_VERSION, args.namespace, "cronworkflows", body)
     except ApiException as err:
         if err.status == 409:
             raise ScheduleError(f"schedule {args.name!r} exists in namespace {args.namespace!r}; delete it first") from None
@@ -171,9 +169,9 @@ def act(args: argparse.Namespace, api: Any) -> int:
     from kubernetes.client.exceptions import ApiException
 
     if args.name == "list":
-        crons = api.list_namespaced_custom_object(GROUP, VERSION, args.namespace, "cronworkflows",
+        crons = api.list_namespaced_custom_object(ARGO_GROUP, ARGO_VERSION, args.namespace, "cronworkflows",
                                                   label_selector=LABEL_SCHEDULE)["items"]
-        runs = api.list_namespaced_custom_object(GROUP, VERSION, args.namespace, "workflows",
+        runs = api.list_namespaced_custom_object(ARGO_GROUP, ARGO_VERSION, args.namespace, "workflows",
                                                  label_selector=LABEL_SCHEDULE)["items"]
         print(render_rows(schedule_rows(crons, runs, datetime.now(timezone.utc))))
         return 0
@@ -182,11 +180,11 @@ def act(args: argparse.Namespace, api: Any) -> int:
         if args.name == "delete":
             # Orphan: a run that is admitted finishes (and returns its GPUs through its exit hook)
             # instead of being deleted under the gate with the CronWorkflow that owns it.
-            api.delete_namespaced_custom_object(GROUP, VERSION, args.namespace, "cronworkflows", name,
+            api.delete_namespaced_custom_object(ARGO_GROUP, ARGO_VERSION, args.namespace, "cronworkflows", name,
                                                 propagation_policy="Orphan")
             print(f"{name} deleted; its runs are kept")
         else:
-            api.patch_namespaced_custom_object(GROUP, VERSION, args.namespace, "cronworkflows", name,
+            api.patch_namespaced_custom_object(ARGO_GROUP, ARGO_VERSION, args.namespace, "cronworkflows", name,
                                                {"spec": {"suspend": args.name == "suspend"}})
             print(f"{name} {'suspended: it creates no runs' if args.name == 'suspend' else 'resumed'}")
     except ApiException as err:

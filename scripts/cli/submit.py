@@ -4,11 +4,14 @@ import argparse
 import sys
 from typing import Any
 
+from offhours.scripts.names import LABEL_REPLICAS, LABEL_SERVICE
+
 
 def _submit(args: argparse.Namespace) -> int:
     from offhours.scripts.cli.errors import default_namespace
     from offhours.scripts.cluster.kube import KubeCluster, load_client_config
-    from offhours.scripts.cluster.parked import GROUP, VERSION, SubmitError, parked_workflow, parse_params
+    from offhours.scripts.cluster.parked import SubmitError, parked_workflow, parse_params
+    from offhours.scripts.names import ARGO_GROUP, ARGO_VERSION
     from offhours.scripts.policy.config import ConfigError, load_config
 
     try:
@@ -17,15 +20,15 @@ def _submit(args: argparse.Namespace) -> int:
         load_client_config()
         args.namespace = args.namespace or default_namespace()
         cluster = KubeCluster()
-        template = cluster.custom.get_namespaced_custom_object(GROUP, VERSION, args.namespace, "workflowtemplates",
+        template = cluster.custom.get_namespaced_custom_object(ARGO_GROUP, ARGO_VERSION, args.namespace, "workflowtemplates",
                                                                args.template)
         body = parked_workflow(template, params, args.namespace, args.priority, services)
     except (SubmitError, ConfigError) as err:
         print(f"submit: {err}", file=sys.stderr)
         return 2
-    created = cluster.custom.create_namespaced_custom_object(GROUP, VERSION, args.namespace, "workflows", body)
-    print(f"{created['metadata']['name']} parked: the gate admits it when {body['metadata']['labels']['offhours.io/service']}"
-          f" can lend {body['metadata']['labels']['offhours.io/replicas']} replica(s)")
+    created = cluster.custom.create_namespaced_custom_object(ARGO_GROUP, ARGO_VERSION, args.namespace, "workflows", body)
+    print(f"{created['metadata']['name']} parked: the gate admits it when {body['metadata']['labels'][LABEL_SERVICE]}"
+          f" can lend {body['metadata']['labels'][LABEL_REPLICAS]} replica(s)")
     return 0
 
 

@@ -13,43 +13,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
+from offhours.scripts.names import ANNOTATION_PROGRESS
 from offhours.scripts.policy.plan import Job
-
-ANNOTATION_PREEMPTIONS = "offhours.io/preemptions"
-ANNOTATION_PRIORITY = "offhours.io/priority"
-ANNOTATION_PROGRESS = "offhours.io/last-checkpoint"
-ANNOTATION_GPU_SECONDS = "offhours.io/gpu-seconds"
-ANNOTATION_PARKED_FROM = "offhours.io/parked-from"
-ANNOTATION_ADMITTED_AT = "offhours.io/admitted-at"
-ANNOTATION_PREEMPTED_AT = "offhours.io/preempted-at"
-ANNOTATION_RETURNED_AT = "offhours.io/returned-at"
-ANNOTATION_ROOT = "offhours.io/first-name"  # the name of the first workflow of a run: copies are named after it
-ANNOTATION_WAITING_REASON = "offhours.io/waiting-reason"
-ANNOTATION_QUEUE_POSITION = "offhours.io/queue-position"
-ANNOTATION_BORROWED_FROM = "offhours.io/borrowed-from"  # UID of the Deployment incarnation it borrowed from
-# Seconds a stop is expected to take to give the GPUs back: measured at the run's last stop (preempted-at to
-# returned-at of the workflow it was copied from), else the declared grace; written by the gate at admission.
-ANNOTATION_EXIT_SECONDS = "offhours.io/exit-seconds"
-LABEL_RUN_ID = "offhours.io/run-id"
-LABEL_COPY_OF = "offhours.io/copy-of"
-LABEL_STATE = "offhours.io/state"
-LABEL_SERVICE = "offhours.io/service"
-LABEL_REPLICAS = "offhours.io/replicas"
-STATE_PARKED = "parked"
-STATE_ADMITTED = "admitted"
-STATE_PREEMPTED = "preempted"
-STATE_RETURNED = "returned"
-FINISHED_PHASES = ("Succeeded", "Failed", "Error")
-LEASE_NAME = "offhours-gate"
-LEASE_NOTE_PREFIX = "unrecorded.offhours.io/"  # + service: a raise written while its record could not be
-HOLD_REASON = "GateHold"
-STATE_CONFIGMAP_PREFIX = "offhours-state-"
-STATE_KEY = "state.json"
-
-
-def state_configmap_name(service: str) -> str:
-    """Name of the ConfigMap that holds the gate's memory of `service`."""
-    return f"{STATE_CONFIGMAP_PREFIX}{service}"
 
 
 def stop_notes(job: Job) -> dict[str, str]:
@@ -62,11 +27,6 @@ def stop_notes(job: Job) -> dict[str, str]:
     if at is None or not math.isfinite(at):
         return {}
     return {ANNOTATION_PROGRESS: datetime.fromtimestamp(at, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
-
-
-def aggregated_event_name(name: str, reason: str) -> str:
-    """Name of the one Event kept per object and reason when repeats are counted."""
-    return f"{name}.{reason.lower()}"
 
 
 class ClusterError(RuntimeError):

@@ -15,14 +15,30 @@ import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from offhours.scripts.cluster.base import (
+from offhours.scripts.cluster.base import Autoscaler, ClusterError, Deployment, Pod, stop_notes
+from offhours.scripts.cluster.errors import failed_call
+from offhours.scripts.cluster.workflow import (
+    API_VERSION,
+    PLURAL,
+    build_parked_copy,
+    check_own_copy,
+    exit_seconds_text,
+    workflow_job,
+)
+from offhours.scripts.names import (
     ANNOTATION_ADMITTED_AT,
     ANNOTATION_BORROWED_FROM,
     ANNOTATION_EXIT_SECONDS,
     ANNOTATION_PREEMPTED_AT,
     ANNOTATION_QUEUE_POSITION,
     ANNOTATION_WAITING_REASON,
+    ARGO_GROUP,
+    ARGO_VERSION,
+    EVENT_SOURCE,
     FINISHED_PHASES,
+    KEDA_GROUP,
+    KEDA_VERSION,
+    LABEL_MANAGED,
     LABEL_SERVICE,
     LABEL_STATE,
     LEASE_NAME,
@@ -31,29 +47,13 @@ from offhours.scripts.cluster.base import (
     STATE_KEY,
     STATE_PREEMPTED,
     STATE_RETURNED,
-    Autoscaler,
-    ClusterError,
-    Deployment,
-    Pod,
     aggregated_event_name,
     state_configmap_name,
-    stop_notes,
-)
-from offhours.scripts.cluster.errors import failed_call
-from offhours.scripts.cluster.workflow import (
-    API_VERSION,
-    GROUP,
-    PLURAL,
-    VERSION,
-    build_parked_copy,
-    check_own_copy,
-    exit_seconds_text,
-    workflow_job,
 )
 from offhours.scripts.policy.plan import Job
 
 T = TypeVar("T")
-KEDA_GROUP, KEDA_VERSION, KEDA_PLURAL = "keda.sh", "v1alpha1", "scaledobjects"
+KEDA_PLURAL = "scaledobjects"
 RETRIED_STATUSES = {409, 429, 500, 502, 503, 504}
 
 
@@ -169,7 +169,7 @@ class KubeCluster:
         patched = self._call(f"write configmap {namespace}/{name}", lambda: bool(self.core.patch_namespaced_config_map(
             name, namespace, {"data": {STATE_KEY: text}})), accept=missing)
         if not patched:
-            body = client.V1ConfigMap(metadata=client.V1ObjectMeta(name=name, labels={"offhours.io/managed": "true"}),
+            body = client.V1ConfigMap(metadata=client.V1ObjectMeta(name=name, labels={LABEL_MANAGED: "true"}),
                                       data={STATE_KEY: text})
             self._call(f"create configmap {namespace}/{name}", lambda: self.core.create_namespaced_config_map(namespace, body))
 
@@ -196,20 +196,20 @@ class KubeCluster:
     def jobs(self, namespace: str, service: str) -> list[Job]:
         """Return the unfinished offhours workflows of `service`."""
         items = self._call(f"list workflows {LABEL_SERVICE}={service}", lambda: self.custom.list_namespaced_custom_object(
-            GROUP, VERSION, namespace, PLURAL, label_selector=f"{LABEL_SERVICE}={service}"))["items"]
+            ARGO_GROUP, ARGO_VERSION, namespace, PLURAL, label_selector=f"{LABEL_SERVICE}={service}"))["items"]
         return [job for wf in items if (job := workflow_job(wf, service)) is not None]
 
     def workflow(self, namespace: str, name: str) -> dict[str, Any] | None:
         """Return a workflow, or None if it is gone."""
         def get() -> dict[str, Any] | None:
-            return dict(self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name))
+            return dict(self.custom.get_namespaced_custom_object(ARGO_GROUP, ARGO_VERSION, namespace, PLURAL, name))
 
         gone: dict[int, dict[str, Any] | None] = {404: None}
         return self._call(f"get workflow {namespace}/{name}", get, accept=gone)
 
     def _patch_workflow(self, what: str, namespace: str, name: str, body: dict[str, Any]) -> None:
         self._call(f"{what} workflow {namespace}/{name}", lambda: self.custom.patch_namespaced_custom_object(
-            GROUP, VERSION, namespace, PLURAL, name, body))
+            ARGO_GROUP, ARGO_VERSION, namespace, PLURAL, name, body))
 
     def admit(self, namespace: str, job: Job, deployment_uid: str = "") -> None:
         """Resume a parked workflow (spec.suspend removed) and mark it admitted."""
@@ -222,10 +222,10 @@ class KubeCluster:
         """Mark a running workflow admitted."""
         self._patch_workflow("adopt", namespace, job.name, {"metadata": _admitted(deployment_uid)})
 
-    def list_workflows(self, namespace: str, selector: str = "offhours.io/managed=true") -> list[dict[str, Any]]:
+    def list_workflows(self, namespace: str, selector: str = f"{LABEL_MANAGED}=true") -> list[dict[str, Any]]:
         """Return every workflow matching `selector`, finished ones included (for the usage report)."""
         return list(self._call(f"list workflows {selector}", lambda: self.custom.list_namespaced_custom_object(
-            GROUP, VERSION, namespace, PLURAL, label_selector=selector))["items"])
+            ARGO_GROUP, ARGO_VERSION, namespace, PLURAL, label_selector=selector))["items"])
 
     def stop(self, namespace: str, job: Job) -> None:
         """Stop (never Terminate: Stop runs the exit handlers) and mark preempted, with the last checkpoint known."""
@@ -243,7 +243,7 @@ class KubeCluster:
         name = str(new["metadata"]["name"])
 
         def create() -> bool:
-            self.custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, new)
+            self.custom.create_namespaced_custom_object(ARGO_GROUP, ARGO_VERSION, namespace, PLURAL, new)
             return True
 
         if not self._call(f"create parked copy {namespace}/{name}", create, accept={409: False}):
@@ -257,7 +257,7 @@ class KubeCluster:
         """Delete a workflow; a missing one is success."""
         gone: dict[int, Any] = {404: None}
         self._call(f"delete workflow {namespace}/{name}", lambda: self.custom.delete_namespaced_custom_object(
-            GROUP, VERSION, namespace, PLURAL, name), accept=gone)
+            ARGO_GROUP, ARGO_VERSION, namespace, PLURAL, name), accept=gone)
 
     def wait_for_workflow_change(self, namespace: str, timeout: float) -> bool:
         """Watch offhours workflows up to `timeout` s; True at the first one that finished or was returned."""
@@ -266,11 +266,11 @@ class KubeCluster:
         if timeout <= 0:
             return False
         try:
-            listed = self.custom.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL,
-                                                               label_selector="offhours.io/managed=true", limit=1)
+            listed = self.custom.list_namespaced_custom_object(ARGO_GROUP, ARGO_VERSION, namespace, PLURAL,
+                                                               label_selector=f"{LABEL_MANAGED}=true", limit=1)
             stream = watch.Watch().stream(
-                self.custom.list_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL,
-                label_selector="offhours.io/managed=true", resource_version=listed["metadata"]["resourceVersion"],
+                self.custom.list_namespaced_custom_object, ARGO_GROUP, ARGO_VERSION, namespace, PLURAL,
+                label_selector=f"{LABEL_MANAGED}=true", resource_version=listed["metadata"]["resourceVersion"],
                 timeout_seconds=max(1, int(timeout)), _request_timeout=timeout + 5)
             for event in stream:
                 wf = event.get("object") or {}
@@ -309,7 +309,7 @@ class KubeCluster:
             reason=reason,
             message=message[:1024],
             type="Warning" if warning else "Normal",
-            source=client.V1EventSource(component="offhours-gate"),
+            source=client.V1EventSource(component=EVENT_SOURCE),
             first_timestamp=now,
             last_timestamp=now,
             count=1,

@@ -10,7 +10,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from offhours.scripts.cluster.base import (
+from offhours.scripts.cluster.base import Autoscaler, ClusterError, Deployment, Pod, stop_notes
+from offhours.scripts.cluster.workflow import API_VERSION, build_parked_copy, check_own_copy, exit_seconds_text, workflow_job
+from offhours.scripts.names import (
     ANNOTATION_ADMITTED_AT,
     ANNOTATION_BORROWED_FROM,
     ANNOTATION_EXIT_SECONDS,
@@ -20,6 +22,8 @@ from offhours.scripts.cluster.base import (
     ANNOTATION_QUEUE_POSITION,
     ANNOTATION_RETURNED_AT,
     ANNOTATION_WAITING_REASON,
+    JOB_TEMPLATE,
+    LABEL_MANAGED,
     LABEL_REPLICAS,
     LABEL_SERVICE,
     LABEL_STATE,
@@ -28,13 +32,7 @@ from offhours.scripts.cluster.base import (
     STATE_PARKED,
     STATE_PREEMPTED,
     STATE_RETURNED,
-    Autoscaler,
-    ClusterError,
-    Deployment,
-    Pod,
-    stop_notes,
 )
-from offhours.scripts.cluster.workflow import API_VERSION, build_parked_copy, check_own_copy, exit_seconds_text, workflow_job
 from offhours.scripts.policy.plan import Job
 
 
@@ -87,12 +85,12 @@ class MemoryCluster:
             "apiVersion": API_VERSION, "kind": "Workflow",
             "metadata": {
                 "name": name, "namespace": namespace, "creationTimestamp": created, "uid": str(uuid.uuid4()),
-                "labels": {LABEL_SERVICE: service, LABEL_REPLICAS: str(replicas), "offhours.io/managed": "true",
+                "labels": {LABEL_SERVICE: service, LABEL_REPLICAS: str(replicas), LABEL_MANAGED: "true",
                            **({LABEL_STATE: state} if state else {})},
                 "annotations": {ANNOTATION_PRIORITY: str(priority),
                                 **({ANNOTATION_PROGRESS: str(progress_at)} if progress_at is not None else {})},
             },
-            "spec": {"workflowTemplateRef": {"name": "offhours-job"},
+            "spec": {"workflowTemplateRef": {"name": JOB_TEMPLATE},
                      "arguments": {"parameters": [{"name": "service", "value": service},
                                                   {"name": "replicas", "value": str(replicas)}]},
                      **({"suspend": True} if state == STATE_PARKED else {})},

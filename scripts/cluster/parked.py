@@ -13,10 +13,19 @@ import re
 from collections.abc import Collection
 from typing import Any
 
-from offhours.scripts.cluster.base import ANNOTATION_PRIORITY, LABEL_REPLICAS, LABEL_SERVICE, LABEL_STATE, STATE_PARKED
-from offhours.scripts.cluster.workflow import GROUP, VERSION
+from offhours.scripts.names import (
+    ANNOTATION_PRIORITY,
+    ARGO_GROUP,
+    ARGO_VERSION,
+    CHECK_PARAMETERS,
+    LABEL_MANAGED,
+    LABEL_REPLICAS,
+    LABEL_RUN_ID,
+    LABEL_SERVICE,
+    LABEL_STATE,
+    STATE_PARKED,
+)
 from offhours.scripts.runtime.parameters import SchemaError, check_values, parse_schema
-from offhours.steps.contract import CHECK_PARAMETERS
 
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
@@ -75,13 +84,13 @@ def parked_workflow(template: dict[str, Any], params: dict[str, str], namespace:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise SubmitError(problems[0] + more)
     return {
-        "apiVersion": f"{GROUP}/{VERSION}",
+        "apiVersion": f"{ARGO_GROUP}/{ARGO_VERSION}",
         "kind": "Workflow",
         "metadata": {
             "generateName": f"{run_id}-",
             "namespace": namespace,
             "labels": {LABEL_SERVICE: str(values["service"]), LABEL_REPLICAS: replicas,
-                       "offhours.io/run-id": run_id, LABEL_STATE: STATE_PARKED, "offhours.io/managed": "true"},
+                       LABEL_RUN_ID: run_id, LABEL_STATE: STATE_PARKED, LABEL_MANAGED: "true"},
             "annotations": {ANNOTATION_PRIORITY: str(priority)},
         },
         "spec": {

@@ -10,10 +10,12 @@ import math
 from datetime import datetime
 from typing import Any
 
-from offhours.scripts.cluster.base import (
+from offhours.scripts.cluster.base import ClusterError
+from offhours.scripts.names import (
     ANNOTATION_ADMITTED_AT,
     ANNOTATION_BORROWED_FROM,
     ANNOTATION_EXIT_SECONDS,
+    ANNOTATION_GPU_SECONDS,
     ANNOTATION_PARKED_FROM,
     ANNOTATION_PREEMPTED_AT,
     ANNOTATION_PREEMPTIONS,
@@ -23,6 +25,8 @@ from offhours.scripts.cluster.base import (
     ANNOTATION_RETURNED_AT,
     ANNOTATION_ROOT,
     ANNOTATION_WAITING_REASON,
+    ARGO_GROUP,
+    ARGO_VERSION,
     FINISHED_PHASES,
     LABEL_COPY_OF,
     LABEL_REPLICAS,
@@ -33,13 +37,12 @@ from offhours.scripts.cluster.base import (
     STATE_PARKED,
     STATE_PREEMPTED,
     STATE_RETURNED,
-    ClusterError,
 )
 from offhours.scripts.policy.plan import ADMITTED, PARKED, Job
 
 # Argo's API group and version, and the Workflow resource's plural.
-GROUP, VERSION, PLURAL = "argoproj.io", "v1alpha1", "workflows"
-API_VERSION = f"{GROUP}/{VERSION}"
+PLURAL = "workflows"
+API_VERSION = f"{ARGO_GROUP}/{ARGO_VERSION}"
 MAX_EXIT_SECONDS = 86_400  # a longer stop is not a measurement: ignored
 
 
@@ -199,7 +202,7 @@ def build_parked_copy(old: dict[str, Any]) -> dict[str, Any]:
     if run_id and LABEL_RUN_ID not in labels:
         labels[LABEL_RUN_ID] = run_id
     dropped = (ANNOTATION_ADMITTED_AT, ANNOTATION_PREEMPTED_AT, ANNOTATION_RETURNED_AT, ANNOTATION_BORROWED_FROM,
-               ANNOTATION_WAITING_REASON, ANNOTATION_QUEUE_POSITION, "offhours.io/gpu-seconds")
+               ANNOTATION_WAITING_REASON, ANNOTATION_QUEUE_POSITION, ANNOTATION_GPU_SECONDS)
     annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k not in dropped}
     annotations[ANNOTATION_PREEMPTIONS] = str(max(0, _int(annotations.get(ANNOTATION_PREEMPTIONS), 0)) + 1)
     annotations[ANNOTATION_PARKED_FROM] = meta["name"]

@@ -8,50 +8,49 @@ anywhere. Prometheus scrapes its `/metrics` through the Service (annotated for t
 
 from typing import Any
 
+from offhours.scripts.names import ARGO_GROUP, CONSOLE, OFFHOURS_IMAGE
 from offhours.scripts.policy.config import GateConfig
-from offhours.steps.contract import OFFHOURS_IMAGE
 
-NAME = "offhours-console"
 PORT = 8080
 
 
-def _role(namespace: str, rules: list[dict[str, Any]], name: str = NAME) -> dict[str, Any]:
+def _role(namespace: str, rules: list[dict[str, Any]], name: str = CONSOLE) -> dict[str, Any]:
     return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
             "metadata": {"name": name, "namespace": namespace}, "rules": rules}
 
 
-def _binding(namespace: str, sa_namespace: str, name: str = NAME) -> dict[str, Any]:
+def _binding(namespace: str, sa_namespace: str, name: str = CONSOLE) -> dict[str, Any]:
     return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
             "metadata": {"name": name, "namespace": namespace},
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
-            "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": sa_namespace}]}
+            "subjects": [{"kind": "ServiceAccount", "name": CONSOLE, "namespace": sa_namespace}]}
 
 
 def console_manifests(config: GateConfig, image: str = OFFHOURS_IMAGE) -> dict[str, dict[str, Any]]:
     """Return the console's manifests by file name, for `config`'s serving and research namespaces."""
     serving, research = config.namespace, config.workflow_namespace
-    labels = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/part-of": "offhours"}
+    labels = {"app.kubernetes.io/name": CONSOLE, "app.kubernetes.io/part-of": "offhours"}
     out: dict[str, dict[str, Any]] = {
-        f"serviceaccount-{NAME}.yaml": {"apiVersion": "v1", "kind": "ServiceAccount",
-                                        "metadata": {"name": NAME, "namespace": serving},
+        f"serviceaccount-{CONSOLE}.yaml": {"apiVersion": "v1", "kind": "ServiceAccount",
+                                        "metadata": {"name": CONSOLE, "namespace": serving},
                                         "automountServiceAccountToken": True},
-        f"role-{NAME}.yaml": _role(serving, [
+        f"role-{CONSOLE}.yaml": _role(serving, [
             {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]},
             {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "list"]}]),
-        f"rolebinding-{NAME}.yaml": _binding(serving, serving),
+        f"rolebinding-{CONSOLE}.yaml": _binding(serving, serving),
     }
-    research_rules = [{"apiGroups": ["argoproj.io"], "resources": ["workflows"], "verbs": ["get", "list"]},
+    research_rules = [{"apiGroups": [ARGO_GROUP], "resources": ["workflows"], "verbs": ["get", "list"]},
                       {"apiGroups": [""], "resources": ["pods", "pods/log"], "verbs": ["get", "list"]}]
     if research == serving:
-        out[f"role-{NAME}.yaml"]["rules"] += research_rules
+        out[f"role-{CONSOLE}.yaml"]["rules"] += research_rules
     else:
-        out[f"role-{NAME}-research.yaml"] = _role(research, research_rules, f"{NAME}-research")
-        out[f"rolebinding-{NAME}-research.yaml"] = _binding(research, serving, f"{NAME}-research")
-    out[f"deployment-{NAME}.yaml"] = {
-        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": NAME, "namespace": serving, "labels": labels},
+        out[f"role-{CONSOLE}-research.yaml"] = _role(research, research_rules, f"{CONSOLE}-research")
+        out[f"rolebinding-{CONSOLE}-research.yaml"] = _binding(research, serving, f"{CONSOLE}-research")
+    out[f"deployment-{CONSOLE}.yaml"] = {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": CONSOLE, "namespace": serving, "labels": labels},
         "spec": {"replicas": 1, "selector": {"matchLabels": labels}, "template": {
             "metadata": {"labels": labels},
-            "spec": {"serviceAccountName": NAME,
+            "spec": {"serviceAccountName": CONSOLE,
                      "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "seccompProfile": {"type": "RuntimeDefault"}},
                      "containers": [{
                          "name": "console", "image": image,
@@ -62,9 +61,9 @@ def console_manifests(config: GateConfig, image: str = OFFHOURS_IMAGE) -> dict[s
                          "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
                          "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                                              "capabilities": {"drop": ["ALL"]}}}]}}}}
-    out[f"service-{NAME}.yaml"] = {
+    out[f"service-{CONSOLE}.yaml"] = {
         "apiVersion": "v1", "kind": "Service",
-        "metadata": {"name": NAME, "namespace": serving, "labels": labels,
+        "metadata": {"name": CONSOLE, "namespace": serving, "labels": labels,
                      "annotations": {"prometheus.io/scrape": "true", "prometheus.io/port": str(PORT),
                                      "prometheus.io/path": "/metrics"}},
         "spec": {"selector": labels, "ports": [{"name": "http", "port": PORT, "targetPort": "http"}]}}

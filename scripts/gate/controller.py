@@ -28,19 +28,21 @@ from datetime import datetime, timezone
 from functools import partial
 from typing import Any, TextIO
 
-from offhours.scripts.cluster.base import (
-    ANNOTATION_QUEUE_POSITION,
-    ANNOTATION_WAITING_REASON,
-    FINISHED_PHASES,
-    Autoscaler,
-    Cluster,
-    Deployment,
-    Pod,
-)
+from offhours.scripts.cluster.base import Autoscaler, Cluster, Deployment, Pod
 from offhours.scripts.cluster.workflow import measured_exit_seconds
-from offhours.scripts.gate import events
 from offhours.scripts.gate.log import ERROR, INFO, WARNING, Logger
 from offhours.scripts.metrics.sources import LoadSource, Reading, ServiceTarget
+from offhours.scripts.names import (
+    AGGREGATED_EVENT_REASONS,
+    ANNOTATION_QUEUE_POSITION,
+    ANNOTATION_WAITING_REASON,
+    EVENT_GATE_HOLD,
+    EVENT_GATE_TICK_FAILED,
+    EVENT_GPUS_LENT,
+    EVENT_GPUS_RECLAIMED,
+    EVENT_REPLICAS_ADOPTED,
+    FINISHED_PHASES,
+)
 from offhours.scripts.policy import forecast
 from offhours.scripts.policy.capacity import replicas_for_rates
 from offhours.scripts.policy.config import GateConfig, ServicePolicy
@@ -316,7 +318,7 @@ class Gate:
             outcome.plan = plan(decision, baseline, jobs, now)
             return
         if owned.adopted:
-            self._event(policy.name, dep, events.REPLICAS_ADOPTED, owned.adopted)
+            self._event(policy.name, dep, EVENT_REPLICAS_ADOPTED, owned.adopted)
         # Serving first: a reclaim raises serving to what the decision needs before anything else.
         if decision.target_lent < decision.lent:
             record = self._apply(t, obs, record, max(obs.current, baseline - decision.target_lent))
@@ -506,7 +508,7 @@ class Gate:
             raise
         except Exception as err:  # noqa: BLE001 - the record is best effort; the Event below still says why
             outcome.error = f"{error}; could not record the failed tick: {_describe(err)}"
-        self._event_on(policy.name, ns, name, events.GATE_TICK_FAILED, outcome.error or error, warning=True)
+        self._event_on(policy.name, ns, name, EVENT_GATE_TICK_FAILED, outcome.error or error, warning=True)
 
     def _restore_baseline(self, t: _Tick, policy: ServicePolicy, record: ServiceRecord, obs: Observed | None,
                           stored_text: str | None) -> ServiceRecord:
@@ -563,9 +565,9 @@ class Gate:
             message += "; " + "; ".join(p.notes)
         if outcome.error:
             message += f"; errors: {outcome.error}"
-        reason = (events.GPUS_LENT if p.lent_after > decision.lent
-                  else events.GPUS_RECLAIMED if p.lent_after < decision.lent or decision.action == "reclaim"
-                  else events.GATE_HOLD)
+        reason = (EVENT_GPUS_LENT if p.lent_after > decision.lent
+                  else EVENT_GPUS_RECLAIMED if p.lent_after < decision.lent or decision.action == "reclaim"
+                  else EVENT_GATE_HOLD)
         self._event(obs.policy.name, obs.dep, reason, message, warning=bool(outcome.error) or (
             decision.action == "reclaim" and "failed ticks" in decision.reason))
 
@@ -576,7 +578,7 @@ class Gate:
         try:
             # A hold repeats every tick while nothing changes: one Event per Deployment, counted.
             self.cluster.record_event(namespace, "Deployment", name, reason, message, warning,
-                                      aggregate=reason in events.AGGREGATED)
+                                      aggregate=reason in AGGREGATED_EVENT_REASONS)
         except Exception as err:  # noqa: BLE001 - an event is a record, not an action: never let it undo a tick
             self.log.warning(f"could not record event {reason}: {_describe(err)}", service, reason=reason)
 

@@ -8,7 +8,7 @@ and the gate, which watches the workflows, scales serving back within seconds.
 The hook has no right on serving on purpose: it runs in the research namespace, where any
 ServiceAccount can be used by a research pod, so it must not be able to change a serving
 Deployment: a research job could then scale serving itself. For the same reason it records no
-Event on serving (scripts/gate/events.py lists the gate's). A stop for reclaim stays counted as
+Event on serving (scripts/names.py lists the reasons the gate records). A stop for reclaim stays counted as
 a preemption: a `preempted` state is kept, only the return time is added.
 """
 
@@ -21,17 +21,16 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, TextIO
 
-from offhours.scripts.cluster.base import (
+from offhours.scripts.cluster.base import Cluster, ClusterError
+from offhours.scripts.gate.log import Logger
+from offhours.scripts.names import (
     ANNOTATION_GPU_SECONDS,
     ANNOTATION_RETURNED_AT,
     LABEL_SERVICE,
     LABEL_STATE,
     STATE_PREEMPTED,
     STATE_RETURNED,
-    Cluster,
-    ClusterError,
 )
-from offhours.scripts.gate.log import Logger
 
 
 @dataclass(frozen=True)

@@ -23,16 +23,30 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-STATE_CONFIGMAP_PREFIX = "offhours-state-"
+from offhours.scripts.names import (
+    ANNOTATION_ADMITTED_AT,
+    ANNOTATION_CANCELLED_AT,
+    ANNOTATION_GPU_SECONDS,
+    ANNOTATION_PARKED_FROM,
+    ANNOTATION_PREEMPTED_AT,
+    ANNOTATION_PREEMPTIONS,
+    ANNOTATION_PRIORITY,
+    ANNOTATION_PROGRESS,
+    ANNOTATION_QUEUE_POSITION,
+    ANNOTATION_RETURNED_AT,
+    ANNOTATION_WAITING_REASON,
+    ARGO_CREATOR_LABEL,
+    LABEL_COPY_OF,
+    LABEL_REPLICAS,
+    LABEL_RUN_ID,
+    LABEL_SERVICE,
+    LABEL_STATE,
+    LABEL_USER,
+    STATE_CONFIGMAP_PREFIX,
+)
+
 GPU = "nvidia.com/gpu"
 
-L_SERVICE, L_REPLICAS, L_STATE = "offhours.io/service", "offhours.io/replicas", "offhours.io/state"
-L_RUN_ID, L_COPY_OF = "offhours.io/run-id", "offhours.io/copy-of"
-A_ADMITTED, A_PREEMPTED, A_PREEMPTIONS = "offhours.io/admitted-at", "offhours.io/preempted-at", "offhours.io/preemptions"
-A_PARKED_FROM, A_REASON, A_POSITION = "offhours.io/parked-from", "offhours.io/waiting-reason", "offhours.io/queue-position"
-A_CHECKPOINT, A_RETURNED, A_GPU_SECONDS = "offhours.io/last-checkpoint", "offhours.io/returned-at", "offhours.io/gpu-seconds"
-A_PRIORITY, A_CANCELLED = "offhours.io/priority", "offhours.io/cancelled-at"
-L_CREATOR, L_USER = "workflows.argoproj.io/creator", "offhours.io/user"
 
 # What a researcher sees, per workflow and per run.
 WAITING, ADMITTED, RUNNING, PREEMPTED = "waiting", "admitted", "running", "preempted"
@@ -289,7 +303,7 @@ def service_views(configmaps: Iterable[Mapping[str, Any]], deployments: Iterable
     """One view per service that has a state ConfigMap or a Deployment labelled offhours.io/service."""
     deps = [d for d in deployments if isinstance(d, Mapping)]
     by_uid = {(d.get("metadata") or {}).get("uid"): d for d in deps}
-    by_service = {((d.get("metadata") or {}).get("labels") or {}).get(L_SERVICE): d for d in deps}
+    by_service = {((d.get("metadata") or {}).get("labels") or {}).get(LABEL_SERVICE): d for d in deps}
     views: dict[str, ServiceView] = {}
     for cm in configmaps:
         name = str((cm.get("metadata") or {}).get("name", ""))
@@ -328,10 +342,10 @@ def _with_deployment(view: ServiceView, dep: Mapping[str, Any] | None) -> Servic
 
 # -- jobs -------------------------------------------------------------------------------------
 def _job_state(labels: Mapping[str, str], annotations: Mapping[str, str], spec: Mapping[str, Any], phase: str) -> str:
-    offhours_state = labels.get(L_STATE)
+    offhours_state = labels.get(LABEL_STATE)
     if offhours_state == "preempted":
         return PREEMPTED
-    if annotations.get(A_CANCELLED) or (spec.get("shutdown") and phase in ("Failed", "Error", "")):
+    if annotations.get(ANNOTATION_CANCELLED_AT) or (spec.get("shutdown") and phase in ("Failed", "Error", "")):
         return CANCELLED if offhours_state != "preempted" else PREEMPTED
     if phase == "Succeeded":
         return SUCCEEDED
@@ -366,18 +380,18 @@ def job_view(wf: Mapping[str, Any]) -> JobView | None:
     meta = wf.get("metadata") or {}
     labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
     annotations = {str(k): str(v) for k, v in (meta.get("annotations") or {}).items()}
-    service, name = labels.get(L_SERVICE), meta.get("name")
+    service, name = labels.get(LABEL_SERVICE), meta.get("name")
     if not service or not name:
         return None
     spec, status = wf.get("spec") or {}, wf.get("status") or {}
     phase = str(status.get("phase") or "")
     state = _job_state(labels, annotations, spec, phase)
-    replicas = _int(labels.get(L_REPLICAS), 0) or 0
+    replicas = _int(labels.get(LABEL_REPLICAS), 0) or 0
     gpu_seconds = _float((status.get("resourcesDuration") or {}).get(GPU))
     if gpu_seconds is None:
-        gpu_seconds = _float(annotations.get(A_GPU_SECONDS))
-    position = _int(annotations.get(A_POSITION))
-    admitted = parse_time(annotations.get(A_ADMITTED))
+        gpu_seconds = _float(annotations.get(ANNOTATION_GPU_SECONDS))
+    position = _int(annotations.get(ANNOTATION_QUEUE_POSITION))
+    admitted = parse_time(annotations.get(ANNOTATION_ADMITTED_AT))
     # Argo stamps startedAt on a suspended workflow when it first sees it: the job starts with its first pod
     # (a parked job: after its admission; an adopted one: before it).
     started = _first_pod_start(status.get("nodes"))
@@ -386,16 +400,19 @@ def job_view(wf: Mapping[str, Any]) -> JobView | None:
         started = max(started, admitted) if started is not None and admitted is not None else started
     return JobView(
         name=str(name), namespace=str(meta.get("namespace") or ""), uid=str(meta.get("uid") or ""),
-        run_id=labels.get(L_RUN_ID) or _run_id_parameter(spec) or str(name), service=service, replicas=max(0, replicas),
+        run_id=labels.get(LABEL_RUN_ID) or _run_id_parameter(spec) or str(name), service=service, replicas=max(0, replicas),
         state=state, phase=phase, created=parse_time(meta.get("creationTimestamp")), started=started,
         finished=parse_time(status.get("finishedAt")), admitted=admitted,
-        preempted=parse_time(annotations.get(A_PREEMPTED)), returned=parse_time(annotations.get(A_RETURNED)),
-        cancelled=parse_time(annotations.get(A_CANCELLED)), last_checkpoint=parse_time(annotations.get(A_CHECKPOINT)),
-        preemptions=max(0, _int(annotations.get(A_PREEMPTIONS), 0) or 0), priority=_int(annotations.get(A_PRIORITY), 0) or 0,
-        gpu_seconds=gpu_seconds, copy_of=labels.get(L_COPY_OF), parked_from=annotations.get(A_PARKED_FROM),
+        preempted=parse_time(annotations.get(ANNOTATION_PREEMPTED_AT)),
+        returned=parse_time(annotations.get(ANNOTATION_RETURNED_AT)),
+        cancelled=parse_time(annotations.get(ANNOTATION_CANCELLED_AT)),
+        last_checkpoint=parse_time(annotations.get(ANNOTATION_PROGRESS)),
+        preemptions=max(0, _int(annotations.get(ANNOTATION_PREEMPTIONS), 0) or 0),
+        priority=_int(annotations.get(ANNOTATION_PRIORITY), 0) or 0,
+        gpu_seconds=gpu_seconds, copy_of=labels.get(LABEL_COPY_OF), parked_from=annotations.get(ANNOTATION_PARKED_FROM),
         position=position if position is not None and position >= 0 else None,
-        reason=annotations.get(A_REASON) if state == WAITING and annotations.get(A_REASON) else None,
-        user=labels.get(L_CREATOR) or labels.get(L_USER) or "unknown", labels=labels,
+        reason=(annotations.get(ANNOTATION_WAITING_REASON) or None) if state == WAITING else None,
+        user=labels.get(ARGO_CREATOR_LABEL) or labels.get(LABEL_USER) or "unknown", labels=labels,
     )
 
 

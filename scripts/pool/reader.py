@@ -11,8 +11,9 @@ from datetime import datetime
 from typing import Any
 
 from offhours.scripts.cluster.errors import describe_api_error
-from offhours.scripts.cluster.workflow import GROUP, PLURAL, VERSION
-from offhours.scripts.pool.model import L_SERVICE, Pool, build_pool
+from offhours.scripts.cluster.workflow import PLURAL
+from offhours.scripts.names import ARGO_GROUP, ARGO_VERSION, LABEL_SERVICE
+from offhours.scripts.pool.model import Pool, build_pool
 
 
 class PoolReadError(RuntimeError):
@@ -46,7 +47,7 @@ class PoolReader:
         """Every workflow labelled with an offhours service, finished ones included."""
         ns = self.research_namespace
         return self._list(f"list workflows in {ns}", lambda: self.custom.list_namespaced_custom_object(
-            GROUP, VERSION, ns, PLURAL, label_selector=L_SERVICE), problems)
+            ARGO_GROUP, ARGO_VERSION, ns, PLURAL, label_selector=LABEL_SERVICE), problems)
 
     def read(self, now: datetime | None = None, require_workflows: bool = False) -> Pool:
         """Read everything and build the pool; failed lists become the pool's problems."""

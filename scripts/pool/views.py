@@ -5,16 +5,8 @@ Pure: a `Pool` or a time in, text or a selection out.
 
 from datetime import datetime, timezone
 
-from offhours.scripts.pool.model import (
-    PREEMPTED,
-    RESUMED_WAITING,
-    RUNNING,
-    STATE_CONFIGMAP_PREFIX,
-    WAITING,
-    Pool,
-    RunView,
-    gpus_of,
-)
+from offhours.scripts.names import STATE_CONFIGMAP_PREFIX
+from offhours.scripts.pool.model import PREEMPTED, RESUMED_WAITING, RUNNING, WAITING, Pool, RunView, gpus_of
 
 DONE_STATES = ("succeeded", "failed", "cancelled")
 

@@ -34,7 +34,7 @@ from types import FrameType
 from typing import Any, Protocol
 from urllib.parse import urlparse
 
-from offhours.steps.contract import PREEMPTED_EXIT_CODE
+from offhours.scripts.runtime.exit_codes import PREEMPTED_EXIT_CODE
 
 __all__ = ["PREEMPTED_EXIT_CODE", "Checkpoint", "CheckpointError", "CheckpointStore", "PreemptionSignal"]
 

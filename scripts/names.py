@@ -1,0 +1,147 @@
+"""The names of every object offhours reads or writes, and of every mark it puts on them: one place.
+
+Labels and annotations on Workflows and Deployments, the workflow states the gate writes, the
+Lease, the ConfigMaps, the ServiceAccounts and PriorityClass, the templates, the Argo API group,
+the Event reasons. Everything else imports them from here, so a renamed object is renamed
+everywhere at once, and `offhours check` verifies exactly what the templates install.
+"""
+
+from offhours import __version__
+
+# -- the Argo Workflows API -------------------------------------------------------------------------
+ARGO_GROUP = "argoproj.io"
+ARGO_VERSION = "v1alpha1"
+ARGO_CREATOR_LABEL = "workflows.argoproj.io/creator"
+"""Set by the Argo server on workflows it creates for a logged-in person."""
+KEDA_GROUP, KEDA_VERSION = "keda.sh", "v1alpha1"
+"""KEDA's ScaledObjects: with one present, lending caps its maxReplicas."""
+FINISHED_PHASES = ("Succeeded", "Failed", "Error")
+"""Argo phases of a workflow that has ended."""
+
+# -- images -----------------------------------------------------------------------------------------
+OFFHOURS_IMAGE = f"ghcr.io/offhours/offhours:{__version__}"
+"""Default image of the launcher init container, the parameter check, the exit hook and the gate
+(`offhours render --image` replaces it; it is never a workflow parameter)."""
+REFERENCE_JOB_IMAGE = f"ghcr.io/offhours/reference-job:{__version__}"
+"""Image of the reference research job (examples/reference-job), the single-job template's example."""
+
+# -- templates ----------------------------------------------------------------------------------------
+STEPS_TEMPLATE = "offhours-steps"
+"""The WorkflowTemplate that holds every step template."""
+PIPELINE_TEMPLATE = "offhours-llm-pipeline"
+"""The WorkflowTemplate of the LLM pipeline DAG (preprocess, pretrain, sft, rl, eval)."""
+JOB_TEMPLATE = "offhours-job"
+"""The WorkflowTemplate of one research job on any image."""
+RETURN_GPUS = "return-gpus"
+"""The exit template that gives a workflow's borrowed replicas back to the service."""
+CHECK_PARAMETERS = "check-parameters"
+"""The CPU-only step that checks every workflow parameter before any GPU is used."""
+GATE_CRON_WORKFLOW = "offhours-gate"
+"""The gate's CronWorkflow, in the serving namespace."""
+
+# -- scheduling and identities --------------------------------------------------------------------------
+PRIORITY_CLASS = "offhours-best-effort"
+"""PriorityClass of every research pod: below every serving class, never preempting others."""
+GATE_SERVICE_ACCOUNT = "offhours-gate"
+"""ServiceAccount of the gate, in the serving namespace: the only one with rights on serving."""
+EXIT_HOOK_SERVICE_ACCOUNT = "offhours-exit-hook"
+"""ServiceAccount of the `return-gpus` exit hook, in the research namespace: marks its own workflow only."""
+RESEARCH_SERVICE_ACCOUNT = "offhours-research"
+"""ServiceAccount of research pods and the parameter check: only what Argo's executor needs."""
+CONSOLE = "offhours-console"
+"""Name of the console's ServiceAccount, Roles, Deployment and Service (serving namespace)."""
+EVENT_SOURCE = "offhours-gate"
+"""The component named as the source of the Events the gate records."""
+
+# -- ConfigMaps and the Lease ----------------------------------------------------------------------------
+GATE_CONFIG_MAP = "offhours-gate-config"
+"""The ConfigMap holding the gate configuration, mounted into the gate's pod."""
+GATE_CONFIG_KEY = "gate.yaml"
+"""The key of the gate configuration in `GATE_CONFIG_MAP`."""
+STATE_CONFIGMAP_PREFIX = "offhours-state-"
+"""+ service: the ConfigMap holding the gate's memory of that service."""
+STATE_KEY = "state.json"
+"""The key of the gate's memory in a state ConfigMap."""
+LEASE_NAME = "offhours-gate"
+"""The coordination.k8s.io Lease that serialises the gate's ticks and the exit hooks."""
+LEASE_NOTE_PREFIX = "unrecorded.offhours.io/"
+"""+ service: an annotation on the Lease for a raise written while its record could not be."""
+
+
+def state_configmap_name(service: str) -> str:
+    """Name of the ConfigMap that holds the gate's memory of `service`."""
+    return f"{STATE_CONFIGMAP_PREFIX}{service}"
+
+
+# -- labels ---------------------------------------------------------------------------------------------
+LABEL_SERVICE = "offhours.io/service"
+"""On a Deployment: the service it serves. On a workflow: the service it borrows from (tenant-written)."""
+LABEL_REPLICAS = "offhours.io/replicas"
+"""On a workflow: how many replicas' worth of GPUs it borrows (tenant-written)."""
+LABEL_RUN_ID = "offhours.io/run-id"
+"""On a workflow: the run it belongs to; copies of a preempted run keep it, and its checkpoints."""
+LABEL_STATE = "offhours.io/state"
+"""On a workflow: parked, admitted, preempted or returned (the gate and the exit hook write it)."""
+LABEL_COPY_OF = "offhours.io/copy-of"
+"""On a parked copy of a preempted workflow: the workflow it was copied from."""
+LABEL_MANAGED = "offhours.io/managed"
+"""On every object offhours creates."""
+LABEL_ROLE = "offhours.io/role"
+"""On pods: what the pod is (research, gate, exit hook, parameter check)."""
+LABEL_STAGE = "offhours.io/stage"
+"""On research pods: the pipeline stage they run."""
+LABEL_SCHEDULE = "offhours.io/schedule"
+"""On a research CronWorkflow and its runs: the schedule's name."""
+LABEL_USER = "offhours.io/user"
+"""On a workflow: the person it was submitted for."""
+
+# -- annotations ------------------------------------------------------------------------------------------
+ANNOTATION_PRIORITY = "offhours.io/priority"
+ANNOTATION_PREEMPTIONS = "offhours.io/preemptions"
+ANNOTATION_PROGRESS = "offhours.io/last-checkpoint"
+ANNOTATION_GPU_SECONDS = "offhours.io/gpu-seconds"
+ANNOTATION_PARKED_FROM = "offhours.io/parked-from"
+ANNOTATION_ADMITTED_AT = "offhours.io/admitted-at"
+ANNOTATION_PREEMPTED_AT = "offhours.io/preempted-at"
+ANNOTATION_RETURNED_AT = "offhours.io/returned-at"
+ANNOTATION_CANCELLED_AT = "offhours.io/cancelled-at"
+ANNOTATION_ROOT = "offhours.io/first-name"
+"""The name of the first workflow of a run: its copies are named after it."""
+ANNOTATION_WAITING_REASON = "offhours.io/waiting-reason"
+ANNOTATION_QUEUE_POSITION = "offhours.io/queue-position"
+ANNOTATION_BORROWED_FROM = "offhours.io/borrowed-from"
+"""UID of the Deployment incarnation a workflow borrowed from."""
+ANNOTATION_EXIT_SECONDS = "offhours.io/exit-seconds"
+"""Seconds a stop is expected to take to give the GPUs back: measured at the run's last stop
+(preempted-at to returned-at of the workflow it was copied from), else the declared grace; written by
+the gate at admission."""
+
+# -- workflow states (values of LABEL_STATE) ------------------------------------------------------------
+STATE_PARKED = "parked"
+STATE_ADMITTED = "admitted"
+STATE_PREEMPTED = "preempted"
+STATE_RETURNED = "returned"
+
+# -- Event reasons -----------------------------------------------------------------------------------------
+# `kubectl get events --field-selector reason=GPUsLent` (or a dashboard, an alert) finds them by these
+# strings, so they never change. Each is recorded on the serving Deployment it concerns; the exit hook
+# records none (it has no rights on serving, it only labels its own workflow).
+EVENT_GPUS_LENT = "GPUsLent"
+"""A tick lent more of the Deployment's replicas to research jobs than were lent before it."""
+EVENT_GPUS_RECLAIMED = "GPUsReclaimed"
+"""A tick took lent replicas back for serving, or reclaimed (its action) with nothing left lent."""
+EVENT_GATE_HOLD = "GateHold"
+"""A tick left what is lent as it was: one Event per Deployment, its count raised at each repeat."""
+EVENT_REPLICAS_ADOPTED = "ReplicasAdopted"
+"""Someone else set the replicas (or the autoscaler's maxReplicas): the gate took that value as the new baseline."""
+EVENT_GATE_TICK_FAILED = "GateTickFailed"
+"""A Warning: the service's tick failed (observing, deciding or acting); enough in a row restore its baseline."""
+EVENT_REASONS = (EVENT_GPUS_LENT, EVENT_GPUS_RECLAIMED, EVENT_GATE_HOLD, EVENT_REPLICAS_ADOPTED, EVENT_GATE_TICK_FAILED)
+"""Every reason the gate records."""
+AGGREGATED_EVENT_REASONS = frozenset({EVENT_GATE_HOLD})
+"""Reasons recorded as one Event per Deployment whose count rises: they repeat every tick while nothing changes."""
+
+
+def aggregated_event_name(name: str, reason: str) -> str:
+    """Name of the one Event kept per object and reason when repeats are counted."""
+    return f"{name}.{reason.lower()}"
