@@ -26,13 +26,17 @@ install: ## Install offhours (editable, strict: tools see one real `offhours` tr
 	$(PYTHON) -m pip install -q -e ".[dev]" --config-settings editable_mode=strict
 
 .PHONY: test
-test: ## Run the tests without the cluster (Prometheus and s3proxy on loopback: make deps first)
+test: ## Run every tier but e2e: unit, integration (Prometheus, s3proxy, Chromium, go: make deps first), golden
 	$(PYTEST) -q
+
+.PHONY: unit
+unit: ## The fast tier: no sockets, no subprocesses (tests/unit)
+	$(PYTEST) -q tests/unit
 
 .PHONY: golden
 golden: ## Regenerate tests/golden from the templates (review the diff!)
 	@# A rewritten golden fails the regenerating run (it compared nothing); the second run compares every file.
-	$(PYTEST) -q tests/test_golden.py tests/test_schedule.py tests/test_render_console.py --regen-golden || $(PYTEST) -q tests/test_golden.py tests/test_schedule.py tests/test_render_console.py
+	$(PYTEST) -q tests/golden/test_golden.py tests/unit/test_schedule.py tests/golden/test_render_console.py --regen-golden || $(PYTEST) -q tests/golden/test_golden.py tests/unit/test_schedule.py tests/golden/test_render_console.py
 
 .PHONY: render
 render: ## Render every manifest into build/manifests

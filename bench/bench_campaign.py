@@ -1,6 +1,6 @@
-"""The long fault campaign of issue 9: the state machine of tests/campaign.py for 10,000+ steps.
+"""The long fault campaign of issue 9: the state machine of tests/support/campaign.py for 10,000+ steps.
 
-The offline suite runs it with a small fixed budget (tests/test_campaign.py); this runs it until
+The offline suite runs it with a small fixed budget (tests/unit/test_campaign.py); this runs it until
 `--steps` steps (rules) have been survived, in examples of `--per-example` steps each, with a fresh
 random seed that is written down. Writes bench/results/campaign.json: steps and ticks survived,
 examples, wall time, the seed, any failure (the falsifying steps and a reproduction blob) and the

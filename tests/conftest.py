@@ -1,10 +1,11 @@
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 from hypothesis import settings
+
+from tests.support.tools import require_tool
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -23,23 +24,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.fixture(scope="session")
 def regen_golden(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("--regen-golden"))
-
-
-def in_ci(env: dict[str, str] | None = None) -> bool:
-    """Whether this is a CI run (`CI` set to anything but empty, 0 or false), where every tool must be there."""
-    value = (os.environ if env is None else env).get("CI", "")
-    return value.strip().lower() not in ("", "0", "false", "no")
-
-
-def require_tool(name: str) -> str:
-    """Return the path of program `name`. Without it the test skips, but in CI it fails: CI must run every test."""
-    path = shutil.which(name)
-    if path is None:
-        message = f"{name} is not installed (`make deps` installs it)"
-        if in_ci():
-            pytest.fail(f"{message}; CI is set, so a missing tool is a failure, not a skip")
-        pytest.skip(message)
-    return path
 
 
 @pytest.fixture(scope="session")

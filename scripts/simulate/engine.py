@@ -11,7 +11,7 @@ The gate's memory is carried as the gate carries it: each call to `decide` gets 
 previous call returned. Skipped ticks are not skipped for the memory: before each decision the
 ticks since the last one are replayed through `decide` (at most the stabilisation window's worth,
 which is all the memory holds), so the state is the one an every-tick loop would have.
-`tests/test_simulate.py` compares the engine with such a loop on every service of the default fleet.
+`tests/integration/test_simulate.py` compares the engine with such a loop on every service of the default fleet.
 
 Fleet mechanics: a scale-down takes capacity away at once; a scale-up serves after the service's
 vLLM cold start, plus, when the GPUs come from stopped jobs, the longest grace among them (each

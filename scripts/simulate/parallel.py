@@ -1,7 +1,7 @@
 """Run independent replays in parallel processes.
 
 Each service's replay reads only its own share of the trace and its own jobs, so running them in
-separate processes changes no result (tests/test_simulate.py compares one process with two). The
+separate processes changes no result (tests/integration/test_simulate.py compares one process with two). The
 processes are forked: they inherit the trace and the fleet instead of receiving them pickled, and
 send back each replay's outcome (its events, jobs and per-minute queueing delay).
 """

@@ -20,9 +20,8 @@ from kubernetes import client
 from offhours.scripts.cli.check import check
 from offhours.scripts.metrics.emulator import EmulatedServer, Fleet
 from offhours.workflows.render import write
-
-from ..fleet import free_port
-from .conftest import RESEARCH, SERVING, serving_deployment, stop_other_gates, wait
+from tests.support.fleet import free_port
+from tests.support.tools import RESEARCH, SERVING, serving_deployment, stop_other_gates, wait
 
 GROUP, VERSION = "argoproj.io", "v1alpha1"
 

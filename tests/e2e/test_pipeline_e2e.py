@@ -12,7 +12,8 @@ from typing import Any
 
 from kubernetes import client
 
-from .conftest import RESEARCH, wait
+from tests.support.tools import RESEARCH, wait
+
 from .runner import LocalPodRunner
 
 GROUP, VERSION = "argoproj.io", "v1alpha1"

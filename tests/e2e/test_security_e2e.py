@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from .conftest import RESEARCH, SERVING, wait
+from tests.support.tools import RESEARCH, SERVING, wait
+
 from .runner import LocalPodRunner
 from .test_gate_e2e import token_client
 from .test_pipeline_e2e import GROUP, VERSION, workflow

@@ -10,7 +10,7 @@ from pathlib import Path
 import requests
 import yaml
 
-from .fleet import EmulatedService, free_port, wait_until_serving
+from tests.support.fleet import EmulatedService, free_port, wait_until_serving
 
 
 @contextmanager

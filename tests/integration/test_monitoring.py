@@ -15,12 +15,11 @@ from offhours.scripts.console.source import PoolSource
 from offhours.scripts.metrics.exposition import parse
 from offhours.scripts.pool.model import build_pool
 from offhours.scripts.pool.operator_metrics import MetricsState, exposition
+from tests.support.browser import serving
+from tests.support.pool_fixture import SERVING, chat_state, deployment, state_configmap, workflow
+from tests.support.prometheus_fixture import running_prometheus
 
-from .browser import serving
-from .pool_fixture import SERVING, chat_state, deployment, state_configmap, workflow
-from .prometheus_fixture import running_prometheus
-
-MONITORING = Path(__file__).resolve().parent.parent / "monitoring"
+MONITORING = Path(__file__).resolve().parents[2] / "monitoring"
 
 
 class StagedCluster:

@@ -20,8 +20,7 @@ from kubernetes.client.exceptions import ApiException
 from offhours.scripts.cli import jobs as r
 from offhours.scripts.cluster.errors import describe_api_error
 from offhours.scripts.pool.model import build_pool, job_view, parse_time
-
-from .pool_fixture import NOW, SERVING, chat_state, deployment, state_configmap, ts, workflow
+from tests.support.pool_fixture import NOW, SERVING, chat_state, deployment, state_configmap, ts, workflow
 
 
 def test_a_refused_write_names_it_and_a_refused_read_asks_for_read_access() -> None:

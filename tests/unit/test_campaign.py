@@ -9,7 +9,7 @@ import json
 
 from hypothesis import HealthCheck, settings
 
-from .campaign import GateCampaign
+from tests.support.campaign import GateCampaign
 
 CampaignInCI = GateCampaign.TestCase
 # CI runs a fixed budget with a fixed seed (derandomize), so a red run is reproducible; the randomized
@@ -24,8 +24,7 @@ def test_an_api_error_on_the_lease_skips_the_tick_instead_of_crashing_the_gate()
     # Found by the campaign: a 403 (or any error) on the Lease acquire escaped Gate.tick, so the
     # gate process died with a traceback instead of skipping the tick; the next tick must run.
     from offhours.scripts.cluster.base import ClusterError
-
-    from .campaign import NS, World
+    from tests.support.campaign import NS, World
 
     w = World(("chat",))
     w.cluster.fail_next["acquire-lease"] = [ClusterError("HTTP 403 Forbidden: admission webhook denied the request")]
@@ -41,7 +40,7 @@ def test_the_fail_safe_restores_the_owners_baseline_not_a_stale_one() -> None:
     # Found by the campaign: on-call scaled the Deployment from 8 to 3 while the gate's ticks were
     # failing (here: listing workflows raised); the third failed tick's fail-safe "restored" the
     # stored baseline 8, undoing the owner's change. It must adopt the change like any tick does.
-    from .campaign import World
+    from tests.support.campaign import World
 
     w = World(("code",))
     assert [w.tick(), w.tick()] == [{"code": True}, {"code": True}]
@@ -58,7 +57,7 @@ def test_a_tenants_admitted_label_is_not_an_admission() -> None:
     # gate counted its replica as lent, so its first baseline became 9 (8 + 1) and a reclaim scaled
     # serving to 9, above the owner's 8 (with a record, the same label lowered serving instead).
     # Only the gate's own admission (its borrowed-from mark for this incarnation) lends replicas.
-    from .campaign import NS, World
+    from tests.support.campaign import NS, World
 
     w = World(("code",))
     wf = w.cluster.add_workflow(NS, "code-job1", "code", 1, created=0.0)
@@ -77,8 +76,7 @@ def test_a_lease_lost_while_recording_a_failed_observation_stops_the_tick_withou
     # failed tick it found another gate had taken the Lease; LeaseLost escaped Gate.tick (only the
     # acting phase caught it) and crashed the gate. It must stop writing and end the tick quietly.
     from offhours.scripts.cluster.base import ClusterError
-
-    from .campaign import NS, World
+    from tests.support.campaign import NS, World
 
     w = World(("code",))
     w.gate.monotonic = lambda: w.cluster.calls_seen * 50.0  # every fence renews the Lease
@@ -95,7 +93,7 @@ def test_a_write_the_gate_died_before_does_not_skew_the_next_owner_change() -> N
     # the scale. The next ticks saw 6 (the value it was applying from) and kept `applied: 8` in the
     # record; when on-call then scaled 6 -> 10 (+4), the gate measured the change from 8 and adopted a
     # baseline of 10 instead of 12, so it would lend 2 replicas the owner had just added.
-    from .campaign import NS, World
+    from tests.support.campaign import NS, World
 
     w = World(("chat",))
     w.cluster.add_workflow(NS, "chat-job1", "chat", 2)
@@ -115,7 +113,7 @@ def test_a_write_the_gate_died_before_does_not_skew_the_next_owner_change() -> N
 
 
 def _lending_three_of_eight(service: str = "code") -> "World":  # noqa: F821 - imported lazily, as above
-    from .campaign import NS, World
+    from tests.support.campaign import NS, World
 
     w = World((service,))
     for name, replicas in ((f"{service}-job1", 2), (f"{service}-job2", 1)):
@@ -134,8 +132,7 @@ def test_a_raise_written_without_its_record_is_noted_on_the_lease_for_the_next_g
     # raise for on-call's and adopted baseline 5, then scaled serving to 5, above the owner's 4.
     from offhours.scripts.cluster.base import ClusterError
     from offhours.scripts.names import LEASE_NOTE_PREFIX
-
-    from .campaign import NS
+    from tests.support.campaign import NS
 
     w = _lending_three_of_eight()
     w.dep("code").replicas = 1
@@ -157,8 +154,7 @@ def test_a_failed_tick_records_the_raise_it_made_not_the_record_it_read() -> Non
     # record's writes failed; the failed-tick record written next held the record as read (applied 6),
     # so the next process took the gate's raise for an owner's and scaled serving to 10 (baseline 8).
     from offhours.scripts.cluster.base import ClusterError
-
-    from .campaign import NS, World, complete
+    from tests.support.campaign import NS, World, complete
 
     w = World(("code",))
     w.cluster.add_workflow(NS, "code-job1", "code", 2)
@@ -179,8 +175,7 @@ def test_the_fail_safe_does_not_learn_a_new_autoscalers_baseline_without_the_len
     # to it with 3 replicas lent; the third failed tick's fail-safe, which cannot list the jobs, started
     # the HPA's baseline at 4 + 0 lent, and the next tick stopped a job to serve within 4 (owner's: 7).
     from offhours.scripts.cluster.base import Autoscaler, ClusterError
-
-    from .campaign import NS
+    from tests.support.campaign import NS
 
     w = _lending_three_of_eight()
     w.cluster.fail_next["get-deployment"] = [ClusterError("HTTP 403 Forbidden")] * 3
@@ -198,8 +193,7 @@ def test_the_fail_safes_raise_without_its_record_is_noted_too() -> None:
     # no stored record, so the next gate process ignored it, took the raise for an owner's (+2) and
     # scaled serving to 10, above the owner's 8.
     from offhours.scripts.cluster.base import ClusterError
-
-    from .campaign import NS, World
+    from tests.support.campaign import NS, World
 
     w = World(("code",))
     w.cluster.add_workflow(NS, "code-job1", "code", 2)

@@ -7,7 +7,7 @@ import pytest
 from offhours.scripts.console.manifests import console_manifests
 from offhours.workflows.render import example_gate_config, to_yaml
 
-GOLDEN = Path(__file__).parent / "golden" / "console"
+GOLDEN = Path(__file__).parents[1] / "golden" / "console"
 RENDERED = {name: to_yaml(m) for name, m in console_manifests(example_gate_config()).items()}
 
 

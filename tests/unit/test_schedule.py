@@ -25,7 +25,7 @@ from offhours.scripts.cli.schedule import next_firing, render_rows, run_state, s
 from offhours.scripts.validate import validate_documents
 from offhours.workflows.render import manifests, to_yaml
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 GOLDEN = REPO / "tests" / "golden" / "examples"
 TEMPLATE = manifests()["workflowtemplate-offhours-llm-pipeline.yaml"]
 REQUIRED = {"service": "chat", "image": "ghcr.io/lab/t:1", "output-uri": "s3://o", "checkpoint-uri": "s3://c"}

@@ -19,10 +19,9 @@ import numpy as np
 import pytest
 
 from offhours.scripts.runtime.checkpoint import PREEMPTED_EXIT_CODE, CheckpointError, CheckpointStore
+from tests.support.s3_fixture import running_s3proxy, s3_env
 
-from .s3_fixture import running_s3proxy, s3_env
-
-JOB = Path(__file__).resolve().parent.parent / "examples" / "reference-job" / "train.py"
+JOB = Path(__file__).resolve().parents[2] / "examples" / "reference-job" / "train.py"
 STEPS, EVERY = 1500, 100
 
 

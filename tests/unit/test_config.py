@@ -8,7 +8,7 @@ import yaml
 
 from offhours.scripts.policy.config import ConfigError, load_config, parse_config
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "cronworkflows" / "gate-config.example.yaml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "cronworkflows" / "gate-config.example.yaml"
 
 
 def _example() -> dict[str, Any]:

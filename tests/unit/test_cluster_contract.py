@@ -6,8 +6,7 @@ from typing import Any
 import pytest
 
 from offhours.scripts.cluster.memory import MemoryCluster
-
-from .cluster_contract import CONTRACT, Harness
+from tests.support.cluster_contract import CONTRACT, Harness
 
 
 class MemoryHarness:

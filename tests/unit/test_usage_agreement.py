@@ -22,8 +22,7 @@ from offhours.scripts.console.app import create_app, usage_by_month
 from offhours.scripts.console.source import PoolSource
 from offhours.scripts.pool.model import Pool
 from offhours.scripts.pool.reader import PoolReader
-
-from .pool_fixture import SERVING, chat_state, deployment, state_configmap, workflow
+from tests.support.pool_fixture import SERVING, chat_state, deployment, state_configmap, workflow
 
 NOW = datetime(2025, 3, 14, 12, 0, tzinfo=timezone.utc)
 

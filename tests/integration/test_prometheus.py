@@ -16,9 +16,8 @@ from offhours.scripts.cluster.base import Pod
 from offhours.scripts.metrics.emulator import EmulatedServer
 from offhours.scripts.metrics.sources import DirectSource, PrometheusSource, Reading, ServiceTarget
 from offhours.scripts.simulate.trace import load_trace
-
-from .fleet import EmulatedService, free_port, start_fleet
-from .prometheus_fixture import running_prometheus, wait_for_samples, wait_for_targets
+from tests.support.fleet import EmulatedService, free_port, start_fleet
+from tests.support.prometheus_fixture import running_prometheus, wait_for_samples, wait_for_targets
 
 pytestmark = pytest.mark.prometheus
 

@@ -1,6 +1,6 @@
 """The golden switch: only `--regen-golden` rewrites, and a run that rewrote a file (so compared nothing) fails.
 
-Runs the real golden test module in a copy of tests/ so the committed goldens are never touched.
+Runs the real golden test module in a copy of tests/ (conftest, support, golden) so the committed goldens are never touched.
 """
 
 import os
@@ -11,22 +11,24 @@ from pathlib import Path
 
 import pytest
 
-TESTS = Path(__file__).parent
+GOLDEN = Path(__file__).parent
+TESTS = GOLDEN.parent
 
 
 @pytest.fixture
 def copy(tmp_path: Path) -> Path:
     dest = tmp_path / "tests"
     dest.mkdir()
-    for name in ("__init__.py", "conftest.py", "test_golden.py"):
+    for name in ("__init__.py", "conftest.py"):
         shutil.copy2(TESTS / name, dest / name)
-    shutil.copytree(TESTS / "golden", dest / "golden")
+    shutil.copytree(TESTS / "support", dest / "support")
+    shutil.copytree(GOLDEN, dest / "golden", ignore=shutil.ignore_patterns("__pycache__"))
     return dest
 
 
 def pytest_run(tests: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(tests.parent),
-                           str(tests / "test_golden.py"), "-k", "matches_golden or stale", *args],
+                           str(tests / "golden" / "test_golden.py"), "-k", "matches_golden or stale", *args],
                           cwd=tests.parent, capture_output=True, text=True, env=env or dict(os.environ), timeout=300)
 
 

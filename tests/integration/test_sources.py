@@ -21,8 +21,7 @@ from offhours.scripts.metrics.sources import DirectSource, PrometheusSource, Rea
 from offhours.scripts.policy.capacity import Load
 from offhours.scripts.policy.config import parse_config
 from offhours.scripts.policy.samples import CounterSample
-
-from .fleet import free_port
+from tests.support.fleet import free_port
 
 PAGE_TWO_ENGINES = """\
 vllm:num_requests_running{{engine="0"}} {running0}

@@ -129,7 +129,7 @@ def test_render_image_reaches_the_gate() -> None:
 
 
 def test_dockerfile_copies_every_package_folder() -> None:
-    repo = Path(__file__).resolve().parent.parent
+    repo = Path(__file__).resolve().parents[2]
     text = (repo / "Dockerfile").read_text()
     for folder in ("steps", "workflows", "cronworkflows", "scripts", "schemas"):
         assert f"COPY {folder}/ {folder}/" in text

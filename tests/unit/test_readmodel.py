@@ -5,8 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from offhours.scripts.pool.model import RESUMED_WAITING, build_pool, computed_reason, parse_time
-
-from .pool_fixture import NOW, SERVING, chat_state, deployment, lending_pool, state_configmap, workflow
+from tests.support.pool_fixture import NOW, SERVING, chat_state, deployment, lending_pool, state_configmap, workflow
 
 
 def pool():

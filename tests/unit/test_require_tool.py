@@ -2,7 +2,7 @@
 
 import pytest
 
-from .conftest import in_ci, require_tool
+from tests.support.tools import in_ci, require_tool
 
 MISSING = "offhours-no-such-tool"
 

@@ -12,7 +12,7 @@ import yaml
 from offhours.scripts.cli.main import main
 from offhours.workflows.render import rendered_files
 
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = Path(__file__).parent
 KUSTOMIZATION = GOLDEN / "render-console" / "kustomization.yaml"
 RENDERED = rendered_files(console=True)
 

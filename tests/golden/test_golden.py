@@ -6,7 +6,7 @@ import pytest
 
 from offhours.workflows.render import rendered_files
 
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = Path(__file__).parent
 RENDERED = rendered_files()
 
 

@@ -7,8 +7,7 @@ import pytest
 
 from offhours.scripts.cli import jobs as r
 from offhours.scripts.pool.model import build_pool
-
-from .pool_fixture import NOW, SERVING, lending_pool
+from tests.support.pool_fixture import NOW, SERVING, lending_pool
 
 
 @pytest.fixture

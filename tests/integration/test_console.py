@@ -9,9 +9,8 @@ from offhours.scripts.console.app import create_app, usage_by_month
 from offhours.scripts.console.source import PoolSource
 from offhours.scripts.metrics.exposition import parse
 from offhours.scripts.pool.model import Pool, build_pool
-
-from .browser import chromium, serving
-from .pool_fixture import NOW, SERVING, chat_state, lending_pool, state_configmap
+from tests.support.browser import chromium, serving
+from tests.support.pool_fixture import NOW, SERVING, chat_state, lending_pool, state_configmap
 
 SCREENSHOTS = os.environ.get("OFFHOURS_SCREENSHOTS")  # e.g. docs/console: where to keep the page images
 

@@ -13,7 +13,7 @@ from offhours.scripts.validate import validate_documents, validate_paths
 from offhours.workflows import llm_pipeline
 from offhours.workflows.render import manifests
 
-EXAMPLES = Path(__file__).parent / "data" / "argo-examples"
+EXAMPLES = Path(__file__).parents[1] / "data" / "argo-examples"
 PIPELINE = llm_pipeline.workflow_template().to_dict()
 
 DIAMOND: dict[str, Any] = yaml.safe_load((EXAMPLES / "dag-diamond.yaml").read_text())

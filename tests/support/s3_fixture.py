@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .fleet import free_port, wait_until_serving
+from tests.support.fleet import free_port, wait_until_serving
 
 S3PROXY_VERSION = "2.4.1"
 S3PROXY_JAR = (Path.home() / ".m2" / "repository" / "org" / "gaul" / "s3proxy" / S3PROXY_VERSION

@@ -20,8 +20,7 @@ from offhours.scripts.metrics.sources import DirectSource
 from offhours.scripts.names import ANNOTATION_GPU_SECONDS, ANNOTATION_PREEMPTIONS, LABEL_STATE
 from offhours.scripts.policy.config import GateConfig, parse_config
 from offhours.scripts.policy.record import ServiceRecord
-
-from .fleet import EmulatedService, cluster_for, free_port, start_fleet
+from tests.support.fleet import EmulatedService, cluster_for, free_port, start_fleet
 
 TICK = 300.0
 

@@ -10,7 +10,7 @@ from types import ModuleType
 
 import pytest
 
-CLUSTER = Path(__file__).resolve().parent.parent / "scripts" / "controlplane" / "lifecycle.py"
+CLUSTER = Path(__file__).resolve().parents[2] / "scripts" / "controlplane" / "lifecycle.py"
 
 
 @pytest.fixture

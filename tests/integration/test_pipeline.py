@@ -10,8 +10,7 @@ import pytest
 from offhours.scripts.names import CHECK_PARAMETERS, LABEL_REPLICAS, LABEL_SERVICE, RETURN_GPUS, STEPS_TEMPLATE
 from offhours.workflows import llm_pipeline, single_job
 from offhours.workflows.llm_pipeline import STAGES, input_uri_expression
-
-from .conftest import require_tool
+from tests.support.tools import require_tool
 
 PIPELINE = llm_pipeline.workflow_template().to_dict()
 JOB = single_job.workflow_template().to_dict()

@@ -166,7 +166,7 @@ def test_no_kubernetes_configuration_is_one_line_and_exit_2(tmp_path: Path, monk
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-kubeconfig"))
     config = tmp_path / "gate.yaml"
-    config.write_text(Path(__file__).parents[1].joinpath("cronworkflows/gate-config.example.yaml").read_text())
+    config.write_text(Path(__file__).parents[2].joinpath("cronworkflows/gate-config.example.yaml").read_text())
     assert run_from_config(str(config), dry_run=True) == 2
     err = capsys.readouterr().err
     assert err.startswith("offhours gate: no Kubernetes configuration: ") and err.count("\n") == 1
