@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from tests.support.tools import RESEARCH, SERVING, wait
+from .conftest import RESEARCH, SERVING, wait
 
 from .runner import LocalPodRunner
 from .test_gate_e2e import _tick, gate_setup  # noqa: F401 - gate_setup is a fixture used here

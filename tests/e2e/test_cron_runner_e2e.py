@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 from kubernetes import client
 
-from tests.support.tools import SERVING, gate_config_raw
+from .conftest import SERVING, gate_config_raw
 
 
 def test_the_runner_entrypoint_runs_a_dry_run_tick_and_exits_0(

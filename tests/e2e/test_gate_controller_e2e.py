@@ -14,7 +14,7 @@ from kubernetes import client
 from offhours.scripts.cluster.kube import KubeCluster
 from offhours.scripts.gate.controller import Gate
 from offhours.scripts.policy.record import ServiceRecord
-from tests.support.tools import RESEARCH, SERVING, wait
+from .conftest import RESEARCH, SERVING, wait
 
 from . import test_gate_e2e
 from .test_gate_e2e import ServingLoad, _job, _tick

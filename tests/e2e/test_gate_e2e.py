@@ -26,7 +26,7 @@ from offhours.scripts.policy.config import parse_config
 from offhours.scripts.policy.plan import Job
 from offhours.scripts.policy.record import ServiceRecord
 from tests.support.fleet import free_port
-from tests.support.tools import RESEARCH, SERVING, gate_config_raw, stop_other_gates, wait
+from .conftest import RESEARCH, SERVING, gate_config_raw, stop_other_gates, wait
 
 from .runner import LocalPodRunner
 from .test_pipeline_e2e import GROUP, VERSION, workflow
@@ -243,7 +243,7 @@ def test_scheduler_preempts_research_pods_when_serving_needs_the_gpus(api: clien
 
 def test_gate_rbac_is_least_privilege(api: client.ApiClient, gate_setup: dict[str, Any],
                                       kubectl: Callable[..., str]) -> None:
-    from tests.support.tools import serving_deployment
+    from .conftest import serving_deployment
 
     gate_api = gate_setup["gate_api"]
     apps, custom = client.AppsV1Api(gate_api), client.CustomObjectsApi(gate_api)

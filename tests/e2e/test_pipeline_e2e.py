@@ -12,7 +12,7 @@ from typing import Any
 
 from kubernetes import client
 
-from tests.support.tools import RESEARCH, wait
+from .conftest import RESEARCH, wait
 
 from .runner import LocalPodRunner
 

@@ -14,7 +14,7 @@ from kubernetes import client
 
 from offhours.scripts.controlplane.podrunner import CLAIM
 from offhours.scripts.controlplane.podrunner import LocalPodRunner as Runner
-from tests.support.tools import RESEARCH, wait
+from .conftest import RESEARCH, wait
 
 from .runner import LocalPodRunner
 

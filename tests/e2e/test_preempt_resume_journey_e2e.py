@@ -30,7 +30,7 @@ from offhours.scripts.console.app import create_app
 from offhours.scripts.console.source import PoolSource
 from offhours.scripts.pool.reader import PoolReader
 from tests.support.browser import chromium, serving
-from tests.support.tools import RESEARCH, SERVING, wait
+from .conftest import RESEARCH, SERVING, wait
 
 from .runner import LocalPodRunner
 from .test_gate_e2e import TOTAL_GPUS, _tick, gate_setup  # noqa: F401 - gate_setup is a fixture used here

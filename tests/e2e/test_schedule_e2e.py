@@ -16,7 +16,7 @@ from kubernetes import client
 
 from offhours.scripts.cli.main import main
 from offhours.scripts.cluster.workflow import build_parked_copy
-from tests.support.tools import RESEARCH, wait
+from .conftest import RESEARCH, wait
 
 GROUP, VERSION = "argoproj.io", "v1alpha1"
 PARAMS = ["-p", "service=chat", "-p", "replicas=2", "-p", "image=ghcr.io/lab/eval:1", "-p", "output-uri=s3://lab/out",

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from tests.support.tools import RESEARCH, SERVING, wait
+from .conftest import RESEARCH, SERVING, wait
 
 from .runner import LocalPodRunner
 from .test_gate_e2e import token_client
