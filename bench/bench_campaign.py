@@ -1,4 +1,4 @@
-"""The long fault campaign of issue 9: the state machine of tests/support/campaign.py for 10,000+ steps.
+"""The long fault campaign: the state machine of tests/support/campaign.py for 10,000+ steps.
 
 The offline suite runs it with a small fixed budget (tests/unit/test_campaign.py); this runs it until
 `--steps` steps (rules) have been survived, in examples of `--per-example` steps each, with a fresh

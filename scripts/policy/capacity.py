@@ -15,7 +15,7 @@ Rate = TypeVar("Rate", float, np.ndarray)
 class Load:
     """A service's load over the observation window, summed over its ready pods.
 
-    Rates come from counters' increase over the window (positive evidence, rule 1); the gauges
+    Rates come from counters' increase over the window (positive evidence: a stuck gauge must not look like load); the gauges
     are the current values. `pods_read` of `pods_expected` ready pods answered; `age_seconds`
     is how old the newest data point is.
     """

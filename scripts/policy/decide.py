@@ -1,9 +1,9 @@
 """The gate's decision for one service and one tick: how many replicas may be lent.
 
-Give back fast, take slowly (rule 2): a reclaim happens on the first tick whose load needs it,
+Give back fast, take slowly (ARCHITECTURE.md, serving safety rule 2): a reclaim happens on the first tick whose load needs it,
 all at once; a lend needs every recommendation over the stabilisation window to allow it, and
 grows by at most `max_lend_step` replicas a tick. No lending on missing, stale or partial data
-(rule 1); after `failed_ticks_before_reclaim` such ticks in a row, everything is reclaimed.
+(ARCHITECTURE.md, rule 1); after `failed_ticks_before_reclaim` such ticks in a row, everything is reclaimed.
 The window counts only contiguous history: a gap longer than two ticks (the gate was down)
 starts it again, so after an outage the gate observes a whole window before it lends.
 """

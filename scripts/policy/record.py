@@ -4,7 +4,7 @@ The record lives in the ConfigMap `offhours-state-<service>` (see `cluster.base`
 one incarnation of the Deployment (its UID) and to one kind of writer target: the Deployment's
 replicas, or an autoscaler's maxReplicas. The gate remembers what it last applied; a value that
 differs from it was set by someone else (an on-call engineer, an HPA's owner, a GitOps sync), and
-the gate adopts it instead of undoing it (rule 7).
+the gate adopts it instead of undoing it (ARCHITECTURE.md, serving safety rule 7: own only your delta).
 """
 
 import hashlib

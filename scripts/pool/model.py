@@ -1,6 +1,6 @@
 """One read model of the pool, built from the Kubernetes objects alone (pure: dicts in, views out).
 
-What it reads (the contract the gate writes, see HELPERS/README "State"):
+What it reads (the contract the gate writes, see ARCHITECTURE.md and scripts/names.py):
 - per service, the ConfigMap `offhours-state-<service>` in the serving namespace, key `state.json`
   (`deploymentUID`, `baseline`, `failedTicks`, `lastDecision` {at, action, required, lent, target, reason});
 - the service's Deployment (matched by that UID, else by label `offhours.io/service`): replicas,

@@ -1,4 +1,4 @@
-"""End to end: the security model of issue 9 and the parameter check of issue 12 on the real control plane.
+"""End to end: the security model (README, Security model) and the parameter check on the real control plane.
 
 Real: API server (RBAC, ServiceAccount admission, SubjectAccessReview), scheduler, Argo controller
 v4.0.5 (template substitution, expression tags, podSpecPatch, retries), and the parameter check's
@@ -22,7 +22,7 @@ from .test_gate_e2e import token_client
 from .test_pipeline_e2e import GROUP, VERSION, workflow
 
 INJECTION = '120,"serviceAccountName":"offhours-gate"'
-"""The injection of issue 9: pasted raw into podSpecPatch, it added a serviceAccountName key."""
+"""A podSpecPatch injection: pasted raw into podSpecPatch, it added a serviceAccountName key."""
 
 # kwok completes a Running workflow pod after 3 s unless told to run longer; the runner runs the check.
 HOLD = {"offhours.io/e2e-run-for": "600s"}

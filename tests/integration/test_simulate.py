@@ -176,7 +176,7 @@ def test_engine_lends_exactly_what_the_every_tick_gate_loop_lends(case: str, fle
 
 
 def test_window_not_a_multiple_of_the_tick_still_lends() -> None:
-    """Issue 13: a 90 s window with 1-minute ticks lent nothing when the state was rebuilt from 90 // 60 ticks."""
+    """A 90 s window with 1-minute ticks lent nothing when the state was rebuilt from 90 // 60 ticks."""
     sim = run(trace_of([2.0] * 60), fleet_of(stabilizationSeconds=90), jobs_of((4, 100, 30), (4, 100, 30)))
     level = lent(sim)
     # Ticks at minutes 1, 2, 3...: the window (90 s) is covered from the tick of minute 3 on.

@@ -38,11 +38,11 @@ def test_the_schema_is_the_one_the_check_step_uses() -> None:
 
 
 @pytest.mark.parametrize("params, message", [
-    # Issue 12's bad values, each refused in one line naming the parameter.
+    # Bad values of each kind, each refused in one line naming the parameter.
     ({**REQUIRED, "sft-gpus": "abc"}, r"^parameter sft-gpus='abc' must be a whole number >= 0$"),
     ({**REQUIRED, "sft-args": '["--epochs", 2'}, r"^parameter sft-args='\[\"--epochs\", 2' is not valid JSON"),
     ({**REQUIRED, "sft-args": '["--epochs", 2]'}, r"^parameter sft-args=.* must be a JSON list of strings \(item 1"),
-    # Issue 9's injection: refused before anything is created.
+    # A podSpecPatch injection through a parameter: refused before anything is created.
     ({**REQUIRED, "termination-grace-seconds": '120,"serviceAccountName":"offhours-gate"'},
      r"^parameter termination-grace-seconds=.* must be a whole number >= 0$"),
     ({**REQUIRED, "sft-memory": "lots"}, r"^parameter sft-memory='lots' must be a Kubernetes quantity"),
