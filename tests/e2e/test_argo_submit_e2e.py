@@ -22,7 +22,6 @@ import pytest
 from kubernetes import client
 
 from .conftest import RESEARCH, SERVING, wait
-
 from .runner import LocalPodRunner
 from .test_gate_e2e import _tick, gate_setup  # noqa: F401 - gate_setup is a fixture used here
 from .test_researcher_journey_e2e import NS, Cli, cli, get_wf, job_params, table  # noqa: F401 - cli is a fixture

@@ -21,6 +21,7 @@ from offhours.scripts.cli.check import check
 from offhours.scripts.metrics.emulator import EmulatedServer, Fleet
 from offhours.workflows.render import write
 from tests.support.fleet import free_port
+
 from .conftest import RESEARCH, SERVING, serving_deployment, stop_other_gates, wait
 
 GROUP, VERSION = "argoproj.io", "v1alpha1"

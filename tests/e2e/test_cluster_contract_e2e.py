@@ -9,8 +9,8 @@ from kubernetes import client
 
 from offhours.scripts.cluster.kube import KubeCluster
 from tests.support.cluster_contract import CONTRACT, Harness
-from .conftest import RESEARCH, SERVING, serving_deployment, wait
 
+from .conftest import RESEARCH, SERVING, serving_deployment, wait
 from .test_pipeline_e2e import GROUP, VERSION, workflow
 
 

@@ -14,9 +14,9 @@ from kubernetes import client
 from offhours.scripts.cluster.kube import KubeCluster
 from offhours.scripts.gate.controller import Gate
 from offhours.scripts.policy.record import ServiceRecord
-from .conftest import RESEARCH, SERVING, wait
 
 from . import test_gate_e2e
+from .conftest import RESEARCH, SERVING, wait
 from .test_gate_e2e import ServingLoad, _job, _tick
 from .test_pipeline_e2e import GROUP, VERSION
 

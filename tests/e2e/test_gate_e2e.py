@@ -26,8 +26,8 @@ from offhours.scripts.policy.config import parse_config
 from offhours.scripts.policy.plan import Job
 from offhours.scripts.policy.record import ServiceRecord
 from tests.support.fleet import free_port
-from .conftest import RESEARCH, SERVING, gate_config_raw, stop_other_gates, wait
 
+from .conftest import RESEARCH, SERVING, gate_config_raw, stop_other_gates, wait
 from .runner import LocalPodRunner
 from .test_pipeline_e2e import GROUP, VERSION, workflow
 

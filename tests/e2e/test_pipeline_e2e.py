@@ -13,7 +13,6 @@ from typing import Any
 from kubernetes import client
 
 from .conftest import RESEARCH, wait
-
 from .runner import LocalPodRunner
 
 GROUP, VERSION = "argoproj.io", "v1alpha1"

@@ -14,8 +14,8 @@ from kubernetes import client
 
 from offhours.scripts.controlplane.podrunner import CLAIM
 from offhours.scripts.controlplane.podrunner import LocalPodRunner as Runner
-from .conftest import RESEARCH, wait
 
+from .conftest import RESEARCH, wait
 from .runner import LocalPodRunner
 
 

@@ -30,8 +30,8 @@ from offhours.scripts.console.app import create_app
 from offhours.scripts.console.source import PoolSource
 from offhours.scripts.pool.reader import PoolReader
 from tests.support.browser import chromium, serving
-from .conftest import RESEARCH, SERVING, wait
 
+from .conftest import RESEARCH, SERVING, wait
 from .runner import LocalPodRunner
 from .test_gate_e2e import TOTAL_GPUS, _tick, gate_setup  # noqa: F401 - gate_setup is a fixture used here
 from .test_researcher_journey_e2e import (  # noqa: F401 - cli and console_reader are fixtures used here

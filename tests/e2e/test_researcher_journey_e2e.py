@@ -28,8 +28,8 @@ import yaml
 from kubernetes import client
 
 from offhours.workflows.render import write
-from .conftest import RESEARCH, SERVING, gate_config_raw, wait
 
+from .conftest import RESEARCH, SERVING, gate_config_raw, wait
 from .runner import LocalPodRunner
 from .test_gate_e2e import _tick, gate_setup, token_client  # noqa: F401 - gate_setup is a fixture used here
 from .test_pipeline_e2e import GROUP, VERSION

@@ -16,6 +16,7 @@ from kubernetes import client
 
 from offhours.scripts.cli.main import main
 from offhours.scripts.cluster.workflow import build_parked_copy
+
 from .conftest import RESEARCH, wait
 
 GROUP, VERSION = "argoproj.io", "v1alpha1"

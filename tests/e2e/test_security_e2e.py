@@ -16,7 +16,6 @@ import pytest
 from kubernetes import client
 
 from .conftest import RESEARCH, SERVING, wait
-
 from .runner import LocalPodRunner
 from .test_gate_e2e import token_client
 from .test_pipeline_e2e import GROUP, VERSION, workflow

@@ -1,4 +1,4 @@
-"""The randomized fault campaign (faults of the API, kills between writes, foreign scalers), with a fixed budget for the offline suite.
+"""The randomized fault campaign (API faults, kills between writes, foreign scalers) on a fixed offline budget.
 
 The state machine and its invariants (each stated in words in its docstring) are in
 tests/campaign.py; bench/bench_campaign.py runs the long variant. On a failure hypothesis prints
