@@ -24,7 +24,8 @@ RESULTS = REPO / "bench" / "results" / "campaign.json"
 def main() -> int:
     from hypothesis import HealthCheck, Phase, seed, settings
     from hypothesis.stateful import run_state_machine_as_test
-    from tests.campaign import GateCampaign
+
+    from tests.support.campaign import GateCampaign
 
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--steps", type=int, default=10_000)

@@ -63,8 +63,8 @@ def _reader(mode: str, port: int, url: str = "") -> dict[str, float]:
 
 def main() -> None:
     """Run the benchmark and write its results."""
-    from tests.fleet import EmulatedService, free_port, start_fleet
-    from tests.prometheus_fixture import running_prometheus, wait_for_samples, wait_for_targets
+    from tests.support.fleet import EmulatedService, free_port, start_fleet
+    from tests.support.prometheus_fixture import running_prometheus, wait_for_samples, wait_for_targets
 
     port = free_port()
     services = [EmulatedService(f"svc-{s}", REPLICAS, subnet=s, port=port, ip_prefix="127.1") for s in range(SERVICES)]

@@ -189,8 +189,8 @@ def main() -> None:
     """Run the benchmark and write its results."""
     from offhours.scripts.metrics.emulator import EmulatedServer, Fleet
     from offhours.scripts.metrics.sources import DirectSource, PrometheusSource
-    from tests.fleet import free_port
-    from tests.prometheus_fixture import running_prometheus, wait_for_samples, wait_for_targets
+    from tests.support.fleet import free_port
+    from tests.support.prometheus_fixture import running_prometheus, wait_for_samples, wait_for_targets
 
     started_cluster = _cluster_up()
     env = dict(line.split("=", 1) for line in (STATE / "env").read_text().split())
