@@ -10,16 +10,27 @@ differ only by who reads them:
 - `describe_api_error`: a person's line naming the call (`offhours jobs`, `cancel`, `logs`, the
   console): the statuses a person acts on (401, 403, 404) named in words first, with what to do;
 - `explain_api_error`: the command line's last resort, where no call is named (the subcommand is):
-  `{no rights|not found|not authenticated|HTTP status}: {the server's sentence}`.
+  `{no rights|not found|not authenticated|HTTP status}: {the server's sentence}`;
+- `explain` and `run_explained`: every expected error of a program (`offhours` verbs, the gate's
+  CronWorkflow step) as one line and an exit code: 2 for what the user must fix locally
+  (configuration, kubeconfig, files), 1 for what the cluster answered; anything else is a bug and
+  keeps its traceback.
 
 A server that cannot be reached is named by its address and why, never by a repr.
 """
 
 import json
+import logging
 import re
+import sys
+from collections.abc import Callable
 
 import urllib3
 from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
+
+from offhours.scripts.cluster.base import ClusterError
+from offhours.scripts.policy.config import ConfigError
 
 STATUS_WORDS = {401: "not authenticated", 403: "no rights", 404: "not found"}
 MESSAGE_LIMIT = 300  # a longer Status message is a dump (a whole invalid object), not a sentence
@@ -82,6 +93,40 @@ def explain_api_error(err: BaseException) -> str | None:
         where = _address(err)
         return f"cannot reach the Kubernetes API{f' at {where}' if where else ''}: {_detail(err)}"
     return None
+
+
+def explain(err: BaseException) -> tuple[str, int] | None:
+    """Return (one line, exit code) for an expected error, None for a bug."""
+    api = explain_api_error(err)  # an API answer or an unreachable API server: what the cluster said
+    if api is not None:
+        return api, 1
+    if isinstance(err, ConfigException):
+        return (f"no Kubernetes configuration: {err} (set KUBECONFIG, or write ~/.kube/config)", 2)
+    if isinstance(err, ConfigError):
+        return str(err), 2
+    if isinstance(err, ClusterError):
+        return str(err), 1
+    if isinstance(err, OSError) and err.filename is not None:
+        return f"{err.filename}: {err.strerror or err}", 2
+    return None
+
+
+def run_explained(command: str, run: Callable[[], int]) -> int:
+    """Run `offhours {command}`'s body; print an expected error as one line on stderr and return its exit code."""
+    # The client retries a refused connection and logs each retry through the root logger's last
+    # resort handler: the one line below says it once.
+    logging.getLogger("urllib3").setLevel(logging.ERROR)
+    try:
+        return run()
+    except KeyboardInterrupt:
+        return 130
+    except Exception as err:  # noqa: BLE001 - re-raised unless it is an expected error
+        explained = explain(err)
+        if explained is None:
+            raise
+        message, code = explained
+        print(f"offhours {command}: {message}", file=sys.stderr)
+        return code
 
 
 def _joined(head: str, sentence: str) -> str:

@@ -16,7 +16,6 @@ The exit code is 1 when the last tick failed for any service, else 0; 2 for a co
 cannot be used (nothing ran).
 """
 
-import logging
 import sys
 import time
 from collections.abc import Callable
@@ -27,7 +26,6 @@ from offhours.scripts.gate.log import Logger
 from offhours.scripts.gate.shutdown import GracefulStop, StopRequested
 
 MIN_TICK_SECONDS = 5.0  # the gate never ticks more often than this, however many workflows end
-INTERRUPTED = 130  # the shell's code for a run ended by Ctrl-C
 
 
 @dataclass
@@ -68,32 +66,26 @@ class TickLoop:
 def run_from_config(config_path: str, seconds: float | None = None, dry_run: bool = False, *, once: bool = False) -> int:
     """Load the gate configuration at `config_path`, connect to the cluster and run the loop; return the exit code.
 
-    A configuration that does not validate, or no Kubernetes configuration, is one line on stderr
-    and exit 2, as for every `offhours` command.
+    A configuration that does not validate is its message on stderr and exit 2; any other expected
+    error (no Kubernetes configuration, an API server that answers with an error or not at all) is
+    one line as for every `offhours` command (`cluster.errors.run_explained`), never a traceback.
     """
-    from kubernetes.config.config_exception import ConfigException
+    from offhours.scripts.cluster.errors import run_explained
 
+    return run_explained("gate", lambda: _run(config_path, seconds, dry_run, once))
+
+
+def _run(config_path: str, seconds: float | None, dry_run: bool, once: bool) -> int:
     from offhours.scripts.cluster.kube import KubeCluster, load_client_config
     from offhours.scripts.gate.controller import store_progress
     from offhours.scripts.metrics.sources import source_from_config
     from offhours.scripts.policy.config import ConfigError, load_config
 
-    # The client retries a refused connection and logs each retry through the root logger's last
-    # resort handler: the gate's own line names the failure once.
-    logging.getLogger("urllib3").setLevel(logging.ERROR)
     try:
         config = load_config(config_path)
     except ConfigError as err:
         print(err, file=sys.stderr)
         return 2
-    try:
-        load_client_config()
-    except ConfigException as err:
-        print(f"offhours gate: no Kubernetes configuration: {err} (set KUBECONFIG, or write ~/.kube/config)",
-              file=sys.stderr)
-        return 2
+    load_client_config()
     gate = Gate(config, KubeCluster(), source_from_config(config.metrics), progress=store_progress)
-    try:
-        return TickLoop(gate, seconds=seconds, once=once, dry_run=dry_run).run()
-    except KeyboardInterrupt:
-        return INTERRUPTED
+    return TickLoop(gate, seconds=seconds, once=once, dry_run=dry_run).run()

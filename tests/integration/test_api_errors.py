@@ -8,9 +8,8 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from offhours.scripts.cli.errors import explain
 from offhours.scripts.cluster.base import ClusterError
-from offhours.scripts.cluster.errors import describe_api_error, explain_api_error, failed_call, server_message
+from offhours.scripts.cluster.errors import describe_api_error, explain, explain_api_error, failed_call, server_message
 from offhours.scripts.cluster.kube import KubeCluster
 from offhours.scripts.pool.reader import PoolReader
 

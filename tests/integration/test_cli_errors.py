@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from offhours.scripts.cli.errors import default_namespace, explain, run_command
+from offhours.scripts.cli.errors import default_namespace, run_command
+from offhours.scripts.cluster.errors import explain
 
 
 def _kubeconfig(path: Path, server: str, namespace: str | None = None) -> Path:

@@ -172,6 +172,29 @@ def test_no_kubernetes_configuration_is_one_line_and_exit_2(tmp_path: Path, monk
     assert err.startswith("offhours gate: no Kubernetes configuration: ") and err.count("\n") == 1
 
 
+
+def test_an_api_error_out_of_the_loop_is_one_line_not_a_traceback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    # The CronWorkflow's step calls run_from_config directly (not through the CLI): an expected error
+    # of the cluster must still be the one line every offhours command prints, with exit 1.
+    from kubernetes.client.exceptions import ApiException
+
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters: [{name: k, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+        "users: [{name: u, user: {token: t}}]\ncontexts: [{name: c, context: {cluster: k, user: u}}]\n")
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    config = tmp_path / "gate.yaml"
+    config.write_text(Path(__file__).parents[2].joinpath("cronworkflows/gate-config.example.yaml").read_text())
+
+    def forbidden(_loop: TickLoop) -> int:
+        raise ApiException(status=403, reason="Forbidden")
+
+    monkeypatch.setattr(TickLoop, "run", forbidden)
+    assert run_from_config(str(config), 240.0) == 1
+    assert capsys.readouterr().err == "offhours gate: no rights: Forbidden\n"
+
 # -- the log ---------------------------------------------------------------------------------
 def test_a_log_line_is_level_service_quoted_message_then_fields() -> None:
     assert format_line("info", "lend 2: load is low", "chat") == 'level=info service=chat msg="lend 2: load is low"'
