@@ -1,7 +1,6 @@
 """The web console (Flask): the pool, the queue, a job's timeline, usage per service and month, `/metrics`."""
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from flask import Flask, Response, abort, render_template
@@ -9,28 +8,9 @@ from flask import Flask, Response, abort, render_template
 from offhours.scripts.console.charts import Series, line_chart
 from offhours.scripts.console.source import PoolSource
 from offhours.scripts.pool import usage
-from offhours.scripts.pool.model import WAITING, Pool, RunView, gpus_of
+from offhours.scripts.pool.model import WAITING, RunView, gpus_of
 from offhours.scripts.pool.operator_metrics import exposition
 from offhours.scripts.pool.views import age, select_runs, sentence, stamp
-
-
-@dataclass
-class MonthUsage:
-    """GPU-hours of one service in one month, as the usage page shows them."""
-
-    service: str
-    month: str
-    runs: int
-    preemptions: int
-    used: float
-    lost: float
-    lent: float
-
-
-def usage_by_month(pool: Pool, gpus_per_replica: Mapping[str, int] | None = None) -> list[MonthUsage]:
-    """Per service and month: runs, preemptions, GPU-hours used, lost to preemption and lent (`usage.usage_by_month`)."""
-    return [MonthUsage(r.service, r.month, len(r.runs), r.preemptions, r.used, r.lost, r.lent)
-            for r in usage.usage_by_month(pool, gpus_per_replica)]
 
 
 def pool_charts(source: PoolSource) -> dict[str, str]:
@@ -76,7 +56,7 @@ def create_app(source: PoolSource, gpus_per_replica: Mapping[str, int] | None = 
     @app.get("/usage")
     def usage_page() -> str:
         pool = source.pool()
-        return render_template("usage.html", pool=pool, rows=usage_by_month(pool, gpus_per_replica), page="usage")
+        return render_template("usage.html", pool=pool, rows=usage.usage_by_month(pool, gpus_per_replica), page="usage")
 
     @app.get("/metrics")
     def metrics() -> Response:
