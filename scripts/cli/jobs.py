@@ -216,8 +216,9 @@ def _cmd_usage(args: argparse.Namespace) -> int:
 
 
 def _cmd_cancel(args: argparse.Namespace) -> int:
+    from offhours.scripts.cluster.errors import describe_api_error
+    from offhours.scripts.cluster.workflow import PLURAL
     from offhours.scripts.names import ARGO_GROUP, ARGO_VERSION
-    from offhours.scripts.pool.reader import PLURAL, describe_api_error
 
     reader = _reader(args)
     pool = read_pool(args)
@@ -246,7 +247,7 @@ def _cmd_cancel(args: argparse.Namespace) -> int:
 
 
 def _cmd_logs(args: argparse.Namespace) -> int:
-    from offhours.scripts.pool.reader import describe_api_error
+    from offhours.scripts.cluster.errors import describe_api_error
 
     reader = _reader(args)
     pool = read_pool(args)
