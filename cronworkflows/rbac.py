@@ -19,6 +19,7 @@ from offhours.scripts.names import (
     EVENT_GATE_HOLD,
     EXIT_HOOK_SERVICE_ACCOUNT,
     GATE_SERVICE_ACCOUNT,
+    KEDA_GROUP,
     LABEL_MANAGED,
     LEASE_NAME,
     RESEARCH_SERVICE_ACCOUNT,
@@ -71,7 +72,7 @@ def gate_serving_rules(config: GateConfig) -> list[dict[str, Any]]:
         {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": state, "verbs": ["get", "update", "patch"]},
         {"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"],
          "verbs": ["get", "list", "patch", "update"]},
-        {"apiGroups": ["keda.sh"], "resources": ["scaledobjects"], "verbs": ["get", "list", "patch"]},
+        {"apiGroups": [KEDA_GROUP], "resources": ["scaledobjects"], "verbs": ["get", "list", "patch"]},
         # The gate's own pod runs Argo's executor in the serving namespace.
         _EXECUTOR_RULE,
     ]

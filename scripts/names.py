@@ -11,6 +11,8 @@ from offhours import __version__
 # -- the Argo Workflows API -------------------------------------------------------------------------
 ARGO_GROUP = "argoproj.io"
 ARGO_VERSION = "v1alpha1"
+ARGO_API_VERSION = f"{ARGO_GROUP}/{ARGO_VERSION}"
+"""`apiVersion` of every Argo object."""
 ARGO_CREATOR_LABEL = "workflows.argoproj.io/creator"
 """Set by the Argo server on workflows it creates for a logged-in person."""
 KEDA_GROUP, KEDA_VERSION = "keda.sh", "v1alpha1"

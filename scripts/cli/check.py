@@ -25,6 +25,7 @@ from offhours.scripts.names import (
     ARGO_GROUP,
     ARGO_VERSION,
     EXIT_HOOK_SERVICE_ACCOUNT,
+    FINISHED_PHASES,
     GATE_CONFIG_KEY,
     GATE_CONFIG_MAP,
     GATE_CRON_WORKFLOW,
@@ -338,7 +339,7 @@ class Checker:
         runs = self.custom.list_namespaced_custom_object(
             ARGO_GROUP, ARGO_VERSION, ns, "workflows",
             label_selector=f"workflows.argoproj.io/cron-workflow={CRON_WORKFLOW}")["items"]
-        finished = [w for w in runs if w.get("status", {}).get("phase") in ("Succeeded", "Failed", "Error")]
+        finished = [w for w in runs if w.get("status", {}).get("phase") in FINISHED_PHASES]
         schedules = cron.get("spec", {}).get("schedules") or [cron.get("spec", {}).get("schedule")]
         if not finished:
             yield Check(f"CronWorkflow {ns}/{CRON_WORKFLOW}", True,

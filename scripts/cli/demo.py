@@ -36,11 +36,14 @@ from offhours.scripts.names import (
     ANNOTATION_WAITING_REASON,
     ARGO_GROUP,
     ARGO_VERSION,
+    GATE_CONFIG_KEY,
     GATE_CONFIG_MAP,
     GATE_CRON_WORKFLOW,
     LABEL_RUN_ID,
     LABEL_SERVICE,
     LABEL_STATE,
+    PIPELINE_TEMPLATE,
+    STATE_KEY,
     state_configmap_name,
 )
 from offhours.scripts.simulate.trace import Trace, load_trace
@@ -218,7 +221,7 @@ class Watcher:
         decision, decided_at = "", 0.0
         try:
             cm = self.core.read_namespaced_config_map(state_configmap_name(SERVICE), SERVING)
-            last = json.loads((cm.data or {}).get("state.json", "{}")).get("lastDecision") or {}
+            last = json.loads((cm.data or {}).get(STATE_KEY, "{}")).get("lastDecision") or {}
             if last:
                 decided_at = float(last.get("at") or 0.0)  # the gate's clock: seconds since the epoch
                 decision = (f"{last.get('action')}: required {last.get('required')}, lent {last.get('lent')}, "
@@ -255,7 +258,7 @@ def kubectl(bin_dir: str, kubeconfig: str, *args: str, stdin: str | None = None)
 def delete_gate_runs(bin_dir: str, kubeconfig: str, namespace: str) -> None:
     """Delete the gate CronWorkflow's runs in `namespace` and wait until they are gone."""
     kubectl(bin_dir, kubeconfig, "-n", namespace, "delete", "workflows", "-l",
-            "workflows.argoproj.io/cron-workflow=offhours-gate", "--ignore-not-found", "--wait=true")
+            f"workflows.argoproj.io/cron-workflow={GATE_CRON_WORKFLOW}", "--ignore-not-found", "--wait=true")
 
 
 def local_cluster() -> dict[str, str]:
@@ -280,10 +283,10 @@ def install(env: dict[str, str], raw_config: dict[str, Any], replicas: int, say:
     for ns in sorted({SERVING, cron_ns}):  # the ConfigMap beside the CronWorkflow that mounts it
         kubectl(bin_dir, kubeconfig, "apply", "--server-side", "--force-conflicts", "-f", "-", stdin=json.dumps({
             "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": GATE_CONFIG_MAP, "namespace": ns},
-            "data": {"gate.yaml": yaml.safe_dump(raw_config)}}))
+            "data": {GATE_CONFIG_KEY: yaml.safe_dump(raw_config)}}))
     say(f"installed offhours (render of the demo gate config) and the ConfigMap in {cron_ns}")
     # A fresh start: no gate memory, serving Deployment or workflows left by an earlier demo.
-    kubectl(bin_dir, kubeconfig, "-n", SERVING, "delete", f"configmap/offhours-state-{SERVICE}",
+    kubectl(bin_dir, kubeconfig, "-n", SERVING, "delete", f"configmap/{state_configmap_name(SERVICE)}",
             f"deployment/{SERVICE}", "--ignore-not-found", "--wait=true")
     kubectl(bin_dir, kubeconfig, "-n", RESEARCH, "delete", "workflows", "-l", f"{DEMO_LABEL}=true",
             "--ignore-not-found", "--wait=true")
@@ -314,7 +317,7 @@ def install(env: dict[str, str], raw_config: dict[str, Any], replicas: int, say:
 def submit(env: dict[str, str], run_id: str, steps: int) -> str:
     """Submit the pipeline with the argo CLI, parameters only; return the workflow's name."""
     args = [f"{env['OFFHOURS_CLUSTER_BIN']}/argo", "--kubeconfig", env["KUBECONFIG"], "submit", "-n", RESEARCH,
-            "--from", "workflowtemplate/offhours-llm-pipeline", "-o", "name", "--labels", f"{DEMO_LABEL}=true"]
+            "--from", f"workflowtemplate/{PIPELINE_TEMPLATE}", "-o", "name", "--labels", f"{DEMO_LABEL}=true"]
     for name, value in pipeline_parameters(run_id, steps).items():
         args += ["-p", f"{name}={value}"]
     out = subprocess.run(args, capture_output=True, text=True, timeout=120)
@@ -396,7 +399,7 @@ def demo(args: argparse.Namespace, say: Callable[[str], None] = print) -> DemoRe
         for error in replay.errors[:3]:
             say(f"emulated fleet: {error}")
         result.workflow = submit(env, run_id, args.steps)
-        say(f"submitted {result.workflow}: argo submit -n {RESEARCH} --from workflowtemplate/offhours-llm-pipeline "
+        say(f"submitted {result.workflow}: argo submit -n {RESEARCH} --from workflowtemplate/{PIPELINE_TEMPLATE} "
             "(README's local parameters)")
         deadline = time.monotonic() + minutes * 60 / args.speed
         for snap in watch(watcher, clock, replay, finished, deadline, say):

@@ -18,7 +18,6 @@ from kubernetes.client.exceptions import ApiException
 from offhours.scripts.cluster.base import Autoscaler, ClusterError, Deployment, Pod, stop_notes
 from offhours.scripts.cluster.errors import failed_call
 from offhours.scripts.cluster.workflow import (
-    API_VERSION,
     PLURAL,
     build_parked_copy,
     check_own_copy,
@@ -32,6 +31,7 @@ from offhours.scripts.names import (
     ANNOTATION_PREEMPTED_AT,
     ANNOTATION_QUEUE_POSITION,
     ANNOTATION_WAITING_REASON,
+    ARGO_API_VERSION,
     ARGO_GROUP,
     ARGO_VERSION,
     EVENT_SOURCE,
@@ -290,7 +290,7 @@ class KubeCluster:
                      aggregate: bool = False) -> None:
         """Record a core/v1 Event on an object; with `aggregate`, one Event per object and reason, counted."""
         now = datetime.now(timezone.utc)
-        api_version = "apps/v1" if kind == "Deployment" else API_VERSION
+        api_version = "apps/v1" if kind == "Deployment" else ARGO_API_VERSION
         if aggregate:
             event_name = aggregated_event_name(name, reason)
             existing = self._call(f"read event {event_name}", lambda: self.core.read_namespaced_event(event_name, namespace),

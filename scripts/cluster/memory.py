@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from offhours.scripts.cluster.base import Autoscaler, ClusterError, Deployment, Pod, stop_notes
-from offhours.scripts.cluster.workflow import API_VERSION, build_parked_copy, check_own_copy, exit_seconds_text, workflow_job
+from offhours.scripts.cluster.workflow import build_parked_copy, check_own_copy, exit_seconds_text, workflow_job
 from offhours.scripts.names import (
     ANNOTATION_ADMITTED_AT,
     ANNOTATION_BORROWED_FROM,
@@ -22,6 +22,7 @@ from offhours.scripts.names import (
     ANNOTATION_QUEUE_POSITION,
     ANNOTATION_RETURNED_AT,
     ANNOTATION_WAITING_REASON,
+    ARGO_API_VERSION,
     JOB_TEMPLATE,
     LABEL_MANAGED,
     LABEL_REPLICAS,
@@ -82,7 +83,7 @@ class MemoryCluster:
                      progress_at: float | None = None) -> dict[str, Any]:
         """Add an offhours research workflow."""
         wf = {
-            "apiVersion": API_VERSION, "kind": "Workflow",
+            "apiVersion": ARGO_API_VERSION, "kind": "Workflow",
             "metadata": {
                 "name": name, "namespace": namespace, "creationTimestamp": created, "uid": str(uuid.uuid4()),
                 "labels": {LABEL_SERVICE: service, LABEL_REPLICAS: str(replicas), LABEL_MANAGED: "true",

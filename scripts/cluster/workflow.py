@@ -25,8 +25,7 @@ from offhours.scripts.names import (
     ANNOTATION_RETURNED_AT,
     ANNOTATION_ROOT,
     ANNOTATION_WAITING_REASON,
-    ARGO_GROUP,
-    ARGO_VERSION,
+    ARGO_API_VERSION,
     FINISHED_PHASES,
     LABEL_COPY_OF,
     LABEL_REPLICAS,
@@ -42,7 +41,6 @@ from offhours.scripts.policy.plan import ADMITTED, PARKED, Job
 
 # Argo's API group and version, and the Workflow resource's plural.
 PLURAL = "workflows"
-API_VERSION = f"{ARGO_GROUP}/{ARGO_VERSION}"
 MAX_EXIT_SECONDS = 86_400  # a longer stop is not a measurement: ignored
 
 
@@ -212,7 +210,7 @@ def build_parked_copy(old: dict[str, Any]) -> dict[str, Any]:
     spec["suspend"] = True
     name = parked_copy_name(root, int(annotations[ANNOTATION_PREEMPTIONS]))
     return {
-        "apiVersion": old.get("apiVersion", API_VERSION),
+        "apiVersion": old.get("apiVersion", ARGO_API_VERSION),
         "kind": "Workflow",
         "metadata": {"name": name, "namespace": meta.get("namespace"), "labels": labels, "annotations": annotations},
         "spec": spec,

@@ -8,10 +8,12 @@ gate killed between two actions converges on its next tick.
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from offhours.scripts.names import STATE_ADMITTED, STATE_PARKED
 from offhours.scripts.policy.decide import Decision
 
-PARKED = "parked"
-ADMITTED = "admitted"
+# A job's state in the plan is its workflow's offhours.io/state label.
+PARKED = STATE_PARKED
+ADMITTED = STATE_ADMITTED
 
 
 @dataclass(frozen=True)

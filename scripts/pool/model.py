@@ -42,7 +42,10 @@ from offhours.scripts.names import (
     LABEL_SERVICE,
     LABEL_STATE,
     LABEL_USER,
+    STATE_ADMITTED,
     STATE_CONFIGMAP_PREFIX,
+    STATE_KEY,
+    STATE_PREEMPTED,
 )
 
 GPU = "nvidia.com/gpu"
@@ -276,7 +279,7 @@ class Pool:
 
 # -- services ---------------------------------------------------------------------------------
 def _state_json(configmap: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
-    text = (configmap.get("data") or {}).get("state.json")
+    text = (configmap.get("data") or {}).get(STATE_KEY)
     if not text:
         return {}, "no state.json in the state ConfigMap"
     try:
@@ -343,17 +346,17 @@ def _with_deployment(view: ServiceView, dep: Mapping[str, Any] | None) -> Servic
 # -- jobs -------------------------------------------------------------------------------------
 def _job_state(labels: Mapping[str, str], annotations: Mapping[str, str], spec: Mapping[str, Any], phase: str) -> str:
     offhours_state = labels.get(LABEL_STATE)
-    if offhours_state == "preempted":
+    if offhours_state == STATE_PREEMPTED:
         return PREEMPTED
     if annotations.get(ANNOTATION_CANCELLED_AT) or (spec.get("shutdown") and phase in ("Failed", "Error", "")):
-        return CANCELLED if offhours_state != "preempted" else PREEMPTED
+        return CANCELLED if offhours_state != STATE_PREEMPTED else PREEMPTED
     if phase == "Succeeded":
         return SUCCEEDED
     if phase in ("Failed", "Error"):
         return FAILED
-    if spec.get("suspend") and offhours_state != "admitted":
+    if spec.get("suspend") and offhours_state != STATE_ADMITTED:
         return WAITING
-    if offhours_state == "admitted":
+    if offhours_state == STATE_ADMITTED:
         return RUNNING if phase == "Running" else ADMITTED
     return RUNNING if phase == "Running" else WAITING
 

@@ -6,7 +6,7 @@ Pure: a `Pool` or a time in, text or a selection out.
 from datetime import datetime, timezone
 
 from offhours.scripts.names import STATE_CONFIGMAP_PREFIX
-from offhours.scripts.pool.model import PREEMPTED, RESUMED_WAITING, RUNNING, WAITING, Pool, RunView, gpus_of
+from offhours.scripts.pool.model import ADMITTED, PREEMPTED, RESUMED_WAITING, RUNNING, WAITING, Pool, RunView, gpus_of
 
 DONE_STATES = ("succeeded", "failed", "cancelled")
 
@@ -52,7 +52,7 @@ def sentence(run: RunView, pool: Pool) -> str:
         return reason
     if c.state == RUNNING:
         return f"running since {stamp(c.started or c.admitted)} on {on} of {run.service} ({age(c.started or c.admitted, now)})"
-    if c.state == "admitted":
+    if c.state == ADMITTED:
         return f"admitted at {stamp(c.admitted)}: its pods are starting on {on} of {run.service}"
     if c.state == PREEMPTED:
         return f"preempted at {stamp(c.preempted)}: its replicas went back to {run.service}; the gate parks a copy to resume it"

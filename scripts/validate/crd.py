@@ -9,6 +9,7 @@ from typing import Any
 
 import jsonschema
 
+from offhours.scripts.names import ARGO_API_VERSION
 from offhours.scripts.validate.problems import Problem, json_path
 
 SCHEMA_FILES = {
@@ -19,7 +20,6 @@ SCHEMA_FILES = {
 }
 """The Argo kinds that have a vendored CRD schema, and its file under schemas/argo/."""
 
-ARGO_API_VERSION = "argoproj.io/v1alpha1"
 
 
 def _forbid_unknown_fields(node: Any) -> None:

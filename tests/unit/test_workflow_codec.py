@@ -10,7 +10,6 @@ from offhours.scripts.cluster import kube, memory, parked, workflow
 from offhours.scripts.cluster.base import ClusterError
 from offhours.scripts.cluster.memory import MemoryCluster
 from offhours.scripts.cluster.workflow import (
-    API_VERSION,
     build_parked_copy,
     check_own_copy,
     exit_seconds_text,
@@ -18,6 +17,7 @@ from offhours.scripts.cluster.workflow import (
     parked_copy_name,
     workflow_job,
 )
+from offhours.scripts.names import ARGO_API_VERSION
 from offhours.scripts.policy.plan import Job
 
 CLUSTER = Path(workflow.__file__).parent
@@ -61,10 +61,10 @@ def test_a_submitted_workflow_and_a_parked_copy_carry_the_same_api_version() -> 
     template = {"metadata": {"name": "offhours-job"}, "spec": {"arguments": {"parameters": [
         {"name": "service", "value": "chat"}, {"name": "replicas", "value": "1"}, {"name": "run-id", "value": "r1"}]}}}
     submitted = parked.parked_workflow(template, {}, "research")
-    assert submitted["apiVersion"] == API_VERSION
+    assert submitted["apiVersion"] == ARGO_API_VERSION
     del submitted["apiVersion"]  # an object read without one: the copy still names Argo's group and version
     submitted["metadata"].update(name="r1-abcde", uid="u0")
-    assert build_parked_copy(submitted)["apiVersion"] == API_VERSION
+    assert build_parked_copy(submitted)["apiVersion"] == ARGO_API_VERSION
 
 
 # -- reading a workflow --------------------------------------------------------------------------------
