@@ -156,8 +156,8 @@ def _gate_config(metrics: dict[str, Any]) -> dict[str, Any]:
 def _ticks(kubeconfig: str, raw: dict[str, Any], source: Any, feed: Any) -> dict[str, Any]:
     """Tick the gate TICKS times back to back; return per-tick medians and the requests of a median tick."""
     from offhours.scripts.cluster.kube import KubeCluster
+    from offhours.scripts.config.loader import parse_config
     from offhours.scripts.gate.controller import Gate
-    from offhours.scripts.policy.config import parse_config
 
     conf = client.Configuration()
     kube_config.load_kube_config(config_file=kubeconfig, client_configuration=conf)

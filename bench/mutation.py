@@ -29,7 +29,7 @@ RESULTS = REPO / "bench" / "results" / "mutation.json"
 
 # scope -> (files to mutate, relative to the repo; mutant-name patterns; test files that check them)
 SCOPES: dict[str, tuple[list[str], list[str], list[str]]] = {
-    # The decision core. config.py (parsing, checked by its schema tests) is not in scope.
+    # The decision core. The config loader (scripts/config/loader.py, checked by its schema tests) is not in scope.
     "policy": (["scripts/policy/capacity.py", "scripts/policy/decide.py", "scripts/policy/plan.py",
                 "scripts/policy/window.py"],
                ["offhours.scripts.policy.capacity.*", "offhours.scripts.policy.decide.*",

@@ -17,8 +17,9 @@ import yaml
 
 from offhours.cronworkflows.gate import gate_cron_workflow
 from offhours.cronworkflows.rbac import rbac_manifests
+from offhours.scripts.config.loader import parse_config
 from offhours.scripts.names import GATE_CONFIG_KEY, GATE_CONFIG_MAP, LABEL_MANAGED, OFFHOURS_IMAGE
-from offhours.scripts.policy.config import ConfigError, GateConfig, parse_config
+from offhours.scripts.policy.config import ConfigError, GateConfig
 from offhours.steps.library import steps_workflow_template
 from offhours.workflows import llm_pipeline, single_job
 from offhours.workflows.priority_class import priority_class

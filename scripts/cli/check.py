@@ -21,6 +21,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from offhours.scripts.config.loader import load_config, parse_config
 from offhours.scripts.names import (
     ARGO_GROUP,
     ARGO_VERSION,
@@ -39,7 +40,7 @@ from offhours.scripts.names import (
     STEPS_TEMPLATE,
     state_configmap_name,
 )
-from offhours.scripts.policy.config import ConfigError, GateConfig, load_config, parse_config
+from offhours.scripts.policy.config import ConfigError, GateConfig
 
 CONFIG_MAP, CONFIG_KEY, CRON_WORKFLOW = GATE_CONFIG_MAP, GATE_CONFIG_KEY, GATE_CRON_WORKFLOW
 GATE_SA, EXIT_HOOK_SA, RESEARCH_SA = GATE_SERVICE_ACCOUNT, EXIT_HOOK_SERVICE_ACCOUNT, RESEARCH_SERVICE_ACCOUNT

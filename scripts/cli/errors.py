@@ -39,7 +39,7 @@ def default_namespace(gate_config: str | None = None, kubeconfig: str | None = N
     if IN_CLUSTER_NAMESPACE.exists():
         return IN_CLUSTER_NAMESPACE.read_text().strip()
     if gate_config:
-        from offhours.scripts.policy.config import load_config
+        from offhours.scripts.config.loader import load_config
 
         return load_config(gate_config).workflow_namespace
     from offhours.workflows.render import example_gate_config

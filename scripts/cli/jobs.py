@@ -134,7 +134,8 @@ def _config(args: argparse.Namespace) -> Any:
     """Load the gate configuration of `--config`; None without one."""
     if not args.config:
         return None
-    from offhours.scripts.policy.config import ConfigError, load_config
+    from offhours.scripts.config.loader import load_config
+    from offhours.scripts.policy.config import ConfigError
 
     try:
         return load_config(args.config)

@@ -35,7 +35,8 @@ def _reader(args: argparse.Namespace, config: Any) -> Any:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from offhours.scripts.policy.config import ConfigError, load_config
+    from offhours.scripts.config.loader import load_config
+    from offhours.scripts.policy.config import ConfigError
     from offhours.scripts.pool.reader import PoolReadError
 
     config = None

@@ -11,8 +11,9 @@ def _submit(args: argparse.Namespace) -> int:
     from offhours.scripts.cli.errors import default_namespace
     from offhours.scripts.cluster.kube import KubeCluster, load_client_config
     from offhours.scripts.cluster.parked import SubmitError, parked_workflow, parse_params
+    from offhours.scripts.config.loader import load_config
     from offhours.scripts.names import ARGO_GROUP, ARGO_VERSION
-    from offhours.scripts.policy.config import ConfigError, load_config
+    from offhours.scripts.policy.config import ConfigError
 
     try:
         params = parse_params(args.param or [])

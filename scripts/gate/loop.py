@@ -77,9 +77,10 @@ def run_from_config(config_path: str, seconds: float | None = None, dry_run: boo
 
 def _run(config_path: str, seconds: float | None, dry_run: bool, once: bool) -> int:
     from offhours.scripts.cluster.kube import KubeCluster, load_client_config
+    from offhours.scripts.config.loader import load_config
     from offhours.scripts.gate.controller import store_progress
     from offhours.scripts.metrics.sources import source_from_config
-    from offhours.scripts.policy.config import ConfigError, load_config
+    from offhours.scripts.policy.config import ConfigError
 
     try:
         config = load_config(config_path)

@@ -12,7 +12,8 @@ import jsonschema
 import numpy as np
 import yaml
 
-from offhours.scripts.policy.config import Capacity, ServicePolicy, service_policy
+from offhours.scripts.config.loader import service_policy
+from offhours.scripts.policy.config import Capacity, ServicePolicy
 from offhours.scripts.simulate.trace import Trace
 
 

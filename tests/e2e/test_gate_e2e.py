@@ -19,10 +19,10 @@ from kubernetes import client
 
 from offhours.scripts.cluster.base import ClusterError
 from offhours.scripts.cluster.kube import KubeCluster
+from offhours.scripts.config.loader import parse_config
 from offhours.scripts.gate.controller import Gate
 from offhours.scripts.metrics.emulator import EmulatedServer, Fleet
 from offhours.scripts.metrics.sources import DirectSource
-from offhours.scripts.policy.config import parse_config
 from offhours.scripts.policy.plan import Job
 from offhours.scripts.policy.record import ServiceRecord
 from tests.support.fleet import free_port

@@ -10,8 +10,9 @@ import pytest
 
 from offhours.cronworkflows.gate import gate_cron_workflow
 from offhours.cronworkflows.rbac import rbac_manifests
+from offhours.scripts.config.loader import parse_config
 from offhours.scripts.names import EVENT_GATE_HOLD, GATE_CONFIG_MAP, LEASE_NAME, aggregated_event_name
-from offhours.scripts.policy.config import ConfigError, parse_config
+from offhours.scripts.policy.config import ConfigError
 from offhours.workflows.render import example_gate_config, example_gate_config_text, manifests
 
 

@@ -14,11 +14,12 @@ import pytest
 
 from offhours.scripts.cluster.base import ClusterError
 from offhours.scripts.cluster.memory import MemoryCluster
+from offhours.scripts.config.loader import parse_config
 from offhours.scripts.gate.controller import Gate
 from offhours.scripts.gate.exit_hook import return_gpus
 from offhours.scripts.metrics.sources import DirectSource
 from offhours.scripts.names import ANNOTATION_GPU_SECONDS, ANNOTATION_PREEMPTIONS, LABEL_STATE
-from offhours.scripts.policy.config import GateConfig, parse_config
+from offhours.scripts.policy.config import GateConfig
 from offhours.scripts.policy.record import ServiceRecord
 from tests.support.fleet import EmulatedService, cluster_for, free_port, start_fleet
 

@@ -14,12 +14,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from offhours.scripts.cluster.base import Pod
+from offhours.scripts.config.loader import parse_config
 from offhours.scripts.metrics.emulator import EmulatedServer, Fleet
 from offhours.scripts.metrics.prometheus import PrometheusError, decode_vector, queries
 from offhours.scripts.metrics.scrape import metrics_url
 from offhours.scripts.metrics.sources import DirectSource, PrometheusSource, Reading, ServiceTarget
 from offhours.scripts.policy.capacity import Load
-from offhours.scripts.policy.config import parse_config
 from offhours.scripts.policy.samples import CounterSample
 from tests.support.fleet import free_port
 

@@ -31,6 +31,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from offhours.scripts.cluster.base import Autoscaler, ClusterError, Pod
 from offhours.scripts.cluster.memory import MemoryCluster
+from offhours.scripts.config.loader import parse_config
 from offhours.scripts.gate.controller import Gate
 from offhours.scripts.gate.exit_hook import return_gpus
 from offhours.scripts.metrics.sources import Reading, ServiceTarget
@@ -47,7 +48,7 @@ from offhours.scripts.names import (
     LEASE_NOTE_PREFIX,
 )
 from offhours.scripts.policy.capacity import Load
-from offhours.scripts.policy.config import GateConfig, parse_config
+from offhours.scripts.policy.config import GateConfig
 from offhours.scripts.policy.plan import ADMITTED
 from offhours.scripts.policy.record import ServiceRecord, UnrecordedWrite
 from offhours.scripts.policy.samples import CounterSample

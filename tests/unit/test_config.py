@@ -6,7 +6,8 @@ from typing import Any
 import pytest
 import yaml
 
-from offhours.scripts.policy.config import ConfigError, load_config, parse_config
+from offhours.scripts.config.loader import load_config, parse_config
+from offhours.scripts.policy.config import ConfigError
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "cronworkflows" / "gate-config.example.yaml"
 

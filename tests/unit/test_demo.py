@@ -15,7 +15,7 @@ from offhours.scripts.cli.demo import (
     load_scale,
     pipeline_parameters,
 )
-from offhours.scripts.policy.config import parse_config
+from offhours.scripts.config.loader import parse_config
 from offhours.scripts.policy.forecast import reaction_seconds
 from offhours.scripts.simulate.trace import Trace
 

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from offhours.scripts.policy.config import Capacity, ConfigError, ServicePolicy, parse_config
+from offhours.scripts.config.loader import parse_config
+from offhours.scripts.policy.config import Capacity, ConfigError, ServicePolicy
 from offhours.scripts.policy.forecast import (
     forecast_required,
     forecast_series,

@@ -15,10 +15,11 @@ import pytest
 from offhours.scripts.cluster.base import Autoscaler, ClusterError
 from offhours.scripts.cluster.memory import MemoryCluster
 from offhours.scripts.cluster.workflow import build_parked_copy, workflow_job
+from offhours.scripts.config.loader import parse_config
 from offhours.scripts.gate.controller import Gate, unique_holder
 from offhours.scripts.metrics.sources import Reading, ServiceTarget
 from offhours.scripts.policy.capacity import Load
-from offhours.scripts.policy.config import ConfigError, GateConfig, parse_config
+from offhours.scripts.policy.config import ConfigError, GateConfig
 from offhours.scripts.policy.record import ServiceRecord
 
 TICK = 60.0

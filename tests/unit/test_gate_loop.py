@@ -14,12 +14,12 @@ import pytest
 
 from offhours.scripts.cli.main import main
 from offhours.scripts.cluster.memory import MemoryCluster
+from offhours.scripts.config.loader import parse_config
 from offhours.scripts.gate.controller import Gate, ServiceOutcome
 from offhours.scripts.gate.log import Logger, format_line
 from offhours.scripts.gate.loop import MIN_TICK_SECONDS, TickLoop, run_from_config
 from offhours.scripts.metrics.sources import Reading, ServiceTarget
 from offhours.scripts.policy.capacity import Load
-from offhours.scripts.policy.config import parse_config
 
 BAD_CONFIG = "services: {chat: {headroom: -1}}\n"
 BAD_CONFIG_MESSAGE = "gate config: services.chat.headroom: -1 is less than the minimum of 0"

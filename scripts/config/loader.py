@@ -1,0 +1,149 @@
+"""The gate configuration file: YAML, validated by schemas/gate-config.schema.json, read into the policy's types.
+
+One clear error (`ConfigError`) names what is wrong, with the path of the value in the file; nothing
+partial is returned.
+"""
+
+import json
+from datetime import time as clock
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import jsonschema
+import yaml
+
+from offhours.scripts.policy.config import Capacity, ConfigError, GateConfig, MetricsConfig, Schedule, ServicePolicy
+
+
+@cache
+def schema() -> dict[str, Any]:
+    """Return the JSON Schema of the gate configuration."""
+    return dict(json.loads(resources.files("offhours.schemas").joinpath("gate-config.schema.json").read_text()))
+
+
+def _path(error: jsonschema.ValidationError) -> str:
+    parts = [str(p) for p in error.absolute_path]
+    return ".".join(parts) or "(top level)"
+
+
+def _capacity(raw: dict[str, Any]) -> Capacity:
+    return Capacity(raw.get("requestsPerSecond"), raw.get("promptTokensPerSecond"), raw.get("generationTokensPerSecond"))
+
+
+def service_policy(name: str, raw: dict[str, Any], schedule: "Schedule | None" = None) -> ServicePolicy:
+    """Build a service's policy from its (schema-validated) camelCase settings; unset ones take the defaults."""
+    kwargs = {py: raw[key] for key, py in _POLICY_KEYS.items() if key in raw}
+    return ServicePolicy(
+        name=name,
+        capacity=_capacity(raw["capacity"]),
+        deployment=raw.get("deployment"),
+        gpus_per_replica=raw.get("gpusPerReplica", 4),
+        schedule=schedule or Schedule(),
+        **kwargs,
+    )
+
+
+def _schedule(raw: dict[str, Any] | None, where: str) -> Schedule:
+    if not raw:
+        return Schedule()
+    tz = raw.get("timezone", "UTC")
+    try:
+        ZoneInfo(tz)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ConfigError(f"gate config: {where}.timezone: unknown time zone {tz!r}") from None
+    if raw["mode"] == "continuous":
+        return Schedule(timezone=tz)
+    start, end = (clock.fromisoformat(raw[k]) for k in ("start", "end"))
+    if start == end:
+        raise ConfigError(f"gate config: {where}: start and end are equal; use mode continuous")
+    return Schedule("window", start, end, tz)
+
+
+_POLICY_KEYS = {
+    "headroom": "headroom",
+    "minReplicas": "min_replicas",
+    "maxWaitingPerReplica": "max_waiting_per_replica",
+    "stabilizationSeconds": "stabilization_seconds",
+    "maxLendStep": "max_lend_step",
+    "lendHysteresis": "lend_hysteresis",
+    "coldStartSeconds": "cold_start_seconds",
+    "maxGraceSeconds": "max_grace_seconds",
+    "trend": "trend",
+    "volatilityHeadroomMax": "volatility_headroom_max",
+    "volatilityLookbackSeconds": "volatility_lookback_seconds",
+    "timeOfDayDays": "time_of_day_days",
+}
+
+
+def parse_config(raw: Any) -> GateConfig:
+    """Validate a decoded YAML document against the schema and build the configuration."""
+    errors = sorted(jsonschema.Draft7Validator(schema()).iter_errors(raw), key=lambda e: list(e.absolute_path))
+    if errors:
+        first = errors[0]
+        raise ConfigError(f"gate config: {_path(first)}: {first.message}")
+    defaults = raw.get("defaults", {})
+    default_schedule = _schedule(raw.get("schedule"), "schedule")
+    services = []
+    for name, svc in raw["services"].items():
+        merged = {**defaults, **svc}
+        if "capacity" not in merged:
+            raise ConfigError(f"gate config: services.{name}.capacity: required (here or in defaults)")
+        schedule = _schedule(svc["schedule"], f"services.{name}.schedule") if "schedule" in svc else default_schedule
+        services.append(service_policy(name, merged, schedule))
+    _refuse_shared_deployments(services)
+    metrics = raw.get("metrics", {})
+    prom, direct = metrics.get("prometheus", {}), metrics.get("direct", {})
+    source = metrics.get("source", "prometheus" if prom else "direct")
+    if source == "prometheus" and not prom.get("url"):
+        raise ConfigError("gate config: metrics.prometheus.url: required when metrics.source is prometheus")
+    tick, sample_age = raw.get("tickSeconds", 60), metrics.get("maxSampleAgeSeconds", 300.0)
+    if source == "direct" and tick > sample_age:
+        raise ConfigError(f"gate config: metrics.maxSampleAgeSeconds: {sample_age} is shorter than tickSeconds {tick}: "
+                          "the last tick's counter samples would always be too old to give a rate")
+    namespace = raw.get("namespace", "default")
+    return GateConfig(
+        namespace=namespace,
+        workflow_namespace=raw.get("workflowNamespace", namespace),
+        tick_seconds=raw.get("tickSeconds", 60),
+        metrics=MetricsConfig(
+            source=source,
+            max_age_seconds=metrics.get("maxAgeSeconds", 180.0),
+            max_sample_age_seconds=metrics.get("maxSampleAgeSeconds", 300.0),
+            prometheus_url=prom.get("url"),
+            window=prom.get("window", "1m"),
+            service_label=prom.get("serviceLabel", "service"),
+            extra_selector=prom.get("extraSelector", ""),
+            prometheus_timeout_seconds=prom.get("timeoutSeconds", 10.0),
+            port=direct.get("port", 8000),
+            path=direct.get("path", "/metrics"),
+            scrape_timeout_seconds=direct.get("timeoutSeconds", 2.0),
+            concurrency=direct.get("concurrency", 64),
+        ),
+        failed_ticks_before_reclaim=raw.get("failSafe", {}).get("failedTicksBeforeReclaim", 3),
+        services=tuple(services),
+    )
+
+
+def _refuse_shared_deployments(services: list[ServicePolicy]) -> None:
+    """Two services naming one Deployment would flip it between their two targets every tick."""
+    seen: dict[str, str] = {}
+    for policy in services:
+        deployment = policy.deployment or policy.name
+        if deployment in seen:
+            raise ConfigError(f"gate config: services {seen[deployment]} and {policy.name} both name Deployment "
+                              f"{deployment}: one service per Deployment")
+        seen[deployment] = policy.name
+
+
+def load_config(path: str | Path) -> GateConfig:
+    """Read and validate a gate configuration file."""
+    try:
+        raw = yaml.safe_load(Path(path).read_text())
+    except OSError as err:
+        raise ConfigError(f"gate config: cannot read {path}: {err.strerror}") from None
+    except yaml.YAMLError as err:
+        raise ConfigError(f"gate config: {path} is not valid YAML: {str(err).splitlines()[0]}") from None
+    return parse_config(raw)
