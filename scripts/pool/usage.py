@@ -220,7 +220,7 @@ def usage_lines(pool: Pool, by: str = "service", since: datetime | None = None,
 
 def unknown_gpus(pool: Pool, gpus_per_replica: Mapping[str, int] | None = None) -> list[str]:
     """Services with admitted jobs whose GPUs per replica are unknown (their lent GPU-hours are not counted)."""
-    return sorted({u.job.service for u in job_usages(pool, gpus_per_replica) if u.lent is not None and u.gpus is None})
+    return sorted({j.service for j in pool.jobs if j.admitted is not None and job_gpus(j, pool, gpus_per_replica) is None})
 
 
 def render_table(rows: list[UsageRow], price: float) -> str:

@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 
 from offhours.scripts.pool.model import build_pool
-from offhours.scripts.pool.usage import UsageRow, render_table, usage_by_month
+from offhours.scripts.pool.usage import UsageRow, render_table, unknown_gpus, usage_by_month
 
 
 def wf(name: str, service: str, started: str, gpu_seconds: float | None, replicas: int = 2,
@@ -64,3 +64,11 @@ def test_table_has_the_original_reports_columns() -> None:
     assert "jobs" in text and "GPU-h used" in text and "equiv GPUs" in text and "saving" in text
     total = text.splitlines()[-1]
     assert total.split()[:4] == ["total", "3", "4", "1"] and total.endswith("300")
+
+
+def test_services_whose_lent_gpus_are_unknown_are_named() -> None:
+    # chat's jobs were admitted but no Deployment or configuration says its GPUs per replica; code's job never was.
+    pool = build_pool([], [], WORKFLOWS, "serving", NOW)
+    assert unknown_gpus(pool) == ["chat"]
+    assert unknown_gpus(pool, {"chat": 4}) == []
+    assert usage_by_month(pool)[0].lent == 0.0  # not guessed
