@@ -76,10 +76,6 @@ class ServiceOutcome:
     adopted: str | None = None
     applied: int | None = None  # the replicas (or maxReplicas) the service was left at
 
-    def summary(self) -> str:
-        """One line: the service, then `detail()`."""
-        return f"{self.service}: {self.detail()}"
-
     @property
     def failed(self) -> bool:
         """Whether the service's tick failed before it was decided and planned."""
@@ -87,7 +83,7 @@ class ServiceOutcome:
 
     def detail(self) -> str:
         """Return what was decided and done, without the service's name (the log line names it in its own field)."""
-        if self.decision is None or self.plan is None:
+        if self.decision is None or self.plan is None:  # `failed`, spelled out for the type checker
             return f"failed tick: {self.error}"
         d, p = self.decision, self.plan
         parts = [f"{d.action} lent {d.lent} -> {p.lent_after} of baseline {self.baseline}",

@@ -210,7 +210,8 @@ def test_any_exception_in_one_service_is_its_failed_tick_and_the_other_ticks(fau
     assert any(e.reason == "GateTickFailed" and e.warning for e in w.cluster.events)
     after = w.tick()["chat"]  # healthy again: a hold never lowers serving, though 2 replicas are still lent
     assert after.plan is not None and after.plan.scale_to == 6 and w.replicas() == 8
-    assert after.summary().startswith("chat: hold lent 2 -> 2 of baseline 8; (") and "; at 8" in after.summary()
+    assert after.service == "chat"
+    assert after.detail().startswith("hold lent 2 -> 2 of baseline 8; (") and "; at 8" in after.detail()
 
 
 @pytest.mark.parametrize("key, value", [
