@@ -315,7 +315,7 @@ class Checker:
                             m.scrape_timeout_seconds, m.concurrency)
             ok = bool(ready) and not result.errors
             detail = (f"{len(result.readings)}/{len(ready)} ready pod(s) return vLLM series" if ready
-                      else "no ready pod labelled {LABEL_SERVICE}=" + s.name)
+                      else f"no ready pod labelled {LABEL_SERVICE}=" + s.name)
             if result.errors:
                 detail += "; " + "; ".join(f"{k}: {v}" for k, v in list(result.errors.items())[:2])
             yield Check(f"metrics of {s.name} (direct :{m.port}{m.path})", ok, detail,
