@@ -70,7 +70,7 @@ def workflow_job(wf: dict[str, Any], service: str | None = None) -> Job | None:
         state = ADMITTED
     problem = None
     replicas_text = labels.get(LABEL_REPLICAS, "")
-    replicas = int(replicas_text) if replicas_text.isdigit() and len(replicas_text) <= 4 else 0
+    replicas = (_whole(replicas_text) or 0) if len(replicas_text) <= 4 else 0
     if replicas <= 0:
         problem = f"label {LABEL_REPLICAS}={replicas_text!r} is not a positive whole number of replicas"
     position = annotations.get(ANNOTATION_QUEUE_POSITION, "")
@@ -92,7 +92,7 @@ def workflow_job(wf: dict[str, Any], service: str | None = None) -> Job | None:
         borrowed_from=annotations.get(ANNOTATION_BORROWED_FROM) or None,
         copy_of=labels.get(LABEL_COPY_OF) or None,
         waiting_reason=annotations.get(ANNOTATION_WAITING_REASON),
-        queue_position=int(position) if position.isdigit() else None,
+        queue_position=_whole(position),
         exit_seconds=learnt if learnt is not None else _seconds(_parameters(wf).get("termination-grace-seconds")),
         exit_learnt=learnt is not None,
     )
@@ -114,7 +114,18 @@ def measured_exit_seconds(wf: dict[str, Any]) -> float | None:
 
 def _seconds(value: str | None) -> float | None:
     """Return a whole number of seconds (a declared grace, an exit time) up to a day; None if it is not one."""
-    return float(value) if value is not None and value.isdigit() and int(value) <= MAX_EXIT_SECONDS else None
+    seconds = _whole(value)
+    return float(seconds) if seconds is not None and seconds <= MAX_EXIT_SECONDS else None
+
+
+
+def _whole(text: str | None) -> int | None:
+    """Return `text` as a whole number of ASCII digits, None for anything else.
+
+    `str.isdigit` alone also accepts digits `int` refuses ("²"): a tenant's annotation must never
+    turn reading the workflow into an exception.
+    """
+    return int(text) if text is not None and text.isascii() and text.isdigit() else None
 
 
 def _dict(value: Any) -> dict[str, Any]:
