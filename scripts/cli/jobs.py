@@ -109,7 +109,10 @@ def parse_since(text: str, now: datetime) -> datetime:
     match = _DURATION.match(text.strip())
     if match:
         unit = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}[match.group(2)]
-        return now - timedelta(**{unit: int(match.group(1))})
+        try:
+            return now - timedelta(**{unit: int(match.group(1))})
+        except OverflowError:
+            raise CommandError(f"--since {text!r}: too far back") from None
     try:
         at = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:

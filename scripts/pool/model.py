@@ -18,6 +18,7 @@ required - lent) and marked as computed.
 
 import dataclasses
 import json
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -71,7 +72,7 @@ def parse_time(value: Any) -> datetime | None:
             return datetime.fromtimestamp(float(text), timezone.utc)
         except ValueError:
             parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
-            return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+            return (parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)).astimezone(timezone.utc)
     except (ValueError, OverflowError, OSError):
         return None
 
@@ -92,7 +93,7 @@ def _float(value: Any) -> float | None:
         number = float(str(value).strip())
     except ValueError:
         return None
-    return number if number == number and number >= 0 else None  # NaN and negatives are not durations
+    return number if math.isfinite(number) and number >= 0 else None  # NaN, infinities and negatives are not durations
 
 
 def ordinal(position: int) -> str:

@@ -14,7 +14,8 @@ sums the read model's job views here, so they agree on the same cluster objects.
 - GPU-hours used are what Argo measured (`resourcesDuration`, else the exit hook's `gpu-seconds`): one
   total per workflow, spread evenly over its run (first pod start, else admission, to its finish or now).
 - Lost to preemption: on a preempted workflow, its GPUs from the latest of its last checkpoint, its start
-  and its admission, to the preemption.
+  and its admission, to the preemption; never more than it was lent.
+- Every time is bounded by the read and by the workflow's creation (`bounded`): tenants can write them.
 - A GPU-hour belongs to the period (UTC month, or since a moment) in which it passed: time that crosses a
   month's end is cut there. A workflow and its run count in each period in which it held or used GPUs
   (one that never did: in the period it was submitted); a preemption counts in the period it happened.
@@ -22,10 +23,10 @@ sums the read model's job views here, so they agree on the same cluster objects.
 
 import calendar
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
-from offhours.scripts.pool.model import PREEMPTED, JobView, Pool, gpus_of
+from offhours.scripts.pool.model import PREEMPTED, WAITING, JobView, Pool, gpus_of
 
 Span = tuple[datetime, datetime]
 
@@ -94,8 +95,26 @@ def _span(start: datetime, end: datetime) -> Span:
     return start, max(start, end)
 
 
+def bounded(job: JobView, now: datetime) -> JobView:
+    """Return the job with its times as accounting may use them: none after the read, none before its creation.
+
+    Tenants can write every one of these (annotations, and a Workflow's status has no subresource): a time
+    years away must neither spread a job over centuries of months nor move it out of the month it ran in.
+    A job still parked was never admitted, whatever its annotation says.
+    """
+    floor = job.created if job.created is not None and job.created <= now else None
+
+    def at(t: datetime | None) -> datetime | None:
+        return None if t is None else max(min(t, now), floor) if floor is not None else min(t, now)
+
+    parked = job.state == WAITING and job.finished is None
+    return replace(job, admitted=None if parked else at(job.admitted), started=at(job.started), finished=at(job.finished),
+                   preempted=at(job.preempted), returned=at(job.returned), last_checkpoint=at(job.last_checkpoint))
+
+
 def job_usage(job: JobView, gpus: int | None, now: datetime) -> JobUsage:
     """Apply the rules of the module docstring to one workflow, read at `now`."""
+    job = bounded(job, now)
     used = (job.gpu_seconds or 0.0) / 3600
     run_start = job.started or job.admitted
     run = _span(run_start, job.finished or now) if used > 0 and run_start is not None else None
@@ -107,8 +126,9 @@ def job_usage(job: JobView, gpus: int | None, now: datetime) -> JobUsage:
     if job.state == PREEMPTED:
         preempted = job.preempted or job.finished or (lent[1] if lent else None)
         since = max((t for t in (job.last_checkpoint, job.started, job.admitted) if t is not None), default=None)
-        if job.preempted is not None and since is not None and job.preempted > since:
-            lost = (since, job.preempted)
+        if job.preempted is not None and since is not None and lent is not None:
+            lo, hi = max(since, lent[0]), min(job.preempted, lent[1])
+            lost = (lo, hi) if hi > lo else None
     return JobUsage(job, gpus, used, run, lent, lost, preempted)
 
 
