@@ -39,7 +39,7 @@ from offhours.scripts.names import (
 )
 from offhours.scripts.policy.plan import ADMITTED, PARKED, Job
 
-# Argo's API group and version, and the Workflow resource's plural.
+# The Workflow resource's plural in Argo's API.
 PLURAL = "workflows"
 MAX_EXIT_SECONDS = 86_400  # a longer stop is not a measurement: ignored
 
@@ -49,8 +49,30 @@ def workflow_job(wf: dict[str, Any], service: str | None = None) -> Job | None:
 
     Labels and annotations are written by tenants too: every value is parsed defensively. A
     value the gate cannot trust (a replica count that is not a small positive integer) makes the
-    job's `problem`: it is never admitted, and it is stopped if it runs.
+    job's `problem`: it is never admitted, and it is stopped if it runs. A workflow that cannot be
+    read at all, whatever the exception, is such a job too: its fault, never its service's tick.
     """
+    try:
+        return _read_job(wf, service)
+    except Exception as err:  # noqa: BLE001 - one tenant's object must not fail every job of the service
+        return _unreadable_job(wf, service, err)
+
+
+def _unreadable_job(wf: Any, service: str | None, err: Exception) -> Job | None:
+    meta = wf.get("metadata") if isinstance(wf, dict) else None
+    meta = meta if isinstance(meta, dict) else {}
+    labels = _str_map(meta.get("labels"))
+    if service is not None and labels.get(LABEL_SERVICE) != service:
+        return None
+    spec = wf.get("spec") if isinstance(wf, dict) else None
+    suspended = isinstance(spec, dict) and bool(spec.get("suspend"))
+    admitted = labels.get(LABEL_STATE) == STATE_ADMITTED and not suspended
+    return Job(name=str(meta.get("name", "")), service=labels.get(LABEL_SERVICE, ""), replicas=0,
+               state=ADMITTED if admitted else PARKED, uid=str(meta.get("uid") or ""),
+               problem=f"the workflow could not be read ({type(err).__name__}: {str(err)[:200]})")
+
+
+def _read_job(wf: dict[str, Any], service: str | None) -> Job | None:
     meta, spec, status = _dict(wf.get("metadata")), _dict(wf.get("spec")), _dict(wf.get("status"))
     labels = _str_map(meta.get("labels"))
     annotations = _str_map(meta.get("annotations"))

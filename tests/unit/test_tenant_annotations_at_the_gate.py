@@ -1,7 +1,10 @@
 """One tenant-written annotation on a workflow is that workflow's odd value, never the service's failed tick."""
 
+from typing import Any
+
 import pytest
 
+from offhours.scripts.cluster import workflow
 from offhours.scripts.cluster.workflow import workflow_job
 from tests.unit.test_gate_controller import World
 
@@ -25,3 +28,24 @@ def test_one_tenant_annotation_does_not_delay_the_reclaim_of_a_service() -> None
     assert out["chat"].error is None, out["chat"].error
     assert w.replicas() == 8
     assert {w.state("job-0"), w.state("job-1")} == {"preempted"}  # stopped (and parked) gracefully, not evicted
+
+
+def test_a_workflow_that_cannot_be_read_at_all_is_its_own_problem(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Whatever goes wrong reading one workflow (here: any exception out of the codec) is that job's problem:
+    # the service still ticks, its reclaim happens, and the unreadable admitted job is stopped like the others.
+    w = World()
+    w.lend(2)
+    read = workflow._checkpoint_prefix
+
+    def broken(wf: dict[str, Any]) -> str | None:
+        if wf["metadata"]["name"] == "job-0":
+            raise RuntimeError("a value no parser foresaw")
+        return read(wf)
+
+    monkeypatch.setattr(workflow, "_checkpoint_prefix", broken)
+    job = workflow_job(w.wf("job-0"), "chat")
+    assert job is not None and job.problem is not None and "a value no parser foresaw" in job.problem
+    out = w.tick(chat=80.0)
+    assert out["chat"].error is None, out["chat"].error
+    assert w.replicas() == 8
+    assert {w.state("job-0"), w.state("job-1")} == {"preempted"}
