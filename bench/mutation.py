@@ -50,6 +50,21 @@ SCOPES: dict[str, tuple[list[str], list[str], list[str]]] = {
 }
 # Survivors that no test can kill because they behave like the original: (function, changed lines, why).
 EQUIVALENT: list[dict[str, Any]] = [
+    {"function": "x__maximum",
+     "lines": ["-    return a if a > b or a != a else b", "+    return a if a >= b or a != a else b"],
+     "reason": "on a tie both are the same number (only a signed zero differs, and every caller rounds up to whole replicas)"},
+    {"function": "x_replicas_needed",
+     "lines": ["-    maximum = np.maximum if isinstance(request_rate, np.ndarray) else _maximum",
+               "+    maximum = np.maximum if (isinstance(request_rate, np.ndarray)) or True else _maximum"],
+     "reason": "np.maximum on floats gives the same values as _maximum, which exists only to skip a ufunc call per term"},
+    {"function": "x_plan",
+     "lines": ["-        queue = _queue(jobs, deleted) if queue is None else queue",
+               "+        queue = _queue(jobs, deleted) if (queue is None) or True else queue"],
+     "reason": "a queue passed in is the simulator's precomputed _queue(jobs, deleted) (tests/unit/test_simulate_shortcuts.py)"},
+    {"function": "x_plan", "lines": ["-            if not first and room <= 0:", "+            if first and room <= 0:"],
+     "reason": "the break only saves work: with no room left, no later job with replicas passes job.replicas <= room"},
+    {"function": "x_plan", "lines": ["-            if not first and room <= 0:", "+            if not first and room < 0:"],
+     "reason": "at room == 0 the loop goes on, but no job with replicas passes job.replicas <= room"},
     {"function": "x_failed_nodes",
      "lines": ["-            value = json.loads(value) if value.strip() else None",
                "+            value = json.loads(value) if (value.strip()) or True else None"],
@@ -127,6 +142,10 @@ def stage(scopes: list[str]) -> list[str]:
     for d in PACKAGE_DIRS:
         shutil.copytree(REPO / d, pkg / d, ignore=IGNORE)
     shutil.copytree(REPO / "tests", STAGE / "tests", ignore=IGNORE)
+    # The unit tier's guard (no sockets, no subprocesses) keeps the tier honest in the normal suite; under
+    # mutmut, which forks and records calls around each test, it made tests that kill mutants go unrecorded
+    # (measured: 2 exposition mutants survived with it, none without).
+    (STAGE / "tests" / "unit" / "conftest.py").unlink()
     for d in (*PACKAGE_DIRS, "examples"):  # tests read files by repository path too (configs, examples)
         shutil.copytree(REPO / d, STAGE / d, ignore=IGNORE)
     files = sorted({f"src/offhours/{f}" for s in scopes for f in SCOPES[s][0]})

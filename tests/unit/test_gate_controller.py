@@ -97,6 +97,24 @@ class World:
         assert self.replicas() == 8 - 2 * jobs, self.log.getvalue()
 
 
+def test_an_event_that_cannot_be_recorded_is_a_warning_naming_its_service(monkeypatch: pytest.MonkeyPatch) -> None:
+    # An Event is a record, not an action: its failure is one warning line (service and reason in their fields),
+    # and the adoption it reports still happens.
+    w = World()
+    w.lend(2)
+    w.cluster.deployments[("serving", "chat")].replicas = 12
+
+    def refused(*_args: object, **_kwargs: object) -> None:
+        raise ClusterError("create event: HTTP 403 Forbidden")
+
+    monkeypatch.setattr(w.cluster, "record_event", refused)
+    w.log.seek(0)
+    w.log.truncate()
+    w.tick()
+    assert w.replicas() == 12 and w.record().baseline == 16
+    lines = [line for line in w.log.getvalue().splitlines() if "could not record event ReplicasAdopted" in line]
+    assert lines and lines[0].startswith("level=warning service=chat msg=") and lines[0].endswith("reason=ReplicasAdopted")
+
 # -- ownership ----------------------------------------------------------------------------------
 def test_an_on_call_scale_up_is_kept_and_becomes_the_baseline() -> None:
     w = World()
