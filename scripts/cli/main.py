@@ -22,6 +22,7 @@ from offhours.scripts.cli import (
     schedule,
     simulate,
     submit,
+    trace,
     validate,
 )
 
@@ -49,6 +50,7 @@ def parser() -> argparse.ArgumentParser:
     jobs.register(sub)
     console.register(sub)
     schedule.register(sub)
+    trace.register(sub)
     return root
 
 

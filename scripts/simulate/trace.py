@@ -83,3 +83,24 @@ def load_trace(path: str | Path | None = None) -> Trace:
         return parse_trace(Path(path).read_text(), str(path))
     except OSError as err:
         raise TraceError(f"{path}: cannot read: {err.strerror}") from None
+
+
+def format_trace(trace: Trace) -> str:
+    """Write a trace as CSV in the bundled trace's rounding: requests to 0.01, tokens to whole tokens.
+
+    Rounding is the only change: reading the text back gives each value within half a unit of it.
+    """
+    lines = [",".join(COLUMNS)]
+    for minute, (req, inp, out) in enumerate(zip(trace.requests.tolist(), trace.input_tokens.tolist(),
+                                                 trace.output_tokens.tolist())):
+        lines.append(f"{minute},{req:.2f},{round(inp)},{round(out)}")
+    return "\n".join(lines) + "\n"
+
+
+def days_of(trace: Trace, first: int, last: int) -> Trace:
+    """Return whole days `first` .. `last - 1` of the trace (minute 0 stays a midnight)."""
+    lo, hi = first * 1440, min(trace.minutes, last * 1440)
+    if not 0 <= lo < hi:
+        raise TraceError(f"{trace.name}: days {first}..{last} are outside its {trace.minutes / 1440:.1f} days")
+    return Trace(trace.requests[lo:hi], trace.input_tokens[lo:hi], trace.output_tokens[lo:hi],
+                 f"{trace.name} days {first}-{last - 1}")
