@@ -21,7 +21,7 @@ _UNIT = {"d": DAY, "h": 3600.0, "m": 60.0}
 MAX_DAYS = 92  # a quarter: the history of one service at a minute's step stays a few MB
 
 
-def add_options(parser: argparse.ArgumentParser, required: bool = True) -> None:
+def add_options(parser: "argparse._ActionsContainer", required: bool = True) -> None:
     """Add --prometheus, --config, --since / --start / --end and --service to a verb's parser."""
     parser.add_argument("--prometheus", metavar="URL", required=False,
                         help="Prometheus to read vLLM's counters from (default: the gate config's metrics.prometheus.url)")

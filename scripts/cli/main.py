@@ -23,6 +23,7 @@ from offhours.scripts.cli import (
     simulate,
     submit,
     trace,
+    tune,
     validate,
 )
 
@@ -51,6 +52,7 @@ def parser() -> argparse.ArgumentParser:
     console.register(sub)
     schedule.register(sub)
     trace.register(sub)
+    tune.register(sub)
     return root
 
 

@@ -3,6 +3,8 @@
 import numpy as np
 
 from offhours.scripts.history.read import History
+from offhours.scripts.policy.config import GateConfig
+from offhours.scripts.simulate.fleet import Fleet, ServiceSpec
 from offhours.scripts.simulate.trace import Trace
 
 
@@ -23,3 +25,29 @@ def baseline_replicas(history: History, name: str) -> int:
     """The most pods the service had samples from in any minute: what it runs with when nothing is lent."""
     pods = history.services[name].pods
     return int(pods.max()) if pods.size else 0
+
+
+def fleet_from_history(config: GateConfig, history: History, baselines: dict[str, int] | None = None,
+                       cold_start_minutes: float = 4.0) -> tuple[Fleet, dict[str, Trace], list[str]]:
+    """The gate config's services as a simulated fleet, each on its own history; and what was left out, why.
+
+    A service's replicas are `baselines[name]` if given, else the most pods seen in one minute; its
+    GPUs per replica, capacity and policy are the gate config's. The gate's tick is rounded to
+    whole minutes (the simulator's step), at least one.
+    """
+    traces = traces_from_history(history)
+    specs, kept, notes = [], {}, []
+    for policy in config.services:
+        if policy.name not in history.services:
+            continue
+        if policy.name not in traces:
+            notes.append(f"{policy.name}: left out (its history lacks a counter)")
+            continue
+        replicas = (baselines or {}).get(policy.name) or baseline_replicas(history, policy.name)
+        if replicas < 1:
+            notes.append(f"{policy.name}: left out (no pod had samples in the range)")
+            continue
+        specs.append(ServiceSpec(policy, replicas, 1.0))
+        kept[policy.name] = traces[policy.name]
+    tick = max(1, round(config.tick_seconds / 60.0))
+    return Fleet(services=tuple(specs), tick_minutes=tick, cold_start_minutes=cold_start_minutes), kept, notes

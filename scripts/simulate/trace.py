@@ -1,7 +1,8 @@
 """Per-minute serving traces (requests, input and output tokens per minute) and the bundled one.
 
-The bundled trace is 14 days of real LLM serving load (ServeGen, Apache-2.0; see
-scripts/simulate/data/SOURCE.md). A malformed trace is refused with an error naming the line and column.
+Two traces are bundled, each 14 days of real LLM serving load (ServeGen, Apache-2.0): `m-small`, the
+default (scripts/simulate/data/SOURCE.md), and `m-mid` (SOURCE-m-mid.md there). A malformed trace is
+refused with an error naming the line and column.
 """
 
 import csv
@@ -14,6 +15,8 @@ from pathlib import Path
 import numpy as np
 
 BUNDLED = "servegen_m_small_per_minute.csv"
+# The bundled traces by the name `--trace` accepts (a file of that name, if there is one, wins).
+BUNDLED_TRACES = {"m-small": BUNDLED, "m-mid": "servegen_m_mid_per_minute.csv"}
 COLUMNS = ("minute", "requests", "input_tokens", "output_tokens")
 
 
@@ -75,10 +78,11 @@ def parse_trace(text: str, name: str = "trace") -> Trace:
 
 
 def load_trace(path: str | Path | None = None) -> Trace:
-    """Load a trace file, or the bundled 14-day trace when `path` is None."""
-    if path is None:
-        text = resources.files("offhours.scripts.simulate").joinpath("data", BUNDLED).read_text()
-        return parse_trace(text, BUNDLED)
+    """Load a trace file, or a bundled trace by name (`m-small`, `m-mid`); the default one when `path` is None."""
+    if path is None or (str(path) in BUNDLED_TRACES and not Path(path).exists()):
+        file = BUNDLED if path is None else BUNDLED_TRACES[str(path)]
+        text = resources.files("offhours.scripts.simulate").joinpath("data", file).read_text()
+        return parse_trace(text, file)
     try:
         return parse_trace(Path(path).read_text(), str(path))
     except OSError as err:
