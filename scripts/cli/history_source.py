@@ -19,6 +19,7 @@ DAY = 86400.0
 _SPAN = re.compile(r"([1-9][0-9]{0,4})([dhm])")
 _UNIT = {"d": DAY, "h": 3600.0, "m": 60.0}
 MAX_DAYS = 92  # a quarter: the history of one service at a minute's step stays a few MB
+MAX_STEPS = 200_000  # about 19 weeks at a minute: beyond it a history is many range queries per counter
 
 
 def add_options(parser: "argparse._ActionsContainer", required: bool = True) -> None:
@@ -29,8 +30,8 @@ def add_options(parser: "argparse._ActionsContainer", required: bool = True) -> 
                         help="gate config: the services (and their Prometheus label and selector) to read")
     parser.add_argument("--since", metavar="SPAN", help="how far back, e.g. 14d, 36h (default 14d); the range "
                         "starts at the first UTC midnight in it, so minute 0 is a midnight")
-    parser.add_argument("--start", metavar="TIME", help="range start, ISO 8601 (e.g. 2026-11-01T00:00Z), a whole minute")
-    parser.add_argument("--end", metavar="TIME", help="range end, ISO 8601, a whole minute (default: now)")
+    parser.add_argument("--start", metavar="TIME", help="range start, ISO 8601 (e.g. 2026-11-01T00:00Z), a whole step")
+    parser.add_argument("--end", metavar="TIME", help="range end, ISO 8601, a whole step (default: now)")
     parser.add_argument("--service", action="append", metavar="NAME", help="only this service (repeatable)")
 
 
@@ -43,7 +44,7 @@ class Range:
     step: float = 60.0
 
 
-def _instant(text: str, what: str) -> float:
+def _instant(text: str, what: str, step: float = 60.0) -> float:
     try:
         moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
@@ -51,19 +52,19 @@ def _instant(text: str, what: str) -> float:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
     t = moment.timestamp()
-    if t % 60:
-        raise ConfigError(f"--{what}: {text} is not a whole minute")
+    if t % step:
+        raise ConfigError(f"--{what}: {text} is not a whole {'minute' if step == 60 else f'step of {step:g} s'}")
     return t
 
 
 def time_range(args: argparse.Namespace, now: float | None = None, step: float = 60.0) -> Range:
     """Resolve --since / --start / --end into a grid; one clear error for a range that cannot be read."""
     now = time.time() if now is None else now
-    end = _instant(args.end, "end") if args.end else math.floor(now / 60.0) * 60.0
+    end = _instant(args.end, "end", step) if args.end else math.floor(now / step) * step
     if args.start and args.since:
         raise ConfigError("--start and --since: give one of them")
     if args.start:
-        start = _instant(args.start, "start")
+        start = _instant(args.start, "start", step)
     else:
         match = _SPAN.fullmatch(args.since or "14d")
         if not match:
@@ -76,7 +77,10 @@ def time_range(args: argparse.Namespace, now: float | None = None, step: float =
                           "more, or give --start)")
     if end - start > MAX_DAYS * DAY:
         raise ConfigError(f"the range is longer than {MAX_DAYS} days")
-    return Range(start, int((end - start) // step), step)
+    steps = int((end - start) // step)
+    if steps > MAX_STEPS:
+        raise ConfigError(f"the range holds {steps:,} steps of {step:g} s, more than {MAX_STEPS:,}: ask for less or a longer --step")
+    return Range(start, steps, step)
 
 
 def load(args: argparse.Namespace) -> tuple[GateConfig, str, list[str]]:

@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from offhours.scripts.cli import (
+    calibrate,
     check,
     check_parameters,
     console,
@@ -53,6 +54,7 @@ def parser() -> argparse.ArgumentParser:
     schedule.register(sub)
     trace.register(sub)
     tune.register(sub)
+    calibrate.register(sub)
     return root
 
 

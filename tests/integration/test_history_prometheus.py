@@ -126,3 +126,21 @@ def test_an_unreachable_prometheus_is_one_line(tmp_path: Path, prometheus: tuple
     code, err = _export("http://127.0.0.1:9", work, tmp_path / "out", capsys)
     assert code == 1 and err.count("\n") == 1 and "range query" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_tune_from_prometheus_writes_a_valid_fragment(prometheus: tuple[str, Path], tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """`tune --prometheus`: fit on two of the three days, checked on the third; the fragment is a valid gate config."""
+    url, work = prometheus
+    out = tmp_path / "tuned.yaml"
+    code = main(["tune", "--prometheus", url, "--config", str(work / "gate.yaml"), "--start", _iso(START),
+                 "--end", _iso(END), "--service", "chat", "--out", str(out), "--workers", "2"])
+    text = capsys.readouterr().out
+    assert "chat: fit on days 0-1, validated on days 2-2" in text
+    assert "largest rise seen within one reaction time" in text and "not covered" in text
+    from offhours.scripts.config.loader import load_config
+
+    tuned = load_config(out).service("chat")
+    assert tuned.capacity.requests_per_second == 1000.0 and tuned.gpus_per_replica == 2
+    assert code in (0, 1)  # 1: the validation day went over the budget, which the report then says
+    assert ("OVER the budget" in text) == (code == 1)

@@ -40,9 +40,9 @@ def _one_service(trace: Trace) -> tuple:
     return fleet, generated_jobs(fleet, per_service=60)
 
 
-def _cand(headroom: float, share: float, delay: int, slo: int = 0) -> Candidate:
+def _cand(headroom: float, share: float, delay: int, slo: int = 0, margin: int | None = None) -> Candidate:
     score = Score(share, delay, slo, 0, share * 100)
-    return Candidate(Knobs(headroom, "trend", 0, 900.0), score, score)
+    return Candidate(Knobs(headroom, "trend", 0, 900.0), score, score, margin)
 
 
 def test_choose_lends_most_within_the_budget() -> None:
@@ -50,6 +50,13 @@ def test_choose_lends_most_within_the_budget() -> None:
     assert choose(cands, 0) == (cands[2], True)
     assert choose(cands, 5) == (cands[1], True)
     assert choose(cands, 100) == (cands[0], True)
+
+
+def test_a_setting_that_keeps_the_budget_with_a_slower_reaction_is_preferred() -> None:
+    """The margin: one that only just keeps up with the rises it saw loses to one that keeps up at twice the cold start."""
+    cands = [_cand(0.4, 0.75, 0, margin=19), _cand(0.45, 0.63, 0, margin=0), _cand(0.6, 0.5, 0, margin=0)]
+    assert choose(cands, 0) == (cands[1], True)
+    assert choose(cands[:1], 0) == (cands[0], True)  # none keeps the margin: the budget alone decides
 
 
 def test_when_nothing_meets_the_budget_the_least_delayed_is_chosen_and_said() -> None:
