@@ -79,7 +79,8 @@ def time_range(args: argparse.Namespace, now: float | None = None, step: float =
         raise ConfigError(f"the range is longer than {MAX_DAYS} days")
     steps = int((end - start) // step)
     if steps > MAX_STEPS:
-        raise ConfigError(f"the range holds {steps:,} steps of {step:g} s, more than {MAX_STEPS:,}: ask for less or a longer --step")
+        raise ConfigError(f"the range holds {steps:,} steps of {step:g} s, more than {MAX_STEPS:,}: "
+                          "ask for less or a longer --step")
     return Range(start, steps, step)
 
 

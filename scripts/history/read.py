@@ -61,7 +61,7 @@ class History:
 
 
 def selector(label: str, services: Sequence[str], extra: str = "") -> str:
-    """The label matchers of the asked services (their names are DNS labels: no regex metacharacters)."""
+    """Return the label matchers of the asked services (their names are DNS labels: no regex metacharacters)."""
     inner = f'{label}=~"{"|".join(sorted(services))}"' + (f",{extra}" if extra else "")
     return "{" + inner + "}"
 

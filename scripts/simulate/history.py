@@ -22,14 +22,14 @@ def traces_from_history(history: History) -> dict[str, Trace]:
 
 
 def baseline_replicas(history: History, name: str) -> int:
-    """The most pods the service had samples from in any minute: what it runs with when nothing is lent."""
+    """Return the most pods the service had samples from in any minute: what it runs with when nothing is lent."""
     pods = history.services[name].pods
     return int(pods.max()) if pods.size else 0
 
 
 def fleet_from_history(config: GateConfig, history: History, baselines: dict[str, int] | None = None,
                        cold_start_minutes: float = 4.0) -> tuple[Fleet, dict[str, Trace], list[str]]:
-    """The gate config's services as a simulated fleet, each on its own history; and what was left out, why.
+    """Return the gate config's services as a simulated fleet, each on its own history; and what was left out, why.
 
     A service's replicas are `baselines[name]` if given, else the most pods seen in one minute; its
     GPUs per replica, capacity and policy are the gate config's. The gate's tick is rounded to

@@ -50,13 +50,15 @@ class Knobs:
 
     def apply(self, policy: ServicePolicy) -> ServicePolicy:
         """Return `policy` with these knobs."""
-        volatility = VOLATILITY if "volatility" in self.look_ahead else {"volatility_headroom_max": 0.0}
+        on = "volatility" in self.look_ahead
         return dataclasses.replace(policy, headroom=self.headroom, trend=self.look_ahead != "none",
-                                   lend_hysteresis=self.lend_hysteresis,
-                                   stabilization_seconds=self.stabilization_seconds, **volatility)
+                                   lend_hysteresis=self.lend_hysteresis, stabilization_seconds=self.stabilization_seconds,
+                                   volatility_headroom_max=VOLATILITY["volatility_headroom_max"] if on else 0.0,
+                                   volatility_lookback_seconds=(VOLATILITY["volatility_lookback_seconds"] if on
+                                                                else policy.volatility_lookback_seconds))
 
     def fragment(self) -> dict[str, Any]:
-        """The gate config keys these knobs set (schemas/gate-config.schema.json)."""
+        """Return the gate config keys these knobs set (schemas/gate-config.schema.json)."""
         keys: dict[str, Any] = {"headroom": self.headroom, "trend": self.look_ahead != "none",
                                 "lendHysteresis": self.lend_hysteresis, "stabilizationSeconds": self.stabilization_seconds}
         if "volatility" in self.look_ahead:
@@ -67,13 +69,13 @@ class Knobs:
         return keys
 
     def label(self) -> str:
-        """A short description for the frontier table."""
+        """Return a short description for the frontier table."""
         return (f"headroom {self.headroom:g}, {self.look_ahead}, hysteresis {self.lend_hysteresis}, "
                 f"stabilisation {self.stabilization_seconds:g} s")
 
     @staticmethod
     def of(policy: ServicePolicy) -> "Knobs":
-        """The knobs a policy has now (look-ahead read from its terms)."""
+        """Return the knobs a policy has now (look-ahead read from its terms)."""
         look = "none" if not policy.trend else ("trend+volatility" if policy.volatility_headroom_max > 0 else "trend")
         return Knobs(policy.headroom, look, policy.lend_hysteresis, policy.stabilization_seconds)
 
@@ -134,7 +136,7 @@ def split_days(trace: Trace) -> tuple[int, int]:
 
 
 def largest_rise(trace: Trace, spec: ServiceSpec, fleet: Fleet) -> Rise:
-    """The largest rise of the service's need within one reaction time, over the level where it starts."""
+    """Return the largest rise of the service's need within one reaction time, over the level where it starts."""
     need = service_demand(service_rates(trace, spec), spec)
     reaction = reaction_minutes(spec, fleet)
     horizon = max(1, int(math.ceil(reaction - 1e-9)))
@@ -150,10 +152,11 @@ def largest_rise(trace: Trace, spec: ServiceSpec, fleet: Fleet) -> Rise:
 
 
 def choose(candidates: Sequence[Candidate], max_delay_minutes: int) -> tuple[Candidate, bool]:
-    """The candidate that lends most on the fitting days within the delay budget there, with the margin too.
+    """Return the candidate that lends most on the fitting days within the budget there, with the margin too.
 
     Without a candidate within the budget under the margin, the most lending within it; without
-    any within the budget, the least delayed (and the second value is False). Ties: fewer SLO-minutes, then fewer preemptions, then the larger headroom (the safer).
+    any within the budget, the least delayed (and the second value is False). Ties: fewer
+    SLO-minutes, then fewer preemptions, then the larger headroom (the safer).
     """
     def key(c: Candidate) -> tuple[float, int, int, float]:
         return (c.fit.share_of_reference, -c.fit.slo_minutes, -c.fit.preemptions, c.knobs.headroom)
@@ -168,7 +171,7 @@ def choose(candidates: Sequence[Candidate], max_delay_minutes: int) -> tuple[Can
 
 
 def frontier(candidates: Sequence[Candidate]) -> list[Candidate]:
-    """The candidates no other beats on the fitting days in both share and delay-minutes, by delay."""
+    """Return the candidates no other beats on the fitting days in both share and delay-minutes, by delay."""
     best: list[Candidate] = []
     for c in sorted(candidates, key=lambda c: (c.fit.delay_minutes, -c.fit.share_of_reference)):
         if not best or c.fit.share_of_reference > best[-1].fit.share_of_reference + 1e-12:
@@ -177,7 +180,7 @@ def frontier(candidates: Sequence[Candidate]) -> list[Candidate]:
 
 
 def _slower(spec: ServiceSpec, fleet: Fleet) -> ServiceSpec:
-    """The service with its cold start doubled: the margin the choice must also keep."""
+    """Return the service with its cold start doubled: the margin the choice must also keep."""
     return dataclasses.replace(spec, policy=dataclasses.replace(
         spec.policy, cold_start_seconds=2.0 * 60.0 * cold_start_minutes(spec, fleet)))
 
@@ -244,7 +247,7 @@ def tune(trace: Trace, fleet: Fleet, jobs: list[JobSpec], max_delay_minutes: int
 
 
 def config_fragment(tunings: Sequence[ServiceTuning], fleet: Fleet) -> dict[str, Any]:
-    """The chosen knobs of every service as a gate config document (its `services`, capacity kept)."""
+    """Return the chosen knobs of every service as a gate config document (its `services`, capacity kept)."""
     services: dict[str, Any] = {}
     for spec, tuning in zip(fleet.services, tunings):
         cap = spec.policy.capacity
@@ -261,7 +264,7 @@ def _row(score: Score) -> str:
 
 
 def text_report(tunings: Sequence[ServiceTuning], max_delay_minutes: int, delay_target_seconds: float) -> str:
-    """The frontier of each service, the choice with its validation days, and the limit of what was seen."""
+    """Render the frontier of each service, the choice with its validation days, and the limit of what was seen."""
     lines = []
     head = (f"{'':62}{'fit: share  delay    SLO preempt':>34} {'margin':>7}   "
             f"{'validation: share  delay    SLO preempt':>41}")
