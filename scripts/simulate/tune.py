@@ -3,13 +3,17 @@
 For each service: the trace's first two thirds (whole days) are the fitting days, the rest the
 validation days. Candidates are replayed through the simulator (the gate's own `decide` and `plan`)
 in two sweeps: headroom x look-ahead terms at the configured hysteresis and stabilisation, then
-hysteresis x stabilisation around the best of the first. The chosen candidate lends the most on the
-fitting days with at most `max_delay_minutes` minutes of queueing delay above the target there,
-and still within it when the fitting days are replayed with the cold start doubled (a margin:
-a setting that only just keeps up with the rises it saw fails on the next, larger one; on the
-second bundled trace the best setting without this margin had 26 minutes of delay on its
-validation days, the one chosen with it none). Its validation days are reported beside it, as
-is the frontier of every candidate seen.
+hysteresis x stabilisation around the best of the first, never below the configured ones (a
+shorter window or less hysteresis lends faster after a fall, which is only as safe as the
+rises the history happened to hold). The choice must keep at most `max_delay_minutes` minutes
+of queueing delay above the target on the fitting days, and also when they are replayed with the
+cold start doubled (a margin: a setting that only just keeps up with the rises it saw fails on
+the next, larger one). Among those, the settings within `SHARE_TOLERANCE` of the most lending
+one differ by less than a fitting period tells apart, and the safest of them is chosen (the
+look-ahead that follows recent rises first, then the larger headroom, window and hysteresis).
+On the second bundled trace, whose largest rise lies in its validation days, the most lending
+setting without these had 26 minutes of delay there; the one chosen with them, none. Its
+validation days are reported beside it, as is the frontier of every candidate seen.
 
 What no history can foresee is said, not hidden: the largest rise of the load within one reaction
 time relative to its level before it; a rise beyond it is not covered by anything the history
@@ -33,8 +37,10 @@ from offhours.scripts.simulate.trace import Trace, TraceError, days_of
 
 HEADROOMS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.85, 1.0)
 LOOK_AHEAD = ("none", "trend", "trend+volatility")
-HYSTERESIS = (0, 1, 2)
-STABILIZATION = (300.0, 900.0, 1800.0)
+HYSTERESIS = (0, 1, 2)  # added to the configured lendHysteresis
+STABILIZATION = (1.0, 2.0)  # times the configured stabilizationSeconds
+SHARE_TOLERANCE = 0.02  # fitting-days shares closer than this are not told apart: the safer setting wins
+LOOK_AHEAD_SAFETY = {"none": 0, "trend": 1, "trend+volatility": 2}
 VOLATILITY = {"volatility_headroom_max": 1.0, "volatility_lookback_seconds": 21600.0}
 LEVEL_FLOOR = 0.05  # a rise from below 5% of the median need has no meaningful ratio
 
@@ -154,19 +160,23 @@ def largest_rise(trace: Trace, spec: ServiceSpec, fleet: Fleet) -> Rise:
 def choose(candidates: Sequence[Candidate], max_delay_minutes: int) -> tuple[Candidate, bool]:
     """Return the candidate that lends most on the fitting days within the budget there, with the margin too.
 
-    Without a candidate within the budget under the margin, the most lending within it; without
-    any within the budget, the least delayed (and the second value is False). Ties: fewer
-    SLO-minutes, then fewer preemptions, then the larger headroom (the safer).
+    Of those, the safest within `SHARE_TOLERANCE` of the most lending. Without a candidate within
+    the budget under the margin, the same among those within it; without any within the budget,
+    the least delayed (and the second value is False).
     """
-    def key(c: Candidate) -> tuple[float, int, int, float]:
-        return (c.fit.share_of_reference, -c.fit.slo_minutes, -c.fit.preemptions, c.knobs.headroom)
+    def safest(pool: list[Candidate]) -> Candidate:
+        best = max(c.fit.share_of_reference for c in pool)
+        near = [c for c in pool if c.fit.share_of_reference >= best - SHARE_TOLERANCE]
+        return max(near, key=lambda c: (LOOK_AHEAD_SAFETY.get(c.knobs.look_ahead, 0), c.knobs.headroom,
+                                        c.knobs.stabilization_seconds, c.knobs.lend_hysteresis,
+                                        -c.fit.slo_minutes, -c.fit.preemptions, c.fit.share_of_reference))
 
     within = [c for c in candidates if c.fit.delay_minutes <= max_delay_minutes]
     robust = [c for c in within if c.margin_delay_minutes is not None and c.margin_delay_minutes <= max_delay_minutes]
     if robust:
-        return max(robust, key=key), True
+        return safest(robust), True
     if within:
-        return max(within, key=key), True
+        return safest(within), True
     return min(candidates, key=lambda c: (c.fit.delay_minutes, c.fit.slo_minutes, -c.fit.share_of_reference)), False
 
 
@@ -231,7 +241,9 @@ def tune(trace: Trace, fleet: Fleet, jobs: list[JobSpec], max_delay_minutes: int
     second = []
     for spec in fleet.services:
         best, _ = choose(list(seen[spec.name].values()), max_delay_minutes)
-        second += [(spec, dataclasses.replace(best.knobs, lend_hysteresis=hy, stabilization_seconds=st))
+        policy = spec.policy
+        second += [(spec, dataclasses.replace(best.knobs, lend_hysteresis=policy.lend_hysteresis + hy,
+                                              stabilization_seconds=policy.stabilization_seconds * st))
                    for hy in hysteresis for st in stabilization]
     second = [(spec, k) for spec, k in second if k not in seen[spec.name]]
     for (spec, knobs), cand in zip(second, run(second)):

@@ -40,9 +40,10 @@ def _one_service(trace: Trace) -> tuple:
     return fleet, generated_jobs(fleet, per_service=60)
 
 
-def _cand(headroom: float, share: float, delay: int, slo: int = 0, margin: int | None = None) -> Candidate:
+def _cand(headroom: float, share: float, delay: int, slo: int = 0, margin: int | None = None,
+          look: str = "trend", stabilization: float = 900.0) -> Candidate:
     score = Score(share, delay, slo, 0, share * 100)
-    return Candidate(Knobs(headroom, "trend", 0, 900.0), score, score, margin)
+    return Candidate(Knobs(headroom, look, 0, stabilization), score, score, margin)
 
 
 def test_choose_lends_most_within_the_budget() -> None:
@@ -57,6 +58,15 @@ def test_a_setting_that_keeps_the_budget_with_a_slower_reaction_is_preferred() -
     cands = [_cand(0.4, 0.75, 0, margin=19), _cand(0.45, 0.63, 0, margin=0), _cand(0.6, 0.5, 0, margin=0)]
     assert choose(cands, 0) == (cands[1], True)
     assert choose(cands[:1], 0) == (cands[0], True)  # none keeps the margin: the budget alone decides
+
+
+def test_shares_too_close_to_tell_apart_go_to_the_safer_setting() -> None:
+    """Within 2 points of the most lending, the look-ahead that follows recent rises, then the longer window, wins."""
+    cands = [_cand(0.4, 0.70, 0, margin=0), _cand(0.4, 0.69, 0, margin=0, look="trend+volatility"),
+             _cand(0.4, 0.60, 0, margin=0, look="trend+volatility", stabilization=1800.0)]
+    assert choose(cands, 0)[0] is cands[1]
+    cands.append(_cand(0.3, 0.80, 0, margin=0))  # a clearly larger share is not given up for safety
+    assert choose(cands, 0)[0] is cands[3]
 
 
 def test_when_nothing_meets_the_budget_the_least_delayed_is_chosen_and_said() -> None:
@@ -89,7 +99,7 @@ def test_tuned_fragment_is_a_valid_gate_config_with_the_chosen_knobs() -> None:
     trace = _diurnal(3)
     fleet, jobs = _one_service(trace)
     [t] = tune(trace, fleet, jobs, 0, workers=1, headrooms=(0.3, 0.65, 1.0), look_ahead=("none", "trend"),
-               hysteresis=(0, 1), stabilization=(900.0,))
+               hysteresis=(0, 1), stabilization=(1.0,))
     assert t.within_budget and t.chosen.fit.delay_minutes == 0
     policy = parse_config(config_fragment([t], fleet)).service(fleet.services[0].name)
     assert (policy.headroom, policy.trend, policy.lend_hysteresis) == (
@@ -107,7 +117,7 @@ def test_an_unprecedented_step_on_the_validation_days_is_reported_not_hidden() -
     trace = _diurnal(3, step_day=2, step=1.0)
     fleet, jobs = _one_service(trace)
     [t] = tune(trace, fleet, jobs, 0, workers=1, headrooms=(0.3, 0.65), look_ahead=("trend",), hysteresis=(0,),
-               stabilization=(900.0,))
+               stabilization=(1.0,))
     assert t.chosen.fit.delay_minutes == 0
     assert t.chosen.validation.delay_minutes > 0
     assert t.chosen.validation.delay_minutes <= t.rise.reaction_minutes
