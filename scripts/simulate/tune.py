@@ -278,7 +278,7 @@ def _row(score: Score) -> str:
 def text_report(tunings: Sequence[ServiceTuning], max_delay_minutes: int, delay_target_seconds: float) -> str:
     """Render the frontier of each service, the choice with its validation days, and the limit of what was seen."""
     lines = []
-    head = (f"{'':62}{'fit: share  delay    SLO preempt':>34} {'margin':>7}   "
+    head = (f"{'':68}{'fit: share  delay    SLO preempt':>34} {'margin':>7}   "
             f"{'validation: share  delay    SLO preempt':>41}")
     for t in tunings:
         lines.append(f"{t.service}: fit on days 0-{t.fit_days - 1}, validated on days {t.fit_days}-"
@@ -293,7 +293,7 @@ def text_report(tunings: Sequence[ServiceTuning], max_delay_minutes: int, delay_
         for c in rows:
             mark = "*" if c is t.chosen else ("c" if c is t.current else " ")
             margin = "-" if c.margin_delay_minutes is None else str(c.margin_delay_minutes)
-            lines.append(f" {mark} {c.knobs.label():58} {_row(c.fit):>34} {margin:>7}   {_row(c.validation):>41}")
+            lines.append(f" {mark} {c.knobs.label():64} {_row(c.fit):>34} {margin:>7}   {_row(c.validation):>41}")
         verdict = "within the budget" if t.chosen.validation.delay_minutes <= max_delay_minutes else "OVER the budget"
         lines.append(f"   * chosen ({'' if t.within_budget else 'no setting met the budget on the fitting days; '}"
                      f"validation days {verdict}); c: the configured setting; margin: delay-minutes on the fitting "
