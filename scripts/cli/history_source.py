@@ -88,6 +88,8 @@ def load(args: argparse.Namespace) -> tuple[GateConfig, str, list[str]]:
     """Return the gate config, the Prometheus URL and the services asked for (all the config's by default)."""
     from offhours.scripts.config.loader import load_config
 
+    if not args.config:
+        raise ConfigError("--config: required (the gate config names the services to read)")
     config = load_config(args.config)
     url = args.prometheus or config.metrics.prometheus_url
     if not url:
