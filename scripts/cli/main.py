@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from offhours.scripts.cli import (
+    calibrate,
     check,
     check_parameters,
     console,
@@ -22,6 +23,8 @@ from offhours.scripts.cli import (
     schedule,
     simulate,
     submit,
+    trace,
+    tune,
     validate,
 )
 
@@ -49,6 +52,9 @@ def parser() -> argparse.ArgumentParser:
     jobs.register(sub)
     console.register(sub)
     schedule.register(sub)
+    trace.register(sub)
+    tune.register(sub)
+    calibrate.register(sub)
     return root
 
 

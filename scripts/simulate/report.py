@@ -9,6 +9,7 @@ headroom (`referenceHeadroom`, 0.2), which the table leads with, and the oracle 
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -194,12 +195,17 @@ def _run_mode(trace: Trace, fleet: Fleet, mode: str, runs: list[ServiceRun]) -> 
 
 
 def simulate(trace: Trace, fleet: Fleet, jobs: list[JobSpec], modes: tuple[str, ...] = MODES,
-             workers: int | None = None) -> Simulation:
+             workers: int | None = None, traces: Mapping[str, Trace] | None = None) -> Simulation:
     """Replay `trace` through the gate, the fixed window and both oracles on the same fleet and jobs.
 
-    The services' replays run in up to `workers` processes (None: as `map_replays` chooses); the
-    result is the same for any number.
+    `traces`: a service's own trace (e.g. its history from Prometheus), replayed instead of its share
+    of `trace`; each must be as long as `trace`. The services' replays run in up to `workers`
+    processes (None: as `map_replays` chooses); the result is the same for any number.
     """
+    own = dict(traces or {})
+    for name, other in own.items():
+        if other.minutes != trace.minutes:
+            raise ValueError(f"service {name}'s trace has {other.minutes} minutes, not {trace.minutes}")
     reports: dict[str, ModeReport] = {}
     series: dict[str, np.ndarray] = {}
     target = fleet.delay_target_seconds
@@ -212,7 +218,8 @@ def simulate(trace: Trace, fleet: Fleet, jobs: list[JobSpec], modes: tuple[str, 
     services = fleet.services
 
     def replay(k: int) -> ServiceRun:
-        return _replay(trace, fleet, services[k % n], jobs_of[services[k % n].name], replayed[k // n])
+        spec = services[k % n]
+        return _replay(own.get(spec.name, trace), fleet, spec, jobs_of[spec.name], replayed[k // n])
 
     done = map_replays(replay, len(replayed) * n, workers)
     for m, mode in enumerate(replayed):
@@ -220,7 +227,7 @@ def simulate(trace: Trace, fleet: Fleet, jobs: list[JobSpec], modes: tuple[str, 
         series.update({f"{mode}:{k}": v for k, v in mode_series.items()})
     oracle_gpu, reference_gpu, demand_gpu = np.zeros(trace.minutes), np.zeros(trace.minutes), np.zeros(trace.minutes)
     for spec in fleet.services:
-        demand = service_demand(service_rates(trace, spec), spec)
+        demand = service_demand(service_rates(own.get(spec.name, trace), spec), spec)
         gpus = spec.policy.gpus_per_replica
         oracle_gpu += oracle_lendable(demand, spec, fleet) * gpus
         reference_gpu += oracle_lendable(demand, spec, fleet, headroom=fleet.reference_headroom) * gpus

@@ -1,7 +1,8 @@
 """Per-minute serving traces (requests, input and output tokens per minute) and the bundled one.
 
-The bundled trace is 14 days of real LLM serving load (ServeGen, Apache-2.0; see
-scripts/simulate/data/SOURCE.md). A malformed trace is refused with an error naming the line and column.
+Two traces are bundled, each 14 days of real LLM serving load (ServeGen, Apache-2.0): `m-small`, the
+default (scripts/simulate/data/SOURCE.md), and `m-mid` (SOURCE-m-mid.md there). A malformed trace is
+refused with an error naming the line and column.
 """
 
 import csv
@@ -14,6 +15,8 @@ from pathlib import Path
 import numpy as np
 
 BUNDLED = "servegen_m_small_per_minute.csv"
+# The bundled traces by the name `--trace` accepts (a file of that name, if there is one, wins).
+BUNDLED_TRACES = {"m-small": BUNDLED, "m-mid": "servegen_m_mid_per_minute.csv"}
 COLUMNS = ("minute", "requests", "input_tokens", "output_tokens")
 
 
@@ -75,11 +78,33 @@ def parse_trace(text: str, name: str = "trace") -> Trace:
 
 
 def load_trace(path: str | Path | None = None) -> Trace:
-    """Load a trace file, or the bundled 14-day trace when `path` is None."""
-    if path is None:
-        text = resources.files("offhours.scripts.simulate").joinpath("data", BUNDLED).read_text()
-        return parse_trace(text, BUNDLED)
+    """Load a trace file, or a bundled trace by name (`m-small`, `m-mid`); the default one when `path` is None."""
+    if path is None or (str(path) in BUNDLED_TRACES and not Path(path).exists()):
+        file = BUNDLED if path is None else BUNDLED_TRACES[str(path)]
+        text = resources.files("offhours.scripts.simulate").joinpath("data", file).read_text()
+        return parse_trace(text, file)
     try:
         return parse_trace(Path(path).read_text(), str(path))
     except OSError as err:
         raise TraceError(f"{path}: cannot read: {err.strerror}") from None
+
+
+def format_trace(trace: Trace) -> str:
+    """Write a trace as CSV in the bundled trace's rounding: requests to 0.01, tokens to whole tokens.
+
+    Rounding is the only change: reading the text back gives each value within half a unit of it.
+    """
+    lines = [",".join(COLUMNS)]
+    for minute, (req, inp, out) in enumerate(zip(trace.requests.tolist(), trace.input_tokens.tolist(),
+                                                 trace.output_tokens.tolist())):
+        lines.append(f"{minute},{req:.2f},{round(inp)},{round(out)}")
+    return "\n".join(lines) + "\n"
+
+
+def days_of(trace: Trace, first: int, last: int) -> Trace:
+    """Return whole days `first` .. `last - 1` of the trace (minute 0 stays a midnight)."""
+    lo, hi = first * 1440, min(trace.minutes, last * 1440)
+    if not 0 <= lo < hi:
+        raise TraceError(f"{trace.name}: days {first}..{last} are outside its {trace.minutes / 1440:.1f} days")
+    return Trace(trace.requests[lo:hi], trace.input_tokens[lo:hi], trace.output_tokens[lo:hi],
+                 f"{trace.name} days {first}-{last - 1}")

@@ -15,8 +15,12 @@ from tests.support.fleet import EmulatedService, free_port, wait_until_serving
 
 @contextmanager
 def running_prometheus(services: Sequence[EmulatedService], workdir: Path, interval: str = "1s",
-                       extra_scrape_configs: Sequence[dict] = (), rule_files: Sequence[str] = ()) -> Iterator[str]:
-    """Start Prometheus scraping every emulated pod (label service=<name>) and any extra targets; yield its URL."""
+                       extra_scrape_configs: Sequence[dict] = (), rule_files: Sequence[str] = (),
+                       retention: str = "1h") -> Iterator[str]:
+    """Start Prometheus scraping every emulated pod (label service=<name>) and any extra targets; yield its URL.
+
+    Blocks already in `workdir/data` (backfilled with promtool) are served too, if within `retention`.
+    """
     binary = shutil.which("prometheus")
     assert binary, "prometheus is not installed: apt-get install prometheus (make deps does it)"
     config = {
@@ -33,7 +37,7 @@ def running_prometheus(services: Sequence[EmulatedService], workdir: Path, inter
     log = (workdir / "prometheus.log").open("w")
     proc = subprocess.Popen(
         [binary, f"--config.file={workdir / 'prometheus.yml'}", f"--storage.tsdb.path={workdir / 'data'}",
-         f"--web.listen-address=127.0.0.1:{port}", "--storage.tsdb.retention.time=1h"],
+         f"--web.listen-address=127.0.0.1:{port}", f"--storage.tsdb.retention.time={retention}"],
         stdout=log, stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}"
