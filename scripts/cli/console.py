@@ -26,7 +26,7 @@ def _loopback(host: str) -> bool:
 
 
 def auth_mode(requested: str | None, host: str, in_pod: bool) -> str:
-    """The mode the console runs in; ValueError naming why a local (open) console is refused."""
+    """Return the mode the console runs in; ValueError naming why a local (open) console is refused."""
     if requested == LOCAL and not _loopback(host):
         raise ValueError(f"--auth local serves without authentication: it listens on loopback only, not {host!r} "
                          "(use --auth kubernetes)")
@@ -36,7 +36,7 @@ def auth_mode(requested: str | None, host: str, in_pod: bool) -> str:
 
 
 def _config_services(args: argparse.Namespace, reader: Any) -> list[str] | None:
-    """The gate configuration's services: of --config, else of the installed ConfigMap; None if neither is readable."""
+    """Return the gate configuration's services: of --config, else of the installed ConfigMap; None if neither is readable."""
     from offhours.scripts.cli.jobs import _config
 
     config = _config(args)

@@ -14,8 +14,8 @@ from flask import Flask, Response, abort, g, redirect, render_template, request
 from offhours.scripts.console.auth import MAX_TOKEN_BYTES, Access, Authenticator, ReviewUnavailable
 from offhours.scripts.console.charts import Series, line_chart
 from offhours.scripts.console.source import PoolSource
-from offhours.scripts.pool import usage
 from offhours.scripts.names import CONSOLE_TOKEN_COOKIE
+from offhours.scripts.pool import usage
 from offhours.scripts.pool.model import WAITING, Pool, RunView, gpus_of
 from offhours.scripts.pool.operator_metrics import exposition
 from offhours.scripts.pool.views import age, select_runs, sentence, stamp
@@ -41,7 +41,7 @@ def pool_charts(source: PoolSource) -> dict[str, str]:
 
 
 def visible(pool: Pool, access: Access | None) -> Pool:
-    """The part of `pool` that `access` may see (all of it without authentication), with a note on what is hidden."""
+    """Return the part of `pool` that `access` may see (all of it without authentication), with a note on what is hidden."""
     if access is None:
         return pool
     hidden = []
@@ -57,7 +57,7 @@ def visible(pool: Pool, access: Access | None) -> Pool:
 
 
 def bearer_token() -> str:
-    """The request's token: its `Authorization: Bearer` header, else the login cookie; "" for none."""
+    """Return the request's token: its `Authorization: Bearer` header, else the login cookie; "" for none."""
     header = request.headers.get("Authorization", "")
     scheme, _, value = header.partition(" ")
     if scheme.lower() == "bearer" and value.strip():

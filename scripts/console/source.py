@@ -73,7 +73,7 @@ class PoolSource:
             return [p for name in sorted(self._history) for p in self._history[name]]
 
     def series(self, service: str) -> list[Point]:
-        """The points kept for one service, oldest first."""
+        """Return the points kept for one service, oldest first."""
         with self._lock:
             return list(self._history.get(service, ()))
 

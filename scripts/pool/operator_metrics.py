@@ -62,13 +62,13 @@ class MetricsState:
     reclaim_seconds: dict[str, Histogram] = field(default_factory=dict)
 
     def known(self, pool: Pool) -> frozenset[str]:
-        """The service label values `/metrics` may show for `pool`."""
+        """Return the service label values `/metrics` may show for `pool`."""
         if self.services is not None:
             return self.services
         return frozenset(s.name for s in pool.services)
 
     def label(self, service: str, known: frozenset[str]) -> str:
-        """`service` if it is known, else the one unknown value."""
+        """Return `service` if it is known, else the one unknown value."""
         return service if service in known else UNKNOWN_SERVICE
 
     def update(self, pool: Pool) -> None:
