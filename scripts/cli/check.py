@@ -70,8 +70,10 @@ class Check:
 
     def line(self) -> str:
         """Return the report line."""
+        from offhours.scripts.cli.text import printable
+
         mark = "✓" if self.ok else "✗"
-        return f"{mark} {self.name}: {self.detail}" + ("" if self.ok or not self.fix else f" — fix: {self.fix}")
+        return printable(f"{mark} {self.name}: {self.detail}" + ("" if self.ok or not self.fix else f" — fix: {self.fix}"))
 
 
 def _absent(err: ApiException) -> bool:

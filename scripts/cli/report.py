@@ -8,11 +8,13 @@ the shape of the original operations report.
 """
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
+from offhours.scripts.cli.text import printable
 from offhours.scripts.pool.usage import UsageRow, render_table, unknown_gpus, usage_by_month
 
 
@@ -53,12 +55,15 @@ def _report(args: argparse.Namespace) -> int:
         print(f"report: {err}", file=sys.stderr)
         return 1
     for problem in pool.problems:
-        print(f"warning: {problem}", file=sys.stderr)
+        print(f"warning: {printable(problem)}", file=sys.stderr)
     for service in unknown_gpus(pool, gpus):
-        print(f"warning: GPUs per replica of {service} unknown (no GPU limit read from its Deployment, and --config "
+        print(f"warning: GPUs per replica of {printable(service)} unknown (no GPU limit read from its Deployment, and --config "
               "does not name it): its GPU-hours lent are not counted", file=sys.stderr)
-    rows = usage_by_month(pool, gpus)
-    print(render_table(rows, args.price))
+    skipped: list[str] = []
+    rows = usage_by_month(pool, gpus, skipped)
+    for line in skipped:
+        print(f"warning: {printable(line)}", file=sys.stderr)
+    print(render_table([dataclasses.replace(r, key=printable(r.key)) for r in rows], args.price))
     if args.json:
         Path(args.json).write_text(json.dumps(records(rows, args.price), indent=2))
     return 0

@@ -26,6 +26,7 @@ from offhours.cronworkflows.research_schedule import (
     installed_template,
     research_cron_workflow,
 )
+from offhours.scripts.cli.text import printable
 from offhours.scripts.cluster.parked import SubmitError, parse_params
 from offhours.scripts.names import ARGO_GROUP, ARGO_VERSION, FINISHED_PHASES, LABEL_RUN_ID, LABEL_SCHEDULE, STATE_PARKED
 
@@ -107,12 +108,12 @@ def render_rows(rows: list[ScheduleRow]) -> str:
     if not rows:
         return "no schedules"
     header = ("NAME", "TEMPLATE", "CRON", "NEXT", "POLICY")
-    table = [header, *((r.name, r.template, r.cron, r.next, r.policy) for r in rows)]
+    table = [header, *(tuple(printable(c) for c in (r.name, r.template, r.cron, r.next, r.policy)) for r in rows)]
     widths = [max(len(line[i]) for line in table) for i in range(len(header))]
     out = ["  ".join(cell.ljust(w) for cell, w in zip(table[0], widths)).rstrip()]
     for row, line in zip(rows, table[1:]):
         out.append("  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip())
-        out.extend(f"    {wf}  {run_id}  {state}" for wf, run_id, state in row.runs)
+        out.extend(f"    {printable(wf)}  {printable(run_id)}  {printable(state)}" for wf, run_id, state in row.runs)
     return "\n".join(out)
 
 

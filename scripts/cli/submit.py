@@ -28,7 +28,10 @@ def _submit(args: argparse.Namespace) -> int:
         print(f"submit: {err}", file=sys.stderr)
         return 2
     created = cluster.custom.create_namespaced_custom_object(ARGO_GROUP, ARGO_VERSION, args.namespace, "workflows", body)
-    print(f"{created['metadata']['name']} parked: the gate admits it when {body['metadata']['labels'][LABEL_SERVICE]}"
+    from offhours.scripts.cli.text import printable
+
+    print(f"{created['metadata']['name']} parked: the gate admits it when "
+          f"{printable(body['metadata']['labels'][LABEL_SERVICE])}"
           f" can lend {body['metadata']['labels'][LABEL_REPLICAS]} replica(s)")
     return 0
 

@@ -8,6 +8,7 @@ from typing import Any
 def _validate(args: argparse.Namespace) -> int:
     import json
 
+    from offhours.scripts.cli.text import printable
     from offhours.scripts.validate import load_documents, validate_documents
 
     docs, problems = load_documents(args.paths)
@@ -18,7 +19,7 @@ def _validate(args: argparse.Namespace) -> int:
                            "message": p.message} for p in problems], indent=2))
     else:
         for problem in problems:
-            print(problem)
+            print(printable(problem))
     errors = sum(p.severity == "error" for p in problems)
     if problems:
         print(f"{errors} error(s), {len(problems) - errors} warning(s) in {len({p.file for p in problems})} file(s)"

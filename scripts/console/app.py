@@ -151,7 +151,9 @@ def create_app(source: PoolSource, gpus_per_replica: Mapping[str, int] | None = 
     @app.get("/usage")
     def usage_page() -> str:
         pool = pool_for_reader()
-        rows = usage.usage_by_month(pool, gpus_per_replica)
+        skipped: list[str] = []
+        rows = usage.usage_by_month(pool, gpus_per_replica, skipped)
+        pool = dataclasses.replace(pool, problems=(*pool.problems, *skipped[:PAGE_ROWS]))
         return render_template("usage.html", pool=pool, rows=rows[:PAGE_ROWS], more=len(rows) - PAGE_ROWS,
                                page="usage")
 

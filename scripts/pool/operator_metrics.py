@@ -21,11 +21,12 @@ workflow only while the workflow exists.
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from offhours.scripts.names import UNKNOWN_SERVICE
 from offhours.scripts.pool.model import ADMITTED, PREEMPTED, RUNNING, WAITING, Pool
 
+FORGET = timedelta(hours=24)
 RECLAIM_BUCKETS = (15.0, 30.0, 60.0, 120.0, 180.0, 300.0, 420.0, 600.0, 900.0, 1800.0)
 JOB_STATES = (WAITING, ADMITTED, RUNNING, PREEMPTED, "succeeded", "failed", "cancelled")
 
@@ -53,8 +54,8 @@ class MetricsState:
     """What the counters and the histogram remember between reads; `services`: the gate configuration's, if known."""
 
     services: frozenset[str] | None = None
-    admitted: set[str] = field(default_factory=set)
-    preempted: set[str] = field(default_factory=set)
+    admitted: dict[str, datetime] = field(default_factory=dict)  # workflow key -> the last read that saw it
+    preempted: dict[str, datetime] = field(default_factory=dict)
     admissions: dict[str, int] = field(default_factory=dict)
     preemptions: dict[str, int] = field(default_factory=dict)
     pending_reclaims: dict[str, datetime] = field(default_factory=dict)
@@ -74,22 +75,22 @@ class MetricsState:
     def update(self, pool: Pool) -> None:
         """Count what is new in `pool`: admissions, preemptions, reclaims decided, reclaims made good."""
         known = self.known(pool)
-        seen: set[str] = set()
         for job in pool.jobs:
             key = job.uid or f"{job.namespace}/{job.name}"
-            seen.add(key)
             service = self.label(job.service, known)
-            if job.admitted is not None and key not in self.admitted:
-                self.admitted.add(key)
-                self.admissions[service] = self.admissions.get(service, 0) + 1
-            if (job.state == PREEMPTED or job.preempted is not None) and key not in self.preempted:
-                self.preempted.add(key)
-                self.preemptions[service] = self.preemptions.get(service, 0) + 1
-        if not pool.problems:
-            # A deleted workflow never comes back under its UID: forget it (only after a complete read,
-            # so a failed list does not make every workflow count again).
-            self.admitted &= seen
-            self.preempted &= seen
+            if job.admitted is not None:
+                if key not in self.admitted:
+                    self.admissions[service] = self.admissions.get(service, 0) + 1
+                self.admitted[key] = pool.read_at
+            if job.state == PREEMPTED or job.preempted is not None:
+                if key not in self.preempted:
+                    self.preemptions[service] = self.preemptions.get(service, 0) + 1
+                self.preempted[key] = pool.read_at
+        # A deleted workflow never comes back under its UID: forget it once no read has seen it for FORGET
+        # (a failed or partial read in between does not make every workflow count again).
+        for seen in (self.admitted, self.preempted):
+            for key in [k for k, at in seen.items() if pool.read_at - at > FORGET]:
+                del seen[key]
         for s in pool.services:
             if s.name not in known:
                 continue

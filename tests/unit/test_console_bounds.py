@@ -62,21 +62,22 @@ def test_without_a_configuration_the_serving_namespace_bounds_the_labels():
     assert labels - {None} == {"chat", "unknown"}
 
 
-def test_metrics_memory_forgets_deleted_workflows_but_not_after_a_failed_read():
-    """Fault: a week of uptime with thousands of workflows come and gone; a failed read must not recount the rest."""
+def test_metrics_memory_forgets_deleted_workflows_but_not_across_a_failed_read():
+    """Fault: days of uptime with workflows come and gone; a failed read in between must not recount the rest."""
     reader = Reads(pool_with(invented(30, "a")))
     source = PoolSource(reader, interval=0)
     source.pool()
     assert len(source.metrics.admitted) == 30
-    reader.pool = Pool((), (), NOW, ("list workflows in research failed",))
+    reader.pool = Pool((), (), NOW + timedelta(minutes=5), ("list workflows in research failed",))
     source.pool()
-    assert len(source.metrics.admitted) == 30  # kept: the read was partial
-    reader.pool = pool_with(invented(30, "a"))
+    reader.pool = pool_with(invented(30, "a"), at=NOW + timedelta(minutes=10))
     source.pool()
     assert sum(source.metrics.admissions.values()) == 30  # counted once, not again after the failed read
-    reader.pool = pool_with(invented(5, "b"))
-    source.pool()
-    assert len(source.metrics.admitted) == 5 and set(source.metrics.admissions) == {"unknown"}
+    for day in range(1, 4):
+        reader.pool = pool_with(invented(5, f"day{day}"), at=NOW + timedelta(hours=25 * day))
+        source.pool()
+    assert len(source.metrics.admitted) == 5  # only what a read of the last 24 h saw
+    assert set(source.metrics.admissions) == {"unknown"}
 
 
 def test_history_is_bounded_per_service_whatever_the_uptime():
