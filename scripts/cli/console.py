@@ -55,7 +55,7 @@ def _config_services(args: argparse.Namespace, reader: Any) -> list[str] | None:
 
 
 def _console(args: argparse.Namespace) -> int:
-    from offhours.scripts.cli.jobs import CommandError, _reader, config_gpus
+    from offhours.scripts.cli.jobs import CommandError, InputError, _reader, config_gpus
     from offhours.scripts.console.app import create_app
     from offhours.scripts.console.auth import KubernetesAuth
     from offhours.scripts.console.source import PoolSource
@@ -76,7 +76,7 @@ def _console(args: argparse.Namespace) -> int:
         gpus = config_gpus(args)
     except CommandError as err:
         print(f"console: {err}", file=sys.stderr)
-        return 1
+        return 2 if isinstance(err, InputError) else 1
     auth = KubernetesAuth(reader.api, reader.serving_namespace, reader.research_namespace) if mode == KUBERNETES else None
     app = create_app(PoolSource(reader, interval=args.interval), gpus, _config_services(args, reader), auth)
     print(f"offhours console on http://{args.host}:{args.port}/ (serving {reader.serving_namespace}, "

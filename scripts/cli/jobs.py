@@ -28,6 +28,10 @@ class CommandError(RuntimeError):
     """An expected failure: printed as one line, exit status 1."""
 
 
+class InputError(CommandError):
+    """A wrong argument or input file: printed as one line, exit status 2, before the cluster is asked anything."""
+
+
 # -- formatting (pure) ---------------------------------------------------------------------------
 def table(rows: Sequence[Sequence[str]]) -> str:
     """Left-aligned columns separated by three spaces, as kubectl prints them; every cell printable (one line)."""
@@ -114,11 +118,12 @@ def parse_since(text: str, now: datetime) -> datetime:
         try:
             return now - timedelta(**{unit: int(match.group(1))})
         except OverflowError:
-            raise CommandError(f"--since {text!r}: too far back") from None
+            raise InputError(f"--since {printable(text)!r}: too far back") from None
     try:
         at = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:
-        raise CommandError(f"--since {text!r}: expected a duration (30m, 12h, 7d, 2w) or a date (2025-03-01)") from None
+        raise InputError(f"--since {printable(text)!r}: expected a duration (30m, 12h, 7d, 2w) or a date "
+                         "(2025-03-01)") from None
     return at if at.tzinfo else at.replace(tzinfo=timezone.utc)
 
 
@@ -145,7 +150,7 @@ def _config(args: argparse.Namespace) -> Any:
     try:
         return load_config(args.config)
     except ConfigError as err:
-        raise CommandError(str(err)) from None
+        raise InputError(str(err)) from None
 
 
 def config_gpus(args: argparse.Namespace) -> Mapping[str, int]:
@@ -168,6 +173,7 @@ def _reader(args: argparse.Namespace) -> Any:
 
     from offhours.scripts.pool.reader import PoolReader
 
+    research, serving = _namespaces(args)  # a wrong --config is named before any cluster is looked for
     try:
         config.load_kube_config(config_file=os.environ.get("KUBECONFIG") or None)
     except (config.ConfigException, OSError, TypeError) as err:
@@ -175,7 +181,6 @@ def _reader(args: argparse.Namespace) -> Any:
             config.load_incluster_config()
         except config.ConfigException:
             raise CommandError(f"no Kubernetes configuration: {err}") from None
-    research, serving = _namespaces(args)
     return PoolReader(serving, research)
 
 
@@ -213,10 +218,12 @@ def _cmd_why(args: argparse.Namespace) -> int:
 
 
 def _cmd_usage(args: argparse.Namespace) -> int:
+    if args.by not in ("service", "user") and not args.by.startswith("label:"):
+        raise InputError(f"--by {printable(args.by)!r}: expected service, user or label:KEY")
+    if args.since:
+        parse_since(args.since, datetime.now(timezone.utc))  # a wrong --since is named before the cluster is read
     pool = read_pool(args)
     since = parse_since(args.since, pool.read_at) if args.since else None
-    if args.by not in ("service", "user") and not args.by.startswith("label:"):
-        raise CommandError(f"--by {args.by!r}: expected service, user or label:KEY")
     skipped: list[str] = []
     lines = usage_lines(pool, args.by, since, config_gpus(args), skipped)
     for line in skipped:
@@ -303,7 +310,7 @@ def _guarded(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse
             return command(args)
         except CommandError as err:
             print(f"{args.command}: {printable(err)}", file=sys.stderr)
-            return 1
+            return 2 if isinstance(err, InputError) else 1
         except KeyboardInterrupt:
             return 130
     return run

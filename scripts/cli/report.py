@@ -10,6 +10,7 @@ the shape of the original operations report.
 import argparse
 import dataclasses
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,13 @@ def _report(args: argparse.Namespace) -> int:
     from offhours.scripts.policy.config import ConfigError
     from offhours.scripts.pool.reader import PoolReadError
 
+    if not math.isfinite(args.price) or args.price < 0:
+        print(f"report: --price {args.price:g}: expected a GPU-hour price of 0 or more", file=sys.stderr)
+        return 2
+    if args.json and (Path(args.json).is_dir() or not Path(args.json).parent.is_dir()):
+        print(f"report: --json {args.json}: " + ("is a folder" if Path(args.json).is_dir() else
+                                                  "its folder does not exist"), file=sys.stderr)
+        return 2
     config = None
     if args.config:
         try:
@@ -65,7 +73,11 @@ def _report(args: argparse.Namespace) -> int:
         print(f"warning: {printable(line)}", file=sys.stderr)
     print(render_table([dataclasses.replace(r, key=printable(r.key)) for r in rows], args.price))
     if args.json:
-        Path(args.json).write_text(json.dumps(records(rows, args.price), indent=2))
+        try:
+            Path(args.json).write_text(json.dumps(records(rows, args.price), indent=2))
+        except OSError as err:
+            print(f"report: cannot write --json {args.json}: {err.strerror}", file=sys.stderr)
+            return 2
     return 0
 
 

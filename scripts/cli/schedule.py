@@ -37,6 +37,11 @@ ANNOTATION_SCHEDULED_TIME = "workflows.argoproj.io/scheduled-time"
 LAST_RUNS = 3
 
 
+MAX_KEEP = 1000  # finished runs kept per outcome: more is an etcd burden, not a history
+MAX_STARTING_DEADLINE_SECONDS = 7 * 86400  # a firing missed by more than a week is not that night's run
+MAX_PRIORITY = 1_000_000  # admission priorities compare; beyond this a number is a typo, not an order
+
+
 # -- pure: what `list` shows ---------------------------------------------------------------
 def next_firing(cron: dict[str, Any], now: datetime) -> datetime | None:
     """Return the CronWorkflow's next firing after `now` (None if suspended or it never fires)."""
@@ -179,6 +184,13 @@ def create(args: argparse.Namespace, api: Any = None) -> int:
     if not args.template or not args.cron:
         raise ScheduleError("a new schedule needs --template and --cron")
     # Everything that needs no cluster is checked before the cluster is asked for anything.
+    if args.keep > MAX_KEEP:
+        raise ScheduleError(f"--keep {args.keep}: at most {MAX_KEEP}")
+    if args.starting_deadline > MAX_STARTING_DEADLINE_SECONDS:
+        raise ScheduleError(f"--starting-deadline {args.starting_deadline}: at most {MAX_STARTING_DEADLINE_SECONDS} "
+                            "seconds (a week)")
+    if abs(args.priority) > MAX_PRIORITY:
+        raise ScheduleError(f"--priority {args.priority}: expected -{MAX_PRIORITY} to {MAX_PRIORITY}")
     check_schedule(args.name, args.cron, timezone=args.timezone, concurrency=args.concurrency, keep=args.keep,
                    starting_deadline_seconds=args.starting_deadline)
     params = parse_params(args.param or [])
