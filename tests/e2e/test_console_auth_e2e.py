@@ -140,3 +140,39 @@ def test_check_verifies_the_console_has_only_the_rights_it_uses(
     finally:
         kubectl("-n", RESEARCH, "patch", "role", role, "--type=json", "-p",
                 json.dumps([{"op": "remove", "path": "/rules/1"}]))
+
+
+def test_token_reviews_are_cached_in_a_bounded_table(console_rbac: dict[str, str], api: client.ApiClient) -> None:
+    """Fault: a client floods the console with invented tokens; the cache stays bounded, real tokens still work."""
+    auth = KubernetesAuth(as_account(api, console_rbac["console"]), SERVING, RESEARCH, entries=4)
+    for i in range(12):
+        assert auth.access(f"invented-{i}") is None
+    assert len(auth._cache) == 4
+    access = auth.access(console_rbac["reader"])
+    assert access is not None and access.jobs and access.services and not access.metrics
+
+
+def test_schedule_dry_run_checks_the_installed_template_when_a_cluster_answers(
+        installed: Path, kubectl: Callable[..., str], cluster_env: dict[str, str], monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A template only the cluster has: the dry run reads it; one the library has: no note, nothing created."""
+    from offhours.scripts.cli.main import main
+
+    own = {"apiVersion": "argoproj.io/v1alpha1", "kind": "WorkflowTemplate",
+           "metadata": {"name": "e2e-own-template", "namespace": RESEARCH},
+           "spec": {"entrypoint": "main", "arguments": {"parameters": [
+               {"name": "service"}, {"name": "replicas", "value": "1"}, {"name": "run-id", "value": "x"}]},
+               "templates": [{"name": "main", "container": {"image": "busybox", "command": ["true"]}}]}}
+    kubectl("apply", "--server-side", "-f", "-", stdin=json.dumps(own))
+    monkeypatch.setenv("KUBECONFIG", cluster_env["KUBECONFIG"])
+    try:
+        base = ["schedule", "e2e-dry", "--template", "e2e-own-template", "--cron", "0 1 * * *", "-n", RESEARCH,
+                "--dry-run"]
+        assert main([*base, "-p", "service=chat"]) == 0
+        out = capsys.readouterr()
+        assert out.err == "" and "name: e2e-own-template" in out.out
+        assert main([*base, "-p", "service=chat", "-p", "nope=1"]) == 2
+        assert "e2e-own-template has no parameter nope; it takes: service, replicas, run-id" in capsys.readouterr().err
+        assert not kubectl("-n", RESEARCH, "get", "cronworkflow", "e2e-dry", "--ignore-not-found", "-o", "name").strip()
+    finally:
+        kubectl("-n", RESEARCH, "delete", "workflowtemplate", "e2e-own-template", "--ignore-not-found")
