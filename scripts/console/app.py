@@ -23,12 +23,33 @@ from offhours.scripts.pool.views import age, select_runs, sentence, stamp
 PAGE_ROWS = 500  # a page lists at most this many rows, whatever tenants submit; the CLI lists them all
 
 
-def pool_charts(source: PoolSource) -> dict[str, str]:
-    """One SVG per service: baseline, in service, required and lent over the history."""
+SERVICES_PER_PAGE = 20  # the pool page: services (and their charts) per page, whatever the fleet's size
+CHART_POINTS = 120  # points drawn per line: the history thinned evenly, its newest point always kept
+
+
+def thinned(points: list[Any], most: int = CHART_POINTS) -> list[Any]:
+    """At most `most` of `points`, evenly spaced, the last one always among them."""
+    if len(points) <= most:
+        return points
+    step = len(points) / most
+    return [points[int(i * step)] for i in range(most - 1)] + [points[-1]]
+
+
+def page_number(text: str | None, pages: int) -> int:
+    """Return the 1-based page a `?page=` asks for, clamped to the pages there are (anything else: the first)."""
+    try:
+        number = int(str(text)) if text is not None and str(text).isdigit() and len(str(text)) < 10 else 1
+    except ValueError:
+        number = 1
+    return min(max(1, number), max(1, pages))
+
+
+def pool_charts(source: PoolSource, names: list[str] | None = None) -> dict[str, str]:
+    """One SVG per service (of `names`, else all): baseline, in service, required and lent over the history."""
     charts: dict[str, str] = {}
-    names = sorted({p.service for p in source.history})
+    names = sorted({p.service for p in source.history}) if names is None else names
     for name in names:
-        points = source.series(name)
+        points = thinned(source.series(name))
 
         def line(attr: str, points: list[Any] = points) -> list[tuple[Any, float]]:
             return [(p.at, float(getattr(p, attr))) for p in points if getattr(p, attr) is not None]
@@ -131,7 +152,12 @@ def create_app(source: PoolSource, gpus_per_replica: Mapping[str, int] | None = 
     @app.get("/")
     def pool_page() -> str:
         pool = pool_for_reader()
-        return render_template("pool.html", pool=pool, charts=pool_charts(source), page="pool")
+        pages = -(-len(pool.services) // SERVICES_PER_PAGE)
+        number = page_number(request.args.get("page"), pages)
+        shown = pool.services[(number - 1) * SERVICES_PER_PAGE:number * SERVICES_PER_PAGE]
+        return render_template("pool.html", pool=pool, shown=shown, number=number, pages=pages,
+                               first=(number - 1) * SERVICES_PER_PAGE + 1,
+                               charts=pool_charts(source, [s.name for s in shown]), page="pool")
 
     @app.get("/queue")
     def queue_page() -> str:

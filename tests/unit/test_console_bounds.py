@@ -100,3 +100,34 @@ def test_queue_and_usage_pages_list_at_most_a_page_of_rows():
     page = client.get("/queue").get_data(as_text=True)
     assert page.count("<tr data-run=") == PAGE_ROWS
     assert "40 more not shown" in page
+
+
+def many_services(count: int) -> Pool:
+    names = [f"svc-{i:03d}" for i in range(count)]
+    return build_pool([state_configmap(n, chat_state()) for n in names], [deployment(n, 8, 8) for n in names], [],
+                      SERVING, now=NOW)
+
+
+def test_the_pool_page_shows_a_page_of_services_whatever_the_fleet():
+    """Fault: a fleet of 1,000 services, each with a full day of history; one page stays one page."""
+    from offhours.scripts.console.app import CHART_POINTS, SERVICES_PER_PAGE
+
+    reader = Reads(many_services(1000))
+    source = PoolSource(reader, interval=0)
+    for minute in range(0, 24 * 60, 30):  # 48 reads whose numbers change every time
+        pool = many_services(1000)
+        reader.pool = build_pool([state_configmap(s.name, chat_state(required=1 + minute % 7)) for s in pool.services],
+                                 [deployment(s.name, 8, 8) for s in pool.services], [], SERVING,
+                                 now=NOW + timedelta(minutes=minute))
+        source.pool()
+    client = create_app(source).test_client()
+    first = client.get("/").get_data(as_text=True)
+    assert first.count('<section class="service"') == SERVICES_PER_PAGE
+    assert "services 1–20 of 1000" in first and 'rel="next"' in first
+    assert len(first) < 400_000
+    last = client.get("/?page=50").get_data(as_text=True)
+    assert "svc-999" in last and 'rel="next"' not in last
+    for absurd in ("0", "-3", "99999999999999999999", "²", "abc", "1e3"):
+        answer = client.get(f"/?page={absurd}")
+        assert answer.status_code == 200 and answer.get_data(as_text=True).count('<section class="service"') == 20
+    assert CHART_POINTS < POINTS
