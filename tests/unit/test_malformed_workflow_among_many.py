@@ -77,3 +77,17 @@ def test_report_usage_and_the_console_skip_the_malformed_one_and_count_the_rest(
     assert page.status_code == 200
     text = page.get_data(as_text=True)
     assert "2000.00" in text and "skipped" in text
+
+
+@pytest.mark.parametrize("fault", sorted(MALFORMED))
+def test_every_console_page_answers_200_and_jobs_and_why_print(fault: str, monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """Fault: the same malformed workflow among others; no page is a 500, no verb a traceback."""
+    pool = pool_of(fleet(20, MALFORMED[fault]))
+    client = create_app(PoolSource(Reader(pool), interval=0)).test_client()
+    for path in ("/", "/queue", "/usage", "/metrics", "/jobs/job-0", "/jobs/the-bad-one"):
+        assert client.get(path).status_code in (200, 404), path
+    monkeypatch.setattr(jobs, "_reader", lambda args: Reader(pool))
+    for argv in (["jobs", "--all", "-o", "wide"], ["jobs", "-o", "json"], ["why", "job-0"], ["usage", "--by", "user"]):
+        assert main(argv) == 0, argv
+    assert "Traceback" not in capsys.readouterr().err
