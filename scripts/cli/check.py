@@ -6,7 +6,9 @@ namespaces; the PriorityClass `offhours-best-effort`; the WorkflowTemplates; the
 what the gate's and the exit hook's ServiceAccounts may do, asked of the API server itself
 (SubjectAccessReview); the gate ConfigMap `offhours-gate-config`; each configured Deployment
 present and ready; the metrics source reachable and returning vLLM series; the CronWorkflow
-`offhours-gate` scheduled and its last run.
+`offhours-gate` scheduled and its last run; where the optional web console is installed, that its
+ServiceAccount has exactly the rights it uses (read its ConfigMaps, Deployments and workflows, review
+tokens) and none it does not (pods, logs, secrets, any write), and that its NetworkPolicy is there.
 """
 
 import argparse
@@ -25,6 +27,7 @@ from offhours.scripts.config.loader import load_config, parse_config
 from offhours.scripts.names import (
     ARGO_GROUP,
     ARGO_VERSION,
+    CONSOLE,
     EXIT_HOOK_SERVICE_ACCOUNT,
     FINISHED_PHASES,
     GATE_CONFIG_KEY,
@@ -53,6 +56,7 @@ SERVING_RESOURCES = (("apps", "deployments", ""), ("apps", "deployments", "scale
                      ("", "configmaps", ""), ("", "secrets", ""), ("coordination.k8s.io", "leases", ""),
                      ("autoscaling", "horizontalpodautoscalers", ""), ("", "events", ""))
 VERBS = ("get", "list", "watch", "create", "update", "patch", "delete")
+WRITES = ("create", "update", "patch", "delete")
 
 
 @dataclass(frozen=True)
@@ -66,8 +70,10 @@ class Check:
 
     def line(self) -> str:
         """Return the report line."""
+        from offhours.scripts.cli.text import printable
+
         mark = "✓" if self.ok else "✗"
-        return f"{mark} {self.name}: {self.detail}" + ("" if self.ok or not self.fix else f" — fix: {self.fix}")
+        return printable(f"{mark} {self.name}: {self.detail}" + ("" if self.ok or not self.fix else f" — fix: {self.fix}"))
 
 
 def _absent(err: ApiException) -> bool:
@@ -114,6 +120,7 @@ class Checker:
         self.ext = client.ApiextensionsV1Api(self.api)
         self.auth = client.AuthorizationV1Api(self.api)
         self.sched = client.SchedulingV1Api(self.api)
+        self.net = client.NetworkingV1Api(self.api)
 
     # -- the checks ------------------------------------------------------------------------
     def api_server(self) -> Iterator[Check]:
@@ -198,7 +205,7 @@ class Checker:
                  name: str = "") -> bool:
         review = client.V1SubjectAccessReview(spec=client.V1SubjectAccessReviewSpec(
             user=user, groups=["system:serviceaccounts", f"system:serviceaccounts:{user.split(':')[2]}"],
-            resource_attributes=client.V1ResourceAttributes(namespace=namespace, group=group, resource=resource,
+            resource_attributes=client.V1ResourceAttributes(namespace=namespace or None, group=group, resource=resource,
                                                             subresource=subresource or None, verb=verb,
                                                             name=name or None)))
         return bool(self.auth.create_subject_access_review(review).status.allowed)
@@ -240,6 +247,48 @@ class Checker:
             yield Check(f"RBAC {research}/{sa} has no right in {serving}", not rights,
                         "none" if not rights else f"may {'; '.join(rights[:4])}" + (" …" if len(rights) > 4 else ""),
                         f"remove the RoleBindings in {serving} that name {research}/{sa}")
+
+    def console(self, config: GateConfig) -> Iterator[Check]:
+        """Where the console is installed: its rights are what it uses and no more; its NetworkPolicy exists."""
+        serving, research = config.namespace, config.workflow_namespace
+        try:
+            self.core.read_namespaced_service_account(CONSOLE, serving)
+        except ApiException as err:
+            if not _absent(err):
+                raise
+            yield Check("console", True, f"not installed in {serving} (optional: offhours render --console)")
+            return
+        user = f"system:serviceaccount:{serving}:{CONSOLE}"
+        needs = [(serving, "", "configmaps", "", v) for v in ("get", "list")]
+        needs += [(serving, "apps", "deployments", "", v) for v in ("get", "list")]
+        needs += [(research, ARGO_GROUP, "workflows", "", "list"),
+                  ("", "authentication.k8s.io", "tokenreviews", "", "create"),
+                  ("", "authorization.k8s.io", "subjectaccessreviews", "", "create")]
+        missing = [f"{v} {r} in {ns or 'the cluster'}" for ns, g, r, sub, v in needs
+                   if not self._allowed(user, ns, g, r, v, sub)]
+        yield Check(f"RBAC {serving}/{CONSOLE}", not missing,
+                    "may read the pool and review readers' tokens" if not missing
+                    else f"lacks {len(missing)} right(s): {'; '.join(missing[:4])}", INSTALL + " (rendered with --console)")
+        unused = [(ns, "", "pods", "", v) for ns in sorted({serving, research}) for v in ("get", "list")]
+        unused += [(ns, "", "pods", "log", "get") for ns in sorted({serving, research})]
+        unused += [(ns, "", "secrets", "", v) for ns in sorted({serving, research}) for v in ("get", "list")]
+        unused += [(serving, g, r, sub, v) for g, r, sub in (("", "configmaps", ""), ("apps", "deployments", ""),
+                                                              ("apps", "deployments", "scale")) for v in WRITES]
+        unused += [(research, ARGO_GROUP, "workflows", "", v) for v in WRITES]
+        extra = [f"{v} {r}{'/' + sub if sub else ''} in {ns}" for ns, g, r, sub, v in unused
+                 if self._allowed(user, ns, g, r, v, sub)]
+        yield Check(f"RBAC {serving}/{CONSOLE} has no right it does not use", not extra,
+                    "no pods, logs, secrets or writes" if not extra
+                    else f"may {'; '.join(extra[:4])}" + (" …" if len(extra) > 4 else ""),
+                    f"remove those rules from the Roles bound to {serving}/{CONSOLE}")
+        try:
+            self.net.read_namespaced_network_policy(CONSOLE, serving)
+            yield Check(f"NetworkPolicy {serving}/{CONSOLE}", True, "exists")
+        except ApiException as err:
+            if not _absent(err):
+                raise
+            yield Check(f"NetworkPolicy {serving}/{CONSOLE}", False, "missing: any pod may reach the console",
+                        INSTALL + " (rendered with --console)")
 
     def config_map(self) -> Iterator[Check]:
         """Check the gate's ConfigMap in the serving namespace; adopt its configuration when none was given."""
@@ -365,6 +414,7 @@ class Checker:
         yield from self.templates(config)
         yield from self.service_accounts(config)
         yield from self.rbac(config)
+        yield from self.console(config)
         yield from self.deployments(config)
         yield from self.metrics(config)
         yield from self.cron_workflow(config)

@@ -7,6 +7,7 @@ bug: it gets one line naming what is wrong, never a traceback (the translation i
 """
 
 import argparse
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,8 +20,31 @@ IN_CLUSTER_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/names
 
 
 def run_command(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
-    """Run a subcommand; print an expected error as one line on stderr and return its exit code."""
-    return run_explained(args.command, lambda: func(args))
+    """Run a subcommand; print an expected error as one line on stderr and return its exit code.
+
+    A file that some library reads on the verb's behalf (a kubeconfig named by $KUBECONFIG or
+    --kubeconfig) in another encoding, binary or nested past the YAML parser's limit is a wrong
+    input too: one line, exit 2.
+    """
+    import yaml
+
+    try:
+        return run_explained(args.command, lambda: func(args))
+    except UnicodeDecodeError as err:
+        print(f"offhours {args.command}: an input file is not UTF-8 text (byte 0x{err.object[err.start]:02x} at "
+              f"offset {err.start}); the kubeconfig read: {_kubeconfig(args)}", file=sys.stderr)
+        return 2
+    except (yaml.YAMLError, RecursionError) as err:
+        what = "nested too deeply" if isinstance(err, RecursionError) else str(err).splitlines()[0]
+        print(f"offhours {args.command}: an input file is not valid YAML ({what}); the kubeconfig read: "
+              f"{_kubeconfig(args)}", file=sys.stderr)
+        return 2
+
+
+def _kubeconfig(args: argparse.Namespace) -> str:
+    import os
+
+    return str(getattr(args, "kubeconfig", None) or os.environ.get("KUBECONFIG") or "~/.kube/config")
 
 
 def default_namespace(gate_config: str | None = None, kubeconfig: str | None = None) -> str:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from offhours.scripts.cli.text import printable
 from offhours.scripts.names import ANNOTATION_CANCELLED_AT
 from offhours.scripts.pool.model import FINISHED, WAITING, Pool, RunView, gpus_of
 from offhours.scripts.pool.usage import UsageRow, usage_lines
@@ -27,9 +28,14 @@ class CommandError(RuntimeError):
     """An expected failure: printed as one line, exit status 1."""
 
 
+class InputError(CommandError):
+    """A wrong argument or input file: printed as one line, exit status 2, before the cluster is asked anything."""
+
+
 # -- formatting (pure) ---------------------------------------------------------------------------
 def table(rows: Sequence[Sequence[str]]) -> str:
-    """Left-aligned columns separated by three spaces, as kubectl prints them."""
+    """Left-aligned columns separated by three spaces, as kubectl prints them; every cell printable (one line)."""
+    rows = [[printable(cell) for cell in row] for row in rows]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("   ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows)
 
@@ -73,8 +79,8 @@ def jobs_text(pool: Pool, runs: Sequence[RunView], output: str = "") -> str:
 
 def why_text(run: RunView, pool: Pool) -> str:
     """Render the sentence, the timeline, the last checkpoint."""
-    lines = [sentence(run, pool), "", "timeline:"]
-    lines += [f"  {stamp(e.at)}  {e.what}  [{e.workflow}]" for e in run.timeline()]
+    lines = [printable(sentence(run, pool)), "", "timeline:"]
+    lines += [f"  {stamp(e.at)}  {printable(e.what)}  [{printable(e.workflow)}]" for e in run.timeline()]
     checkpoint = run.last_checkpoint
     lines.append("")
     lines.append(f"last checkpoint: {stamp(checkpoint)} ({age(checkpoint, pool.read_at)} ago)" if checkpoint
@@ -91,7 +97,7 @@ def usage_text(lines: Sequence[UsageRow], by: str, as_csv: bool = False) -> str:
     rows += [[x.key, str(len(x.runs)), f"{x.used:.2f}", f"{x.lost:.2f}", f"{x.lent:.2f}"] for x in lines]
     if as_csv:
         out = io.StringIO()
-        csv.writer(out, lineterminator="\n").writerows(rows)
+        csv.writer(out, lineterminator="\n").writerows([[printable(cell) for cell in row] for row in rows])
         return out.getvalue().rstrip("\n")
     if not lines:
         return "no offhours workflows in that period"
@@ -112,11 +118,12 @@ def parse_since(text: str, now: datetime) -> datetime:
         try:
             return now - timedelta(**{unit: int(match.group(1))})
         except OverflowError:
-            raise CommandError(f"--since {text!r}: too far back") from None
+            raise InputError(f"--since {printable(text)!r}: too far back") from None
     try:
         at = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:
-        raise CommandError(f"--since {text!r}: expected a duration (30m, 12h, 7d, 2w) or a date (2025-03-01)") from None
+        raise InputError(f"--since {printable(text)!r}: expected a duration (30m, 12h, 7d, 2w) or a date "
+                         "(2025-03-01)") from None
     return at if at.tzinfo else at.replace(tzinfo=timezone.utc)
 
 
@@ -143,7 +150,7 @@ def _config(args: argparse.Namespace) -> Any:
     try:
         return load_config(args.config)
     except ConfigError as err:
-        raise CommandError(str(err)) from None
+        raise InputError(str(err)) from None
 
 
 def config_gpus(args: argparse.Namespace) -> Mapping[str, int]:
@@ -166,6 +173,7 @@ def _reader(args: argparse.Namespace) -> Any:
 
     from offhours.scripts.pool.reader import PoolReader
 
+    research, serving = _namespaces(args)  # a wrong --config is named before any cluster is looked for
     try:
         config.load_kube_config(config_file=os.environ.get("KUBECONFIG") or None)
     except (config.ConfigException, OSError, TypeError) as err:
@@ -173,7 +181,6 @@ def _reader(args: argparse.Namespace) -> Any:
             config.load_incluster_config()
         except config.ConfigException:
             raise CommandError(f"no Kubernetes configuration: {err}") from None
-    research, serving = _namespaces(args)
     return PoolReader(serving, research)
 
 
@@ -186,7 +193,7 @@ def read_pool(args: argparse.Namespace) -> Pool:
     except PoolReadError as err:
         raise CommandError(str(err)) from None
     for problem in pool.problems:
-        print(f"warning: {problem}", file=sys.stderr)
+        print(f"warning: {printable(problem)}", file=sys.stderr)
     return pool
 
 
@@ -211,11 +218,17 @@ def _cmd_why(args: argparse.Namespace) -> int:
 
 
 def _cmd_usage(args: argparse.Namespace) -> int:
+    if args.by not in ("service", "user") and not args.by.startswith("label:"):
+        raise InputError(f"--by {printable(args.by)!r}: expected service, user or label:KEY")
+    if args.since:
+        parse_since(args.since, datetime.now(timezone.utc))  # a wrong --since is named before the cluster is read
     pool = read_pool(args)
     since = parse_since(args.since, pool.read_at) if args.since else None
-    if args.by not in ("service", "user") and not args.by.startswith("label:"):
-        raise CommandError(f"--by {args.by!r}: expected service, user or label:KEY")
-    print(usage_text(usage_lines(pool, args.by, since, config_gpus(args)), args.by, args.csv))
+    skipped: list[str] = []
+    lines = usage_lines(pool, args.by, since, config_gpus(args), skipped)
+    for line in skipped:
+        print(f"warning: {printable(line)}", file=sys.stderr)
+    print(usage_text(lines, args.by, args.csv))
     return 0
 
 
@@ -229,11 +242,11 @@ def _cmd_cancel(args: argparse.Namespace) -> int:
     run = find_run(pool, args.name, reader.research_namespace)
     live = [c for c in run.copies if c.state not in FINISHED]
     if not live:
-        raise CommandError(f"{run.run_id} has nothing to cancel: it is {run.state}")
+        raise CommandError(f"{printable(run.run_id)} has nothing to cancel: it is {run.state}")
     if not args.yes:
         if not sys.stdin.isatty():
             raise CommandError("cancel needs confirmation: run it in a terminal or pass --yes")
-        answer = input(f"Stop run {run.run_id} ({', '.join(c.name for c in live)}) gracefully? [y/N] ")
+        answer = input(f"Stop run {printable(run.run_id)} ({printable(', '.join(c.name for c in live))}) gracefully? [y/N] ")
         if answer.strip().lower() not in ("y", "yes"):
             print("not cancelled")
             return 1
@@ -246,7 +259,7 @@ def _cmd_cancel(args: argparse.Namespace) -> int:
             reader.custom.patch_namespaced_custom_object(ARGO_GROUP, ARGO_VERSION, copy.namespace, PLURAL, copy.name, body)
         except Exception as err:  # noqa: BLE001 - reported as one line naming the workflow
             raise CommandError(describe_api_error(f"stop workflow {copy.namespace}/{copy.name}", err, write=True)) from None
-        print(f"{copy.name}: stopping (exit handlers run; its GPUs go back to {copy.service})")
+        print(f"{printable(copy.name)}: stopping (exit handlers run; its GPUs go back to {printable(copy.service)})")
     return 0
 
 
@@ -268,11 +281,11 @@ def _cmd_logs(args: argparse.Namespace) -> int:
         pods += [(copy.name, p) for p in items if step_matches(p, args.step)]
     if not pods:
         what = f" for step {args.step!r}" if args.step else ""
-        raise CommandError(f"{run.run_id} has no pods{what} yet (it is {run.state})")
+        raise CommandError(f"{printable(run.run_id)} has no pods{printable(what)} yet (it is {run.state})")
     for index, (workflow, pod) in enumerate(pods):
         name = pod["metadata"]["name"]
         follow = args.follow and index == len(pods) - 1
-        print(f"==> {workflow} / {name} <==", flush=True)
+        print(f"==> {printable(workflow)} / {printable(name)} <==", flush=True)
         try:
             if follow:
                 stream = reader.core.read_namespaced_pod_log(name, run.namespace, container="main", follow=True,
@@ -287,7 +300,7 @@ def _cmd_logs(args: argparse.Namespace) -> int:
                 text = answer.data.decode(errors="replace")
                 sys.stdout.write(text if not text or text.endswith("\n") else text + "\n")
         except Exception as err:  # noqa: BLE001 - one pod's missing log does not hide the others
-            print(f"({describe_api_error(f'log of {name}', err)})")
+            print(printable(f"({describe_api_error(f'log of {name}', err)})"))
     return 0
 
 
@@ -296,8 +309,8 @@ def _guarded(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse
         try:
             return command(args)
         except CommandError as err:
-            print(f"{args.command}: {err}", file=sys.stderr)
-            return 1
+            print(f"{args.command}: {printable(err)}", file=sys.stderr)
+            return 2 if isinstance(err, InputError) else 1
         except KeyboardInterrupt:
             return 130
     return run

@@ -9,17 +9,29 @@ from offhours.scripts.names import OFFHOURS_IMAGE
 
 
 def _render(args: argparse.Namespace) -> int:
+    from offhours.scripts.config.files import YAML_ERRORS, InputFileError, read_text, yaml_error
+    from offhours.scripts.config.loader import CONFIG_LIMIT_BYTES
     from offhours.scripts.policy.config import ConfigError
     from offhours.workflows.render import write
 
     try:
-        text = Path(args.gate_config).read_text() if args.gate_config else None
-        paths = write(Path(args.out), text, args.image, args.console)
+        text = read_text(args.gate_config, CONFIG_LIMIT_BYTES) if args.gate_config else None
     except OSError as err:
         print(f"render: cannot read {args.gate_config}: {err.strerror}", file=sys.stderr)
         return 2
+    except InputFileError as err:
+        print(f"render: {args.gate_config} {err}", file=sys.stderr)
+        return 2
+    try:
+        paths = write(Path(args.out), text, args.image, args.console)
+    except OSError as err:
+        print(f"render: cannot write {args.out}: {err.strerror}", file=sys.stderr)
+        return 2
     except ConfigError as err:
         print(err, file=sys.stderr)
+        return 2
+    except YAML_ERRORS as err:
+        print(f"render: {args.gate_config} {yaml_error(err)}", file=sys.stderr)
         return 2
     for path in paths:
         print(path)

@@ -8,11 +8,14 @@ the shape of the original operations report.
 """
 
 import argparse
+import dataclasses
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
 
+from offhours.scripts.cli.text import printable
 from offhours.scripts.pool.usage import UsageRow, render_table, unknown_gpus, usage_by_month
 
 
@@ -39,6 +42,13 @@ def _report(args: argparse.Namespace) -> int:
     from offhours.scripts.policy.config import ConfigError
     from offhours.scripts.pool.reader import PoolReadError
 
+    if not math.isfinite(args.price) or args.price < 0:
+        print(f"report: --price {args.price:g}: expected a GPU-hour price of 0 or more", file=sys.stderr)
+        return 2
+    if args.json and (Path(args.json).is_dir() or not Path(args.json).parent.is_dir()):
+        print(f"report: --json {args.json}: " + ("is a folder" if Path(args.json).is_dir() else
+                                                  "its folder does not exist"), file=sys.stderr)
+        return 2
     config = None
     if args.config:
         try:
@@ -53,14 +63,21 @@ def _report(args: argparse.Namespace) -> int:
         print(f"report: {err}", file=sys.stderr)
         return 1
     for problem in pool.problems:
-        print(f"warning: {problem}", file=sys.stderr)
+        print(f"warning: {printable(problem)}", file=sys.stderr)
     for service in unknown_gpus(pool, gpus):
-        print(f"warning: GPUs per replica of {service} unknown (no GPU limit read from its Deployment, and --config "
+        print(f"warning: GPUs per replica of {printable(service)} unknown (no GPU limit read from its Deployment, and --config "
               "does not name it): its GPU-hours lent are not counted", file=sys.stderr)
-    rows = usage_by_month(pool, gpus)
-    print(render_table(rows, args.price))
+    skipped: list[str] = []
+    rows = usage_by_month(pool, gpus, skipped)
+    for line in skipped:
+        print(f"warning: {printable(line)}", file=sys.stderr)
+    print(render_table([dataclasses.replace(r, key=printable(r.key)) for r in rows], args.price))
     if args.json:
-        Path(args.json).write_text(json.dumps(records(rows, args.price), indent=2))
+        try:
+            Path(args.json).write_text(json.dumps(records(rows, args.price), indent=2))
+        except OSError as err:
+            print(f"report: cannot write --json {args.json}: {err.strerror}", file=sys.stderr)
+            return 2
     return 0
 
 

@@ -11,11 +11,13 @@ Everything is checked before anything is created; bad input is one line naming i
 
 import argparse
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
 from kubernetes.config import ConfigException
+from urllib3.exceptions import MaxRetryError
 
 from offhours.cronworkflows.cronexpr import CronError, next_firings, parse_cron, time_zone
 from offhours.cronworkflows.research_schedule import (
@@ -26,12 +28,18 @@ from offhours.cronworkflows.research_schedule import (
     installed_template,
     research_cron_workflow,
 )
+from offhours.scripts.cli.text import printable
 from offhours.scripts.cluster.parked import SubmitError, parse_params
 from offhours.scripts.names import ARGO_GROUP, ARGO_VERSION, FINISHED_PHASES, LABEL_RUN_ID, LABEL_SCHEDULE, STATE_PARKED
 
 VERBS = ("list", "suspend", "resume", "delete")
 ANNOTATION_SCHEDULED_TIME = "workflows.argoproj.io/scheduled-time"
 LAST_RUNS = 3
+
+
+MAX_KEEP = 1000  # finished runs kept per outcome: more is an etcd burden, not a history
+MAX_STARTING_DEADLINE_SECONDS = 7 * 86400  # a firing missed by more than a week is not that night's run
+MAX_PRIORITY = 1_000_000  # admission priorities compare; beyond this a number is a typo, not an order
 
 
 # -- pure: what `list` shows ---------------------------------------------------------------
@@ -107,12 +115,12 @@ def render_rows(rows: list[ScheduleRow]) -> str:
     if not rows:
         return "no schedules"
     header = ("NAME", "TEMPLATE", "CRON", "NEXT", "POLICY")
-    table = [header, *((r.name, r.template, r.cron, r.next, r.policy) for r in rows)]
+    table = [header, *(tuple(printable(c) for c in (r.name, r.template, r.cron, r.next, r.policy)) for r in rows)]
     widths = [max(len(line[i]) for line in table) for i in range(len(header))]
     out = ["  ".join(cell.ljust(w) for cell, w in zip(table[0], widths)).rstrip()]
     for row, line in zip(rows, table[1:]):
         out.append("  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip())
-        out.extend(f"    {wf}  {run_id}  {state}" for wf, run_id, state in row.runs)
+        out.extend(f"    {printable(wf)}  {printable(run_id)}  {printable(state)}" for wf, run_id, state in row.runs)
     return "\n".join(out)
 
 
@@ -126,6 +134,47 @@ def _custom_api() -> Any:
     return client.CustomObjectsApi()
 
 
+def library_template(name: str, namespace: str) -> dict[str, Any] | None:
+    """Return the library's own WorkflowTemplate `name`, as `offhours render` installs it; None if it has none so named."""
+    from offhours.workflows.render import manifests
+
+    for doc in manifests().values():
+        if doc.get("kind") == "WorkflowTemplate" and doc["metadata"]["name"] == name:
+            return {**doc, "metadata": {**doc["metadata"], "namespace": namespace}}
+    return None
+
+
+def dry_run(name: str, namespace: str, build: Callable[[dict[str, Any]], dict[str, Any]], api: Any = None) -> dict[str, Any]:
+    """Build the CronWorkflow without creating it, with no cluster needed.
+
+    The parameters are checked against the library's own template of that name, and also against
+    the installed one when a cluster answers (one that does not is a note on stderr, not a failure).
+    """
+    from kubernetes.client.exceptions import ApiException
+
+    library = library_template(name, namespace)
+    body = build(library) if library is not None else None
+    try:
+        installed: dict[str, Any] | None = installed_template(name, namespace, api or _custom_api())
+    except ScheduleError:
+        if library is None:
+            raise
+        print(f"schedule: note: {name} is not installed in namespace {namespace!r}: checked against the "
+              "library's own template", file=sys.stderr)
+        installed = None
+    except (ConfigException, OSError, ApiException, MaxRetryError) as err:
+        if library is None:
+            raise ScheduleError(f"{name!r} is not a template of the library and no cluster answers to read it "
+                                f"({type(err).__name__})") from None
+        print(f"schedule: note: no cluster to read {name} from: checked against the library's own template",
+              file=sys.stderr)
+        installed = None
+    if installed is not None:
+        body = build(installed)  # what the cluster will run: its parameters decide
+    assert body is not None
+    return body
+
+
 def create(args: argparse.Namespace, api: Any = None) -> int:
     """Build (and unless --dry-run, create) the schedule; print it or what was created."""
     from kubernetes.client.exceptions import ApiException
@@ -135,16 +184,26 @@ def create(args: argparse.Namespace, api: Any = None) -> int:
     if not args.template or not args.cron:
         raise ScheduleError("a new schedule needs --template and --cron")
     # Everything that needs no cluster is checked before the cluster is asked for anything.
+    if args.keep > MAX_KEEP:
+        raise ScheduleError(f"--keep {args.keep}: at most {MAX_KEEP}")
+    if args.starting_deadline > MAX_STARTING_DEADLINE_SECONDS:
+        raise ScheduleError(f"--starting-deadline {args.starting_deadline}: at most {MAX_STARTING_DEADLINE_SECONDS} "
+                            "seconds (a week)")
+    if abs(args.priority) > MAX_PRIORITY:
+        raise ScheduleError(f"--priority {args.priority}: expected -{MAX_PRIORITY} to {MAX_PRIORITY}")
     check_schedule(args.name, args.cron, timezone=args.timezone, concurrency=args.concurrency, keep=args.keep,
                    starting_deadline_seconds=args.starting_deadline)
     params = parse_params(args.param or [])
-    template = installed_template(args.template, args.namespace, api or _custom_api())
-    body = research_cron_workflow(args.name, template, args.cron, params, args.namespace, timezone=args.timezone,
-                                  priority=args.priority, concurrency=args.concurrency, keep=args.keep,
-                                  starting_deadline_seconds=args.starting_deadline)
+
+    def build(template: dict[str, Any]) -> dict[str, Any]:
+        return research_cron_workflow(args.name, template, args.cron, params, args.namespace, timezone=args.timezone,
+                                      priority=args.priority, concurrency=args.concurrency, keep=args.keep,
+                                      starting_deadline_seconds=args.starting_deadline)
+
     if args.dry_run:
-        print(to_yaml(body), end="")
+        print(to_yaml(dry_run(args.template, args.namespace, build, api)), end="")
         return 0
+    body = build(installed_template(args.template, args.namespace, api or _custom_api()))
     api = api or _custom_api()
     try:
         api.create_namespaced_custom_object(ARGO_GROUP, ARGO_VERSION, args.namespace, "cronworkflows", body)

@@ -9,6 +9,7 @@ from offhours.scripts.names import LABEL_REPLICAS, LABEL_SERVICE
 
 def _submit(args: argparse.Namespace) -> int:
     from offhours.scripts.cli.errors import default_namespace
+    from offhours.scripts.cli.schedule import MAX_PRIORITY
     from offhours.scripts.cluster.kube import KubeCluster, load_client_config
     from offhours.scripts.cluster.parked import SubmitError, parked_workflow, parse_params
     from offhours.scripts.config.loader import load_config
@@ -16,6 +17,8 @@ def _submit(args: argparse.Namespace) -> int:
     from offhours.scripts.policy.config import ConfigError
 
     try:
+        if abs(args.priority) > MAX_PRIORITY:
+            raise SubmitError(f"--priority {args.priority}: expected -{MAX_PRIORITY} to {MAX_PRIORITY}")
         params = parse_params(args.param or [])
         services = {s.name for s in load_config(args.config).services} if args.config else None
         load_client_config()
@@ -28,7 +31,10 @@ def _submit(args: argparse.Namespace) -> int:
         print(f"submit: {err}", file=sys.stderr)
         return 2
     created = cluster.custom.create_namespaced_custom_object(ARGO_GROUP, ARGO_VERSION, args.namespace, "workflows", body)
-    print(f"{created['metadata']['name']} parked: the gate admits it when {body['metadata']['labels'][LABEL_SERVICE]}"
+    from offhours.scripts.cli.text import printable
+
+    print(f"{created['metadata']['name']} parked: the gate admits it when "
+          f"{printable(body['metadata']['labels'][LABEL_SERVICE])}"
           f" can lend {body['metadata']['labels'][LABEL_REPLICAS]} replica(s)")
     return 0
 

@@ -1,4 +1,9 @@
-"""`offhours validate`: Argo manifests against the v4.0.5 CRD schemas, and the reference lint."""
+"""`offhours validate`: Argo manifests against the v4.0.5 CRD schemas, and the reference lint.
+
+Exit 0: valid (warnings allowed unless --strict); 1: problems found; 2: a file could not be read at
+all (missing, empty, another encoding, binary, enormous; a folder without manifests), each named on
+its own line.
+"""
 
 import argparse
 import sys
@@ -8,6 +13,7 @@ from typing import Any
 def _validate(args: argparse.Namespace) -> int:
     import json
 
+    from offhours.scripts.cli.text import printable
     from offhours.scripts.validate import load_documents, validate_documents
 
     docs, problems = load_documents(args.paths)
@@ -18,11 +24,13 @@ def _validate(args: argparse.Namespace) -> int:
                            "message": p.message} for p in problems], indent=2))
     else:
         for problem in problems:
-            print(problem)
+            print(printable(problem))
     errors = sum(p.severity == "error" for p in problems)
     if problems:
         print(f"{errors} error(s), {len(problems) - errors} warning(s) in {len({p.file for p in problems})} file(s)"
               + (" (--strict: warnings fail)" if args.strict and len(problems) > errors else ""), file=sys.stderr)
+    if any(p.unreadable for p in problems):
+        return 2  # a file that cannot be read at all is a wrong argument, not a manifest with problems
     if failing:
         return 1
     print(f"ok: {len(docs)} document(s) valid", file=sys.stderr)

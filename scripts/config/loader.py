@@ -15,6 +15,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import jsonschema
 import yaml
 
+from offhours.scripts.config.files import YAML_ERRORS, InputFileError, read_text, yaml_error
 from offhours.scripts.policy.config import Capacity, ConfigError, GateConfig, MetricsConfig, Schedule, ServicePolicy
 
 
@@ -138,12 +139,17 @@ def _refuse_shared_deployments(services: list[ServicePolicy]) -> None:
         seen[deployment] = policy.name
 
 
+CONFIG_LIMIT_BYTES = 1024 * 1024  # a gate configuration is a few KiB; a ConfigMap holds at most 1 MiB
+
+
 def load_config(path: str | Path) -> GateConfig:
     """Read and validate a gate configuration file."""
     try:
-        raw = yaml.safe_load(Path(path).read_text())
+        raw = yaml.safe_load(read_text(path, CONFIG_LIMIT_BYTES))
     except OSError as err:
         raise ConfigError(f"gate config: cannot read {path}: {err.strerror}") from None
-    except yaml.YAMLError as err:
-        raise ConfigError(f"gate config: {path} is not valid YAML: {str(err).splitlines()[0]}") from None
+    except InputFileError as err:
+        raise ConfigError(f"gate config: {path} {err}") from None
+    except YAML_ERRORS as err:
+        raise ConfigError(f"gate config: {path} {yaml_error(err)}") from None
     return parse_config(raw)

@@ -1,24 +1,55 @@
-"""The web console (Flask): the pool, the queue, a job's timeline, usage per service and month, `/metrics`."""
+"""The web console (Flask): the pool, the queue, a job's timeline, usage per service and month, `/metrics`.
 
-from collections.abc import Mapping
+With an authenticator (`offhours console --auth kubernetes`, the in-cluster install) every page but
+`/healthz` needs a bearer token, and shows only what its identity may list (auth.py); without one
+(`--auth local`, the operator's own kubeconfig on a laptop) it shows what the console can read.
+"""
+
+import dataclasses
+from collections.abc import Collection, Mapping
 from typing import Any
 
-from flask import Flask, Response, abort, render_template
+from flask import Flask, Response, abort, g, redirect, render_template, request
 
+from offhours.scripts.console.auth import MAX_TOKEN_BYTES, Access, Authenticator, ReviewUnavailable
 from offhours.scripts.console.charts import Series, line_chart
 from offhours.scripts.console.source import PoolSource
+from offhours.scripts.names import CONSOLE_TOKEN_COOKIE
 from offhours.scripts.pool import usage
-from offhours.scripts.pool.model import WAITING, RunView, gpus_of
+from offhours.scripts.pool.model import WAITING, Pool, RunView, gpus_of
 from offhours.scripts.pool.operator_metrics import exposition
 from offhours.scripts.pool.views import age, select_runs, sentence, stamp
 
+PAGE_ROWS = 500  # a page lists at most this many rows, whatever tenants submit; the CLI lists them all
 
-def pool_charts(source: PoolSource) -> dict[str, str]:
-    """One SVG per service: baseline, in service, required and lent over the history."""
+
+SERVICES_PER_PAGE = 20  # the pool page: services (and their charts) per page, whatever the fleet's size
+CHART_POINTS = 120  # points drawn per line: the history thinned evenly, its newest point always kept
+
+
+def thinned(points: list[Any], most: int = CHART_POINTS) -> list[Any]:
+    """At most `most` of `points`, evenly spaced, the last one always among them."""
+    if len(points) <= most:
+        return points
+    step = len(points) / most
+    return [points[int(i * step)] for i in range(most - 1)] + [points[-1]]
+
+
+def page_number(text: str | None, pages: int) -> int:
+    """Return the 1-based page a `?page=` asks for, clamped to the pages there are (anything else: the first)."""
+    try:
+        number = int(str(text)) if text is not None and str(text).isdigit() and len(str(text)) < 10 else 1
+    except ValueError:
+        number = 1
+    return min(max(1, number), max(1, pages))
+
+
+def pool_charts(source: PoolSource, names: list[str] | None = None) -> dict[str, str]:
+    """One SVG per service (of `names`, else all): baseline, in service, required and lent over the history."""
     charts: dict[str, str] = {}
-    names = sorted({p.service for p in source.history})
+    names = sorted({p.service for p in source.history}) if names is None else names
     for name in names:
-        points = [p for p in source.history if p.service == name]
+        points = thinned(source.series(name))
 
         def line(attr: str, points: list[Any] = points) -> list[tuple[Any, float]]:
             return [(p.at, float(getattr(p, attr))) for p in points if getattr(p, attr) is not None]
@@ -30,24 +61,114 @@ def pool_charts(source: PoolSource) -> dict[str, str]:
     return charts
 
 
-def create_app(source: PoolSource, gpus_per_replica: Mapping[str, int] | None = None) -> Flask:
-    """Build the console over `source`; `gpus_per_replica`: the gate configuration's, for services whose Deployment says none."""
+def visible(pool: Pool, access: Access | None) -> Pool:
+    """Return the part of `pool` that `access` may see (all of it without authentication), with a note on what is hidden."""
+    if access is None:
+        return pool
+    hidden = []
+    if not access.services:
+        hidden.append("services (it may not list deployments in the serving namespace)")
+    if not access.jobs:
+        hidden.append("jobs and usage (it may not list workflows in the research namespace)")
+    if not hidden:
+        return pool
+    note = f"signed in as {access.user or 'an unnamed identity'}, which is not shown " + " nor ".join(hidden)
+    return dataclasses.replace(pool, services=pool.services if access.services else (),
+                               runs=pool.runs if access.jobs else (), problems=(*pool.problems, note))
+
+
+def bearer_token() -> str:
+    """Return the request's token: its `Authorization: Bearer` header, else the login cookie; "" for none."""
+    header = request.headers.get("Authorization", "")
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() == "bearer" and value.strip():
+        return value.strip()
+    return request.cookies.get(CONSOLE_TOKEN_COOKIE, "")
+
+
+def create_app(source: PoolSource, gpus_per_replica: Mapping[str, int] | None = None,
+               services: Collection[str] | None = None, auth: Authenticator | None = None) -> Flask:
+    """Build the console over `source`.
+
+    `gpus_per_replica`: the gate configuration's, for services whose Deployment says none; `services`:
+    the configuration's service names, the only `service` labels `/metrics` shows; `auth`: who may read
+    what (None: no authentication, for an operator's local use).
+    """
     app = Flask(__name__)
     app.jinja_env.globals.update(age=age, stamp=stamp, gpus_of=gpus_of, sentence=sentence, WAITING=WAITING)
+    if services is not None:
+        source.metrics.services = frozenset(services)
+    open_paths = ("/healthz", "/login", "/static/")
+
+    def unauthorized(message: str) -> tuple[str, int, dict[str, str]]:
+        return (render_template("login.html", message=message, page=""), 401,
+                {"WWW-Authenticate": 'Bearer realm="offhours-console"'})
+
+    @app.before_request
+    def authenticate() -> Any:
+        g.access = None
+        if auth is None or request.path.startswith(open_paths):
+            return None
+        token = bearer_token()
+        if not token:
+            return unauthorized("This console needs a Kubernetes bearer token.")
+        try:
+            access = auth.access(token)
+        except ReviewUnavailable as err:
+            return render_template("error.html", title="unavailable", message=str(err), page=""), 503
+        if access is None:
+            return unauthorized("The API server does not accept this token.")
+        g.access = access
+        return None
+
+    def pool_for_reader() -> Pool:
+        return visible(source.pool(), g.access)
+
+    @app.route("/login", methods=["GET", "POST"])
+    def login() -> Any:
+        if auth is None:
+            return redirect("/")
+        if request.method == "GET":
+            return render_template("login.html", message="Sign in with a Kubernetes bearer token.", page="")
+        token = str(request.form.get("token", "")).strip()
+        if not token or len(token.encode()) > MAX_TOKEN_BYTES:
+            return unauthorized("Paste a bearer token (`kubectl create token NAME`).")
+        try:
+            access = auth.access(token)
+        except ReviewUnavailable as err:
+            return render_template("error.html", title="unavailable", message=str(err), page=""), 503
+        if access is None:
+            return unauthorized("The API server does not accept this token.")
+        answer = redirect("/")
+        answer.set_cookie(CONSOLE_TOKEN_COOKIE, token, httponly=True, samesite="Strict", secure=request.is_secure)
+        return answer
+
+    @app.post("/logout")
+    def logout() -> Any:
+        answer = redirect("/login")
+        answer.delete_cookie(CONSOLE_TOKEN_COOKIE)
+        return answer
 
     @app.get("/")
     def pool_page() -> str:
-        pool = source.pool()
-        return render_template("pool.html", pool=pool, charts=pool_charts(source), page="pool")
+        pool = pool_for_reader()
+        pages = -(-len(pool.services) // SERVICES_PER_PAGE)
+        number = page_number(request.args.get("page"), pages)
+        shown = pool.services[(number - 1) * SERVICES_PER_PAGE:number * SERVICES_PER_PAGE]
+        return render_template("pool.html", pool=pool, shown=shown, number=number, pages=pages,
+                               first=(number - 1) * SERVICES_PER_PAGE + 1,
+                               charts=pool_charts(source, [s.name for s in shown]), page="pool")
 
     @app.get("/queue")
     def queue_page() -> str:
-        pool = source.pool()
-        return render_template("queue.html", pool=pool, runs=select_runs(pool), page="queue")
+        pool = pool_for_reader()
+        runs = select_runs(pool)
+        return render_template("queue.html", pool=pool, runs=runs[:PAGE_ROWS], more=len(runs) - PAGE_ROWS,
+                               page="queue")
 
     @app.get("/jobs/<name>")
     def job_page(name: str) -> str:
-        pool = source.pool()
+        pool = pool_for_reader()
         run: RunView | None = pool.find(name)
         if run is None:
             abort(404, description=f"no offhours job {name!r}")
@@ -55,11 +176,17 @@ def create_app(source: PoolSource, gpus_per_replica: Mapping[str, int] | None = 
 
     @app.get("/usage")
     def usage_page() -> str:
-        pool = source.pool()
-        return render_template("usage.html", pool=pool, rows=usage.usage_by_month(pool, gpus_per_replica), page="usage")
+        pool = pool_for_reader()
+        skipped: list[str] = []
+        rows = usage.usage_by_month(pool, gpus_per_replica, skipped)
+        pool = dataclasses.replace(pool, problems=(*pool.problems, *skipped[:PAGE_ROWS]))
+        return render_template("usage.html", pool=pool, rows=rows[:PAGE_ROWS], more=len(rows) - PAGE_ROWS,
+                               page="usage")
 
     @app.get("/metrics")
     def metrics() -> Response:
+        if g.access is not None and not g.access.metrics:
+            return Response(f"{g.access.user} may not get /metrics\n", status=403, mimetype="text/plain")
         pool = source.pool()
         return Response(exposition(pool, source.metrics), mimetype="text/plain; version=0.0.4")
 

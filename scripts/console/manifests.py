@@ -1,14 +1,19 @@
-"""The console as an optional in-cluster install: ServiceAccount, read-only Roles, Deployment, Service.
+"""The console as an optional in-cluster install: ServiceAccount, read-only Roles, Deployment, Service, NetworkPolicy.
 
-It runs in the serving namespace and only reads: ConfigMaps and Deployments there (the gate's state
-and the services), workflows and their pods' logs in the research namespace. It has no write right
-anywhere. Prometheus scrapes its `/metrics` through the Service (annotated for the common
-`prometheus.io/scrape` discovery).
+It runs in the serving namespace and only reads: ConfigMaps and Deployments there (the gate's state,
+its configuration and the services), workflows in the research namespace; nothing else (no pods, no
+logs, no secrets) and no write right anywhere. Its one cluster-wide right is to create TokenReviews
+and SubjectAccessReviews: it authenticates every reader's bearer token and asks what that identity
+may list (`--auth kubernetes`). The NetworkPolicy lets in only pods labelled
+`offhours.io/console-client=true` (Prometheus, an ingress proxy), from any namespace;
+`kubectl port-forward` reaches the pod through the kubelet, which no NetworkPolicy filters.
+Prometheus scrapes `/metrics` through the Service (annotated for the common `prometheus.io/scrape`
+discovery) with a bearer token whose identity may `get` the non-resource URL `/metrics`.
 """
 
 from typing import Any
 
-from offhours.scripts.names import ARGO_GROUP, CONSOLE, OFFHOURS_IMAGE
+from offhours.scripts.names import ARGO_GROUP, CONSOLE, CONSOLE_AUTH, LABEL_CONSOLE_CLIENT, OFFHOURS_IMAGE
 from offhours.scripts.policy.config import GateConfig
 
 PORT = 8080
@@ -39,13 +44,20 @@ def console_manifests(config: GateConfig, image: str = OFFHOURS_IMAGE) -> dict[s
             {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "list"]}]),
         f"rolebinding-{CONSOLE}.yaml": _binding(serving, serving),
     }
-    research_rules = [{"apiGroups": [ARGO_GROUP], "resources": ["workflows"], "verbs": ["get", "list"]},
-                      {"apiGroups": [""], "resources": ["pods", "pods/log"], "verbs": ["get", "list"]}]
+    research_rules = [{"apiGroups": [ARGO_GROUP], "resources": ["workflows"], "verbs": ["get", "list"]}]
     if research == serving:
         out[f"role-{CONSOLE}.yaml"]["rules"] += research_rules
     else:
         out[f"role-{CONSOLE}-research.yaml"] = _role(research, research_rules, f"{CONSOLE}-research")
         out[f"rolebinding-{CONSOLE}-research.yaml"] = _binding(research, serving, f"{CONSOLE}-research")
+    out[f"clusterrole-{CONSOLE_AUTH}.yaml"] = {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": CONSOLE_AUTH},
+        "rules": [{"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+                  {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]}]}
+    out[f"clusterrolebinding-{CONSOLE_AUTH}.yaml"] = {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": CONSOLE_AUTH},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": CONSOLE_AUTH},
+        "subjects": [{"kind": "ServiceAccount", "name": CONSOLE, "namespace": serving}]}
     out[f"deployment-{CONSOLE}.yaml"] = {
         "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": CONSOLE, "namespace": serving, "labels": labels},
         "spec": {"replicas": 1, "selector": {"matchLabels": labels}, "template": {
@@ -55,7 +67,7 @@ def console_manifests(config: GateConfig, image: str = OFFHOURS_IMAGE) -> dict[s
                      "containers": [{
                          "name": "console", "image": image,
                          "command": ["offhours", "console", "--host", "0.0.0.0", "--port", str(PORT),
-                                     "-n", research, "--serving-namespace", serving],
+                                     "-n", research, "--serving-namespace", serving, "--auth", "kubernetes"],
                          "ports": [{"name": "http", "containerPort": PORT}],
                          "readinessProbe": {"httpGet": {"path": "/healthz", "port": "http"}},
                          "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
@@ -67,4 +79,10 @@ def console_manifests(config: GateConfig, image: str = OFFHOURS_IMAGE) -> dict[s
                      "annotations": {"prometheus.io/scrape": "true", "prometheus.io/port": str(PORT),
                                      "prometheus.io/path": "/metrics"}},
         "spec": {"selector": labels, "ports": [{"name": "http", "port": PORT, "targetPort": "http"}]}}
+    out[f"networkpolicy-{CONSOLE}.yaml"] = {
+        "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+        "metadata": {"name": CONSOLE, "namespace": serving, "labels": labels},
+        "spec": {"podSelector": {"matchLabels": labels}, "policyTypes": ["Ingress"],
+                 "ingress": [{"from": [{"namespaceSelector": {}, "podSelector": {"matchLabels": {LABEL_CONSOLE_CLIENT: "true"}}}],
+                              "ports": [{"protocol": "TCP", "port": PORT}]}]}}
     return out

@@ -1,4 +1,10 @@
-"""Where the console gets the pool: a reader, read at most once per interval, with 24 h of history."""
+"""Where the console gets the pool: a reader, read at most once per interval, with 24 h of history.
+
+The history is bounded whatever the uptime and the read interval: at most `POINTS` points per
+service (a new point only when the service's numbers changed or a spacing of HISTORY / POINTS
+passed), services that left the pool are dropped after HISTORY, and the history keeps only the
+services the serving namespace names (no tenant writes there).
+"""
 
 import threading
 import time
@@ -12,6 +18,7 @@ from offhours.scripts.pool.model import Pool
 from offhours.scripts.pool.operator_metrics import MetricsState
 
 HISTORY = timedelta(hours=24)
+POINTS = 480  # per service: one each 3 minutes over the 24 h at most
 
 
 class Reader(Protocol):
@@ -42,7 +49,7 @@ class PoolSource:
         self.interval = interval
         self.clock = clock
         self.metrics = MetricsState()
-        self.history: deque[Point] = deque()
+        self._history: dict[str, deque[Point]] = {}
         self._pool: Pool | None = None
         self._read_at = 0.0
         self._lock = threading.Lock()
@@ -59,9 +66,31 @@ class PoolSource:
                 self._pool, self._read_at = pool, self.clock()
             return self._pool
 
+    @property
+    def history(self) -> list[Point]:
+        """Every point kept, oldest first per service."""
+        with self._lock:
+            return [p for name in sorted(self._history) for p in self._history[name]]
+
+    def series(self, service: str) -> list[Point]:
+        """Return the points kept for one service, oldest first."""
+        with self._lock:
+            return list(self._history.get(service, ()))
+
     def _remember(self, pool: Pool) -> None:
         self.metrics.update(pool)
+        spacing = HISTORY / POINTS
         for s in pool.services:
-            self.history.append(Point(pool.read_at, s.name, s.baseline, s.replicas, s.required, s.lent))
-        while self.history and pool.read_at - self.history[0].at > HISTORY:
-            self.history.popleft()
+            point = Point(pool.read_at, s.name, s.baseline, s.replicas, s.required, s.lent)
+            points = self._history.setdefault(s.name, deque(maxlen=POINTS))
+            last = points[-1] if points else None
+            changed = last is None or (last.baseline, last.replicas, last.required, last.lent) != (
+                point.baseline, point.replicas, point.required, point.lent)
+            if changed or pool.read_at - last.at >= spacing:  # type: ignore[union-attr]
+                points.append(point)
+        for name in list(self._history):
+            points = self._history[name]
+            while points and pool.read_at - points[0].at > HISTORY:
+                points.popleft()
+            if not points:
+                del self._history[name]

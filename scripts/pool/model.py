@@ -495,8 +495,25 @@ def build_pool(configmaps: Iterable[Mapping[str, Any]], deployments: Iterable[Ma
     """Build the pool from the objects as the API returns them (JSON dicts)."""
     services = service_views(configmaps, deployments, serving_namespace)
     by_name = {s.name: s for s in services}
-    jobs = [j for wf in workflows if isinstance(wf, Mapping) and (j := job_view(wf)) is not None]
-    return Pool(tuple(services), tuple(_runs(_queue(jobs, by_name))), now or datetime.now(timezone.utc), tuple(problems))
+    jobs, skipped = [], []
+    for wf in workflows:
+        try:
+            job = job_view(wf) if isinstance(wf, Mapping) else None
+        except Exception as err:  # noqa: BLE001 - one malformed workflow is skipped and named, never the whole pool
+            skipped.append(f"workflow {workflow_name(wf)} skipped: it cannot be read ({type(err).__name__})")
+            continue
+        if job is not None:
+            jobs.append(job)
+    return Pool(tuple(services), tuple(_runs(_queue(jobs, by_name))), now or datetime.now(timezone.utc),
+                (*problems, *skipped))
+
+
+def workflow_name(wf: Any) -> str:
+    """`namespace/name` of a workflow however malformed, for naming it in a problem (never raises)."""
+    meta = wf.get("metadata") if isinstance(wf, Mapping) else None
+    if not isinstance(meta, Mapping):
+        return "(without metadata)"
+    return f"{str(meta.get('namespace') or '')[:63]}/{str(meta.get('name') or '(unnamed)')[:253]}"
 
 
 def gpus_of(job: JobView | RunView, pool: Pool) -> int | None:

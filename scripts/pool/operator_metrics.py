@@ -9,15 +9,24 @@ the life of the console process (Prometheus' `rate`/`increase` handle its restar
 The reclaim latency is measured from the gate's reclaim decision (`lastDecision.at` with action
 `reclaim`) to the first read that finds the Deployment with every replica it asks for Ready; its
 resolution is the console's read interval.
+
+Every `service` label value comes from a bounded set: the gate configuration's services when the
+console knows them, else the services read from the serving namespace (the gate's state ConfigMaps
+and the labelled Deployments, which no tenant writes). A workflow's `offhours.io/service` label is
+tenant-written: a value outside that set is counted under the one `service="unknown"` series, so
+inventing services adds no series. The memory is bounded the same way: per known service, and per
+workflow only while the workflow exists.
 """
 
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
+from offhours.scripts.names import UNKNOWN_SERVICE
 from offhours.scripts.pool.model import ADMITTED, PREEMPTED, RUNNING, WAITING, Pool
 
+FORGET = timedelta(hours=24)
 RECLAIM_BUCKETS = (15.0, 30.0, 60.0, 120.0, 180.0, 300.0, 420.0, 600.0, 900.0, 1800.0)
 JOB_STATES = (WAITING, ADMITTED, RUNNING, PREEMPTED, "succeeded", "failed", "cancelled")
 
@@ -42,29 +51,51 @@ class Histogram:
 
 @dataclass
 class MetricsState:
-    """What the counters and the histogram remember between reads."""
+    """What the counters and the histogram remember between reads; `services`: the gate configuration's, if known."""
 
-    admitted: set[str] = field(default_factory=set)
-    preempted: set[str] = field(default_factory=set)
+    services: frozenset[str] | None = None
+    admitted: dict[str, datetime] = field(default_factory=dict)  # workflow key -> the last read that saw it
+    preempted: dict[str, datetime] = field(default_factory=dict)
     admissions: dict[str, int] = field(default_factory=dict)
     preemptions: dict[str, int] = field(default_factory=dict)
     pending_reclaims: dict[str, datetime] = field(default_factory=dict)
-    seen_reclaims: set[tuple[str, datetime]] = field(default_factory=set)
+    last_reclaim: dict[str, datetime] = field(default_factory=dict)
     reclaim_seconds: dict[str, Histogram] = field(default_factory=dict)
+
+    def known(self, pool: Pool) -> frozenset[str]:
+        """Return the service label values `/metrics` may show for `pool`."""
+        if self.services is not None:
+            return self.services
+        return frozenset(s.name for s in pool.services)
+
+    def label(self, service: str, known: frozenset[str]) -> str:
+        """Return `service` if it is known, else the one unknown value."""
+        return service if service in known else UNKNOWN_SERVICE
 
     def update(self, pool: Pool) -> None:
         """Count what is new in `pool`: admissions, preemptions, reclaims decided, reclaims made good."""
+        known = self.known(pool)
         for job in pool.jobs:
             key = job.uid or f"{job.namespace}/{job.name}"
-            if job.admitted is not None and key not in self.admitted:
-                self.admitted.add(key)
-                self.admissions[job.service] = self.admissions.get(job.service, 0) + 1
-            if (job.state == PREEMPTED or job.preempted is not None) and key not in self.preempted:
-                self.preempted.add(key)
-                self.preemptions[job.service] = self.preemptions.get(job.service, 0) + 1
+            service = self.label(job.service, known)
+            if job.admitted is not None:
+                if key not in self.admitted:
+                    self.admissions[service] = self.admissions.get(service, 0) + 1
+                self.admitted[key] = pool.read_at
+            if job.state == PREEMPTED or job.preempted is not None:
+                if key not in self.preempted:
+                    self.preemptions[service] = self.preemptions.get(service, 0) + 1
+                self.preempted[key] = pool.read_at
+        # A deleted workflow never comes back under its UID: forget it once no read has seen it for FORGET
+        # (a failed or partial read in between does not make every workflow count again).
+        for seen in (self.admitted, self.preempted):
+            for key in [k for k, at in seen.items() if pool.read_at - at > FORGET]:
+                del seen[key]
         for s in pool.services:
-            if s.action == "reclaim" and s.decided_at is not None and (s.name, s.decided_at) not in self.seen_reclaims:
-                self.seen_reclaims.add((s.name, s.decided_at))
+            if s.name not in known:
+                continue
+            if s.action == "reclaim" and s.decided_at is not None and self.last_reclaim.get(s.name) != s.decided_at:
+                self.last_reclaim[s.name] = s.decided_at
                 self.pending_reclaims.setdefault(s.name, s.decided_at)  # the first unfinished reclaim starts the clock
             started = self.pending_reclaims.get(s.name)
             if started is not None and s.replicas is not None and s.ready is not None and s.ready >= s.replicas:
@@ -100,7 +131,8 @@ class _Page:
 def exposition(pool: Pool, state: MetricsState) -> str:
     """Render the `/metrics` page for `pool` (call `state.update(pool)` first)."""
     page = _Page()
-    services = pool.services
+    known = state.known(pool)
+    services = [s for s in pool.services if s.name in known]
 
     def per_service(attr: str) -> list[tuple[dict[str, str], float]]:
         return [({"service": s.name}, float(v)) for s in services if (v := getattr(s, attr)) is not None]
@@ -128,8 +160,12 @@ def exposition(pool: Pool, state: MetricsState) -> str:
                 [({"service": s.name}, float(s.failed_ticks)) for s in services])
     counts: dict[tuple[str, str], int] = {}
     for job in pool.jobs:
-        counts[(job.service, job.state)] = counts.get((job.service, job.state), 0) + 1
-    names = sorted({s.name for s in services} | {service for service, _ in counts})
+        key = (state.label(job.service, known), job.state)
+        counts[key] = counts.get(key, 0) + 1
+    # The unknown series appears once something is counted there, and stays (a counter never vanishes).
+    unknown = any(service == UNKNOWN_SERVICE for service, _ in counts) or UNKNOWN_SERVICE in state.admissions \
+        or UNKNOWN_SERVICE in state.preemptions
+    names = sorted(known | ({UNKNOWN_SERVICE} if unknown else set()))
     page.family("offhours_jobs", "gauge", "Research workflows by service and state.",
                 [({"service": n, "state": st}, float(counts.get((n, st), 0))) for n in names for st in JOB_STATES])
     page.family("offhours_admissions_total", "counter", "Workflows admitted (seen admitted by this process).",

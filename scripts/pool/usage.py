@@ -22,9 +22,10 @@ sums the read model's job views here, so they agree on the same cluster objects.
 """
 
 import calendar
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
+from typing import Any
 
 from offhours.scripts.pool.model import PREEMPTED, WAITING, JobView, Pool, gpus_of
 
@@ -205,15 +206,33 @@ def job_usages(pool: Pool, gpus_per_replica: Mapping[str, int] | None = None) ->
     return (job_usage(job, job_gpus(job, pool, gpus_per_replica), pool.read_at) for job in pool.jobs)
 
 
-def usage_by_month(pool: Pool, gpus_per_replica: Mapping[str, int] | None = None) -> list[UsageRow]:
-    """Per service and UTC month, in month then service order (`offhours report`, the console's usage page)."""
+def _parts(pool: Pool, gpus_per_replica: Mapping[str, int] | None, skipped: list[str] | None,
+           cut: Callable[[JobUsage], list[tuple[Any, Share]]]) -> Iterator[tuple[JobView, Any, Share]]:
+    """Each workflow's shares, as `cut` divides them; a workflow whose values break the arithmetic is skipped whole."""
+    for job in pool.jobs:
+        try:
+            parts = cut(job_usage(job, job_gpus(job, pool, gpus_per_replica), pool.read_at))
+        except Exception as err:  # noqa: BLE001 - tenant-written values that parse but are absurd: this job only
+            if skipped is not None:
+                skipped.append(f"workflow {job.namespace}/{job.name} skipped from usage: its times or sizes cannot "
+                               f"be counted ({type(err).__name__})")
+            continue
+        yield from ((job, key, part) for key, part in parts)
+
+
+def usage_by_month(pool: Pool, gpus_per_replica: Mapping[str, int] | None = None,
+                   skipped: list[str] | None = None) -> list[UsageRow]:
+    """Per service and UTC month, in month then service order (`offhours report`, the console's usage page).
+
+    A workflow that cannot be counted is left out and named in `skipped` (when given); the rest is counted.
+    """
+    def cut(usage: JobUsage) -> list[tuple[Any, Share]]:
+        return [((usage.job.service, month), part) for month, start, end in months(usage)
+                if (part := share(usage, start, end)) is not None]
+
     rows: dict[tuple[str, str], UsageRow] = {}
-    for usage in job_usages(pool, gpus_per_replica):
-        for month, start, end in months(usage):
-            part = share(usage, start, end)
-            if part is not None:
-                key = (usage.job.service, month)
-                _add(rows.setdefault(key, UsageRow(*key)), usage.job, part)
+    for job, key, part in _parts(pool, gpus_per_replica, skipped, cut):
+        _add(rows.setdefault(key, UsageRow(*key)), job, part)
     return sorted(rows.values(), key=lambda r: (r.month, r.key))
 
 
@@ -227,14 +246,18 @@ def group_key(job: JobView, by: str) -> str:
 
 
 def usage_lines(pool: Pool, by: str = "service", since: datetime | None = None,
-                gpus_per_replica: Mapping[str, int] | None = None) -> list[UsageRow]:
-    """Per group (see `group_key`), over the whole history or since `since` (`offhours usage`), in key order."""
-    rows: dict[str, UsageRow] = {}
-    for usage in job_usages(pool, gpus_per_replica):
+                gpus_per_replica: Mapping[str, int] | None = None, skipped: list[str] | None = None) -> list[UsageRow]:
+    """Per group (see `group_key`), over the whole history or since `since` (`offhours usage`), in key order.
+
+    A workflow that cannot be counted is left out and named in `skipped` (when given); the rest is counted.
+    """
+    def cut(usage: JobUsage) -> list[tuple[Any, Share]]:
         part = share(usage, since, None)
-        if part is not None:
-            key = group_key(usage.job, by)
-            _add(rows.setdefault(key, UsageRow(key)), usage.job, part)
+        return [(group_key(usage.job, by), part)] if part is not None else []
+
+    rows: dict[str, UsageRow] = {}
+    for job, key, part in _parts(pool, gpus_per_replica, skipped, cut):
+        _add(rows.setdefault(key, UsageRow(key)), job, part)
     return sorted(rows.values(), key=lambda r: r.key)
 
 

@@ -246,10 +246,14 @@ class _DocumentLint:
                         self.report(path, f"input parameter {name!r} is not declared by template "
                                     f"{template.get('name')!r}")
                 elif self.check_workflow_params and name not in self.workflow_params:
-                    # A WorkflowTemplate's parameters may be supplied only at submission (argo submit -p).
+                    # A WorkflowTemplate's parameters may be supplied only at submission (argo submit -p); so may
+                    # those a `when` or an expression tag names: Argo resolves neither before the run, and accepts
+                    # the manifest (its own examples/conditionals.yaml does it).
                     templated = self.doc.get("kind") in ("WorkflowTemplate", "ClusterWorkflowTemplate")
-                    self.report(path, f"workflow parameter {name!r} is not declared in spec.arguments",
-                                WARNING if templated else ERROR)
+                    lenient = templated or bool(is_expr) or (bool(path) and path[-1] == "when")
+                    self.report(path, f"workflow parameter {name!r} is not declared in spec.arguments"
+                                + ("" if templated else f" (fine if given at submit: argo submit -p {name}=...)"),
+                                WARNING if lenient else ERROR)
             for kind, node, rest in self._node_refs(body, bool(is_expr)):
                 self.check_node_ref(path, kind, node, rest, nodes)
             if not is_expr and (body == "item" or body.startswith("item.")) and not in_loop:

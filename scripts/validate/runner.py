@@ -6,11 +6,13 @@ from typing import Any
 
 import yaml
 
+from offhours.scripts.config.files import YAML_ERRORS, InputFileError, read_text, yaml_error
 from offhours.scripts.validate.crd import schema_problems
 from offhours.scripts.validate.lint import build_catalog, lint_problems
 from offhours.scripts.validate.problems import Problem
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+MANIFEST_LIMIT_BYTES = 32 * 1024 * 1024  # etcd keeps objects under 1.5 MiB; a file of many is still far below this
 
 Document = tuple[str, int, dict[str, Any]]
 
@@ -29,16 +31,27 @@ def load_documents(paths: Iterable[str | Path]) -> tuple[list[Document], list[Pr
     """Read every YAML document under `paths`; unreadable files and non-mapping documents are problems."""
     docs: list[Document] = []
     problems: list[Problem] = []
+    paths = list(paths)
+    explicit = {Path(p) for p in paths if not Path(p).is_dir()}  # named by the person, not found in a folder
+    for folder in (Path(p) for p in paths if Path(p).is_dir()):
+        if not _files([folder]):
+            problems.append(Problem(str(folder), 0, ".", f"the folder holds no manifest ({', '.join(MANIFEST_SUFFIXES)})",
+                                    unreadable=True))
     for file in _files(paths):
         name = str(file)
         try:
-            loaded = list(yaml.safe_load_all(file.read_text()))
+            loaded = list(yaml.safe_load_all(read_text(file, MANIFEST_LIMIT_BYTES, allow_empty=True)))
         except OSError as err:
-            problems.append(Problem(name, 0, ".", f"cannot read: {err.strerror}"))
+            problems.append(Problem(name, 0, ".", f"cannot read: {err.strerror}", unreadable=True))
             continue
-        except yaml.YAMLError as err:
-            problems.append(Problem(name, 0, ".", f"not valid YAML: {str(err).splitlines()[0]}"))
+        except InputFileError as err:
+            problems.append(Problem(name, 0, ".", f"the file {err}", unreadable=True))
             continue
+        except YAML_ERRORS as err:
+            problems.append(Problem(name, 0, ".", yaml_error(err).removeprefix("is ")))
+            continue
+        if not any(doc is not None for doc in loaded) and file in explicit:
+            problems.append(Problem(name, 0, ".", "the file is empty: it holds no manifest", unreadable=True))
         for index, doc in enumerate(loaded):
             if doc is None:
                 continue

@@ -40,7 +40,8 @@ def test_render_console_is_the_install_plus_the_console_goldens() -> None:
     assert listed == yaml.safe_load(without["kustomization.yaml"])["resources"] + [
         "serviceaccount-offhours-console.yaml", "role-offhours-console.yaml", "rolebinding-offhours-console.yaml",
         "role-offhours-console-research.yaml", "rolebinding-offhours-console-research.yaml",
-        "deployment-offhours-console.yaml", "service-offhours-console.yaml"]
+        "clusterrole-offhours-console-auth.yaml", "clusterrolebinding-offhours-console-auth.yaml",
+        "deployment-offhours-console.yaml", "service-offhours-console.yaml", "networkpolicy-offhours-console.yaml"]
 
 
 def test_render_command_with_console_writes_them(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -68,7 +69,7 @@ def test_render_console_follows_the_gate_config_and_image(tmp_path: Path) -> Non
     deployment = yaml.safe_load((out / "deployment-offhours-console.yaml").read_text())
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     assert deployment["metadata"]["namespace"] == "inference" and container["image"] == "registry.lab/offhours:7"
-    assert container["command"][-4:] == ["-n", "lab", "--serving-namespace", "inference"]
+    assert container["command"][-6:] == ["-n", "lab", "--serving-namespace", "inference", "--auth", "kubernetes"]
     research_role = yaml.safe_load((out / "role-offhours-console-research.yaml").read_text())
     assert research_role["metadata"]["namespace"] == "lab"
     binding = yaml.safe_load((out / "rolebinding-offhours-console-research.yaml").read_text())

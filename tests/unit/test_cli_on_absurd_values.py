@@ -32,5 +32,5 @@ def test_usage_since_far_back_is_one_line_not_a_traceback(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     pool = pool_of(running({}))
     monkeypatch.setattr(jobs, "_reader", lambda args: Reader(pool))
-    assert main(["usage", "--since", "99999999w"]) == 1
+    assert main(["usage", "--since", "99999999w"]) == 2
     assert capsys.readouterr().err == "usage: --since '99999999w': too far back\n"

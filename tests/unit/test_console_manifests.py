@@ -27,3 +27,22 @@ def test_the_console_can_only_read() -> None:
     verbs = {verb for m in console_manifests(example_gate_config()).values() if m["kind"] == "Role"
              for rule in m["rules"] for verb in rule["verbs"]}
     assert verbs == {"get", "list"}
+
+
+def test_the_console_reads_no_pods_nor_logs_and_may_only_review_tokens_cluster_wide() -> None:
+    docs = console_manifests(example_gate_config()).values()
+    resources = {r for m in docs if m["kind"] == "Role" for rule in m["rules"] for r in rule["resources"]}
+    assert resources == {"configmaps", "deployments", "workflows"}
+    (cluster_role,) = [m for m in docs if m["kind"] == "ClusterRole"]
+    assert [(rule["resources"], rule["verbs"]) for rule in cluster_role["rules"]] == [
+        (["tokenreviews"], ["create"]), (["subjectaccessreviews"], ["create"])]
+
+
+def test_the_console_authenticates_and_ships_a_network_policy() -> None:
+    docs = console_manifests(example_gate_config())
+    command = docs["deployment-offhours-console.yaml"]["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert command[command.index("--auth") + 1] == "kubernetes"
+    policy = docs["networkpolicy-offhours-console.yaml"]["spec"]
+    assert policy["policyTypes"] == ["Ingress"]
+    assert policy["ingress"][0]["from"] == [{"namespaceSelector": {},
+                                             "podSelector": {"matchLabels": {"offhours.io/console-client": "true"}}}]

@@ -321,3 +321,46 @@ def test_cli_refuses_bad_input_in_one_line_before_any_cluster_call(
     assert main(["schedule", *argv]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("schedule: ") and message in err, err
+
+
+JOB_PARAMS = ["-p", "service=chat", "-p", "image=busybox", "-p", 'command=["true"]',
+              "-p", "checkpoint-uri=s3://bucket/ckpt", "-p", "output-uri=s3://bucket/out"]
+
+
+def test_dry_run_prints_the_cron_workflow_with_no_cluster(capsys: pytest.CaptureFixture[str],
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fault: no kubeconfig and no in-cluster account; the dry run still prints, checked against the library."""
+    monkeypatch.setenv("KUBECONFIG", "/nonexistent/kubeconfig")
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    assert main(["schedule", "nightly", "--template", "offhours-job", "--cron", "0 21 * * *", "--dry-run",
+                 *JOB_PARAMS]) == 0
+    out = capsys.readouterr()
+    body = yaml.safe_load(out.out)
+    assert (body["kind"], body["metadata"]["name"], body["spec"]["schedules"]) == ("CronWorkflow", "nightly",
+                                                                                  ["0 21 * * *"])
+    assert out.err == ("schedule: note: no cluster to read offhours-job from: checked against the library's own "
+                       "template\n")
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["-p", "mesage=hi"], "offhours-job has no parameter mesage"),
+    (["-p", "replicas=0"], "replicas must be a whole number >= 1"),
+])
+def test_dry_run_with_no_cluster_checks_parameters_against_the_library(
+        extra: list[str], message: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KUBECONFIG", "/nonexistent/kubeconfig")
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    assert main(["schedule", "nightly", "--template", "offhours-job", "--cron", "0 21 * * *", "--dry-run",
+                 *JOB_PARAMS, *extra]) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and out.err.count("\n") == 1 and message in out.err, out.err
+
+
+def test_dry_run_of_a_template_the_library_lacks_needs_a_cluster(capsys: pytest.CaptureFixture[str],
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KUBECONFIG", "/nonexistent/kubeconfig")
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    assert main(["schedule", "nightly", "--template", "my-own", "--cron", "0 21 * * *", "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.splitlines()[-1] == (
+        "schedule: 'my-own' is not a template of the library and no cluster answers to read it (ConfigException)")

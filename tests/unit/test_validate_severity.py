@@ -54,3 +54,23 @@ def test_cli_passes_warnings_and_strict_fails_on_them(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out) == [{
         "file": str(path), "document": 0, "path": "spec.templates[0].steps[0][0].arguments.parameters[0].value",
         "severity": "warning", "message": "workflow parameter 'greeting' is not declared in spec.arguments"}]
+
+
+def test_argo_conditionals_example_passes_with_a_warning(capsys) -> None:
+    """Argo's own examples/conditionals.yaml: a `when` names a workflow parameter given only at submit."""
+    from pathlib import Path
+
+    example = Path(__file__).parents[1] / "data" / "argo-examples" / "conditionals.yaml"
+    assert main(["validate", str(example)]) == 0
+    out = capsys.readouterr().out
+    assert out.endswith("when: warning: workflow parameter 'json' is not declared in spec.arguments "
+                        "(fine if given at submit: argo submit -p json=...)\n")
+
+
+def test_a_when_or_an_expression_naming_an_undeclared_workflow_parameter_is_a_warning_elsewhere_an_error():
+    when = _template("Workflow", ref="hi")
+    when["spec"]["templates"][0]["steps"][0][0]["when"] = "{{workflow.parameters.go}} == true"
+    assert [s for s, _, _ in _found(when)] == ["warning"]
+    expression = _template("Workflow", ref="{{=workflow.parameters.greeting}}")
+    assert [s for s, _, _ in _found(expression)] == ["warning"]
+    assert [s for s, _, _ in _found(_template("Workflow"))] == ["error"]  # a plain tag Argo resolves at submit
