@@ -189,18 +189,18 @@ def test_s3_store_survives_sigterms_bit_identical(reference: np.ndarray, s3: dic
 def test_s3_half_written_checkpoint_is_skipped(s3: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
     for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION"):
         monkeypatch.setenv(key, s3[key])
-    store = CheckpointStore("s3://lab/runs/partial", endpoint_url=s3["OFFHOURS_S3_ENDPOINT_URL"])
+    store = CheckpointStore("s3://lab/runs/partial/job", endpoint_url=s3["OFFHOURS_S3_ENDPOINT_URL"], run_id="partial")
     store.save(10, b"ten")
     import boto3
     from botocore.config import Config
 
     client = boto3.client("s3", endpoint_url=s3["OFFHOURS_S3_ENDPOINT_URL"],
                           config=Config(request_checksum_calculation="when_required"))
-    client.put_object(Bucket="lab", Key="runs/partial/step-000000000020/data", Body=b"no marker yet")
+    client.put_object(Bucket="lab", Key="runs/partial/job/step-000000000020/data", Body=b"no marker yet")
     latest = store.latest()
     assert latest is not None and (latest.step, latest.data) == (10, b"ten")
     # The progress the gate reads to pick victims, on S3 as on files.
     from offhours.scripts.runtime.checkpoint import latest_progress_time
 
     assert store.progress()["step"] == 10
-    assert latest_progress_time("s3://lab/runs", s3["OFFHOURS_S3_ENDPOINT_URL"]) == pytest.approx(time.time(), abs=60)
+    assert latest_progress_time("s3://lab/runs/partial", s3["OFFHOURS_S3_ENDPOINT_URL"]) == pytest.approx(time.time(), abs=60)
