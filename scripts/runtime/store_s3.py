@@ -50,17 +50,24 @@ class S3Backend:
     """Checkpoint folders `step-N/{data,COMPLETE}` and named objects under one key prefix."""
 
     def __init__(self, location: StoreLocation, endpoint_url: str | None, policy: RetryPolicy) -> None:
-        import boto3
-        from botocore.config import Config
-
-        self.location, self.policy, self.bucket = location, policy, location.bucket
-        # Checksums only where S3 requires them: S3-compatible servers (MinIO, s3proxy, Ceph) do not
-        # all implement the flexible-checksum headers newer SDKs send by default.
-        config = Config(request_checksum_calculation="when_required", response_checksum_validation="when_required",
-                        connect_timeout=policy.connect_timeout, read_timeout=policy.read_timeout,
-                        retries={"total_max_attempts": 1, "mode": "standard"})
-        self.s3 = boto3.client("s3", endpoint_url=endpoint_url, config=config)
+        self.location, self.policy, self.bucket, self.endpoint_url = location, policy, location.bucket, endpoint_url
         self._dir = location.key_prefix + "/" if location.segments else ""
+        self._client: Any = None
+
+    @property
+    def s3(self) -> Any:
+        """The boto3 client, made on first use (making one may look up a region: a store's constructor does no I/O)."""
+        if self._client is None:
+            import boto3
+            from botocore.config import Config
+
+            # Checksums only where S3 requires them: S3-compatible servers (MinIO, s3proxy, Ceph) do not
+            # all implement the flexible-checksum headers newer SDKs send by default.
+            config = Config(request_checksum_calculation="when_required",
+                            response_checksum_validation="when_required", connect_timeout=self.policy.connect_timeout,
+                            read_timeout=self.policy.read_timeout, retries={"total_max_attempts": 1, "mode": "standard"})
+            self._client = boto3.client("s3", endpoint_url=self.endpoint_url, config=config)
+        return self._client
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
         return self.policy.call(f"{what} under {self.location.uri}", fn, transient)
