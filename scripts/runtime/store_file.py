@@ -79,7 +79,7 @@ class FileBackend:
         self.root = Path(location.path)
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
-        return self.policy.call(f"{what} under {self.location.uri}", fn, transient)
+        return self.policy.call(what, fn, transient)  # the store names its URI in front
 
     def steps(self) -> list[int]:
         """Return the steps that have a checkpoint folder (complete or not)."""

@@ -70,7 +70,7 @@ class S3Backend:
         return self._client
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
-        return self.policy.call(f"{what} under {self.location.uri}", fn, transient)
+        return self.policy.call(what, fn, transient)  # the store names its URI in front
 
     def _list(self, prefix: str, delimiter: bool) -> tuple[list[str], list[str]]:
         keys, folders = [], []
@@ -101,10 +101,11 @@ class S3Backend:
         return b"".join(chunks)
 
     def _get(self, key: str) -> bytes | None:
-        return self._call(f"reading {key}", lambda: self._get_once(key))
+        return self._call(f"reading {key[len(self._dir):]}", lambda: self._get_once(key))
 
     def _put(self, key: str, data: bytes) -> None:
-        self._call(f"writing {key}", lambda: self.s3.put_object(Bucket=self.bucket, Key=key, Body=data))
+        self._call(f"writing {key[len(self._dir):]}",
+                   lambda: self.s3.put_object(Bucket=self.bucket, Key=key, Body=data))
 
     def read(self, folder: str, name: str) -> bytes | None:
         """Return the bytes of `folder/name`, or None when it does not exist."""
@@ -118,10 +119,9 @@ class S3Backend:
                 self._put(f"{self._dir}{folder}/{name}", data)
                 written.append(name)
         except Exception:
-            if written:  # best effort: no data without its marker left behind (else the next save's sweep)
+            for name in written:  # best effort, one try: no data without its marker left (else the next sweep)
                 try:
-                    self.s3.delete_objects(Bucket=self.bucket, Delete={"Objects": [
-                        {"Key": f"{self._dir}{folder}/{n}"} for n in written]})
+                    self.s3.delete_object(Bucket=self.bucket, Key=f"{self._dir}{folder}/{name}")
                 except Exception:  # noqa: BLE001, S110 - the sweep of the next save removes it
                     pass
             raise
@@ -135,14 +135,13 @@ class S3Backend:
         folders: dict[str, list[str]] = {}
         for key in keys:
             folder, _, name = key[len(self._dir):].partition("/")
-            if STEP_FOLDER.match(folder) and folder != keep:
+            if STEP_FOLDER.match(folder) and folder != keep and name:  # no name: a folder placeholder
                 folders.setdefault(folder, []).append(key)
         orphans = [k for f, ks in folders.items() if not any(k.endswith("/" + marker) for k in ks) for k in ks]
-        for start in range(0, len(orphans), 1000):
-            delete = {"Objects": [{"Key": k} for k in orphans[start:start + 1000]]}
+        # One DELETE per object: DeleteObjects needs a checksum header not every S3-compatible server takes.
+        for key in orphans:
             try:
-                self._call("removing interrupted saves", partial(self.s3.delete_objects, Bucket=self.bucket,
-                                                                 Delete=delete))
+                self._call("removing interrupted saves", partial(self.s3.delete_object, Bucket=self.bucket, Key=key))
             except Exception:  # noqa: BLE001 - best effort, as above
                 return
 
