@@ -196,6 +196,7 @@ class CheckpointStore:
         self.run_id = run_id
         self.policy = _policy(os.environ, policy)
         self._backend = _backend_for(self.location, endpoint_url, self.policy)
+        self._swept = False
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> "CheckpointStore":
@@ -224,10 +225,13 @@ class CheckpointStore:
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise CheckpointError(f"{self.uri}: checkpoint data must be bytes, not {type(data).__name__}")
         data, folder = bytes(data), _step_name(step)
-        self._backend.sweep(folder, MARKER)  # first: what killed saves left may be what fills the disk
+        if not self._swept:  # what killed saves left (a process's debris is swept by the next one's first save)
+            self._backend.sweep(folder, MARKER)  # before writing: it may be what fills the disk
+            self._swept = True
         try:
             self._backend.commit(folder, {DATA: data, MARKER: _marker(data, step)})
         except StoreFailure as err:
+            self._swept = False  # this save may have left some: the next one looks again
             raise self._failed(err) from None
         record = {"step": step, "time": time.time(), "run": self.run_id, "store": self.location.uri}
         try:

@@ -204,3 +204,21 @@ def test_s3_half_written_checkpoint_is_skipped(s3: dict[str, str], monkeypatch: 
 
     assert store.progress()["step"] == 10
     assert latest_progress_time("s3://lab/runs/partial", s3["OFFHOURS_S3_ENDPOINT_URL"]) == pytest.approx(time.time(), abs=60)
+
+
+def test_s3_store_rides_out_transient_faults_bit_identical(reference: np.ndarray, s3: dict[str, str],
+                                                           tmp_path: Path) -> None:
+    """Fault: 503s on checkpoint uploads and a reset mid-download on resume, while the job is stopped twice."""
+    from tests.support.fault_proxy import Fault, fault_proxy
+
+    with fault_proxy(s3["OFFHOURS_S3_ENDPOINT_URL"]) as proxy:
+        proxy.faults += [Fault("status", "PUT", "/data", times=3, status=503),
+                         Fault("reset", "GET", "/data", times=2, after_bytes=100)]
+        env = {**s3, "OFFHOURS_S3_ENDPOINT_URL": proxy.url, "OFFHOURS_RUN_ID": "flaky",
+               "OFFHOURS_STORE_READ_TIMEOUT": "5"}
+        weights, executed, codes = run_with_stops("s3://lab/runs/flaky/job", tmp_path, stops=2, sig=signal.SIGTERM,
+                                                  seed=5, env=env)
+    assert codes == [PREEMPTED_EXIT_CODE] * 2 + [0]
+    assert weights.tobytes() == reference.tobytes()
+    assert sorted(set(executed)) == list(range(STEPS)) and redone(executed) == []
+    assert [f.hits for f in proxy.faults] == [3, 2]  # every fault was met, and each was ridden out
