@@ -101,20 +101,25 @@ def _marker(data: bytes, step: int) -> bytes:
                        "time": time.time()}).encode()
 
 
-def _valid(marker: bytes, data: bytes, step: int) -> bool:
+def _vouched(marker: bytes, step: int) -> dict[str, Any] | None:
+    """Return the marker's record if it is one for `step`, else None."""
     try:
         meta = json.loads(marker)
     except ValueError:
-        return False
-    return bool(isinstance(meta, dict) and meta.get("step") == step and meta.get("size") == len(data)
-                and meta.get("sha256") == hashlib.sha256(data).hexdigest())
+        return None
+    return meta if isinstance(meta, dict) and meta.get("step") == step and isinstance(meta.get("size"), int) else None
+
+
+def _valid(marker: bytes, data: bytes, step: int) -> bool:
+    meta = _vouched(marker, step)
+    return bool(meta and meta["size"] == len(data) and meta.get("sha256") == hashlib.sha256(data).hexdigest())
 
 
 class _Backend(Protocol):
     def steps(self) -> list[int]: ...
     def read(self, folder: str, name: str) -> bytes | None: ...
     def commit(self, folder: str, files: dict[str, bytes]) -> None: ...
-    def sweep(self, keep: str, marker: str) -> None: ...
+    def sweep(self, keep: str, names: tuple[str, ...]) -> None: ...
     def put(self, name: str, data: bytes) -> None: ...
     def get(self, name: str) -> bytes | None: ...
     def find(self, name: str) -> list[tuple[StoreLocation, bytes]]: ...
@@ -146,7 +151,7 @@ def _backend_for(location: StoreLocation, endpoint_url: str | None, policy: Retr
     return S3Backend(location, endpoint_url, policy)
 
 
-def _progress_time(location: StoreLocation, text: bytes, run: str | None) -> float | None:
+def _progress_time(location: StoreLocation, text: bytes, run: str | None, now: float) -> float | None:
     """Return the time of a progress record, if it was written by a store at `location` for run `run`."""
     try:
         record = json.loads(text)
@@ -160,8 +165,8 @@ def _progress_time(location: StoreLocation, text: bytes, run: str | None) -> flo
     except StoreURIError:
         return None
     at = record.get("time")
-    if isinstance(at, bool) or not isinstance(at, (int, float)) or not math.isfinite(at) or at < 0:
-        return None
+    if isinstance(at, bool) or not isinstance(at, (int, float)) or not math.isfinite(at) or not 0 <= at <= now:
+        return None  # a time after now (plus a day of clock skew) is no evidence of anything
     return float(at)
 
 
@@ -182,7 +187,7 @@ def latest_progress_time(prefix_uri: str, endpoint_url: str | None = None, polic
     except StoreFailure as err:
         raise CheckpointError(f"{prefix_uri}: {err}") from None
     times = [t for where, text in found if where.is_within(location)
-             and (t := _progress_time(where, text, run)) is not None]
+             and (t := _progress_time(where, text, run, time.time() + 86400)) is not None]
     return max(times) if times else None
 
 
@@ -226,7 +231,7 @@ class CheckpointStore:
             raise CheckpointError(f"{self.uri}: checkpoint data must be bytes, not {type(data).__name__}")
         data, folder = bytes(data), _step_name(step)
         if not self._swept:  # what killed saves left (a process's debris is swept by the next one's first save)
-            self._backend.sweep(folder, MARKER)  # before writing: it may be what fills the disk
+            self._backend.sweep(folder, (DATA, MARKER))  # before writing: it may be what fills the disk
             self._swept = True
         try:
             self._backend.commit(folder, {DATA: data, MARKER: _marker(data, step)})
@@ -249,8 +254,10 @@ class CheckpointStore:
             for step in reversed(self._backend.steps()):
                 folder = _step_name(step)
                 marker = self._backend.read(folder, MARKER)
-                data = self._backend.read(folder, DATA) if marker is not None else None
-                if marker is not None and data is not None and _valid(marker, data, step):
+                if marker is None or _vouched(marker, step) is None:
+                    continue  # half-written or corrupt: its data is not even downloaded
+                data = self._backend.read(folder, DATA)
+                if data is not None and _valid(marker, data, step):
                     return Checkpoint(step, data)
         except StoreFailure as err:
             raise self._failed(err) from None

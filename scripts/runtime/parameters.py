@@ -182,7 +182,9 @@ def check_values(schema: Mapping[str, str], values: Mapping[str, str],
 
 
 def _relation_problem(schema: Mapping[str, str], values: Mapping[str, str], name: str, kind: str) -> str | None:
-    """Refuse a checkpoint base that names the run id as a folder: `<base>/<run-id>` would no longer say whose it is.
+    """Refuse a checkpoint base whose steps' locations would be ambiguous or unwritable.
+
+    A base that names the run id as a folder: `<base>/<run-id>` would no longer say whose it is.
 
     Runs keep their checkpoints at `<checkpoint-uri>/<run-id>/<step>`; with the run id never a folder
     of the base, no run's folders can lie where another run's would (a base `x/a` with run `a`
@@ -193,10 +195,15 @@ def _relation_problem(schema: Mapping[str, str], values: Mapping[str, str], name
     runs = [values[n] for n, k in schema.items() if k == "run-id" and n in values and _run_id(values[n]) is None]
     segments = parse_store_uri(values[name]).segments
     clash = next((run for run in runs if run in segments), None)
-    if clash is None:
-        return None
-    return (f"names the run id {clash!r} as a folder: steps add /<run-id>/<step> themselves, and this one's "
-            "checkpoints could be taken for another run's; leave the run id out")
+    if clash is not None:
+        return (f"names the run id {clash!r} as a folder: steps add /<run-id>/<step> themselves, and this one's "
+                "checkpoints could be taken for another run's; leave the run id out")
+    for run in runs or ["r" * 50]:
+        # What the steps will write: <base>/<run-id>/<step>[/<item>], with room for names of 63 characters.
+        problem = store_uri_problem(f"{values[name]}/{run}/{'s' * 63}/{'i' * 63}")
+        if problem:
+            return f"cannot hold the steps' checkpoints: with the run id {run!r} appended, it {problem}"
+    return None
 
 
 class SchemaError(ValueError):

@@ -95,7 +95,7 @@ class FileBackend:
         """Return the bytes of `folder/name`, or None when it does not exist."""
         return self._call(f"reading {folder}/{name}", lambda: _read(self.root / folder / name))
 
-    def sweep(self, keep: str = "", marker: str = "") -> None:
+    def sweep(self, keep: str = "", names: tuple[str, ...] = ()) -> None:
         """Remove what interrupted saves left behind (best effort: a failure here never fails a save).
 
         Checkpoint folders only ever appear whole here, so only the temporary entries are swept.

@@ -126,18 +126,23 @@ class S3Backend:
                     pass
             raise
 
-    def sweep(self, keep: str, marker: str) -> None:
-        """Delete what saves cut short left: objects of checkpoint folders without `marker` (except `keep`)."""
+    def sweep(self, keep: str, names: tuple[str, ...]) -> None:
+        """Delete what saves cut short left: the files of checkpoint folders whose last file (the marker) is missing.
+
+        Only the store's own names directly inside `step-N` folders are touched, never `keep` (the
+        folder about to be written) and never anything else a person put there.
+        """
         try:
             keys, _ = self._call("listing checkpoints", lambda: self._list(self._dir + "step-", False))
         except Exception:  # noqa: BLE001 - best effort: a failed sweep never fails the save that ran it
             return
-        folders: dict[str, list[str]] = {}
+        present: dict[str, set[str]] = {}
         for key in keys:
             folder, _, name = key[len(self._dir):].partition("/")
-            if STEP_FOLDER.match(folder) and folder != keep and name:  # no name: a folder placeholder
-                folders.setdefault(folder, []).append(key)
-        orphans = [k for f, ks in folders.items() if not any(k.endswith("/" + marker) for k in ks) for k in ks]
+            if STEP_FOLDER.match(folder) and folder != keep and name in names:
+                present.setdefault(folder, set()).add(name)
+        orphans = [f"{self._dir}{folder}/{name}" for folder, found in sorted(present.items()) if names[-1] not in found
+                   for name in sorted(found)]
         # One DELETE per object: DeleteObjects needs a checksum header not every S3-compatible server takes.
         for key in orphans:
             try:

@@ -5,7 +5,7 @@ store writes exactly where it says. Anything a reader could take two ways is ref
 guessed: a query or fragment (`?`, `#`), escapes (`%`), empty, `.` or `..` segments, a trailing
 `/`, a host on `file://`, a bucket S3 would refuse, control or invisible characters, text that is
 not in Unicode NFC form (two spellings of one name), and a segment named like a checkpoint folder
-(`step-<digits>`), so no store can live inside another's checkpoint.
+(`step-` and 12 digits or more), so no store can live inside another's checkpoint.
 """
 
 import re
@@ -13,7 +13,8 @@ import unicodedata
 from dataclasses import dataclass
 
 SCHEMES = ("file", "s3")
-STEP_FOLDER = re.compile(r"^step-([0-9]+)$", re.ASCII)
+# The folder name of a checkpoint as the store writes it (12 digits or more): `step-1` is a plain name.
+STEP_FOLDER = re.compile(r"^step-([0-9]{12,})$", re.ASCII)
 _BUCKET = re.compile(r"^[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?$", re.ASCII)
 _IPV4 = re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$", re.ASCII)
 _RESERVED = {"?": "a query", "#": "a fragment", "%": "an escape", "\\": "a backslash"}
@@ -87,7 +88,7 @@ def _segments(path: str) -> tuple[str, ...]:
         if len(segment.encode()) > MAX_SEGMENT_BYTES:
             raise StoreURIError(f"has a path segment longer than {MAX_SEGMENT_BYTES} bytes")
         if STEP_FOLDER.match(segment):
-            raise StoreURIError(f"has a segment {segment!r} named like a checkpoint folder (step-<digits>)")
+            raise StoreURIError(f"has a segment {segment!r} named like a checkpoint folder (step- and 12 digits)")
     if len("/".join(segments).encode()) > MAX_PREFIX_BYTES:
         raise StoreURIError(f"is longer than {MAX_PREFIX_BYTES} bytes of path")
     return segments

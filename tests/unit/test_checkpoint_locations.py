@@ -81,6 +81,19 @@ def test_a_checkpoint_base_that_names_the_run_id_is_refused() -> None:
     assert check_values(SCHEMA, {"checkpoint-uri": "s3://a/x", "run-id": "a"}) == []  # a bucket is not a folder
 
 
+def test_a_base_whose_steps_could_not_be_written_is_refused() -> None:
+    """Fault: a run id named like a checkpoint folder, or a base too long for /<run-id>/<step> to fit under S3's limit."""
+    assert check_values(SCHEMA, {"checkpoint-uri": "s3://lab/x", "run-id": "step-000000000001"}) == [
+        "parameter checkpoint-uri='s3://lab/x' cannot hold the steps' checkpoints: with the run id "
+        "'step-000000000001' appended, it has a segment 'step-000000000001' named like a checkpoint folder "
+        "(step- and 12 digits)"]
+    long_base = "s3://lab/" + "/".join(["d" * 220] * 4)
+    assert value_problem("checkpoint-uri", long_base) is None  # a store may sit there itself...
+    [problem] = check_values(SCHEMA, {"checkpoint-uri": long_base, "run-id": "a"})
+    assert "cannot hold the steps' checkpoints" in problem and "longer than 960 bytes" in problem  # ...not a run
+    assert check_values(SCHEMA, {"checkpoint-uri": "s3://lab/x", "run-id": "step-1"}) == []  # a plain name
+
+
 def test_the_env_parameter_cannot_shadow_what_the_step_sets() -> None:
     """Fault: env naming a variable the step sets from its own parameters (the checkpoint URI, the run id)."""
     env = {e.name for e in (research_step("job", "d").env or [])} | {e.name for e in (eval_step.template().env or [])}
