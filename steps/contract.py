@@ -62,7 +62,7 @@ RESEARCH_STEP_INPUTS: tuple[StepInput, ...] = (
     StepInput("input-uri", "Where the step reads its input (s3://, gs://, file://); may be empty.", "",
               kind="optional-uri"),
     StepInput("output-uri", "Where the step writes its result (s3://, gs://, file://).", kind="uri"),
-    StepInput("checkpoint-uri", "Where the step writes and finds its checkpoints (s3:// or file://).",
+    StepInput("checkpoint-uri", "Where the step writes and finds its checkpoints (an S3 or file URI).",
               kind="checkpoint-uri"),
     StepInput("run-id", "Stable id of the run: a restarted or re-parked job resumes the checkpoints under it.",
               kind="run-id"),
