@@ -198,7 +198,9 @@ class CheckpointStore:
                  policy: RetryPolicy | None = None) -> None:
         self.uri = uri
         self.location = _location(uri)
-        self.run_id = run_id
+        # The run this store's progress is for: the step's OFFHOURS_RUN_ID unless told otherwise, so a job
+        # that builds its store from the URI alone still records progress the gate will read.
+        self.run_id = run_id if run_id is not None else os.environ.get("OFFHOURS_RUN_ID") or None
         self.policy = _policy(os.environ, policy)
         self._backend = _backend_for(self.location, endpoint_url, self.policy)
         self._swept = False

@@ -189,3 +189,11 @@ def test_a_copied_progress_file_is_not_taken_for_the_runs_own(tmp_path: Path) ->
     (tmp_path / "ckpt" / "a" / "x").mkdir()
     (tmp_path / "ckpt" / "a" / "x" / "progress.json").write_text(json.dumps(forged))
     assert latest_progress_time(f"file://{tmp_path}/ckpt/a") is None
+
+
+def test_a_store_built_from_the_uri_alone_records_the_steps_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fault: a job that builds its store from OFFHOURS_CHECKPOINT_URI by hand, without from_env or a run id."""
+    monkeypatch.setenv("OFFHOURS_RUN_ID", "r7")
+    CheckpointStore(f"file://{tmp_path}/ckpt/r7/train").save(2, b"two")
+    assert json.loads((tmp_path / "ckpt" / "r7" / "train" / "progress.json").read_text())["run"] == "r7"
+    assert latest_progress_time(f"file://{tmp_path}/ckpt/r7") is not None
