@@ -15,6 +15,9 @@ A job on borrowed GPUs is stopped whenever serving needs them back. In a few lin
         if stop.requested:
             sys.exit(PREEMPTED_EXIT_CODE)         # 75: preempted, resumable (retried, not a failure)
 
+A `CheckpointError` whose `retryable` is true (the store stayed unreachable past its retries) is
+worth exiting 75 for too: the step is retried from the last checkpoint instead of failing.
+
 A checkpoint is a folder `step-<12 digits>` holding `data` and a `COMPLETE` marker (size and
 SHA-256 of `data`) written last; on `file://` the folder is renamed into place, on `s3://` the
 marker is the commit. A checkpoint without a valid marker (half-written, corrupt) is skipped,
@@ -48,7 +51,16 @@ MARKER, DATA, PROGRESS = "COMPLETE", "data", "progress.json"
 
 
 class CheckpointError(RuntimeError):
-    """A checkpoint URI is unusable, or the store failed; names the URI."""
+    """A checkpoint URI is unusable, or the store failed; names the URI.
+
+    `retryable`: the store failed with an error that passes by itself (an outage outlasting the
+    retries), so a later attempt of the job may succeed; a job exits EX_TEMPFAIL (75, as for a
+    preemption) to be retried from its last checkpoint rather than fail.
+    """
+
+    def __init__(self, message: str, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.retryable = retryable
 
 
 @dataclass(frozen=True)
@@ -185,7 +197,7 @@ def latest_progress_time(prefix_uri: str, endpoint_url: str | None = None, polic
     try:
         found = _backend_for(location, endpoint_url, bounded).find(PROGRESS)
     except StoreFailure as err:
-        raise CheckpointError(f"{prefix_uri}: {err}") from None
+        raise CheckpointError(f"{prefix_uri}: {err}", retryable=err.transient) from None
     times = [t for where, text in found if where.is_within(location)
              and (t := _progress_time(where, text, run, time.time() + 86400)) is not None]
     return max(times) if times else None
@@ -219,7 +231,7 @@ class CheckpointStore:
                    env.get("OFFHOURS_RUN_ID") or None, _policy(env, None))
 
     def _failed(self, err: StoreFailure) -> CheckpointError:
-        return CheckpointError(f"{self.uri}: {err}")
+        return CheckpointError(f"{self.uri}: {err}", retryable=err.transient)
 
     def save(self, step: int, data: bytes) -> None:
         """Write the checkpoint taken after `step` atomically, then record the progress.

@@ -33,7 +33,14 @@ _LIMITS = {"connect_timeout": 600.0, "read_timeout": 3600.0, "attempts": 20, "de
 
 
 class StoreFailure(RuntimeError):
-    """A store call failed for good: the last error, how many tries, over how long."""
+    """A store call failed for good: the last error, how many tries, over how long.
+
+    `transient`: the last error was one that passes by itself (the retries ran out, not the hope).
+    """
+
+    def __init__(self, message: str, transient: bool) -> None:
+        super().__init__(message)
+        self.transient = transient
 
 
 @dataclass(frozen=True)
@@ -89,10 +96,11 @@ class RetryPolicy:
             except Exception as err:  # noqa: BLE001 - classified just below
                 elapsed = time.monotonic() - start
                 wait = min(pause, self.backoff_cap) * random.uniform(0.5, 1.0)
-                if not transient(err) or attempt == self.attempts or elapsed + wait >= self.deadline:
+                passing = transient(err)
+                if not passing or attempt == self.attempts or elapsed + wait >= self.deadline:
                     tries = f"{attempt} {'try' if attempt == 1 else 'tries'}"
-                    raise StoreFailure(f"{what} failed ({tries}, {elapsed:.1f} s): {type(err).__name__}: {err}") \
-                        from err
+                    raise StoreFailure(f"{what} failed ({tries}, {elapsed:.1f} s): {type(err).__name__}: {err}",
+                                       passing) from err
                 sleep(wait)
                 pause *= 2
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises

@@ -17,8 +17,8 @@ from offhours.scripts.runtime.store_uri import STEP_FOLDER, StoreLocation, Store
 
 T = TypeVar("T")
 
-_THROTTLED = {"SlowDown", "Throttling", "ThrottlingException", "RequestTimeout", "RequestTimeTooSkewed",
-              "InternalError", "ServiceUnavailable", "RequestLimitExceeded", "TooManyRequests"}
+_THROTTLED = {"SlowDown", "Throttling", "ThrottlingException", "RequestTimeout", "InternalError", "ServiceUnavailable",
+              "RequestLimitExceeded", "TooManyRequests"}
 _CHUNK = 1 << 20
 
 

@@ -222,3 +222,19 @@ def test_s3_store_rides_out_transient_faults_bit_identical(reference: np.ndarray
     assert weights.tobytes() == reference.tobytes()
     assert sorted(set(executed)) == list(range(STEPS)) and redone(executed) == []
     assert [f.hits for f in proxy.faults] == [3, 2]  # every fault was met, and each was ridden out
+
+
+@pytest.mark.parametrize("status, code", [(503, PREEMPTED_EXIT_CODE), (403, 1)])
+def test_a_store_that_stays_down_is_a_resumable_stop_and_a_refusal_a_failure(
+        s3: dict[str, str], tmp_path: Path, status: int, code: int) -> None:
+    """Fault: every store request answered 503 (an outage past the retries: exit 75, retried) or 403 (exit 1)."""
+    from tests.support.fault_proxy import Fault, fault_proxy
+
+    with fault_proxy(s3["OFFHOURS_S3_ENDPOINT_URL"]) as proxy:
+        proxy.faults.append(Fault("status", status=status))
+        env = {**s3, "OFFHOURS_S3_ENDPOINT_URL": proxy.url, "OFFHOURS_RUN_ID": "down", "OFFHOURS_STORE_ATTEMPTS": "2"}
+        job = Job("s3://lab/runs/down/job", tmp_path / "log", tmp_path / "out.npy", env)
+        said = job.expect("checkpoint store:", timeout=120)
+        assert job.wait(timeout=120) == code
+    assert f"({2 if status == 503 else 1} tr" in said, said
+    assert proxy.count("GET") == (2 if status == 503 else 1)

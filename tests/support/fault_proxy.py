@@ -104,7 +104,8 @@ class _Handler:
             time.sleep(3600)  # never answers; the daemon thread dies with the test process
             return
         if fault and fault.kind == "status":
-            body = f"<Error><Code>{'SlowDown' if fault.status == 503 else 'InternalError'}</Code></Error>".encode()
+            code = {503: "SlowDown", 403: "AccessDenied", 404: "NoSuchKey"}.get(fault.status, "InternalError")
+            body = f"<Error><Code>{code}</Code></Error>".encode()
             conn.sendall(f"HTTP/1.1 {fault.status} Injected\r\nContent-Type: application/xml\r\nContent-Length: "
                          f"{len(body)}\r\nConnection: close\r\n\r\n".encode() + body)
             conn.close()
