@@ -23,7 +23,7 @@ _CHUNK = 1 << 20
 
 
 class _BodyTooSlow(TimeoutError):
-    """A response body that still trickles in at the policy's deadline."""
+    """A response body (or a listing's pages) still coming in at the policy's deadline."""
 
 
 def transient(err: BaseException) -> bool:
@@ -73,11 +73,13 @@ class S3Backend:
         return self.policy.call(what, fn, transient)  # the store names its URI in front
 
     def _list(self, prefix: str, delimiter: bool) -> tuple[list[str], list[str]]:
-        keys, folders = [], []
+        keys, folders, start = [], [], time.monotonic()
         extra = {"Delimiter": "/"} if delimiter else {}
         for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix, **extra):
             keys += [obj["Key"] for obj in page.get("Contents", [])]
             folders += [p["Prefix"] for p in page.get("CommonPrefixes", [])]
+            if time.monotonic() - start > self.policy.deadline:  # each page is bounded by the socket timeouts
+                raise _BodyTooSlow(f"listing {prefix} still has pages after {self.policy.deadline:g} s")
         return keys, folders
 
     def steps(self) -> list[int]:
