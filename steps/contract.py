@@ -41,7 +41,7 @@ class StepInput:
         return _JSON_KINDS.get(self.kind or "")
 
 
-_JSON_KINDS = {"command": "list", "string-list": "list", "object-list": "list", "string-map": "object"}
+_JSON_KINDS = {"command": "list", "string-list": "list", "object-list": "list", "string-map": "object", "env": "object"}
 
 
 RESEARCH_STEP_INPUTS: tuple[StepInput, ...] = (
@@ -52,8 +52,8 @@ RESEARCH_STEP_INPUTS: tuple[StepInput, ...] = (
         kind="command",
     ),
     StepInput("args", "JSON list of further arguments appended to command.", "[]", kind="string-list"),
-    StepInput("env", 'JSON object of environment variables, e.g. {"WANDB_MODE": "offline"}.', "{}",
-              kind="string-map"),
+    StepInput("env", 'JSON object of environment variables, e.g. {"WANDB_MODE": "offline"}; they win over the image\'s.',
+              "{}", kind="env"),
     StepInput("gpus", "nvidia.com/gpu count of the pod (patched in through podSpecPatch).", "1", kind="integer"),
     StepInput("cpu", "CPU request.", "4", kind="quantity"),
     StepInput("memory", "Memory request and limit.", "16Gi", kind="quantity"),
@@ -62,8 +62,8 @@ RESEARCH_STEP_INPUTS: tuple[StepInput, ...] = (
     StepInput("input-uri", "Where the step reads its input (s3://, gs://, file://); may be empty.", "",
               kind="optional-uri"),
     StepInput("output-uri", "Where the step writes its result (s3://, gs://, file://).", kind="uri"),
-    StepInput("checkpoint-uri", "Where the step writes and finds its checkpoints (s3://, gs://, file://).",
-              kind="uri"),
+    StepInput("checkpoint-uri", "Where the step writes and finds its checkpoints (an S3 or file URI).",
+              kind="checkpoint-uri"),
     StepInput("run-id", "Stable id of the run: a restarted or re-parked job resumes the checkpoints under it.",
               kind="run-id"),
     StepInput(

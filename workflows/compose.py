@@ -57,8 +57,8 @@ SHARED_PARAMETERS: tuple[StepInput, ...] = (
     StepInput("run-id", _RESEARCH["run-id"].description, kind="run-id"),
     StepInput("input-uri", "Input of the first step (s3://, gs://, file://); may be empty.", "", kind="optional-uri"),
     StepInput("output-uri", "Base URI of the results: each step writes to <output-uri>/<run-id>/<step>.", kind="uri"),
-    StepInput("checkpoint-uri", "Base URI of the checkpoints: each step uses <checkpoint-uri>/<run-id>/<step>.",
-              kind="uri"),
+    StepInput("checkpoint-uri", "Base URI of the checkpoints (S3 or file): each step uses "
+              "<checkpoint-uri>/<run-id>/<step>.", kind="checkpoint-uri"),
     _RESEARCH["env"],
     _RESEARCH["node-selector"],
     _RESEARCH["tolerations"],

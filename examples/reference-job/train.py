@@ -24,7 +24,12 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from offhours.scripts.runtime.checkpoint import PREEMPTED_EXIT_CODE, CheckpointStore, PreemptionSignal  # noqa: E402
+from offhours.scripts.runtime.checkpoint import (  # noqa: E402
+    PREEMPTED_EXIT_CODE,
+    CheckpointError,
+    CheckpointStore,
+    PreemptionSignal,
+)
 
 DIM = 64
 
@@ -60,6 +65,17 @@ def main(argv: list[str] | None = None) -> int:
 
     stop = PreemptionSignal.install()  # a SIGTERM held since the first line lands here
     print("ready", flush=True)
+    try:
+        return train(args, stop)
+    except CheckpointError as err:
+        # A storage outage past the store's retries is no fault of the job: 75 has the step retried
+        # from its last checkpoint. Anything else (a bad URI, no rights) would only fail again.
+        print(f"checkpoint store: {err}", flush=True)
+        return PREEMPTED_EXIT_CODE if err.retryable else 1
+
+
+def train(args: argparse.Namespace, stop: PreemptionSignal) -> int:
+    """Resume from the newest complete checkpoint and train to the end, or until SIGTERM."""
     store = CheckpointStore.from_env()
     latest = store.latest()
     step, weights = load(latest.data) if latest else (0, np.zeros(DIM))

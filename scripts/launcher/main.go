@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"sort"
+	"strings"
 	"syscall"
 )
 
@@ -48,12 +49,16 @@ func decodeStrings(flagName, text string) ([]string, error) {
 		if !ok {
 			return nil, fmt.Errorf("%s: item %d is %s, not a string", flagName, i, jsonType(v))
 		}
+		if strings.ContainsRune(s, 0) {
+			return nil, fmt.Errorf("%s: item %d holds a NUL character, which no program argument can", flagName, i)
+		}
 		out[i] = s
 	}
 	return out, nil
 }
 
-func decodeEnv(text string) ([]string, error) {
+// decodeEnv returns the variables of --env, sorted by name, as name and value pairs.
+func decodeEnv(text string) ([][2]string, error) {
 	var raw map[string]any
 	if err := json.Unmarshal([]byte(text), &raw); err != nil {
 		return nil, fmt.Errorf("--env: not a JSON object: %v", err)
@@ -63,29 +68,21 @@ func decodeEnv(text string) ([]string, error) {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	out := make([]string, 0, len(keys))
+	out := make([][2]string, 0, len(keys))
 	for _, k := range keys {
 		s, ok := raw[k].(string)
 		if !ok {
 			return nil, fmt.Errorf("--env: value of %q is %s, not a string", k, jsonType(raw[k]))
 		}
-		if k == "" || containsAny(k, "=\x00") {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
 			return nil, fmt.Errorf("--env: %q is not a valid variable name", k)
 		}
-		out = append(out, k+"="+s)
+		if strings.ContainsRune(s, 0) {
+			return nil, fmt.Errorf("--env: value of %q holds a NUL character, which no environment can", k)
+		}
+		out = append(out, [2]string{k, s})
 	}
 	return out, nil
-}
-
-func containsAny(s, chars string) bool {
-	for _, c := range s {
-		for _, d := range chars {
-			if c == d {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 func install(dest string) error {
@@ -143,12 +140,20 @@ func run(args []string) (int, error) {
 	if err != nil {
 		return exitUsage, err
 	}
+	// A variable of --env replaces the image's of the same name rather than being appended after it:
+	// with two entries, C (getenv) and Go would read the first, Python and shells the last. Set
+	// before the lookup, so a PATH given in --env also finds the program, as env(1) does.
+	for _, kv := range vars {
+		if err := os.Setenv(kv[0], kv[1]); err != nil {
+			return exitUsage, fmt.Errorf("--env: %s: %v", kv[0], err)
+		}
+	}
 	path, err := exec.LookPath(argv[0])
 	if err != nil {
 		return 127, fmt.Errorf("--command: %v", err)
 	}
 	// Exec replaces this process, so SIGTERM goes straight to the research program.
-	err = syscall.Exec(path, append(argv, more...), append(os.Environ(), vars...))
+	err = syscall.Exec(path, append(argv, more...), os.Environ())
 	return 126, fmt.Errorf("exec %s: %v", path, err)
 }
 

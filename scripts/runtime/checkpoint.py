@@ -15,34 +15,52 @@ A job on borrowed GPUs is stopped whenever serving needs them back. In a few lin
         if stop.requested:
             sys.exit(PREEMPTED_EXIT_CODE)         # 75: preempted, resumable (retried, not a failure)
 
+A `CheckpointError` whose `retryable` is true (the store stayed unreachable past its retries) is
+worth exiting 75 for too: the step is retried from the last checkpoint instead of failing.
+
 A checkpoint is a folder `step-<12 digits>` holding `data` and a `COMPLETE` marker (size and
 SHA-256 of `data`) written last; on `file://` the folder is renamed into place, on `s3://` the
 marker is the commit. A checkpoint without a valid marker (half-written, corrupt) is skipped,
-never loaded. `progress.json` beside them tells the gate how much work a stop would lose.
+never loaded, and what a cut-short save left is removed by the next save. `progress.json` beside
+them tells the gate how much work a stop would lose; it names the store and the run that wrote it,
+so it is never read as another run's. Every store call has timeouts and a bounded retry
+(`offhours.scripts.runtime.store_policy`); the URI is read by `offhours.scripts.runtime.store_uri`,
+the same reader as the parameter check's.
 """
 
 import hashlib
 import json
+import math
 import os
-import shutil
 import signal
-import tempfile
+import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from types import FrameType
 from typing import Any, Protocol
-from urllib.parse import urlparse
 
 from offhours.scripts.runtime.exit_codes import PREEMPTED_EXIT_CODE
+from offhours.scripts.runtime.store_policy import RetryPolicy, StoreFailure
+from offhours.scripts.runtime.store_uri import StoreLocation, StoreURIError, parse_store_uri
 
-__all__ = ["PREEMPTED_EXIT_CODE", "Checkpoint", "CheckpointError", "CheckpointStore", "PreemptionSignal"]
+__all__ = ["PREEMPTED_EXIT_CODE", "Checkpoint", "CheckpointError", "CheckpointStore", "PreemptionSignal",
+           "RetryPolicy"]
 
 MARKER, DATA, PROGRESS = "COMPLETE", "data", "progress.json"
 
 
 class CheckpointError(RuntimeError):
-    """A checkpoint URI is unusable, or the store failed; names the URI."""
+    """A checkpoint URI is unusable, or the store failed; names the URI.
+
+    `retryable`: the store failed with an error that passes by itself (an outage outlasting the
+    retries), so a later attempt of the job may succeed; a job exits EX_TEMPFAIL (75, as for a
+    preemption) to be retried from its last checkpoint rather than fail.
+    """
+
+    def __init__(self, message: str, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.retryable = retryable
 
 
 @dataclass(frozen=True)
@@ -87,185 +105,183 @@ def _step_name(step: int) -> str:
     return f"step-{step:012d}"
 
 
+MAX_STEP = 10**15 - 1  # step names stay short enough for any key or file name
+
+
 def _marker(data: bytes, step: int) -> bytes:
     return json.dumps({"step": step, "size": len(data), "sha256": hashlib.sha256(data).hexdigest(),
                        "time": time.time()}).encode()
 
 
-def _valid(marker: bytes, data: bytes, step: int) -> bool:
+def _vouched(marker: bytes, step: int) -> dict[str, Any] | None:
+    """Return the marker's record if it is one for `step`, else None."""
     try:
         meta = json.loads(marker)
     except ValueError:
-        return False
-    return bool(meta.get("step") == step and meta.get("size") == len(data)
-                and meta.get("sha256") == hashlib.sha256(data).hexdigest())
+        return None
+    return meta if isinstance(meta, dict) and meta.get("step") == step and isinstance(meta.get("size"), int) else None
+
+
+def _valid(marker: bytes, data: bytes, step: int) -> bool:
+    meta = _vouched(marker, step)
+    return bool(meta and meta["size"] == len(data) and meta.get("sha256") == hashlib.sha256(data).hexdigest())
 
 
 class _Backend(Protocol):
     def steps(self) -> list[int]: ...
-    def read(self, step: int, name: str) -> bytes | None: ...
-    def commit(self, step: int, data: bytes, marker: bytes) -> None: ...
+    def read(self, folder: str, name: str) -> bytes | None: ...
+    def commit(self, folder: str, files: dict[str, bytes]) -> None: ...
+    def sweep(self, keep: str, names: tuple[str, ...]) -> None: ...
     def put(self, name: str, data: bytes) -> None: ...
     def get(self, name: str) -> bytes | None: ...
-    def find(self, name: str) -> list[bytes]: ...
+    def find(self, name: str) -> list[tuple[StoreLocation, bytes]]: ...
 
 
-class _FileBackend:
-    def __init__(self, root: Path) -> None:
-        self.root = root
-
-    def steps(self) -> list[int]:
-        if not self.root.is_dir():
-            return []
-        return sorted(int(p.name[5:]) for p in self.root.iterdir() if p.name.startswith("step-") and p.name[5:].isdigit())
-
-    def read(self, step: int, name: str) -> bytes | None:
-        path = self.root / _step_name(step) / name
-        return path.read_bytes() if path.is_file() else None
-
-    def commit(self, step: int, data: bytes, marker: bytes) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=".incomplete-", dir=self.root))
-        (tmp / DATA).write_bytes(data)
-        (tmp / MARKER).write_bytes(marker)
-        for f in (tmp / DATA, tmp / MARKER):
-            with open(f, "rb") as fh:
-                os.fsync(fh.fileno())
-        final = self.root / _step_name(step)
-        if final.exists():  # a retried save of the same step: replace it whole
-            shutil.rmtree(final)
-        os.rename(tmp, final)  # atomic on one file system: the checkpoint appears complete or not at all
-
-    def put(self, name: str, data: bytes) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
-        tmp = self.root / f".{name}.tmp"
-        tmp.write_bytes(data)
-        os.replace(tmp, self.root / name)
-
-    def get(self, name: str) -> bytes | None:
-        path = self.root / name
-        return path.read_bytes() if path.is_file() else None
-
-    def find(self, name: str) -> list[bytes]:
-        return [p.read_bytes() for p in self.root.rglob(name)] if self.root.is_dir() else []
+def _location(uri: str) -> StoreLocation:
+    try:
+        return parse_store_uri(uri)
+    except StoreURIError as err:
+        raise CheckpointError(f"{uri}: {err}") from None
 
 
-class _S3Backend:
-    def __init__(self, bucket: str, prefix: str, endpoint_url: str | None) -> None:
-        import boto3
-        from botocore.config import Config
-
-        self.bucket, self.prefix = bucket, prefix.strip("/")
-        # Checksums only where S3 requires them: S3-compatible servers (MinIO, s3proxy, Ceph) do not
-        # all implement the flexible-checksum headers newer SDKs send by default.
-        config = Config(request_checksum_calculation="when_required", response_checksum_validation="when_required")
-        self.s3 = boto3.client("s3", endpoint_url=endpoint_url, config=config)
-
-    def _key(self, *parts: str) -> str:
-        return "/".join(p for p in (self.prefix, *parts) if p)
-
-    def steps(self) -> list[int]:
-        found: set[int] = set()
-        paginator = self.s3.get_paginator("list_objects_v2")
-        for page in paginator.paginate(Bucket=self.bucket, Prefix=self._key("step-")):
-            for obj in page.get("Contents", []):
-                name = obj["Key"][len(self._key("")) + (1 if self.prefix else 0):].split("/")[0]
-                if name.startswith("step-") and name[5:].isdigit():
-                    found.add(int(name[5:]))
-        return sorted(found)
-
-    def _object(self, key: str) -> bytes | None:
-        from botocore.exceptions import ClientError
-
-        try:
-            return bytes(self.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read())
-        except ClientError as err:
-            if err.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
-                return None
-            raise
-
-    def read(self, step: int, name: str) -> bytes | None:
-        return self._object(self._key(_step_name(step), name))
-
-    def commit(self, step: int, data: bytes, marker: bytes) -> None:
-        # S3 has no rename: the data goes first, the marker that vouches for it last.
-        self.s3.put_object(Bucket=self.bucket, Key=self._key(_step_name(step), DATA), Body=data)
-        self.s3.put_object(Bucket=self.bucket, Key=self._key(_step_name(step), MARKER), Body=marker)
-
-    def put(self, name: str, data: bytes) -> None:
-        self.s3.put_object(Bucket=self.bucket, Key=self._key(name), Body=data)
-
-    def get(self, name: str) -> bytes | None:
-        return self._object(self._key(name))
-
-    def find(self, name: str) -> list[bytes]:
-        found = []
-        for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=self._key("")):
-            for obj in page.get("Contents", []):
-                if obj["Key"].endswith("/" + name):
-                    found.append(self._object(obj["Key"]))
-        return [data for data in found if data is not None]
+def _policy(env: Mapping[str, str], policy: RetryPolicy | None) -> RetryPolicy:
+    if policy is not None:
+        return policy
+    try:
+        return RetryPolicy.from_env(env)
+    except ValueError as err:
+        raise CheckpointError(str(err)) from None
 
 
-def _backend_for(uri: str, endpoint_url: str | None) -> _Backend:
-    parsed = urlparse(uri)
-    if parsed.scheme == "file":
-        return _FileBackend(Path(parsed.path))
-    if parsed.scheme == "s3":
-        if not parsed.netloc:
-            raise CheckpointError(f"{uri}: an s3:// URI needs a bucket")
-        return _S3Backend(parsed.netloc, parsed.path, endpoint_url)
-    raise CheckpointError(f"{uri}: checkpoint URIs must be file:// or s3:// (got {parsed.scheme or 'none'}://)")
+def _backend_for(location: StoreLocation, endpoint_url: str | None, policy: RetryPolicy) -> _Backend:
+    if location.scheme == "file":
+        from offhours.scripts.runtime.store_file import FileBackend
+
+        return FileBackend(location, policy)
+    from offhours.scripts.runtime.store_s3 import S3Backend
+
+    return S3Backend(location, endpoint_url, policy)
 
 
-def latest_progress_time(prefix_uri: str, endpoint_url: str | None = None) -> float | None:
-    """Return the newest `progress.json` time under a run's prefix (any step), or None.
+def _progress_time(location: StoreLocation, text: bytes, run: str | None, now: float) -> float | None:
+    """Return the time of a progress record, if it was written by a store at `location` for run `run`."""
+    try:
+        record = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(record, dict) or record.get("run") != run or not isinstance(record.get("store"), str):
+        return None
+    try:
+        if parse_store_uri(record["store"]) != location:
+            return None  # copied or forged from elsewhere: not this store's
+    except StoreURIError:
+        return None
+    at = record.get("time")
+    if isinstance(at, bool) or not isinstance(at, (int, float)) or not math.isfinite(at) or not 0 <= at <= now:
+        return None  # a time after now (plus a day of clock skew) is no evidence of anything
+    return float(at)
 
-    What the gate reads to choose the victims whose stop loses least work.
+
+def latest_progress_time(prefix_uri: str, endpoint_url: str | None = None, policy: RetryPolicy | None = None,
+                         timeout: float = 5.0) -> float | None:
+    """Return the newest `progress.json` time of a run's stores (`<checkpoint-uri>/<run-id>`, any step), or None.
+
+    What the gate reads to choose the victims whose stop loses least work. Only records written by a
+    store at the folder they lie in, for the run the prefix's last segment names, count: a run `a`
+    never reads the progress of `a-1`, of a run nested below it, or a copied file. The whole read
+    is bounded by `timeout` (deadline and socket timeouts), since the gate waits no longer.
     """
-    times = []
-    for text in _backend_for(prefix_uri, endpoint_url).find(PROGRESS):
-        try:
-            times.append(float(json.loads(text)["time"]))
-        except (ValueError, KeyError, TypeError):
-            continue
+    location = _location(prefix_uri)
+    run = location.segments[-1] if location.segments else None
+    bounded = _policy(os.environ, policy).bounded_by(timeout)
+    try:
+        found = _backend_for(location, endpoint_url, bounded).find(PROGRESS)
+    except StoreFailure as err:
+        raise CheckpointError(f"{prefix_uri}: {err}", retryable=err.transient) from None
+    times = [t for where, text in found if where.is_within(location)
+             and (t := _progress_time(where, text, run, time.time() + 86400)) is not None]
     return max(times) if times else None
 
 
 class CheckpointStore:
     """Checkpoints of one run under a `file://` or `s3://` URI."""
 
-    def __init__(self, uri: str, endpoint_url: str | None = None) -> None:
+    def __init__(self, uri: str, endpoint_url: str | None = None, run_id: str | None = None,
+                 policy: RetryPolicy | None = None) -> None:
         self.uri = uri
-        self._backend = _backend_for(uri, endpoint_url)
+        self.location = _location(uri)
+        # The run this store's progress is for: the step's OFFHOURS_RUN_ID unless told otherwise, so a job
+        # that builds its store from the URI alone still records progress the gate will read.
+        self.run_id = run_id if run_id is not None else os.environ.get("OFFHOURS_RUN_ID") or None
+        self.policy = _policy(os.environ, policy)
+        self._backend = _backend_for(self.location, endpoint_url, self.policy)
+        self._swept = False
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> "CheckpointStore":
-        """Build from OFFHOURS_CHECKPOINT_URI (set by every offhours step) and an optional S3 endpoint."""
+        """Build from OFFHOURS_CHECKPOINT_URI and OFFHOURS_RUN_ID (set by every offhours step).
+
+        Also read: an optional S3 endpoint and the OFFHOURS_STORE_* timeouts and retries.
+        """
         env = dict(os.environ) if env is None else env
         uri = env.get("OFFHOURS_CHECKPOINT_URI")
         if not uri:
             raise CheckpointError("OFFHOURS_CHECKPOINT_URI is not set")
-        return cls(uri, env.get("OFFHOURS_S3_ENDPOINT_URL") or env.get("AWS_ENDPOINT_URL"))
+        return cls(uri, env.get("OFFHOURS_S3_ENDPOINT_URL") or env.get("AWS_ENDPOINT_URL"),
+                   env.get("OFFHOURS_RUN_ID") or None, _policy(env, None))
+
+    def _failed(self, err: StoreFailure) -> CheckpointError:
+        return CheckpointError(f"{self.uri}: {err}", retryable=err.transient)
 
     def save(self, step: int, data: bytes) -> None:
-        """Write the checkpoint taken after `step` atomically, then record the progress."""
-        self._backend.commit(step, data, _marker(data, step))
-        self._backend.put(PROGRESS, json.dumps({"step": step, "time": time.time()}).encode())
+        """Write the checkpoint taken after `step` atomically, then record the progress.
+
+        Transient storage errors are retried (see `RetryPolicy`); a save that still fails raises
+        CheckpointError and leaves no checkpoint of this step that `latest()` would load.
+        """
+        if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step <= MAX_STEP:
+            raise CheckpointError(f"{self.uri}: step must be a whole number from 0 to {MAX_STEP}, not {step!r}")
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise CheckpointError(f"{self.uri}: checkpoint data must be bytes, not {type(data).__name__}")
+        data, folder = bytes(data), _step_name(step)
+        if not self._swept:  # what killed saves left (a process's debris is swept by the next one's first save)
+            self._backend.sweep(folder, (DATA, MARKER))  # before writing: it may be what fills the disk
+            self._swept = True
+        try:
+            self._backend.commit(folder, {DATA: data, MARKER: _marker(data, step)})
+        except StoreFailure as err:
+            self._swept = False  # this save may have left some: the next one looks again
+            raise self._failed(err) from None
+        record = {"step": step, "time": time.time(), "run": self.run_id, "store": self.location.uri}
+        try:
+            self._backend.put(PROGRESS, json.dumps(record).encode())
+        except StoreFailure as err:  # the checkpoint is saved; progress only informs the gate's choice of victims
+            print(f"offhours checkpoint: {self.uri}: progress not recorded: {err}", file=sys.stderr, flush=True)
 
     def latest(self) -> Checkpoint | None:
-        """Return the newest complete checkpoint; incomplete or corrupt ones are skipped."""
-        for step in reversed(self._backend.steps()):
-            marker = self._backend.read(step, MARKER)
-            data = self._backend.read(step, DATA) if marker is not None else None
-            if marker is not None and data is not None and _valid(marker, data, step):
-                return Checkpoint(step, data)
+        """Return the newest complete checkpoint; incomplete or corrupt ones are skipped.
+
+        A storage error that outlasts the retries raises CheckpointError: a job must not start over
+        from scratch because its checkpoints could not be read.
+        """
+        try:
+            for step in reversed(self._backend.steps()):
+                folder = _step_name(step)
+                marker = self._backend.read(folder, MARKER)
+                if marker is None or _vouched(marker, step) is None:
+                    continue  # half-written or corrupt: its data is not even downloaded
+                data = self._backend.read(folder, DATA)
+                if data is not None and _valid(marker, data, step):
+                    return Checkpoint(step, data)
+        except StoreFailure as err:
+            raise self._failed(err) from None
         return None
 
     def progress(self) -> dict[str, Any] | None:
         """Return the last recorded progress (step and time of the newest checkpoint), if any."""
         try:
             text = self._backend.get(PROGRESS)
-        except Exception:  # noqa: BLE001 - progress is advisory
+            record = json.loads(text) if text else None
+        except (StoreFailure, ValueError):  # progress is advisory
             return None
-        return json.loads(text) if text else None
+        return record if isinstance(record, dict) else None

@@ -10,6 +10,8 @@ import json
 import re
 from collections.abc import Callable, Collection, Mapping
 
+from offhours.scripts.runtime.store_uri import parse_store_uri, store_uri_problem
+
 _INT = re.compile(r"^[0-9]{1,9}$")
 # A Kubernetes quantity without a sign: decimal number, then a binary or decimal SI suffix or an exponent.
 _QUANTITY = re.compile(r"^([0-9]+(\.[0-9]*)?|\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]+)?$")
@@ -66,6 +68,27 @@ def _string_map(value: str) -> str | None:
     return f"must be a JSON object of strings (the value of {bad[0]!r} is not a string)" if bad else None
 
 
+# What every research step sets itself from its parameters: the `env` parameter may not shadow it.
+STEP_ENVIRONMENT = {
+    "OFFHOURS_STAGE": "the step's kind", "OFFHOURS_RUN_ID": "run-id", "OFFHOURS_INPUT_URI": "input-uri",
+    "OFFHOURS_OUTPUT_URI": "output-uri", "OFFHOURS_CHECKPOINT_URI": "checkpoint-uri", "OFFHOURS_SUITE": "suite",
+}
+
+
+def _environment(value: str) -> str | None:
+    problem = _string_map(value)
+    if problem:
+        return problem
+    for name, text in json.loads(value).items():
+        if name == "" or "=" in name or "\0" in name:
+            return f"must name variables without '=' or NUL ({name!r} is not a variable name)"
+        if "\0" in text:
+            return f"must not hold a NUL character (the value of {name!r} does)"
+        if name in STEP_ENVIRONMENT:
+            return f"must not set {name}: the step sets it from {STEP_ENVIRONMENT[name]}"
+    return None
+
+
 def _object_list(value: str) -> str | None:
     decoded, problem = _json(value, list)
     if problem:
@@ -77,6 +100,11 @@ def _object_list(value: str) -> str | None:
 
 def _uri(value: str) -> str | None:
     return None if _URI.match(value) else "must be an s3://, gs:// or file:// URI"
+
+
+def _checkpoint_uri(value: str) -> str | None:
+    # Exactly what the checkpoint store writes (offhours.scripts.runtime.store_uri), nothing it would refuse.
+    return store_uri_problem(value)
 
 
 def _optional_uri(value: str) -> str | None:
@@ -112,6 +140,8 @@ KINDS: dict[str, Callable[[str], str | None]] = {
     "string-map": _string_map,
     "object-list": _object_list,
     "uri": _uri,
+    "checkpoint-uri": _checkpoint_uri,
+    "env": _environment,
     "optional-uri": _optional_uri,
     "boolean": _boolean,
     "image": _image,
@@ -144,10 +174,36 @@ def check_values(schema: Mapping[str, str], values: Mapping[str, str],
         if problem is None and kind == "service" and services is not None and value not in services:
             known = ", ".join(sorted(services)) or "none"
             problem = f"is not a service of the gate configuration (known: {known})"
+        problem = problem or _relation_problem(schema, values, name, kind)
         if problem:
             shown = value if len(value) <= 80 else value[:77] + "..."
             problems.append(f"parameter {name}={shown!r} {problem}")
     return problems
+
+
+def _relation_problem(schema: Mapping[str, str], values: Mapping[str, str], name: str, kind: str) -> str | None:
+    """Refuse a checkpoint base whose steps' locations would be ambiguous or unwritable.
+
+    A base that names the run id as a folder: `<base>/<run-id>` would no longer say whose it is.
+
+    Runs keep their checkpoints at `<checkpoint-uri>/<run-id>/<step>`; with the run id never a folder
+    of the base, no run's folders can lie where another run's would (a base `x/a` with run `a`
+    would put them where run `a` of base `x` keeps those of a step `a`).
+    """
+    if kind != "checkpoint-uri":
+        return None
+    runs = [values[n] for n, k in schema.items() if k == "run-id" and n in values and _run_id(values[n]) is None]
+    segments = parse_store_uri(values[name]).segments
+    clash = next((run for run in runs if run in segments), None)
+    if clash is not None:
+        return (f"names the run id {clash!r} as a folder: steps add /<run-id>/<step> themselves, and this one's "
+                "checkpoints could be taken for another run's; leave the run id out")
+    for run in runs or ["r" * 50]:
+        # What the steps will write: <base>/<run-id>/<step>[/<item>], with room for names of 63 characters.
+        problem = store_uri_problem(f"{values[name]}/{run}/{'s' * 63}/{'i' * 63}")
+        if problem:
+            return f"cannot hold the steps' checkpoints: with the run id {run!r} appended, it {problem}"
+    return None
 
 
 class SchemaError(ValueError):

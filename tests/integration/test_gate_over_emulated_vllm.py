@@ -247,7 +247,7 @@ def test_reclaim_stops_the_job_whose_last_checkpoint_loses_least(harness: Harnes
     import time as clock
 
     # eval-b checkpointed a moment ago (through the job library); sft-a never did since its start an hour ago.
-    CheckpointStore(f"file://{tmp_path}/ckpt/eval-b/eval/default").save(100, b"state")
+    CheckpointStore(f"file://{tmp_path}/ckpt/eval-b/eval/default", run_id="eval-b").save(100, b"state")
     assert store_progress(next(j for j in h.cluster.jobs("serving", "chat") if j.name == "eval-b")) == \
         pytest.approx(clock.time(), abs=5)
     h.cluster.workflows[("serving", "eval-b")]["metadata"]["annotations"]["offhours.io/priority"] = "0"

@@ -189,18 +189,52 @@ def test_s3_store_survives_sigterms_bit_identical(reference: np.ndarray, s3: dic
 def test_s3_half_written_checkpoint_is_skipped(s3: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
     for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION"):
         monkeypatch.setenv(key, s3[key])
-    store = CheckpointStore("s3://lab/runs/partial", endpoint_url=s3["OFFHOURS_S3_ENDPOINT_URL"])
+    store = CheckpointStore("s3://lab/runs/partial/job", endpoint_url=s3["OFFHOURS_S3_ENDPOINT_URL"], run_id="partial")
     store.save(10, b"ten")
     import boto3
     from botocore.config import Config
 
     client = boto3.client("s3", endpoint_url=s3["OFFHOURS_S3_ENDPOINT_URL"],
                           config=Config(request_checksum_calculation="when_required"))
-    client.put_object(Bucket="lab", Key="runs/partial/step-000000000020/data", Body=b"no marker yet")
+    client.put_object(Bucket="lab", Key="runs/partial/job/step-000000000020/data", Body=b"no marker yet")
     latest = store.latest()
     assert latest is not None and (latest.step, latest.data) == (10, b"ten")
     # The progress the gate reads to pick victims, on S3 as on files.
     from offhours.scripts.runtime.checkpoint import latest_progress_time
 
     assert store.progress()["step"] == 10
-    assert latest_progress_time("s3://lab/runs", s3["OFFHOURS_S3_ENDPOINT_URL"]) == pytest.approx(time.time(), abs=60)
+    assert latest_progress_time("s3://lab/runs/partial", s3["OFFHOURS_S3_ENDPOINT_URL"]) == pytest.approx(time.time(), abs=60)
+
+
+def test_s3_store_rides_out_transient_faults_bit_identical(reference: np.ndarray, s3: dict[str, str],
+                                                           tmp_path: Path) -> None:
+    """Fault: 503s on checkpoint uploads and a reset mid-download on resume, while the job is stopped twice."""
+    from tests.support.fault_proxy import Fault, fault_proxy
+
+    with fault_proxy(s3["OFFHOURS_S3_ENDPOINT_URL"]) as proxy:
+        proxy.faults += [Fault("status", "PUT", "/data", times=3, status=503),
+                         Fault("reset", "GET", "/data", times=2, after_bytes=100)]
+        env = {**s3, "OFFHOURS_S3_ENDPOINT_URL": proxy.url, "OFFHOURS_RUN_ID": "flaky",
+               "OFFHOURS_STORE_READ_TIMEOUT": "5"}
+        weights, executed, codes = run_with_stops("s3://lab/runs/flaky/job", tmp_path, stops=2, sig=signal.SIGTERM,
+                                                  seed=5, env=env)
+    assert codes == [PREEMPTED_EXIT_CODE] * 2 + [0]
+    assert weights.tobytes() == reference.tobytes()
+    assert sorted(set(executed)) == list(range(STEPS)) and redone(executed) == []
+    assert [f.hits for f in proxy.faults] == [3, 2]  # every fault was met, and each was ridden out
+
+
+@pytest.mark.parametrize("status, code", [(503, PREEMPTED_EXIT_CODE), (403, 1)])
+def test_a_store_that_stays_down_is_a_resumable_stop_and_a_refusal_a_failure(
+        s3: dict[str, str], tmp_path: Path, status: int, code: int) -> None:
+    """Fault: every store request answered 503 (an outage past the retries: exit 75, retried) or 403 (exit 1)."""
+    from tests.support.fault_proxy import Fault, fault_proxy
+
+    with fault_proxy(s3["OFFHOURS_S3_ENDPOINT_URL"]) as proxy:
+        proxy.faults.append(Fault("status", status=status))
+        env = {**s3, "OFFHOURS_S3_ENDPOINT_URL": proxy.url, "OFFHOURS_RUN_ID": "down", "OFFHOURS_STORE_ATTEMPTS": "2"}
+        job = Job("s3://lab/runs/down/job", tmp_path / "log", tmp_path / "out.npy", env)
+        said = job.expect("checkpoint store:", timeout=120)
+        assert job.wait(timeout=120) == code
+    assert f"({2 if status == 503 else 1} tr" in said, said
+    assert proxy.count("GET") == (2 if status == 503 else 1)

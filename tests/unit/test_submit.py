@@ -48,6 +48,12 @@ def test_the_schema_is_the_one_the_check_step_uses() -> None:
     ({**REQUIRED, "sft-memory": "lots"}, r"^parameter sft-memory='lots' must be a Kubernetes quantity"),
     ({**REQUIRED, "output-uri": "s3:/typo"}, r"^parameter output-uri='s3:/typo' must be an s3://, gs:// or file:// URI$"),
     ({**REQUIRED, "node-selector": '["pool"]'}, r"^parameter node-selector=.* must be a JSON object, not list$"),
+    # Checkpoint URIs the store could not write exactly where they say, refused at submit as in the check step.
+    ({**REQUIRED, "checkpoint-uri": "gs://lab/ckpt"}, r"^parameter checkpoint-uri='gs://lab/ckpt' must be file:// or s3://"),
+    ({**REQUIRED, "checkpoint-uri": "file://data/ckpt"}, r"names a host \('data'\) on file://: write file:///data/ckpt"),
+    ({**REQUIRED, "checkpoint-uri": "s3://lab/ckpt#a"}, r"contains '#' \(a fragment\)"),
+    ({**REQUIRED, "env": '{"OFFHOURS_CHECKPOINT_URI": "s3://lab/elsewhere"}'},
+     r"^parameter env=.* must not set OFFHOURS_CHECKPOINT_URI: the step sets it from checkpoint-uri$"),
     ({**REQUIRED, "run-sft": "yes"}, r"^parameter run-sft='yes' must be true or false$"),
     ({**REQUIRED, "image": "Not An Image"}, r"^parameter image='Not An Image' must be a container image reference$"),
     ({**REQUIRED, "sft-gpus": "x", "rl-gpus": "y"}, r"^parameter sft-gpus='x' .* \(and 1 more\)$"),
