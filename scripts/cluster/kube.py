@@ -7,7 +7,7 @@ write is idempotent, so the next tick finishes what a failed one left.
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from typing import Any, TypeVar
 
@@ -44,6 +44,7 @@ from offhours.scripts.names import (
     LEASE_NAME,
     LEASE_NOTE_PREFIX,
     STATE_ADMITTED,
+    STATE_CONFIGMAP_PREFIX,
     STATE_KEY,
     STATE_PREEMPTED,
     STATE_RETURNED,
@@ -53,6 +54,7 @@ from offhours.scripts.names import (
 from offhours.scripts.policy.plan import Job
 
 T = TypeVar("T")
+PAGE_SIZE = 500  # items per list page: a list's answer stays bounded however many objects there are
 KEDA_PLURAL = "scaledobjects"
 RETRIED_STATUSES = {409, 429, 500, 502, 503, 504}
 
@@ -99,6 +101,16 @@ class KubeCluster:
             self.sleep(delay)
             delay *= 2
         raise AssertionError("unreachable")
+
+    def _pages(self, what: str, list_page: Callable[..., Any], limit: int = PAGE_SIZE) -> Iterator[Any]:
+        """Yield every item of a typed list call, one page of `limit` at a time (limit/continue: bounded reads)."""
+        token: str | None = None
+        while True:
+            page = self._call(what, lambda: list_page(limit=limit, **({"_continue": token} if token else {})))
+            yield from page.items or []
+            token = page.metadata._continue if page.metadata is not None else None
+            if not token:
+                return
 
     # -- Deployments and pods ---------------------------------------------------------------
     def deployment(self, namespace: str, service: str, name: str | None = None) -> Deployment:
@@ -172,6 +184,17 @@ class KubeCluster:
             body = client.V1ConfigMap(metadata=client.V1ObjectMeta(name=name, labels={LABEL_MANAGED: "true"}),
                                       data={STATE_KEY: text})
             self._call(f"create configmap {namespace}/{name}", lambda: self.core.create_namespaced_config_map(namespace, body))
+
+    def state_records(self, namespace: str) -> dict[str, str]:
+        """Return `state.json` of every offhours-state-<service> ConfigMap of `namespace`, by service (paginated)."""
+        out: dict[str, str] = {}
+        for cm in self._pages(f"list configmaps {namespace}", lambda **page: self.core.list_namespaced_config_map(
+                namespace, label_selector=f"{LABEL_MANAGED}=true", **page)):
+            name = str(cm.metadata.name or "")
+            text = (cm.data or {}).get(STATE_KEY)
+            if name.startswith(STATE_CONFIGMAP_PREFIX) and text is not None:
+                out[name[len(STATE_CONFIGMAP_PREFIX):]] = text
+        return out
 
     def scale(self, dep: Deployment, replicas: int) -> None:
         """Set replicas through the scale subresource."""

@@ -124,6 +124,7 @@ def parse_config(raw: Any) -> GateConfig:
         ),
         failed_ticks_before_reclaim=raw.get("failSafe", {}).get("failedTicksBeforeReclaim", 3),
         services=tuple(services),
+        lease_ticks=raw.get("failSafe", {}).get("leaseTicks", 3),
     )
 
 

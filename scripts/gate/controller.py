@@ -47,6 +47,7 @@ from offhours.scripts.policy import forecast
 from offhours.scripts.policy.capacity import replicas_for_rates
 from offhours.scripts.policy.config import GateConfig, ServicePolicy
 from offhours.scripts.policy.decide import Decision, ServiceState, decide
+from offhours.scripts.policy.lease import lease_seconds, renewed
 from offhours.scripts.policy.plan import ADMITTED, PARKED, Job, Plan, plan
 from offhours.scripts.policy.record import ServiceRecord, UnrecordedWrite, fingerprint, own_baseline, with_need
 from offhours.scripts.policy.window import lending_allowed
@@ -154,6 +155,9 @@ class Gate:
     advisory_timeout: float = 5.0  # one advisory read (checkpoint progress)
     advisory_budget: float = 15.0  # all advisory reads of one tick
     monotonic: Callable[[], float] = time.monotonic
+    # The lease on lending also covers the pause between two runs of the gate's CronWorkflow (a 5-minute
+    # schedule of 4-minute runs, and a pod start): a healthy gate must never look gone between runs.
+    lease_slack_seconds: float = 120.0
     # Raises written while the record could not be: remembered in this process and noted on the Lease,
     # so the next tick (of this process or another) does not take the gate's own raise for someone else's.
     _unrecorded: dict[str, UnrecordedWrite] = field(default_factory=dict)
@@ -162,6 +166,11 @@ class Gate:
     def lease_seconds(self) -> int:
         """How long one Lease grant lasts."""
         return max(60, 2 * self.config.tick_seconds)
+
+    @property
+    def lease_duration(self) -> float:
+        """Seconds one tick's renewal of a service's lending holds before the backstop may restore its baseline."""
+        return lease_seconds(self.config.lease_ticks, self.config.tick_seconds, self.lease_slack_seconds)
 
     @property
     def log(self) -> Logger:
@@ -327,7 +336,8 @@ class Gate:
         record = self._apply(t, obs, record, scale_to)
         outcome.applied = obs.current
         record = replace(record, decision=decision.state, samples=reading.samples or record.samples,
-                         last_decision=_last_decision(decision, p, now))
+                         last_decision=_last_decision(decision, p, now), deployment=dep.name)
+        record = renewed(record, now, self.lease_duration)  # lending is a lease: this tick renews it
         self._fence(t)
         self.cluster.write_state(self.config.namespace, policy.name, record.to_json())
         self._recorded(t, policy.name)

@@ -37,6 +37,10 @@ class ServiceRecord:
     samples: dict[str, CounterSample] = field(default_factory=dict)
     last_decision: dict[str, Any] = field(default_factory=dict)
     needs: tuple[tuple[float, float], ...] = ()  # (time, fractional replicas the rates took): the look-ahead's history
+    # The lease on what is lent: a gate tick renews it; once it runs out, the backstop restores the baseline.
+    deployment: str = ""  # the Deployment's name (the backstop reads no gate config)
+    renewed_at: float | None = None
+    lease_seconds: float | None = None
 
     def to_json(self) -> str:
         """Serialise compactly (the ConfigMap's `state.json`)."""
@@ -51,6 +55,9 @@ class ServiceRecord:
             "samples": {key: [round(s.at, 3), *s.counters] for key, s in sorted(self.samples.items())},
             "lastDecision": self.last_decision,
             "needs": [[round(t, 3), round(n, 4)] for t, n in self.needs],
+            "deployment": self.deployment,
+            "renewedAt": None if self.renewed_at is None else round(self.renewed_at, 3),
+            "leaseSeconds": self.lease_seconds,
         }, separators=(",", ":"))
 
     @classmethod
@@ -79,6 +86,9 @@ class ServiceRecord:
                 samples=samples,
                 last_decision=dict(raw.get("lastDecision") or {}),
                 needs=tuple((_finite(t), _finite(n)) for t, n in raw.get("needs") or []),
+                deployment=str(raw.get("deployment") or ""),
+                renewed_at=_optional_finite(raw.get("renewedAt")),
+                lease_seconds=_optional_finite(raw.get("leaseSeconds")),
             )
         except (ValueError, TypeError, IndexError, AttributeError, KeyError):
             return cls()
@@ -139,6 +149,12 @@ def _count(value: Any) -> int:
 
 def _optional_count(value: Any) -> int | None:
     return None if value is None else _count(value)
+
+
+def _optional_finite(value: Any) -> float | None:
+    if isinstance(value, (bool, str)):
+        raise ValueError(f"not a number: {value!r}")
+    return None if value is None else _finite(value)
 
 
 def _finite(value: Any) -> float:
