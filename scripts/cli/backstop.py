@@ -27,7 +27,7 @@ def _backstop(args: argparse.Namespace) -> int:
 
 def register(subparsers: Any) -> None:
     """Add `backstop` to the `offhours` command."""
-    cmd = subparsers.add_parser("backstop", help="restore the baseline of every service whose lending no gate tick "
-                                "renewed in time (the backstop CronJob's command; no Argo needed)")
+    cmd = subparsers.add_parser("backstop", help="give serving its baseline back where lending expired (no tick "
+                                "renewed it in time): the backstop CronJob's command, without Argo")
     cmd.add_argument("--namespace", "-n", help="the serving namespace (default: $OFFHOURS_NAMESPACE)")
     cmd.set_defaults(func=_backstop)
