@@ -17,6 +17,8 @@ ARGO_CREATOR_LABEL = "workflows.argoproj.io/creator"
 """Set by the Argo server on workflows it creates for a logged-in person."""
 KEDA_GROUP, KEDA_VERSION = "keda.sh", "v1alpha1"
 """KEDA's ScaledObjects: with one present, lending caps its maxReplicas."""
+ARGO_COMPLETED_LABEL = "workflows.argoproj.io/completed"
+"""Set to "true" by the Argo controller on a workflow that has ended: list selectors leave those out."""
 FINISHED_PHASES = ("Succeeded", "Failed", "Error")
 """Argo phases of a workflow that has ended."""
 

@@ -32,6 +32,7 @@ from offhours.scripts.names import (
     ANNOTATION_QUEUE_POSITION,
     ANNOTATION_WAITING_REASON,
     ARGO_API_VERSION,
+    ARGO_COMPLETED_LABEL,
     ARGO_GROUP,
     ARGO_VERSION,
     EVENT_SOURCE,
@@ -102,9 +103,10 @@ class KubeCluster:
             delay *= 2
         raise AssertionError("unreachable")
 
-    def _pages(self, what: str, list_page: Callable[..., Any], limit: int = PAGE_SIZE) -> Iterator[Any]:
-        """Yield every item of a typed list call, one page of `limit` at a time (limit/continue: bounded reads)."""
+    def _pages(self, what: str, list_page: Callable[..., Any]) -> Iterator[Any]:
+        """Yield every item of a typed list call, one page of PAGE_SIZE at a time (limit/continue: bounded reads)."""
         token: str | None = None
+        limit = PAGE_SIZE
         while True:
             page = self._call(what, lambda: list_page(limit=limit, **({"_continue": token} if token else {})))
             yield from page.items or []
@@ -217,10 +219,23 @@ class KubeCluster:
 
     # -- Workflows --------------------------------------------------------------------------
     def jobs(self, namespace: str, service: str) -> list[Job]:
-        """Return the unfinished offhours workflows of `service`."""
-        items = self._call(f"list workflows {LABEL_SERVICE}={service}", lambda: self.custom.list_namespaced_custom_object(
-            ARGO_GROUP, ARGO_VERSION, namespace, PLURAL, label_selector=f"{LABEL_SERVICE}={service}"))["items"]
-        return [job for wf in items if (job := workflow_job(wf, service)) is not None]
+        """Return the unfinished offhours workflows of `service` (finished ones are left out by the server, paginated)."""
+        # Retained finished workflows (thousands of them) never reach the gate: Argo labels them completed.
+        selector = f"{LABEL_SERVICE}={service},{ARGO_COMPLETED_LABEL}!=true"
+        return [job for wf in self._workflow_pages(namespace, selector) if (job := workflow_job(wf, service)) is not None]
+
+    def _workflow_pages(self, namespace: str, selector: str) -> Iterator[dict[str, Any]]:
+        """Yield every workflow matching `selector`, one page of PAGE_SIZE at a time (limit/continue)."""
+        token: str | None = None
+        limit = PAGE_SIZE
+        while True:
+            page = self._call(f"list workflows {selector}", lambda: self.custom.list_namespaced_custom_object(
+                ARGO_GROUP, ARGO_VERSION, namespace, PLURAL, label_selector=selector, limit=limit,
+                **({"_continue": token} if token else {})))
+            yield from page.get("items") or []
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                return
 
     def workflow(self, namespace: str, name: str) -> dict[str, Any] | None:
         """Return a workflow, or None if it is gone."""
@@ -247,8 +262,7 @@ class KubeCluster:
 
     def list_workflows(self, namespace: str, selector: str = f"{LABEL_MANAGED}=true") -> list[dict[str, Any]]:
         """Return every workflow matching `selector`, finished ones included (for the usage report)."""
-        return list(self._call(f"list workflows {selector}", lambda: self.custom.list_namespaced_custom_object(
-            ARGO_GROUP, ARGO_VERSION, namespace, PLURAL, label_selector=selector))["items"])
+        return list(self._workflow_pages(namespace, selector))
 
     def stop(self, namespace: str, job: Job) -> None:
         """Stop (never Terminate: Stop runs the exit handlers) and mark preempted, with the last checkpoint known."""

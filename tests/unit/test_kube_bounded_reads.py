@@ -1,0 +1,68 @@
+"""KubeCluster's list reads are bounded: pages of a fixed size (limit/continue), finished workflows left out.
+
+The stand-in answers the way kube-apiserver does (a page of `limit` items and a continue token, the
+label selector applied server-side); it records every request, so the test sees what was asked.
+"""
+
+from typing import Any
+
+from kubernetes import client
+
+from offhours.scripts.cluster import kube
+from offhours.scripts.cluster.kube import KubeCluster
+
+
+def workflow(name: str, completed: bool = False) -> dict[str, Any]:
+    labels = {"offhours.io/service": "chat", "offhours.io/replicas": "1", "offhours.io/state": "parked",
+              "offhours.io/managed": "true", **({"workflows.argoproj.io/completed": "true"} if completed else {})}
+    return {"metadata": {"name": name, "uid": name, "labels": labels, "annotations": {},
+                         "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"suspend": True}, "status": {"phase": "Succeeded" if completed else ""}}
+
+
+def matches(labels: dict[str, str], selector: str) -> bool:
+    for term in selector.split(","):
+        if "!=" in term:
+            key, value = term.split("!=")
+            if labels.get(key) == value:
+                return False
+        else:
+            key, value = term.split("=")
+            if labels.get(key) != value:
+                return False
+    return True
+
+
+class Server:
+    """Pages over a list the way the API server does; remembers each request's arguments."""
+
+    def __init__(self, workflows: list[dict[str, Any]]) -> None:
+        self.workflows, self.requests = workflows, []  # type: ignore[var-annotated]
+
+    def list_namespaced_custom_object(self, group: str, version: str, namespace: str, plural: str,
+                                      label_selector: str = "", limit: int | None = None,
+                                      _continue: str | None = None) -> dict[str, Any]:
+        self.requests.append({"selector": label_selector, "limit": limit, "continue": _continue})
+        items = [w for w in self.workflows if matches(w["metadata"]["labels"], label_selector)]
+        start = int(_continue or 0)
+        end = start + limit if limit else len(items)
+        token = str(end) if end < len(items) else None
+        return {"items": items[start:end], "metadata": {"continue": token}}
+
+
+def test_jobs_are_read_in_pages_and_finished_workflows_never_leave_the_server(monkeypatch: Any) -> None:
+    """Fault: 10,000 retained finished workflows were listed, unpaginated, every tick, into a 512 MiB pod."""
+    server = Server([workflow(f"done-{i}", completed=True) for i in range(1000)]
+                    + [workflow(f"parked-{i}") for i in range(25)])
+    cluster = KubeCluster(client.ApiClient(client.Configuration()))
+    cluster.custom = server
+    monkeypatch.setattr(kube, "PAGE_SIZE", 10)
+    jobs = cluster.jobs("research", "chat")
+    assert sorted(j.name for j in jobs) == sorted(f"parked-{i}" for i in range(25))
+    assert [r["limit"] for r in server.requests] == [10, 10, 10]
+    assert [r["continue"] for r in server.requests] == [None, "10", "20"]
+    assert all(r["selector"] == "offhours.io/service=chat,workflows.argoproj.io/completed!=true"
+               for r in server.requests)
+    # The usage report wants the finished ones too: it pages through all of them.
+    server.requests.clear()
+    assert len(cluster.list_workflows("research")) == 1025 and len(server.requests) == 103
