@@ -49,7 +49,14 @@ from offhours.scripts.policy.config import GateConfig, ServicePolicy
 from offhours.scripts.policy.decide import Decision, ServiceState, decide
 from offhours.scripts.policy.lease import lease_seconds, renewed
 from offhours.scripts.policy.plan import ADMITTED, PARKED, Job, Plan, plan
-from offhours.scripts.policy.record import ServiceRecord, UnrecordedWrite, fingerprint, own_baseline, with_need
+from offhours.scripts.policy.record import (
+    ServiceRecord,
+    UnrecordedWrite,
+    fingerprint,
+    need_storage,
+    own_baseline,
+    with_need,
+)
 from offhours.scripts.policy.window import lending_allowed
 
 REPLICAS = "replicas"
@@ -369,9 +376,12 @@ class Gate:
         if not (need >= 0 and need < float("inf")):
             return record, None  # decide names the unusable reading
         tick = float(self.config.tick_seconds)
-        keep = forecast.history_ticks(policy, tick, forecast.reaction_seconds(policy, tick))
+        reaction = forecast.reaction_seconds(policy, tick)
+        keep = forecast.history_ticks(policy, tick, reaction)
         needs = with_need(record.needs, now, need, tick, keep)
-        return replace(record, needs=needs), forecast.forecast_required([n for _, n in needs], policy, tick)
+        exact, width = need_storage(keep, forecast.exact_ticks(policy, tick, reaction), tick)  # the record's bound
+        return (replace(record, needs=needs, needs_exact=exact, needs_width=width),
+                forecast.forecast_required([n for _, n in needs], policy, tick))
 
     def _apply(self, t: _Tick, obs: Observed, record: ServiceRecord, value: int) -> ServiceRecord:
         """Write replicas (or the autoscaler's maxReplicas) if they differ; record the intent first."""
