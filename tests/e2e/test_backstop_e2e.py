@@ -13,9 +13,12 @@ from kubernetes import client
 
 from offhours.scripts.controlplane.lifecycle import pause, resume
 
+from . import test_gate_e2e
 from .conftest import SERVING, wait
 from .runner import LocalPodRunner
 from .test_gate_controller_e2e import lend_one, record
+
+gate_setup = test_gate_e2e.gate_setup  # the fixture, shared by name
 
 LEASE_SECONDS = 30.0  # tickSeconds 10 x the default 3 ticks; the slack for CronWorkflow runs is 0 here
 
