@@ -51,7 +51,7 @@ def backstop_cron_job(namespace: str, image: str = OFFHOURS_IMAGE) -> dict[str, 
         "apiVersion": "batch/v1", "kind": "CronJob",
         "metadata": {"name": BACKSTOP_CRON_JOB, "namespace": namespace, **_META},
         "spec": {
-            "schedule": SCHEDULE, "timeZone": "Etc/UTC", "concurrencyPolicy": "Forbid", "startingDeadlineSeconds": 50,
+            "schedule": SCHEDULE, "concurrencyPolicy": "Forbid", "startingDeadlineSeconds": 50,
             "successfulJobsHistoryLimit": 1, "failedJobsHistoryLimit": 3,
             "jobTemplate": {"spec": {
                 "backoffLimit": 0, "activeDeadlineSeconds": 55, "ttlSecondsAfterFinished": 600,
