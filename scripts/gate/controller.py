@@ -229,8 +229,14 @@ class Gate:
         # research-side or advisory write (stops, admissions, waiting reasons) of any service.
         acting = {obs.policy.name: (obs, self._service(t, obs, readings.get(obs.policy.name, Reading(None, "no reading")),
                                                        now, outcomes[obs.policy.name])) for obs in observed}
-        for _phase in ("serving", "record", "research"):
-            for name, (obs, steps) in list(acting.items()):
+        for phase in ("serving", "record", "research"):
+            order = list(acting.items())
+            if phase == "research" and order:
+                # The advisory-write budget is spent in this order: start elsewhere each tick, so that no
+                # service's waiting reasons wait behind another's for ever.
+                turn = int(now // max(1, self.config.tick_seconds)) % len(order)
+                order = order[turn:] + order[:turn]
+            for name, (obs, steps) in order:
                 try:
                     next(steps)
                 except StopIteration:

@@ -80,3 +80,17 @@ def test_a_parked_copys_original_is_read_only_when_an_admission_may_need_it() ->
     for _ in range(6):
         w.tick()
     assert w.replicas() < 8 and any(w.state(f"copy-{i}") == "admitted" for i in range(50)), w.log.getvalue()
+
+
+def test_the_advisory_budget_goes_round_the_services_so_none_waits_behind_another() -> None:
+    """Fault: the budget spent in config order let the first service's hundreds of reasons starve the next one's."""
+    w = World()
+    for svc in ("chat", "code"):
+        for i in range(300):
+            w.park(f"{svc}-{i:03d}", svc=svc, replicas=9)
+    w.gate.advisory_writes_per_tick = 100
+    for _ in range(2):
+        w.tick()
+    written = {svc: sum("offhours.io/waiting-reason" in w.wf(f"{svc}-{i:03d}")["metadata"]["annotations"]
+                        for i in range(300)) for svc in ("chat", "code")}
+    assert written == {"chat": 100, "code": 100}
