@@ -56,6 +56,7 @@ from offhours.scripts.policy.plan import Job
 
 T = TypeVar("T")
 PAGE_SIZE = 500  # items per list page: a list's answer stays bounded however many objects there are
+HPA_LIST_SECONDS = 5.0  # one list of a namespace's HPAs serves every service asking within this window
 KEDA_PLURAL = "scaledobjects"
 RETRIED_STATUSES = {409, 429, 500, 502, 503, 504}
 
@@ -84,6 +85,8 @@ class KubeCluster:
         self.retries = retries
         self.backoff = backoff
         self.sleep = sleep
+        self.monotonic = time.monotonic
+        self._hpa_lists: dict[str, tuple[float, list[Any]]] = {}
 
     def _call(self, what: str, fn: Callable[[], T], accept: dict[int, T] | None = None) -> T:
         """Call the API, retrying transient answers; `accept` maps statuses that are a result, not an error."""
@@ -139,9 +142,7 @@ class KubeCluster:
 
     def autoscaler(self, dep: Deployment) -> Autoscaler | None:
         """Return the HPA that targets `dep`, or the KEDA ScaledObject that owns such an HPA."""
-        hpas = self._call(f"list horizontalpodautoscalers {dep.namespace}",
-                          lambda: self.autoscaling.list_namespaced_horizontal_pod_autoscaler(dep.namespace)).items
-        for hpa in hpas:
+        for hpa in self._hpas(dep.namespace):
             ref = hpa.spec.scale_target_ref
             if ref.kind != "Deployment" or ref.name != dep.name:
                 continue
@@ -157,6 +158,21 @@ class KubeCluster:
             return Autoscaler("ScaledObject", dep.namespace, owner.name, int(spec.get("minReplicaCount", 0)),
                               int(spec.get("maxReplicaCount", 100)))
         return None
+
+    def _hpas(self, namespace: str) -> list[Any]:
+        """Return the namespace's HPAs, listed (in pages) at most once per HPA_LIST_SECONDS.
+
+        Every service asks; listing them all once per service would read services x HPAs objects a
+        tick (250,000 for 500 services). An HPA that appears within the window is seen a few seconds
+        later, as one listed just before it appeared would be.
+        """
+        cached = self._hpa_lists.get(namespace)
+        if cached is not None and self.monotonic() - cached[0] < HPA_LIST_SECONDS:
+            return cached[1]
+        hpas = list(self._pages(f"list horizontalpodautoscalers {namespace}", lambda **page: (
+            self.autoscaling.list_namespaced_horizontal_pod_autoscaler(namespace, **page))))
+        self._hpa_lists[namespace] = (self.monotonic(), hpas)
+        return hpas
 
     def set_max_replicas(self, scaler: Autoscaler, replicas: int) -> None:
         """Set an HPA's maxReplicas or a ScaledObject's maxReplicaCount."""

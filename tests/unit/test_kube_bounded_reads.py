@@ -66,3 +66,41 @@ def test_jobs_are_read_in_pages_and_finished_workflows_never_leave_the_server(mo
     # The usage report wants the finished ones too: it pages through all of them.
     server.requests.clear()
     assert len(cluster.list_workflows("research")) == 1025 and len(server.requests) == 103
+
+
+class Autoscaling:
+    """HPAs listed the way the API server pages them; counts the list requests."""
+
+    def __init__(self, targets: list[str]) -> None:
+        self.targets, self.lists = targets, 0
+
+    def list_namespaced_horizontal_pod_autoscaler(self, namespace: str, limit: int | None = None,
+                                                  _continue: str | None = None) -> Any:
+        self.lists += 1
+        start = int(_continue or 0)
+        end = start + (limit or len(self.targets))
+        items = [client.V2HorizontalPodAutoscaler(
+            metadata=client.V1ObjectMeta(name=t), spec=client.V2HorizontalPodAutoscalerSpec(
+                max_replicas=20, min_replicas=1, scale_target_ref=client.V2CrossVersionObjectReference(
+                    kind="Deployment", name=t)))
+            for t in self.targets[start:end]]
+        return client.V2HorizontalPodAutoscalerList(
+            items=items, metadata=client.V1ListMeta(_continue=str(end) if end < len(self.targets) else None))
+
+
+def test_one_list_of_the_namespaces_hpas_serves_every_service_of_a_tick(monkeypatch: Any) -> None:
+    """Fault: each of 500 services listed every HPA of the namespace: 250,000 objects read a tick."""
+    from offhours.scripts.cluster.base import Deployment
+
+    hpas = Autoscaling([f"svc-{i}" for i in range(30)])
+    cluster = KubeCluster(client.ApiClient(client.Configuration()))
+    cluster.autoscaling = hpas
+    monkeypatch.setattr(kube, "PAGE_SIZE", 20)
+    clock = [0.0]
+    cluster.monotonic = lambda: clock[0]
+    found = [cluster.autoscaler(Deployment("serving", f"svc-{i}", f"svc-{i}", 20)) for i in range(40)]
+    assert [f.name if f else None for f in found] == [f"svc-{i}" for i in range(30)] + [None] * 10
+    assert hpas.lists == 2  # one list, in two pages
+    clock[0] = 6.0  # a later tick lists again: an HPA added since is seen
+    hpas.targets.append("svc-35")
+    assert cluster.autoscaler(Deployment("serving", "svc-35", "svc-35", 20)) is not None and hpas.lists == 4
