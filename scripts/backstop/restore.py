@@ -7,7 +7,10 @@ records and raises serving, nothing else (scripts/backstop/manifests.py). The re
 lose their GPUs to serving through their PriorityClass, which needs no Argo either.
 
 - It reads only the records (one paginated list); a Deployment is read only for an expired lease.
-- It takes the gate's Lease first, so it never writes between a live gate's read and its write.
+- It takes the gate's Lease first, so it never writes between a live gate's read and its write. A
+  Lease it cannot take (held, unreadable) does not stop it for ever: a service no holder has renewed
+  for twice its lease is not being ticked by anyone, and is restored anyway (serving first; this
+  judges nothing by the Lease's clock).
 - It only ever raises, and only the incarnation and writer target the record was made for
   (`policy.lease.restore`).
 - Like the gate's raises, it records its intent before the write, and a raise goes ahead even when
@@ -30,6 +33,7 @@ from offhours.scripts.policy.record import ServiceRecord
 
 REPLICAS = "replicas"
 LEASE_SECONDS = 60  # the Lease held for one pass (a pass is a few API calls per expired service)
+HELD_LEASES = 2.0  # with the Lease held by another: restore only lending unrenewed for this many leases
 
 
 @dataclass(frozen=True)
@@ -47,15 +51,20 @@ def run_backstop(cluster: Cluster, namespace: str, clock: Callable[[], float] = 
     """Restore every expired service of `namespace`; return what was done (nothing when the Lease is held)."""
     log = Logger(out)
     who = holder or f"backstop/{socket.gethostname()}/{os.getpid()}"
-    if not cluster.acquire_lease(namespace, who, LEASE_SECONDS):
-        log.info("a gate holds the offhours lease (it is ticking): nothing to do")
-        return []
+    try:
+        held = cluster.acquire_lease(namespace, who, LEASE_SECONDS)
+    except Exception as err:  # noqa: BLE001 - an unreadable Lease is one not held: the wider bound below applies
+        log.warning(f"could not take the offhours lease: {type(err).__name__}: {err}")
+        held = False
+    leases = 1.0 if held else HELD_LEASES
+    if not held:
+        log.info(f"another holder has the offhours lease: only lending unrenewed for {HELD_LEASES:.0f} leases is restored")
     try:
         now = clock()
         done = []
         for service, text in sorted(cluster.state_records(namespace).items()):
             try:
-                result = _restore_one(cluster, namespace, service, ServiceRecord.from_json(text), now)
+                result = _restore_one(cluster, namespace, service, ServiceRecord.from_json(text), now, leases)
             except Exception as err:  # noqa: BLE001 - a fault stays with its service; the others are still restored
                 result = Restored(service, None, f"could not restore: {type(err).__name__}: {err}", error=True)
             if result is not None:
@@ -66,20 +75,22 @@ def run_backstop(cluster: Cluster, namespace: str, clock: Callable[[], float] = 
         return done
     finally:
         try:
-            cluster.release_lease(namespace, who)
+            if held:
+                cluster.release_lease(namespace, who)
         except Exception as err:  # noqa: BLE001 - an unreleased Lease expires by itself
             log.warning(f"could not release the lease: {err}")
 
 
-def _restore_one(cluster: Cluster, namespace: str, service: str, record: ServiceRecord, now: float) -> Restored | None:
+def _restore_one(cluster: Cluster, namespace: str, service: str, record: ServiceRecord, now: float,
+                 leases: float) -> Restored | None:
     # Cheap first: a lease that has not run out needs no read of the Deployment.
-    if not expired(record, now):
+    if not expired(record, now, leases):
         return None
     dep = cluster.deployment(namespace, service, record.deployment or None)
     scaler = cluster.autoscaler(dep)
     writes_to = f"{scaler.kind}/{scaler.name}" if scaler else REPLICAS
     current = scaler.max_replicas if scaler else dep.replicas
-    action = restore(record, now, dep.uid, writes_to, current)
+    action = restore(record, now, dep.uid, writes_to, current, leases)
     if action is None:
         return None
     message = action.reason

@@ -26,11 +26,11 @@ def renewed(record: ServiceRecord, now: float, seconds: float) -> ServiceRecord:
     return replace(record, renewed_at=now, lease_seconds=seconds)
 
 
-def expired(record: ServiceRecord, now: float) -> bool:
-    """Whether the record's lease has run out; a record that never carried one (or lends nothing) has none to expire."""
+def expired(record: ServiceRecord, now: float, leases: float = 1.0) -> bool:
+    """Whether `leases` times the record's lease have run out; a record that never carried one has none to expire."""
     if record.renewed_at is None or record.lease_seconds is None or record.baseline is None:
         return False
-    return now - record.renewed_at > record.lease_seconds
+    return now - record.renewed_at > leases * record.lease_seconds
 
 
 @dataclass(frozen=True)
@@ -42,14 +42,15 @@ class Restore:
     reason: str
 
 
-def restore(record: ServiceRecord, now: float, uid: str, writes_to: str, current: int) -> Restore | None:
+def restore(record: ServiceRecord, now: float, uid: str, writes_to: str, current: int,
+            leases: float = 1.0) -> Restore | None:
     """Return the restore an expired lease calls for, or None when there is nothing to raise.
 
     `uid`, `writes_to` and `current` are what is observed now (the Deployment's UID, "replicas" or
     the autoscaler, the replicas or maxReplicas). What someone else set since the gate's last write
     is theirs (the baseline moves by it, as a gate tick would adopt it). Never lower than `current`.
     """
-    if not expired(record, now) or record.deployment_uid != uid or record.writes_to != writes_to:
+    if not expired(record, now, leases) or record.deployment_uid != uid or record.writes_to != writes_to:
         return None
     owned = own_baseline(record, uid, writes_to, current, 0)
     if current >= owned.baseline:

@@ -105,13 +105,24 @@ def test_with_an_autoscaler_the_backstop_raises_its_max_replicas() -> None:
     assert scaler.max_replicas == 8
 
 
-def test_a_live_gate_holding_the_lease_is_never_raced() -> None:
-    """Fault: the backstop runs while a gate is mid-tick (it holds the Lease): it must not write between its read and write."""
+def test_a_live_gate_holding_the_lease_is_not_raced_but_cannot_block_the_backstop_for_ever() -> None:
+    """Fault: the Lease is held (a gate mid-tick, or one killed holding it): wait one more lease, then restore anyway."""
     w = World()
     w.lend(2)
-    w.cluster.lease_holder, w.cluster.lease_until = "gate/other", w.now + LEASE + 100
-    assert backstop(w, LEASE + 1) == [] and w.replicas() == 4
-    assert "holds the offhours lease" in w.backstop_log  # type: ignore[attr-defined]
+    w.cluster.lease_holder, w.cluster.lease_until = "gate/other", w.now + 10 * LEASE
+    assert backstop(w, LEASE + 1) == [] and w.replicas() == 4  # a holder may be ticking: leave it its lease
+    assert "another holder has the offhours lease" in w.backstop_log  # type: ignore[attr-defined]
+    assert backstop(w, 2 * LEASE + 1)[0].value == 8 and w.replicas() == 8  # no one has renewed it for two leases
+    assert w.cluster.lease_holder == "gate/other"  # a Lease it never held is not released
+
+
+def test_an_unreadable_lease_is_one_not_held() -> None:
+    """Fault: reading the Lease fails (an API error): the pass still runs, with the wider bound."""
+    w = World()
+    w.lend(2)
+    w.cluster.fail_next["acquire-lease"] = [ClusterError("read lease: HTTP 500"), ClusterError("read lease: HTTP 500")]
+    assert backstop(w, LEASE + 1) == []
+    assert backstop(w, 2 * LEASE + 1)[0].value == 8
 
 
 def test_one_services_fault_never_stops_anothers_restore() -> None:
