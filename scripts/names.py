@@ -17,6 +17,8 @@ ARGO_CREATOR_LABEL = "workflows.argoproj.io/creator"
 """Set by the Argo server on workflows it creates for a logged-in person."""
 KEDA_GROUP, KEDA_VERSION = "keda.sh", "v1alpha1"
 """KEDA's ScaledObjects: with one present, lending caps its maxReplicas."""
+ARGO_COMPLETED_LABEL = "workflows.argoproj.io/completed"
+"""Set to "true" by the Argo controller on a workflow that has ended: list selectors leave those out."""
 FINISHED_PHASES = ("Succeeded", "Failed", "Error")
 """Argo phases of a workflow that has ended."""
 
@@ -40,6 +42,8 @@ CHECK_PARAMETERS = "check-parameters"
 """The CPU-only step that checks every workflow parameter before any GPU is used."""
 GATE_CRON_WORKFLOW = "offhours-gate"
 """The gate's CronWorkflow, in the serving namespace."""
+BACKSTOP_CRON_JOB = "offhours-backstop"
+"""The batch/v1 CronJob (no Argo) that restores serving whose lending no gate tick renewed in time."""
 
 # -- scheduling and identities --------------------------------------------------------------------------
 PRIORITY_CLASS = "offhours-best-effort"
@@ -48,6 +52,10 @@ GATE_SERVICE_ACCOUNT = "offhours-gate"
 """ServiceAccount of the gate, in the serving namespace: the only one with rights on serving."""
 EXIT_HOOK_SERVICE_ACCOUNT = "offhours-exit-hook"
 """ServiceAccount of the `return-gpus` exit hook, in the research namespace: marks its own workflow only."""
+BACKSTOP_SERVICE_ACCOUNT = "offhours-backstop"
+"""ServiceAccount of the backstop, in the serving namespace: reads the gate's records, raises serving."""
+BACKSTOP_ROLE = "backstop"
+"""Value of the role label on the backstop's pods."""
 RESEARCH_SERVICE_ACCOUNT = "offhours-research"
 """ServiceAccount of research pods and the parameter check: only what Argo's executor needs."""
 CONSOLE = "offhours-console"
@@ -146,7 +154,10 @@ EVENT_REPLICAS_ADOPTED = "ReplicasAdopted"
 """Someone else set the replicas (or the autoscaler's maxReplicas): the gate took that value as the new baseline."""
 EVENT_GATE_TICK_FAILED = "GateTickFailed"
 """A Warning: the service's tick failed (observing, deciding or acting); enough in a row restore its baseline."""
-EVENT_REASONS = (EVENT_GPUS_LENT, EVENT_GPUS_RECLAIMED, EVENT_GATE_HOLD, EVENT_REPLICAS_ADOPTED, EVENT_GATE_TICK_FAILED)
+EVENT_LENDING_EXPIRED = "LendingExpired"
+"""A Warning from the backstop: no gate tick renewed the service's lending in time; serving got its baseline back."""
+EVENT_REASONS = (EVENT_GPUS_LENT, EVENT_GPUS_RECLAIMED, EVENT_GATE_HOLD, EVENT_REPLICAS_ADOPTED, EVENT_GATE_TICK_FAILED,
+                 EVENT_LENDING_EXPIRED)
 """Every reason the gate records."""
 AGGREGATED_EVENT_REASONS = frozenset({EVENT_GATE_HOLD})
 """Reasons recorded as one Event per Deployment whose count rises: they repeat every tick while nothing changes."""

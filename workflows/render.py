@@ -3,7 +3,8 @@
 The set is complete for an empty cluster (`kubectl apply --server-side -k DIR`): the serving and
 research namespaces, the PriorityClass, the RBAC, the gate's ConfigMap (the gate configuration
 given to `offhours render --gate-config`, else the bundled example), the WorkflowTemplates in the
-research namespace and the gate's CronWorkflow in the serving namespace. The offhours image (the
+research namespace, the gate's CronWorkflow and the backstop's CronJob (with its RBAC) in the serving
+namespace. The offhours image (the
 launcher, the parameter check, the exit hook, the gate) is fixed here, never a workflow parameter.
 With `console`, the web console's optional install (scripts/console/manifests.py: its ServiceAccount,
 read-only Roles, Deployment and Service) is added to the same set and kustomization.
@@ -17,6 +18,7 @@ import yaml
 
 from offhours.cronworkflows.gate import gate_cron_workflow
 from offhours.cronworkflows.rbac import rbac_manifests
+from offhours.scripts.backstop.manifests import backstop_manifests
 from offhours.scripts.config.loader import parse_config
 from offhours.scripts.names import GATE_CONFIG_KEY, GATE_CONFIG_MAP, LABEL_MANAGED, OFFHOURS_IMAGE
 from offhours.scripts.policy.config import ConfigError, GateConfig
@@ -87,6 +89,8 @@ def manifests(config_text: str | None = None, image: str = OFFHOURS_IMAGE,
         f"configmap-{GATE_CONFIG_MAP}.yaml": _config_map(serving, text),
         **{name: _namespaced(doc, research) for name, doc in research_templates.items()},
         "cronworkflow-offhours-gate.yaml": _namespaced(gate_cron_workflow(image=image).to_dict(), serving),
+        # Serving's baseline back when no gate tick renews the lending: a plain CronJob, no Argo.
+        **backstop_manifests(config, image),
     }
     if console:
         from offhours.scripts.console.manifests import console_manifests

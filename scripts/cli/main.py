@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from offhours.scripts.cli import (
+    backstop,
     calibrate,
     check,
     check_parameters,
@@ -49,6 +50,7 @@ def parser() -> argparse.ArgumentParser:
     demo.register(sub)
     check_parameters.register(sub)
     return_gpus.register(sub)
+    backstop.register(sub)
     jobs.register(sub)
     console.register(sub)
     schedule.register(sub)

@@ -96,6 +96,10 @@ class Cluster(Protocol):
         """Store the gate's memory of `service` (created if missing)."""
         ...
 
+    def state_records(self, namespace: str) -> dict[str, str]:
+        """Return every stored memory of a service in `namespace`, service -> JSON text (the backstop's one read)."""
+        ...
+
     def ready_pods(self, dep: Deployment) -> list[Pod]:
         """Return the Deployment's ready pods."""
         ...

@@ -7,7 +7,7 @@ write is idempotent, so the next tick finishes what a failed one left.
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from typing import Any, TypeVar
 
@@ -32,6 +32,7 @@ from offhours.scripts.names import (
     ANNOTATION_QUEUE_POSITION,
     ANNOTATION_WAITING_REASON,
     ARGO_API_VERSION,
+    ARGO_COMPLETED_LABEL,
     ARGO_GROUP,
     ARGO_VERSION,
     EVENT_SOURCE,
@@ -44,6 +45,7 @@ from offhours.scripts.names import (
     LEASE_NAME,
     LEASE_NOTE_PREFIX,
     STATE_ADMITTED,
+    STATE_CONFIGMAP_PREFIX,
     STATE_KEY,
     STATE_PREEMPTED,
     STATE_RETURNED,
@@ -53,6 +55,8 @@ from offhours.scripts.names import (
 from offhours.scripts.policy.plan import Job
 
 T = TypeVar("T")
+PAGE_SIZE = 500  # items per list page: a list's answer stays bounded however many objects there are
+HPA_LIST_SECONDS = 5.0  # one list of a namespace's HPAs serves every service asking within this window
 KEDA_PLURAL = "scaledobjects"
 RETRIED_STATUSES = {409, 429, 500, 502, 503, 504}
 
@@ -81,6 +85,8 @@ class KubeCluster:
         self.retries = retries
         self.backoff = backoff
         self.sleep = sleep
+        self.monotonic = time.monotonic
+        self._hpa_lists: dict[str, tuple[float, list[Any]]] = {}
 
     def _call(self, what: str, fn: Callable[[], T], accept: dict[int, T] | None = None) -> T:
         """Call the API, retrying transient answers; `accept` maps statuses that are a result, not an error."""
@@ -99,6 +105,17 @@ class KubeCluster:
             self.sleep(delay)
             delay *= 2
         raise AssertionError("unreachable")
+
+    def _pages(self, what: str, list_page: Callable[..., Any]) -> Iterator[Any]:
+        """Yield every item of a typed list call, one page of PAGE_SIZE at a time (limit/continue: bounded reads)."""
+        token: str | None = None
+        limit = PAGE_SIZE
+        while True:
+            page = self._call(what, lambda: list_page(limit=limit, **({"_continue": token} if token else {})))
+            yield from page.items or []
+            token = page.metadata._continue if page.metadata is not None else None
+            if not token:
+                return
 
     # -- Deployments and pods ---------------------------------------------------------------
     def deployment(self, namespace: str, service: str, name: str | None = None) -> Deployment:
@@ -125,9 +142,7 @@ class KubeCluster:
 
     def autoscaler(self, dep: Deployment) -> Autoscaler | None:
         """Return the HPA that targets `dep`, or the KEDA ScaledObject that owns such an HPA."""
-        hpas = self._call(f"list horizontalpodautoscalers {dep.namespace}",
-                          lambda: self.autoscaling.list_namespaced_horizontal_pod_autoscaler(dep.namespace)).items
-        for hpa in hpas:
+        for hpa in self._hpas(dep.namespace):
             ref = hpa.spec.scale_target_ref
             if ref.kind != "Deployment" or ref.name != dep.name:
                 continue
@@ -143,6 +158,21 @@ class KubeCluster:
             return Autoscaler("ScaledObject", dep.namespace, owner.name, int(spec.get("minReplicaCount", 0)),
                               int(spec.get("maxReplicaCount", 100)))
         return None
+
+    def _hpas(self, namespace: str) -> list[Any]:
+        """Return the namespace's HPAs, listed (in pages) at most once per HPA_LIST_SECONDS.
+
+        Every service asks; listing them all once per service would read services x HPAs objects a
+        tick (250,000 for 500 services). An HPA that appears within the window is seen a few seconds
+        later, as one listed just before it appeared would be.
+        """
+        cached = self._hpa_lists.get(namespace)
+        if cached is not None and self.monotonic() - cached[0] < HPA_LIST_SECONDS:
+            return cached[1]
+        hpas = list(self._pages(f"list horizontalpodautoscalers {namespace}", lambda **page: (
+            self.autoscaling.list_namespaced_horizontal_pod_autoscaler(namespace, **page))))
+        self._hpa_lists[namespace] = (self.monotonic(), hpas)
+        return hpas
 
     def set_max_replicas(self, scaler: Autoscaler, replicas: int) -> None:
         """Set an HPA's maxReplicas or a ScaledObject's maxReplicaCount."""
@@ -173,6 +203,17 @@ class KubeCluster:
                                       data={STATE_KEY: text})
             self._call(f"create configmap {namespace}/{name}", lambda: self.core.create_namespaced_config_map(namespace, body))
 
+    def state_records(self, namespace: str) -> dict[str, str]:
+        """Return `state.json` of every offhours-state-<service> ConfigMap of `namespace`, by service (paginated)."""
+        out: dict[str, str] = {}
+        for cm in self._pages(f"list configmaps {namespace}", lambda **page: self.core.list_namespaced_config_map(
+                namespace, label_selector=f"{LABEL_MANAGED}=true", **page)):
+            name = str(cm.metadata.name or "")
+            text = (cm.data or {}).get(STATE_KEY)
+            if name.startswith(STATE_CONFIGMAP_PREFIX) and text is not None:
+                out[name[len(STATE_CONFIGMAP_PREFIX):]] = text
+        return out
+
     def scale(self, dep: Deployment, replicas: int) -> None:
         """Set replicas through the scale subresource."""
         self._call(f"scale deployment {dep.namespace}/{dep.name} to {replicas}",
@@ -194,10 +235,23 @@ class KubeCluster:
 
     # -- Workflows --------------------------------------------------------------------------
     def jobs(self, namespace: str, service: str) -> list[Job]:
-        """Return the unfinished offhours workflows of `service`."""
-        items = self._call(f"list workflows {LABEL_SERVICE}={service}", lambda: self.custom.list_namespaced_custom_object(
-            ARGO_GROUP, ARGO_VERSION, namespace, PLURAL, label_selector=f"{LABEL_SERVICE}={service}"))["items"]
-        return [job for wf in items if (job := workflow_job(wf, service)) is not None]
+        """Return the unfinished offhours workflows of `service` (finished ones are left out by the server, paginated)."""
+        # Retained finished workflows (thousands of them) never reach the gate: Argo labels them completed.
+        selector = f"{LABEL_SERVICE}={service},{ARGO_COMPLETED_LABEL}!=true"
+        return [job for wf in self._workflow_pages(namespace, selector) if (job := workflow_job(wf, service)) is not None]
+
+    def _workflow_pages(self, namespace: str, selector: str) -> Iterator[dict[str, Any]]:
+        """Yield every workflow matching `selector`, one page of PAGE_SIZE at a time (limit/continue)."""
+        token: str | None = None
+        limit = PAGE_SIZE
+        while True:
+            page = self._call(f"list workflows {selector}", lambda: self.custom.list_namespaced_custom_object(
+                ARGO_GROUP, ARGO_VERSION, namespace, PLURAL, label_selector=selector, limit=limit,
+                **({"_continue": token} if token else {})))
+            yield from page.get("items") or []
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                return
 
     def workflow(self, namespace: str, name: str) -> dict[str, Any] | None:
         """Return a workflow, or None if it is gone."""
@@ -224,8 +278,7 @@ class KubeCluster:
 
     def list_workflows(self, namespace: str, selector: str = f"{LABEL_MANAGED}=true") -> list[dict[str, Any]]:
         """Return every workflow matching `selector`, finished ones included (for the usage report)."""
-        return list(self._call(f"list workflows {selector}", lambda: self.custom.list_namespaced_custom_object(
-            ARGO_GROUP, ARGO_VERSION, namespace, PLURAL, label_selector=selector))["items"])
+        return list(self._workflow_pages(namespace, selector))
 
     def stop(self, namespace: str, job: Job) -> None:
         """Stop (never Terminate: Stop runs the exit handlers) and mark preempted, with the last checkpoint known."""

@@ -150,6 +150,11 @@ class MemoryCluster:
         self._call(f"write-state {service}")
         self.states[(namespace, service)] = text
 
+    def state_records(self, namespace: str) -> dict[str, str]:
+        """Return every stored state text of `namespace`, by service."""
+        self._call("list-states")
+        return {service: text for (ns, service), text in sorted(self.states.items()) if ns == namespace}
+
     def ready_pods(self, dep: Deployment) -> list[Pod]:
         """Return the Deployment's ready pods (as many as its replicas)."""
         self._call(f"list-pods {dep.name}")

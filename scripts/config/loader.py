@@ -16,7 +16,9 @@ import jsonschema
 import yaml
 
 from offhours.scripts.config.files import YAML_ERRORS, InputFileError, read_text, yaml_error
+from offhours.scripts.policy import forecast
 from offhours.scripts.policy.config import Capacity, ConfigError, GateConfig, MetricsConfig, Schedule, ServicePolicy
+from offhours.scripts.policy.record import MAX_EXACT_NEEDS
 
 
 @cache
@@ -95,6 +97,7 @@ def parse_config(raw: Any) -> GateConfig:
         schedule = _schedule(svc["schedule"], f"services.{name}.schedule") if "schedule" in svc else default_schedule
         services.append(service_policy(name, merged, schedule))
     _refuse_shared_deployments(services)
+    _refuse_unstorable_history(services, raw.get("tickSeconds", 60))
     metrics = raw.get("metrics", {})
     prom, direct = metrics.get("prometheus", {}), metrics.get("direct", {})
     source = metrics.get("source", "prometheus" if prom else "direct")
@@ -125,7 +128,19 @@ def parse_config(raw: Any) -> GateConfig:
         ),
         failed_ticks_before_reclaim=raw.get("failSafe", {}).get("failedTicksBeforeReclaim", 3),
         services=tuple(services),
+        lease_ticks=raw.get("failSafe", {}).get("leaseTicks", 3),
     )
+
+
+def _refuse_unstorable_history(services: list[ServicePolicy], tick: float) -> None:
+    """Refuse a look-ahead whose exact history (trend, volatility) the state ConfigMap (1 MiB at most) cannot hold."""
+    for policy in services:
+        exact = forecast.exact_ticks(policy, tick, forecast.reaction_seconds(policy, tick))
+        if exact > MAX_EXACT_NEEDS:
+            raise ConfigError(
+                f"gate config: services.{policy.name}.volatilityLookbackSeconds: "
+                f"{policy.volatility_lookback_seconds:.0f} s at tickSeconds {tick:.0f} is {exact} ticks of history, more "
+                f"than the {MAX_EXACT_NEEDS} the service's state record can keep: shorten it or tick less often")
 
 
 def _refuse_shared_deployments(services: list[ServicePolicy]) -> None:

@@ -4,6 +4,8 @@
     python scripts/controlplane/lifecycle.py up      # build (cached) and start everything on 127.0.0.1
     python scripts/controlplane/lifecycle.py down    # stop every process it started
     eval "$(python scripts/controlplane/lifecycle.py env)"   # KUBECONFIG, and kubectl + argo on PATH
+    python scripts/controlplane/lifecycle.py pause workflow-controller    # freeze one process (SIGSTOP)
+    python scripts/controlplane/lifecycle.py resume workflow-controller   # and let it go on (SIGCONT)
 
 Everything runs as local processes bound to loopback: etcd, kube-apiserver,
 kube-controller-manager, kube-scheduler (one binary, offhours-kube), kwok managing fake nodes
@@ -252,6 +254,29 @@ def running_processes() -> list[str]:
     return sorted(path.name for path in pids.iterdir() if live_pid(path) is not None)
 
 
+def pause(name: str) -> None:
+    """Freeze one of the cluster's processes (SIGSTOP to its group): to the API server it is gone, until `resume`.
+
+    For the tests of what holds without a component (the Argo controller down: the backstop still
+    restores serving); a frozen process keeps its state, so `resume` needs no restart.
+    """
+    _signal(name, signal.SIGSTOP)
+
+
+def resume(name: str) -> None:
+    """Let a process frozen by `pause` run again (SIGCONT)."""
+    _signal(name, signal.SIGCONT)
+
+
+def _signal(name: str, sig: signal.Signals) -> None:
+    path = STATE / "pids" / name
+    pid = live_pid(path) if path.exists() else None
+    if pid is None:
+        raise SystemExit(f"[cluster] {name} is not running (known: {', '.join(running_processes()) or 'none'})")
+    os.killpg(pid, sig)
+    log(f"{'paused' if sig == signal.SIGSTOP else 'resumed'} {name} (pid {pid})")
+
+
 def down() -> None:
     pids = STATE / "pids"
     if not pids.exists():
@@ -268,6 +293,7 @@ def down() -> None:
             continue
         try:
             os.killpg(pid, signal.SIGTERM)
+            os.killpg(pid, signal.SIGCONT)  # a process left paused ends too
             for _ in range(100):
                 os.killpg(pid, 0)
                 time.sleep(0.1)
@@ -292,6 +318,8 @@ def main() -> None:
         print(shell_env(), end="")
     elif command == "build":
         print(build())
+    elif command in ("pause", "resume") and len(sys.argv) == 3:
+        (pause if command == "pause" else resume)(sys.argv[2])
     else:
         print(__doc__)
         sys.exit(2)

@@ -3,6 +3,7 @@
 
 kwok runs no containers. The pods that opt in (label offhours.io/role=gate|exit-hook: the gate's
 tick, the `return-gpus` exit hook and the parameter check: role gate|exit-hook|check-parameters;
+the backstop CronJob's pass: role backstop;
 offhours.io/local-run=true; or an Argo step whose image is
 under offhours.local/, e.g. the demo's reference job; the cluster's kwok stages leave them alone)
 are run here: the main container's command (what
@@ -47,7 +48,7 @@ from urllib.parse import parse_qs, urlsplit
 import yaml
 from kubernetes import client, config
 
-SELECTORS = ("offhours.io/role in (exit-hook,gate,check-parameters)", "offhours.io/local-run=true",
+SELECTORS = ("offhours.io/role in (exit-hook,gate,check-parameters,backstop)", "offhours.io/local-run=true",
              "workflows.argoproj.io/workflow")
 # Research pods opt in by image: a step whose image is under this name runs here (its files come
 # from the runner's path map, e.g. /app -> examples/reference-job). kwok's stages leave it alone.

@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from functools import partial
@@ -47,8 +47,16 @@ from offhours.scripts.policy import forecast
 from offhours.scripts.policy.capacity import replicas_for_rates
 from offhours.scripts.policy.config import GateConfig, ServicePolicy
 from offhours.scripts.policy.decide import Decision, ServiceState, decide
+from offhours.scripts.policy.lease import lease_seconds, renewed
 from offhours.scripts.policy.plan import ADMITTED, PARKED, Job, Plan, plan
-from offhours.scripts.policy.record import ServiceRecord, UnrecordedWrite, fingerprint, own_baseline, with_need
+from offhours.scripts.policy.record import (
+    ServiceRecord,
+    UnrecordedWrite,
+    fingerprint,
+    need_storage,
+    own_baseline,
+    with_need,
+)
 from offhours.scripts.policy.window import lending_allowed
 
 REPLICAS = "replicas"
@@ -133,6 +141,7 @@ class _Tick:
     dry_run: bool = False
     renewed: float = 0.0  # when the Lease was last taken or renewed (Gate.monotonic)
     advisory_spent: float = 0.0  # seconds of advisory reads so far, against Gate.advisory_budget
+    advisory_writes: int = 0  # waiting-reason writes so far, against Gate.advisory_writes_per_tick
     lease_notes: dict[str, str] | None = None  # the Lease's notes, read once, when first needed
 
 
@@ -153,7 +162,11 @@ class Gate:
     progress: Callable[[Job], float | None] | None = None  # last checkpoint time of a running job
     advisory_timeout: float = 5.0  # one advisory read (checkpoint progress)
     advisory_budget: float = 15.0  # all advisory reads of one tick
+    advisory_writes_per_tick: int = 100  # waiting-reason writes of one tick, all services together
     monotonic: Callable[[], float] = time.monotonic
+    # The lease on lending also covers the pause between two runs of the gate's CronWorkflow (a 5-minute
+    # schedule of 4-minute runs, and a pod start): a healthy gate must never look gone between runs.
+    lease_slack_seconds: float = 120.0
     # Raises written while the record could not be: remembered in this process and noted on the Lease,
     # so the next tick (of this process or another) does not take the gate's own raise for someone else's.
     _unrecorded: dict[str, UnrecordedWrite] = field(default_factory=dict)
@@ -162,6 +175,11 @@ class Gate:
     def lease_seconds(self) -> int:
         """How long one Lease grant lasts."""
         return max(60, 2 * self.config.tick_seconds)
+
+    @property
+    def lease_duration(self) -> float:
+        """Seconds one tick's renewal of a service's lending holds before the backstop may restore its baseline."""
+        return lease_seconds(self.config.lease_ticks, self.config.tick_seconds, self.lease_slack_seconds)
 
     @property
     def log(self) -> Logger:
@@ -206,16 +224,31 @@ class Gate:
                 self._fail(t, policy, outcomes[policy.name], f"observe: {_describe(err)}", now)
         observed = self._refuse_shared_deployments(t, observed, outcomes, now)
         readings = self._read(observed, now)
-        for i, obs in enumerate(observed):
-            outcome = outcomes[obs.policy.name]
-            try:
-                self._service(t, obs, readings.get(obs.policy.name, Reading(None, "no reading")), now, outcome)
-            except LeaseLost as err:
-                for rest in observed[i:]:
-                    outcomes[rest.policy.name].error = f"not acted on: {err}"
-                break
-            except Exception as err:  # noqa: BLE001 - see above
-                self._fail(t, obs.policy, outcome, f"{_describe(err)}", now, obs)
+        # Serving first across services, whatever their number: every service's serving write (a reclaim's
+        # raise) comes before any advisory read, the lends' scale-downs and records next, and only then any
+        # research-side or advisory write (stops, admissions, waiting reasons) of any service.
+        acting = {obs.policy.name: (obs, self._service(t, obs, readings.get(obs.policy.name, Reading(None, "no reading")),
+                                                       now, outcomes[obs.policy.name])) for obs in observed}
+        for phase in ("serving", "record", "research"):
+            order = list(acting.items())
+            if phase == "research" and order:
+                # The advisory-write budget is spent in this order: start elsewhere each tick, so that no
+                # service's waiting reasons wait behind another's for ever.
+                turn = int(now // max(1, self.config.tick_seconds)) % len(order)
+                order = order[turn:] + order[:turn]
+            for name, (obs, steps) in order:
+                try:
+                    next(steps)
+                except StopIteration:
+                    del acting[name]
+                except LeaseLost as err:
+                    for rest in acting:
+                        outcomes[rest].error = f"not acted on: {err}"
+                    acting.clear()
+                    break
+                except Exception as err:  # noqa: BLE001 - any fault of one service is that service's failed tick
+                    del acting[name]
+                    self._fail(t, obs.policy, outcomes[name], f"{_describe(err)}", now, obs)
         for outcome in outcomes.values():
             level = ERROR if outcome.failed else WARNING if outcome.error else INFO
             self.log.log(level, outcome.detail(), outcome.service)
@@ -281,7 +314,9 @@ class Gate:
         except Exception as err:  # noqa: BLE001 - a broken source is a failed reading for every service, not a crash
             return {t.service: Reading(None, f"load source failed: {_describe(err)}") for t in targets}
 
-    def _service(self, t: _Tick, obs: Observed, reading: Reading, now: float, outcome: ServiceOutcome) -> None:
+    def _service(self, t: _Tick, obs: Observed, reading: Reading, now: float,
+                 outcome: ServiceOutcome) -> Iterator[None]:
+        """One service's tick in three steps (`_tick` runs each step for every service before the next step)."""
         policy, dep = obs.policy, obs.dep
         # A job's exit time is capped by the service's grace (what it takes past that is not serving's wait);
         # one that declares none may take the whole grace.
@@ -313,24 +348,29 @@ class Gate:
         if t.dry_run:
             outcome.plan = plan(decision, baseline, jobs, now)
             return
-        if owned.adopted:
-            self._event(policy.name, dep, EVENT_REPLICAS_ADOPTED, owned.adopted)
         # Serving first: a reclaim raises serving to what the decision needs before anything else.
         if decision.target_lent < decision.lent:
             record = self._apply(t, obs, record, max(obs.current, baseline - decision.target_lent))
-            if self.progress is not None:
-                jobs = [self._with_progress(t, j) for j in jobs]  # advisory: only when a stop is coming
-        jobs = [self._with_original(j) for j in jobs]
+        yield  # every service's raise is written before anything below, of any service
+        if owned.adopted:
+            self._event(policy.name, dep, EVENT_REPLICAS_ADOPTED, owned.adopted)
+        if decision.target_lent < decision.lent and self.progress is not None:
+            jobs = [self._with_progress(t, j) for j in jobs]  # advisory: only when a stop is coming
+        if decision.target_lent > decision.lent:
+            # A parked copy's original is read only when something may be admitted (it decides whether the copy may run).
+            jobs = [self._with_original(j) for j in jobs]
         p = plan(decision, baseline, jobs, now)
         outcome.plan = p
         scale_to = p.scale_to if decision.action == "lend" else max(p.scale_to, obs.current)  # only a lend lowers serving
         record = self._apply(t, obs, record, scale_to)
         outcome.applied = obs.current
         record = replace(record, decision=decision.state, samples=reading.samples or record.samples,
-                         last_decision=_last_decision(decision, p, now))
+                         last_decision=_last_decision(decision, p, now), deployment=dep.name)
+        record = renewed(record, now, self.lease_duration)  # lending is a lease: this tick renews it
         self._fence(t)
         self.cluster.write_state(self.config.namespace, policy.name, record.to_json())
         self._recorded(t, policy.name)
+        yield  # every service's serving writes and record are written before any research-side write
         self._research_side(t, obs, decision, p, outcome)
 
     def _look_ahead(self, policy: ServicePolicy, record: ServiceRecord, reading: Reading,
@@ -342,9 +382,12 @@ class Gate:
         if not (need >= 0 and need < float("inf")):
             return record, None  # decide names the unusable reading
         tick = float(self.config.tick_seconds)
-        keep = forecast.history_ticks(policy, tick, forecast.reaction_seconds(policy, tick))
+        reaction = forecast.reaction_seconds(policy, tick)
+        keep = forecast.history_ticks(policy, tick, reaction)
         needs = with_need(record.needs, now, need, tick, keep)
-        return replace(record, needs=needs), forecast.forecast_required([n for _, n in needs], policy, tick)
+        exact, width = need_storage(keep, forecast.exact_ticks(policy, tick, reaction), tick)  # the record's bound
+        return (replace(record, needs=needs, needs_exact=exact, needs_width=width),
+                forecast.forecast_required([n for _, n in needs], policy, tick))
 
     def _apply(self, t: _Tick, obs: Observed, record: ServiceRecord, value: int) -> ServiceRecord:
         """Write replicas (or the autoscaler's maxReplicas) if they differ; record the intent first."""
@@ -387,10 +430,18 @@ class Gate:
         steps += [(f"admit {j.name}", partial(self.cluster.admit, wf_ns, j, uid)) for j in p.admit]
         steps += [(f"adopt {j.name}", partial(self.cluster.adopt, wf_ns, j, uid)) for j in p.adopt]
         steps += [(f"delete {j.name}", partial(self.cluster.delete_workflow, wf_ns, j.name)) for j in p.delete]
-        # The reason a job waits, on the job itself, written only when it changes.
+        # The reason a job waits, on the job itself, written only when it changes and within the tick's budget
+        # of advisory writes (what is left over is written by a later tick: it still differs then).
+        changed = [(j, position, reason) for j, position, reason in p.waiting
+                   if (j.waiting_reason, j.queue_position) != (reason, position)]
+        budget = max(0, self.advisory_writes_per_tick - t.advisory_writes)
+        if len(changed) > budget:
+            self.log.info(f"{len(changed) - budget} waiting reason(s) left for a later tick (advisory writes: "
+                          f"{self.advisory_writes_per_tick} a tick)", obs.policy.name)
+        t.advisory_writes += min(len(changed), budget)
         steps += [(f"annotate {j.name}", partial(self.cluster.annotate_workflow, wf_ns, j.name,
                                                  _waiting_annotations(reason, position), {}))
-                  for j, position, reason in p.waiting if (j.waiting_reason, j.queue_position) != (reason, position)]
+                  for j, position, reason in changed[:budget]]
         for what, step in steps:
             try:
                 self._fence(t)

@@ -83,6 +83,7 @@ class GateConfig:
     metrics: MetricsConfig
     failed_ticks_before_reclaim: int
     services: tuple[ServicePolicy, ...]
+    lease_ticks: int = 3  # ticks without a renewal before the backstop restores a service's baseline
 
     def service(self, name: str) -> ServicePolicy:
         """Return the policy of service `name`."""

@@ -19,6 +19,7 @@ only ticks i-`history_ticks`+1..i, so both give the same answer from the same hi
 """
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
@@ -54,6 +55,11 @@ def history_ticks(policy: ServicePolicy, tick_seconds: float, reaction: float) -
     if policy.time_of_day_days > 0:
         need = max(need, policy.time_of_day_days * _ticks(DAY_SECONDS, tick_seconds) + 1)
     return need
+
+
+def exact_ticks(policy: ServicePolicy, tick_seconds: float, reaction: float) -> int:
+    """Ticks of history the trend and volatility terms read tick by tick (the time-of-day term reads maxima)."""
+    return history_ticks(replace(policy, time_of_day_days=0), tick_seconds, reaction)
 
 
 def _shift(x: np.ndarray, by: int, fill: float) -> np.ndarray:

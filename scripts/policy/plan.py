@@ -159,19 +159,34 @@ def _queue(jobs: Sequence[Job], deleted: set[str]) -> list[Job]:
     return admissible
 
 
+def lends_nothing_now(decision: Decision) -> str:
+    """Why a service lends nothing more, in words that do not move with the load or the queue.
+
+    The sentence is written on every parked job of the service: were it to quote the load (or the
+    queue's length), one load change would rewrite every one of them. `offhours why` computes the
+    full story with numbers from the read model.
+    """
+    if decision.state.failed_ticks:
+        return "lends nothing: its load data is not usable now"
+    if decision.required is None:
+        return "lends nothing: outside its lending window"
+    if decision.action == "reclaim":
+        return "lends nothing: its load needs its replicas back"
+    return "lends nothing more now: its recent load leaves no more replicas to spare"
+
+
 def _waiting(decision: Decision, jobs: Sequence[Job], admissible: Sequence[Job], deleted: set[str],
              admitted_now: set[str], lent_after: int) -> tuple[tuple[Job, int, str], ...]:
     """Each parked job left waiting, its 1-based position in the queue and the reason in one sentence."""
     queue = [j for j in admissible if j.state == PARKED and j.name not in admitted_now]
     queued = {j.name for j in queue}
-    lendable = max(0, decision.target_lent - lent_after)
     out: list[tuple[Job, int, str]] = []
     for pos, job in enumerate(queue, start=1):
         if decision.target_lent <= lent_after and decision.action != "lend":
-            why = f"{decision.service}: {decision.reason}"
+            why = f"{decision.service} {lends_nothing_now(decision)}"
         else:
-            why = f"{decision.service} can lend {lendable} more replica(s) now; this job needs {job.replicas}"
-        out.append((job, pos, f"waiting: {why}; position {pos} of {len(queue)} in the queue"))
+            why = f"{decision.service} has no room for its {job.replicas} replica(s) now"
+        out.append((job, pos, f"waiting: {why}; position {pos} in the queue"))
     for job in jobs:
         if job.state == PARKED and job.name not in admitted_now and job.name not in deleted and job.name not in queued:
             reason = (f"not admitted: {job.problem}" if job.problem

@@ -17,6 +17,12 @@ from offhours.scripts.policy.decide import ServiceState
 from offhours.scripts.policy.samples import CounterSample
 
 MAX_REPLICAS = 100_000  # a stored number beyond this is corruption, not a fleet
+# The state ConfigMap must stay far under Kubernetes' 1 MiB object limit (past it every write fails, and so
+# would the reclaims recorded through it): the look-ahead's history beyond its exact tail is kept in at most
+# this many buckets, and the exact tail in at most MAX_EXACT_NEEDS entries (the config loader refuses more).
+MAX_NEED_BUCKETS = 4096
+MAX_EXACT_NEEDS = 20_000
+MAX_BUCKET_COUNT = 10_000  # entries one stored bucket may stand for (more is a tampered record)
 
 
 @dataclass(frozen=True)
@@ -37,6 +43,14 @@ class ServiceRecord:
     samples: dict[str, CounterSample] = field(default_factory=dict)
     last_decision: dict[str, Any] = field(default_factory=dict)
     needs: tuple[tuple[float, float], ...] = ()  # (time, fractional replicas the rates took): the look-ahead's history
+    # How `needs` is stored: the last `needs_exact` entries as they are, older ones (the time-of-day term's
+    # days) as the maximum of each `needs_width`-second bucket of absolute time (0: all exact).
+    needs_exact: int = 0
+    needs_width: float = 0.0
+    # The lease on what is lent: a gate tick renews it; once it runs out, the backstop restores the baseline.
+    deployment: str = ""  # the Deployment's name (the backstop reads no gate config)
+    renewed_at: float | None = None
+    lease_seconds: float | None = None
 
     def to_json(self) -> str:
         """Serialise compactly (the ConfigMap's `state.json`)."""
@@ -50,7 +64,10 @@ class ServiceRecord:
             "failedTicks": self.decision.failed_ticks,
             "samples": {key: [round(s.at, 3), *s.counters] for key, s in sorted(self.samples.items())},
             "lastDecision": self.last_decision,
-            "needs": [[round(t, 3), round(n, 4)] for t, n in self.needs],
+            **_stored_needs(self.needs, self.needs_exact, self.needs_width),
+            "deployment": self.deployment,
+            "renewedAt": None if self.renewed_at is None else round(self.renewed_at, 3),
+            "leaseSeconds": self.lease_seconds,
         }, separators=(",", ":"))
 
     @classmethod
@@ -78,7 +95,12 @@ class ServiceRecord:
                 decision=ServiceState(recs, _count(raw.get("failedTicks", 0))),
                 samples=samples,
                 last_decision=dict(raw.get("lastDecision") or {}),
-                needs=tuple((_finite(t), _finite(n)) for t, n in raw.get("needs") or []),
+                needs=_read_needs(raw),
+                needs_exact=_count(raw.get("needsExact", 0)),
+                needs_width=_finite(raw.get("needsWidth", 0.0)),
+                deployment=str(raw.get("deployment") or ""),
+                renewed_at=_optional_finite(raw.get("renewedAt")),
+                lease_seconds=_optional_finite(raw.get("leaseSeconds")),
             )
         except (ValueError, TypeError, IndexError, AttributeError, KeyError):
             return cls()
@@ -125,6 +147,45 @@ class UnrecordedWrite:
                        applying_from=self.applying_from)
 
 
+def _stored_needs(needs: tuple[tuple[float, float], ...], exact: int, width: float) -> dict[str, Any]:
+    """Store the history: an exact tail, and before it one (bucket, entries, maximum) per `width` seconds.
+
+    A bucket's maximum stands for each of its entries: the time-of-day term reads maxima over a
+    reaction time anyway, so it can only see more need, never less (lend less, reclaim earlier).
+    Buckets are fixed in absolute time and a decoded entry keeps a time inside its bucket, so storing
+    the same history again gives the same buckets: no maximum spreads from one tick to the next.
+    """
+    if width <= 0 or len(needs) <= exact:
+        return {"needs": [[round(t, 3), round(n, 4)] for t, n in needs]}
+    cut = len(needs) - exact
+    buckets: dict[int, list[float]] = {}
+    for t, n in needs[:cut]:
+        entry = buckets.setdefault(math.floor(t / width), [0, n])
+        entry[0] += 1
+        entry[1] = max(entry[1], n)
+    return {"needs": [[round(t, 3), round(n, 4)] for t, n in needs[cut:]],
+            # Rounded up, and to the same value when stored again (a maximum must not creep up tick by tick).
+            "needBuckets": [[b, int(c), math.ceil(m * 10_000 - 1e-6) / 10_000] for b, (c, m) in buckets.items()],
+            "needsExact": exact, "needsWidth": width}
+
+
+def _read_needs(raw: dict[str, Any]) -> tuple[tuple[float, float], ...]:
+    """Read the history back: each bucket as its count of entries at its maximum, then the exact tail."""
+    width = _finite(raw.get("needsWidth", 0.0))
+    stored = raw.get("needBuckets") or []
+    tail = raw.get("needs") or []
+    if len(stored) > 2 * MAX_NEED_BUCKETS or len(tail) > 2 * MAX_EXACT_NEEDS or (stored and not width > 0):
+        raise ValueError("the look-ahead's history is larger than any the gate writes")
+    out: list[tuple[float, float]] = []
+    for b, count, peak in stored:
+        if isinstance(b, bool) or not isinstance(b, int) or not 1 <= _count(count) <= MAX_BUCKET_COUNT:
+            raise ValueError(f"not a bucket: {b!r}, {count!r}")
+        start, value = b * width, _finite(peak)
+        out += [(start + (j + 0.5) * width / count, value) for j in range(count)]
+    out += [(_finite(t), _finite(n)) for t, n in tail]
+    return tuple(out)
+
+
 def fingerprint(stored_text: str | None) -> str:
     """Identify one stored record: every write of the gate's changes it (each carries its tick's decision)."""
     return hashlib.sha256((stored_text or "").encode("utf-8", "replace")).hexdigest()[:16]
@@ -139,6 +200,12 @@ def _count(value: Any) -> int:
 
 def _optional_count(value: Any) -> int | None:
     return None if value is None else _count(value)
+
+
+def _optional_finite(value: Any) -> float | None:
+    if isinstance(value, (bool, str)):
+        raise ValueError(f"not a number: {value!r}")
+    return None if value is None else _finite(value)
 
 
 def _finite(value: Any) -> float:
@@ -187,6 +254,19 @@ def own_baseline(record: ServiceRecord, uid: str, writes_to: str, observed: int,
     note = (f"{writes_to} set to {observed} by someone else (the gate had applied {record.applied}): "
             f"adopted, baseline {record.baseline} -> {baseline}")
     return Ownership(baseline, replace(record, baseline=baseline, applied=observed, applying_from=None), note)
+
+
+def need_storage(keep: int, exact: int, tick_seconds: float) -> tuple[int, float]:
+    """Return (exact entries, bucket width in seconds) to store a history of `keep` ticks within MAX_NEED_BUCKETS.
+
+    `exact` is how much of the newest history must stay exact (the trend and volatility terms read
+    it tick by tick). Entries are 0.9 to 2 ticks apart (`with_need`), so the older span is at most
+    2 (keep - exact) ticks long: the width makes that fit in the bucket budget.
+    """
+    if keep <= exact:
+        return exact, 0.0
+    ticks_per_bucket = max(1, math.ceil(2 * (keep - exact) / (MAX_NEED_BUCKETS - 1)))
+    return exact, ticks_per_bucket * tick_seconds
 
 
 def with_need(needs: tuple[tuple[float, float], ...], now: float, need: float, tick_seconds: float,

@@ -76,11 +76,13 @@ def installed(kubectl: Callable[..., str], tmp_path_factory: pytest.TempPathFact
     # gate's account in the research namespace) go first, so the cluster holds exactly this install's.
     for ns in (SERVING, RESEARCH):
         if kubectl("get", "namespace", ns, "--ignore-not-found", "-o", "name").strip():
-            kubectl("-n", ns, "delete", "serviceaccount,role,rolebinding,cronworkflow", "-l", "offhours.io/managed=true",
+            kubectl("-n", ns, "delete", "serviceaccount,role,rolebinding,cronworkflow,cronjob", "-l", "offhours.io/managed=true",
                     "--ignore-not-found", "--wait=true")
     kubectl("apply", "--server-side", "--force-conflicts", "-k", str(out))
     # The tests drive the gate tick by tick; the CronWorkflow's own schedule would race them.
     kubectl("-n", SERVING, "patch", "cronworkflow", "offhours-gate", "--type=merge", "-p", '{"spec":{"suspend":true}}')
+    # So would the backstop's CronJob, between two ticks a test leaves far apart on purpose (its own test resumes it).
+    kubectl("-n", SERVING, "patch", "cronjob", "offhours-backstop", "--type=merge", "-p", '{"spec":{"suspend":true}}')
     return out
 
 

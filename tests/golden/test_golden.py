@@ -65,5 +65,6 @@ def test_render_with_a_gate_config_and_an_image(tmp_path: Path) -> None:
     assert (out / "configmap-offhours-gate-config.yaml").read_text().count("workflowNamespace: lab") == 1
     assert (out / "namespace-inference.yaml").exists() and (out / "namespace-lab.yaml").exists()
     text = "".join(p.read_text() for p in out.glob("*.yaml"))
-    assert "ghcr.io/offhours/offhours" not in text and text.count("registry.lab/offhours:7") == 9
+    # Ten uses: the templates, the gate's CronWorkflow and the backstop's CronJob.
+    assert "ghcr.io/offhours/offhours" not in text and text.count("registry.lab/offhours:7") == 10
     assert "resourceNames:\n  - chat-v2" in (out / "role-inference-offhours-gate.yaml").read_text()

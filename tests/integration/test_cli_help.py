@@ -7,11 +7,11 @@ import sys
 from offhours.scripts.cli.main import parser
 
 VERBS = ["render", "validate", "gate", "submit", "simulate", "report", "check", "demo", "check-parameters",
-         "return-gpus", "jobs", "why", "logs", "cancel", "usage", "console", "schedule"]
+         "return-gpus", "backstop", "jobs", "why", "logs", "cancel", "usage", "console", "schedule"]
 # The verbs whose module is named after them (jobs.py holds jobs, why, logs, cancel and usage).
 OWN_MODULE = {"render": "render", "validate": "validate", "gate": "gate", "submit": "submit", "simulate": "simulate",
               "check": "check", "demo": "demo", "check-parameters": "check_parameters", "return-gpus": "return_gpus",
-              "console": "console", "schedule": "schedule"}
+              "backstop": "backstop", "console": "console", "schedule": "schedule"}
 
 
 def _verbs(root: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:

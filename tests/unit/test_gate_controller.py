@@ -668,8 +668,8 @@ def test_waiting_jobs_carry_their_reason_and_position_written_only_on_change() -
     w.tick()
     a, b = (w.wf(n)["metadata"]["annotations"] for n in ("big-a", "big-b"))
     assert (a["offhours.io/queue-position"], b["offhours.io/queue-position"]) == ("1", "2")
-    assert a["offhours.io/waiting-reason"] == ("waiting: chat: load is low but not yet for 300 s; position 1 of 2 "
-                                              "in the queue")
+    assert a["offhours.io/waiting-reason"] == ("waiting: chat lends nothing more now: its recent load leaves no more "
+                                              "replicas to spare; position 1 in the queue")
     w.cluster.calls.clear()
     w.tick()
     assert not any(c.startswith("annotate-workflow") for c in w.cluster.calls)

@@ -54,7 +54,8 @@ def test_stops_exactly_enough() -> None:
 def test_hold_admits_nothing_even_under_a_higher_ceiling() -> None:
     jobs = [job("a", 2, ADMITTED), job("p", 2)]
     assert plan(decision(2, 2, ceiling=4), 8, jobs, 0.0) == Plan(
-        "chat", 6, lent_after=2, waiting=((jobs[1], 1, "waiting: chat: test; position 1 of 1 in the queue"),))
+        "chat", 6, lent_after=2, waiting=((jobs[1], 1, "waiting: chat lends nothing more now: its recent load leaves no "
+                                    "more replicas to spare; position 1 in the queue"),))
 
 
 def test_without_explain_the_plan_is_the_same_but_says_nothing_of_who_waits() -> None:
@@ -65,14 +66,14 @@ def test_without_explain_the_plan_is_the_same_but_says_nothing_of_who_waits() ->
 def test_room_is_the_target_less_what_is_lent() -> None:
     jobs = [job("a", 2, ADMITTED), job("p1", 2, created=1.0), job("p2", 2, created=2.0)]
     assert plan(decision(4, 2, ceiling=4), 8, jobs, 0.0) == Plan("chat", 4, admit=(jobs[1],), lent_after=4, waiting=(
-        (jobs[2], 1, "waiting: chat can lend 0 more replica(s) now; this job needs 2; position 1 of 1 in the queue"),))
+        (jobs[2], 1, "waiting: chat has no room for its 2 replica(s) now; position 1 in the queue"),))
 
 
 def test_ceiling_room_is_the_ceiling_less_what_is_lent() -> None:
     jobs = [job("a", 2, ADMITTED), job("big", 4)]
     assert plan(decision(4, 2, ceiling=4), 8, jobs, 0.0) == Plan(
         "chat", 6, lent_after=2, notes=("no parked job fits in 2 lendable replicas",), waiting=(
-            (jobs[1], 1, "waiting: chat can lend 2 more replica(s) now; this job needs 4; position 1 of 1 in the queue"),))
+            (jobs[1], 1, "waiting: chat has no room for its 4 replica(s) now; position 1 in the queue"),))
     assert plan(decision(3, 2, ceiling=6), 8, jobs, 0.0) == Plan("chat", 2, admit=(jobs[1],), lent_after=6)
 
 
@@ -84,20 +85,20 @@ def test_a_first_job_may_fill_the_ceiling_exactly() -> None:
 def test_only_the_first_job_may_exceed_the_step() -> None:
     jobs = [job("small", 1, created=1.0), job("big", 4, created=2.0)]
     assert plan(decision(2, 0, ceiling=6), 8, jobs, 0.0) == Plan("chat", 7, admit=(jobs[0],), lent_after=1, waiting=(
-        (jobs[1], 1, "waiting: chat can lend 1 more replica(s) now; this job needs 4; position 1 of 1 in the queue"),))
+        (jobs[1], 1, "waiting: chat has no room for its 4 replica(s) now; position 1 in the queue"),))
 
 
 def test_each_admission_uses_up_room() -> None:
     jobs = [job("one", 1, created=1.0), job("two", 2, created=2.0), job("three", 1, created=3.0)]
     assert plan(decision(3, 0, ceiling=3), 8, jobs, 0.0) == Plan("chat", 5, admit=tuple(jobs[:2]), lent_after=3, waiting=(
-        (jobs[2], 1, "waiting: chat can lend 0 more replica(s) now; this job needs 1; position 1 of 1 in the queue"),))
+        (jobs[2], 1, "waiting: chat has no room for its 1 replica(s) now; position 1 in the queue"),))
 
 
 def test_a_job_of_zero_replicas_is_never_admitted() -> None:
     jobs = [job("empty", 0)]
     assert plan(decision(2, 0), 8, jobs, 0.0) == Plan("chat", 8, notes=("no parked job fits in 2 lendable replicas",),
-                                                      waiting=((jobs[0], 1, "waiting: chat can lend 2 more replica(s) "
-                                                                "now; this job needs 0; position 1 of 1 in the queue"),))
+                                                      waiting=((jobs[0], 1, "waiting: chat has no room for its 0 "
+                                                                "replica(s) now; position 1 in the queue"),))
 
 
 def test_admitted_jobs_are_not_candidates_again() -> None:
@@ -108,7 +109,7 @@ def test_admitted_jobs_are_not_candidates_again() -> None:
 def test_a_running_unadmitted_job_is_adopted_before_parked_ones() -> None:
     rogue, parked = job("rogue", 2, "unmanaged", priority=0, created=5.0), job("parked", 2, priority=9, created=1.0)
     assert plan(decision(2, 0), 8, [parked, rogue], 0.0) == Plan("chat", 6, adopt=(rogue,), lent_after=2, waiting=(
-        (parked, 1, "waiting: chat can lend 0 more replica(s) now; this job needs 2; position 1 of 1 in the queue"),))
+        (parked, 1, "waiting: chat has no room for its 2 replica(s) now; position 1 in the queue"),))
 
 
 def test_the_no_fit_note_only_when_nothing_was_taken_and_something_waits() -> None:

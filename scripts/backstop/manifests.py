@@ -1,0 +1,95 @@
+"""The backstop's install: a batch/v1 CronJob and a ServiceAccount that can only read records and raise serving.
+
+kube-controller-manager's CronJob and Job controllers run it; nothing of Argo is involved. Its
+Role, in the serving namespace: read the gate's state ConfigMaps and rewrite those of the
+configured services, read the Deployments and write the scale subresource of the configured ones
+(never `patch deployments`), cap or uncap their HPAs and ScaledObjects, take the gate's Lease,
+record Events. Nothing in the research namespace, no pod rights, no Secrets.
+"""
+
+from typing import Any
+
+from offhours.scripts.names import (
+    BACKSTOP_CRON_JOB,
+    BACKSTOP_ROLE,
+    BACKSTOP_SERVICE_ACCOUNT,
+    KEDA_GROUP,
+    LABEL_MANAGED,
+    LABEL_ROLE,
+    LEASE_NAME,
+    OFFHOURS_IMAGE,
+    state_configmap_name,
+)
+from offhours.scripts.policy.config import GateConfig
+
+SCHEDULE = "* * * * *"  # every minute: cron's finest step; the lease itself is counted in gate ticks
+_META = {"labels": {LABEL_MANAGED: "true"}}
+
+
+def backstop_rules(config: GateConfig) -> list[dict[str, Any]]:
+    """Return the backstop's rights in the serving namespace."""
+    deployments = sorted({s.deployment or s.name for s in config.services})
+    state = sorted(state_configmap_name(s.name) for s in config.services)
+    return [
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"]},
+        {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": state, "verbs": ["get", "update", "patch"]},
+        {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "list"]},
+        {"apiGroups": ["apps"], "resources": ["deployments/scale"], "resourceNames": deployments,
+         "verbs": ["get", "patch"]},
+        {"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"], "verbs": ["list", "patch"]},
+        {"apiGroups": [KEDA_GROUP], "resources": ["scaledobjects"], "verbs": ["get", "patch"]},
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [LEASE_NAME],
+         "verbs": ["get", "update"]},
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
+    ]
+
+
+def backstop_cron_job(namespace: str, image: str = OFFHOURS_IMAGE) -> dict[str, Any]:
+    """Return the backstop's CronJob: one short pass a minute, never two at once."""
+    return {
+        "apiVersion": "batch/v1", "kind": "CronJob",
+        "metadata": {"name": BACKSTOP_CRON_JOB, "namespace": namespace, **_META},
+        "spec": {
+            "schedule": SCHEDULE, "concurrencyPolicy": "Forbid", "startingDeadlineSeconds": 50,
+            "successfulJobsHistoryLimit": 1, "failedJobsHistoryLimit": 3,
+            "jobTemplate": {"spec": {
+                "backoffLimit": 0, "activeDeadlineSeconds": 55, "ttlSecondsAfterFinished": 600,
+                "template": {
+                    "metadata": {"labels": {LABEL_ROLE: BACKSTOP_ROLE, LABEL_MANAGED: "true"}},
+                    "spec": {
+                        "serviceAccountName": BACKSTOP_SERVICE_ACCOUNT, "restartPolicy": "Never",
+                        "terminationGracePeriodSeconds": 5,
+                        "securityContext": {"runAsNonRoot": True, "runAsUser": 65532,
+                                            "seccompProfile": {"type": "RuntimeDefault"}},
+                        "containers": [{
+                            "name": "main", "image": image, "command": ["offhours", "backstop"],
+                            "env": [{"name": "OFFHOURS_NAMESPACE",
+                                     "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}],
+                            "resources": {"requests": {"cpu": "50m", "memory": "128Mi"},
+                                          "limits": {"memory": "256Mi"}},
+                            "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                                "capabilities": {"drop": ["ALL"]}},
+                        }],
+                    },
+                },
+            }},
+        },
+    }
+
+
+def backstop_manifests(config: GateConfig, image: str = OFFHOURS_IMAGE) -> dict[str, dict[str, Any]]:
+    """Return the backstop's ServiceAccount, Role, RoleBinding and CronJob by file name (serving namespace)."""
+    ns, name = config.namespace, BACKSTOP_SERVICE_ACCOUNT
+    return {
+        f"serviceaccount-{ns}-{name}.yaml": {"apiVersion": "v1", "kind": "ServiceAccount",
+                                             "metadata": {"name": name, "namespace": ns, **_META}},
+        f"role-{ns}-{name}.yaml": {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                                   "metadata": {"name": name, "namespace": ns, **_META}, "rules": backstop_rules(config)},
+        f"rolebinding-{ns}-{name}.yaml": {
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": name, "namespace": ns, **_META},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": ns}]},
+        f"cronjob-{BACKSTOP_CRON_JOB}.yaml": backstop_cron_job(ns, image),
+    }

@@ -1,0 +1,110 @@
+"""The backstop's one pass: raise every service whose lending lease ran out back to its baseline.
+
+It runs as a plain Kubernetes CronJob (batch/v1, scheduled by kube-controller-manager): nothing of
+Argo, nothing of the gate's pod, so a suspended or deleted gate CronWorkflow, an Argo controller
+that is down or a gate image that crash-loops cannot stop it. Its ServiceAccount reads the gate's
+records and raises serving, nothing else (scripts/backstop/manifests.py). The research pods then
+lose their GPUs to serving through their PriorityClass, which needs no Argo either.
+
+- It reads only the records (one paginated list); a Deployment is read only for an expired lease.
+- It takes the gate's Lease first, so it never writes between a live gate's read and its write. A
+  Lease it cannot take (held, unreadable) does not stop it for ever: a service no holder has renewed
+  for twice its lease is not being ticked by anyone, and is restored anyway (serving first; this
+  judges nothing by the Lease's clock).
+- It only ever raises, and only the incarnation and writer target the record was made for
+  (`policy.lease.restore`).
+- Like the gate's raises, it records its intent before the write, and a raise goes ahead even when
+  the record cannot be written (serving first). A fault stays with its service.
+"""
+
+import os
+import socket
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import TextIO
+
+from offhours.scripts.cluster.base import Cluster
+from offhours.scripts.gate.log import Logger
+from offhours.scripts.names import EVENT_LENDING_EXPIRED
+from offhours.scripts.policy.lease import expired, restore
+from offhours.scripts.policy.record import ServiceRecord
+
+REPLICAS = "replicas"
+LEASE_SECONDS = 60  # the Lease held for one pass (a pass is a few API calls per expired service)
+HELD_LEASES = 2.0  # with the Lease held by another: restore only lending unrenewed for this many leases
+
+
+@dataclass(frozen=True)
+class Restored:
+    """One service the pass acted on (or failed to)."""
+
+    service: str
+    value: int | None
+    message: str
+    error: bool = False
+
+
+def run_backstop(cluster: Cluster, namespace: str, clock: Callable[[], float] = time.time,
+                 out: TextIO = sys.stdout, holder: str | None = None) -> list[Restored]:
+    """Restore every expired service of `namespace`; return what was done (nothing when the Lease is held)."""
+    log = Logger(out)
+    who = holder or f"backstop/{socket.gethostname()}/{os.getpid()}"
+    try:
+        held = cluster.acquire_lease(namespace, who, LEASE_SECONDS)
+    except Exception as err:  # noqa: BLE001 - an unreadable Lease is one not held: the wider bound below applies
+        log.warning(f"could not take the offhours lease: {type(err).__name__}: {err}")
+        held = False
+    leases = 1.0 if held else HELD_LEASES
+    if not held:
+        log.info(f"another holder has the offhours lease: only lending unrenewed for {HELD_LEASES:.0f} leases is restored")
+    try:
+        now = clock()
+        done = []
+        for service, text in sorted(cluster.state_records(namespace).items()):
+            try:
+                result = _restore_one(cluster, namespace, service, ServiceRecord.from_json(text), now, leases)
+            except Exception as err:  # noqa: BLE001 - a fault stays with its service; the others are still restored
+                result = Restored(service, None, f"could not restore: {type(err).__name__}: {err}", error=True)
+            if result is not None:
+                log.log("error" if result.error else "warning", result.message, service)
+                done.append(result)
+        if not done:
+            log.info("every lending lease is current (or nothing is lent)")
+        return done
+    finally:
+        try:
+            if held:
+                cluster.release_lease(namespace, who)
+        except Exception as err:  # noqa: BLE001 - an unreleased Lease expires by itself
+            log.warning(f"could not release the lease: {err}")
+
+
+def _restore_one(cluster: Cluster, namespace: str, service: str, record: ServiceRecord, now: float,
+                 leases: float) -> Restored | None:
+    # Cheap first: a lease that has not run out needs no read of the Deployment.
+    if not expired(record, now, leases):
+        return None
+    dep = cluster.deployment(namespace, service, record.deployment or None)
+    scaler = cluster.autoscaler(dep)
+    writes_to = f"{scaler.kind}/{scaler.name}" if scaler else REPLICAS
+    current = scaler.max_replicas if scaler else dep.replicas
+    action = restore(record, now, dep.uid, writes_to, current, leases)
+    if action is None:
+        return None
+    message = action.reason
+    try:
+        cluster.write_state(namespace, service, action.record.to_json())
+    except Exception as err:  # noqa: BLE001 - serving first: the raise goes ahead without its record
+        message += f" (its record could not be written first: {err})"
+    if scaler is not None:
+        cluster.set_max_replicas(scaler, action.value)
+    else:
+        cluster.scale(dep, action.value)
+    try:
+        cluster.write_state(namespace, service, replace(action.record, applying_from=None).to_json())
+        cluster.record_event(namespace, "Deployment", dep.name, EVENT_LENDING_EXPIRED, message, warning=True)
+    except Exception as err:  # noqa: BLE001 - serving is restored; the record and the Event are records
+        message += f" (the record or Event after it failed: {err})"
+    return Restored(service, action.value, message)

@@ -1,0 +1,106 @@
+"""KubeCluster's list reads are bounded: pages of a fixed size (limit/continue), finished workflows left out.
+
+The stand-in answers the way kube-apiserver does (a page of `limit` items and a continue token, the
+label selector applied server-side); it records every request, so the test sees what was asked.
+"""
+
+from typing import Any
+
+from kubernetes import client
+
+from offhours.scripts.cluster import kube
+from offhours.scripts.cluster.kube import KubeCluster
+
+
+def workflow(name: str, completed: bool = False) -> dict[str, Any]:
+    labels = {"offhours.io/service": "chat", "offhours.io/replicas": "1", "offhours.io/state": "parked",
+              "offhours.io/managed": "true", **({"workflows.argoproj.io/completed": "true"} if completed else {})}
+    return {"metadata": {"name": name, "uid": name, "labels": labels, "annotations": {},
+                         "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"suspend": True}, "status": {"phase": "Succeeded" if completed else ""}}
+
+
+def matches(labels: dict[str, str], selector: str) -> bool:
+    for term in selector.split(","):
+        if "!=" in term:
+            key, value = term.split("!=")
+            if labels.get(key) == value:
+                return False
+        else:
+            key, value = term.split("=")
+            if labels.get(key) != value:
+                return False
+    return True
+
+
+class Server:
+    """Pages over a list the way the API server does; remembers each request's arguments."""
+
+    def __init__(self, workflows: list[dict[str, Any]]) -> None:
+        self.workflows, self.requests = workflows, []  # type: ignore[var-annotated]
+
+    def list_namespaced_custom_object(self, group: str, version: str, namespace: str, plural: str,
+                                      label_selector: str = "", limit: int | None = None,
+                                      _continue: str | None = None) -> dict[str, Any]:
+        self.requests.append({"selector": label_selector, "limit": limit, "continue": _continue})
+        items = [w for w in self.workflows if matches(w["metadata"]["labels"], label_selector)]
+        start = int(_continue or 0)
+        end = start + limit if limit else len(items)
+        token = str(end) if end < len(items) else None
+        return {"items": items[start:end], "metadata": {"continue": token}}
+
+
+def test_jobs_are_read_in_pages_and_finished_workflows_never_leave_the_server(monkeypatch: Any) -> None:
+    """Fault: 10,000 retained finished workflows were listed, unpaginated, every tick, into a 512 MiB pod."""
+    server = Server([workflow(f"done-{i}", completed=True) for i in range(1000)]
+                    + [workflow(f"parked-{i}") for i in range(25)])
+    cluster = KubeCluster(client.ApiClient(client.Configuration()))
+    cluster.custom = server
+    monkeypatch.setattr(kube, "PAGE_SIZE", 10)
+    jobs = cluster.jobs("research", "chat")
+    assert sorted(j.name for j in jobs) == sorted(f"parked-{i}" for i in range(25))
+    assert [r["limit"] for r in server.requests] == [10, 10, 10]
+    assert [r["continue"] for r in server.requests] == [None, "10", "20"]
+    assert all(r["selector"] == "offhours.io/service=chat,workflows.argoproj.io/completed!=true"
+               for r in server.requests)
+    # The usage report wants the finished ones too: it pages through all of them.
+    server.requests.clear()
+    assert len(cluster.list_workflows("research")) == 1025 and len(server.requests) == 103
+
+
+class Autoscaling:
+    """HPAs listed the way the API server pages them; counts the list requests."""
+
+    def __init__(self, targets: list[str]) -> None:
+        self.targets, self.lists = targets, 0
+
+    def list_namespaced_horizontal_pod_autoscaler(self, namespace: str, limit: int | None = None,
+                                                  _continue: str | None = None) -> Any:
+        self.lists += 1
+        start = int(_continue or 0)
+        end = start + (limit or len(self.targets))
+        items = [client.V2HorizontalPodAutoscaler(
+            metadata=client.V1ObjectMeta(name=t), spec=client.V2HorizontalPodAutoscalerSpec(
+                max_replicas=20, min_replicas=1, scale_target_ref=client.V2CrossVersionObjectReference(
+                    kind="Deployment", name=t)))
+            for t in self.targets[start:end]]
+        return client.V2HorizontalPodAutoscalerList(
+            items=items, metadata=client.V1ListMeta(_continue=str(end) if end < len(self.targets) else None))
+
+
+def test_one_list_of_the_namespaces_hpas_serves_every_service_of_a_tick(monkeypatch: Any) -> None:
+    """Fault: each of 500 services listed every HPA of the namespace: 250,000 objects read a tick."""
+    from offhours.scripts.cluster.base import Deployment
+
+    hpas = Autoscaling([f"svc-{i}" for i in range(30)])
+    cluster = KubeCluster(client.ApiClient(client.Configuration()))
+    cluster.autoscaling = hpas
+    monkeypatch.setattr(kube, "PAGE_SIZE", 20)
+    clock = [0.0]
+    cluster.monotonic = lambda: clock[0]
+    found = [cluster.autoscaler(Deployment("serving", f"svc-{i}", f"svc-{i}", 20)) for i in range(40)]
+    assert [f.name if f else None for f in found] == [f"svc-{i}" for i in range(30)] + [None] * 10
+    assert hpas.lists == 2  # one list, in two pages
+    clock[0] = 6.0  # a later tick lists again: an HPA added since is seen
+    hpas.targets.append("svc-35")
+    assert cluster.autoscaler(Deployment("serving", "svc-35", "svc-35", 20)) is not None and hpas.lists == 4
