@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from functools import partial
@@ -63,6 +63,17 @@ class LeaseLost(RuntimeError):
     """Another actor holds the Lease now: this gate must not write anything more this tick."""
 
 
+@dataclass(frozen=True)
+class Basis:
+    """What a reclaim check between ticks starts from: the service as the last tick left it."""
+
+    policy: ServicePolicy
+    baseline: int
+    lent: int
+    pods: list[Pod]
+    record: ServiceRecord
+
+
 @dataclass
 class ServiceOutcome:
     """What one tick decided and did for one service."""
@@ -75,6 +86,7 @@ class ServiceOutcome:
     error: str | None = None
     adopted: str | None = None
     applied: int | None = None  # the replicas (or maxReplicas) the service was left at
+    basis: Basis | None = None  # for the reclaim checks until the next tick
 
     @property
     def failed(self) -> bool:
@@ -134,6 +146,10 @@ class _Tick:
     renewed: float = 0.0  # when the Lease was last taken or renewed (Gate.monotonic)
     advisory_spent: float = 0.0  # seconds of advisory reads so far, against Gate.advisory_budget
     lease_notes: dict[str, str] | None = None  # the Lease's notes, read once, when first needed
+    # A reclaim between ticks (scripts/gate/reclaim.py): it gives back and stops victims, never lends,
+    # admits or counts a failed tick; for a service that turns out not to need a reclaim it writes nothing.
+    reclaim_only: bool = False
+    only: frozenset[str] | None = None  # the services of this pass; None: every service
 
 
 @dataclass
@@ -168,10 +184,14 @@ class Gate:
         """The gate's log, on `out` (read at each line, so a caller may swap `out`)."""
         return Logger(self.out)
 
-    def tick(self, dry_run: bool = False) -> list[ServiceOutcome]:
-        """Run one observe -> decide -> act pass over every service."""
+    def tick(self, dry_run: bool = False, *, only: Collection[str] | None = None,
+             reclaim_only: bool = False) -> list[ServiceOutcome]:
+        """Run one observe -> decide -> act pass over every service (or those named in `only`).
+
+        `reclaim_only`: the pass a reclaim check starts between ticks: it acts only on a reclaim.
+        """
         ns = self.config.namespace
-        t = _Tick(dry_run=dry_run)
+        t = _Tick(dry_run=dry_run, reclaim_only=reclaim_only, only=None if only is None else frozenset(only))
         if not dry_run:
             try:
                 held = self.cluster.acquire_lease(ns, self.holder, self.lease_seconds)
@@ -197,9 +217,10 @@ class Gate:
     # -- the tick ---------------------------------------------------------------------------
     def _tick(self, t: _Tick) -> list[ServiceOutcome]:
         now = self.clock()
-        outcomes = {p.name: ServiceOutcome(p.name) for p in self.config.services}
+        services = [p for p in self.config.services if t.only is None or p.name in t.only]
+        outcomes = {p.name: ServiceOutcome(p.name) for p in services}
         observed: list[Observed] = []
-        for policy in self.config.services:
+        for policy in services:
             try:
                 observed.append(self._observe(t, policy))
             except Exception as err:  # noqa: BLE001 - any fault of one service is that service's failed tick
@@ -310,8 +331,9 @@ class Gate:
             tick_seconds=self.config.tick_seconds,
         )
         outcome.decision = decision
-        if t.dry_run:
-            outcome.plan = plan(decision, baseline, jobs, now)
+        if t.dry_run or (t.reclaim_only and decision.target_lent >= decision.lent):
+            outcome.plan = plan(decision, baseline, jobs, now, explain=not t.reclaim_only)
+            outcome.basis = Basis(policy, baseline, decision.lent, obs.pods, obs.record)
             return
         if owned.adopted:
             self._event(policy.name, dep, EVENT_REPLICAS_ADOPTED, owned.adopted)
@@ -331,6 +353,7 @@ class Gate:
         self._fence(t)
         self.cluster.write_state(self.config.namespace, policy.name, record.to_json())
         self._recorded(t, policy.name)
+        outcome.basis = Basis(policy, baseline, p.lent_after, obs.pods, record)
         self._research_side(t, obs, decision, p, outcome)
 
     def _look_ahead(self, policy: ServicePolicy, record: ServiceRecord, reading: Reading,
@@ -384,6 +407,8 @@ class Gate:
         wf_ns, uid, errors = self.config.workflow_namespace, obs.dep.uid, []
         steps: list[tuple[str, Callable[[], Any]]] = []
         steps += [(f"stop {j.name}", partial(self._park_and_stop, t, wf_ns, j, outcome)) for j in p.stop]
+        if t.reclaim_only:
+            p = replace(p, admit=(), adopt=(), delete=(), waiting=())  # only what frees GPUs: the rest waits for a tick
         steps += [(f"admit {j.name}", partial(self.cluster.admit, wf_ns, j, uid)) for j in p.admit]
         steps += [(f"adopt {j.name}", partial(self.cluster.adopt, wf_ns, j, uid)) for j in p.adopt]
         steps += [(f"delete {j.name}", partial(self.cluster.delete_workflow, wf_ns, j.name)) for j in p.delete]
@@ -484,7 +509,7 @@ class Gate:
               obs: Observed | None = None) -> None:
         """Count a failed tick for one service; after enough in a row, restore its whole baseline."""
         outcome.error = error
-        if t.dry_run:
+        if t.dry_run or t.reclaim_only:  # a check is not a tick: the fail-safe counts the ticks' failures only
             return
         ns, name = self.config.namespace, policy.deployment or policy.name
         try:

@@ -83,6 +83,8 @@ class GateConfig:
     metrics: MetricsConfig
     failed_ticks_before_reclaim: int
     services: tuple[ServicePolicy, ...]
+    # Between full ticks (which lend, admit and write state), how often the gate checks for a reclaim; 0: never.
+    reclaim_check_seconds: int = 15
 
     def service(self, name: str) -> ServicePolicy:
         """Return the policy of service `name`."""

@@ -1,0 +1,101 @@
+"""The reclaim check between two full ticks: see a rise within seconds, give back at once.
+
+A full tick (scripts/gate/controller.py) reads everything, lends, admits and writes the state of
+every service; at `tickSeconds` of 60 that alone would leave a rise unseen for up to a minute.
+Between ticks, every `reclaimCheckSeconds`, the loop runs this check:
+
+- one read of the load source for every service (the cheap part: one PromQL query, or one scrape
+  per pod), against what the last tick left: its baseline, what stayed lent, its ready pods;
+- the same `decide` rule, and the same look-ahead floor, restricted to giving back: the check
+  lends, admits and writes nothing, and a reading that fails is not a failed tick (the fail-safe
+  counts ticks only);
+- for the services whose decision is a reclaim, a reclaim-only pass of the gate: it takes and
+  fences the Lease as a full tick does, reads those services afresh and decides again on what it
+  read, then gives serving its replicas first and stops the victims; nothing else.
+
+The check keeps nothing the cluster does not have: its basis is what the last pass returned, and
+a process that starts again has none until its first full tick.
+"""
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from offhours.scripts.gate.controller import Basis, Gate, ServiceOutcome
+from offhours.scripts.metrics.sources import Reading, ServiceTarget
+from offhours.scripts.policy import forecast
+from offhours.scripts.policy.capacity import replicas_for_rates
+from offhours.scripts.policy.decide import decide
+from offhours.scripts.policy.record import with_need
+from offhours.scripts.policy.window import lending_allowed
+
+# A check never fires the fail-safe (after N failed *ticks*, reclaim everything): that stays the ticks'.
+_NEVER = 1 << 30
+
+
+@dataclass
+class ReclaimCheck:
+    """Checks between ticks whether a service needs its lent replicas back; runs the reclaim if so."""
+
+    gate: Gate
+    basis: dict[str, Basis] = field(default_factory=dict)
+
+    def remember(self, outcomes: Iterable[ServiceOutcome]) -> None:
+        """Take the basis of the next checks from a pass's outcomes (a service without one is not checked)."""
+        for outcome in outcomes:
+            if outcome.basis is not None:
+                self.basis[outcome.service] = outcome.basis
+            elif outcome.failed:
+                self.basis.pop(outcome.service, None)  # unknown now: the next full tick decides
+
+    def due(self) -> list[str]:
+        """Return the services whose load, read now, needs lent replicas back (no writes)."""
+        now = self.gate.clock()
+        lending = {name: b for name, b in self.basis.items() if b.lent > 0}
+        if not lending:
+            return []  # nothing lent, nothing to give back: not even a read
+        readings = self._read(lending, now)
+        return [name for name, b in lending.items() if self._needs_reclaim(b, readings.get(name), now)]
+
+    def run(self) -> list[ServiceOutcome]:
+        """Check; for the services that need a reclaim, run the gate's reclaim-only pass and return its outcomes."""
+        services = self.due()
+        if not services:
+            return []
+        outcomes = self.gate.tick(only=services, reclaim_only=True)
+        self.remember(outcomes)
+        return outcomes
+
+    def _read(self, lending: dict[str, Basis], now: float) -> dict[str, Reading]:
+        targets: Sequence[ServiceTarget] = [ServiceTarget(name, b.pods, b.record.samples)
+                                            for name, b in lending.items()]
+        try:
+            return self.gate.source.read(targets, now)
+        except Exception as err:  # noqa: BLE001 - a broken source is no reading; the next tick counts it
+            return {t.service: Reading(None, f"load source failed: {err}") for t in targets}
+
+    def _needs_reclaim(self, b: Basis, reading: Reading | None, now: float) -> bool:
+        reading = reading or Reading(None, "no reading")
+        floor = None
+        if forecast.enabled(b.policy) and reading.load is not None and reading.error is None:
+            need = replicas_for_rates(reading.load, b.policy)
+            if need >= 0 and need < float("inf"):
+                tick = float(self.gate.config.tick_seconds)
+                keep = forecast.history_ticks(b.policy, tick, forecast.reaction_seconds(b.policy, tick))
+                needs = with_need(b.record.needs, now, need, tick, keep)
+                floor = forecast.forecast_required([n for _, n in needs], b.policy, tick)
+        decision = decide(
+            now=now,
+            policy=b.policy,
+            baseline=b.baseline,
+            lent=b.lent,
+            load=reading.load,
+            load_error=reading.error,
+            lending_allowed=lending_allowed(b.policy.schedule, datetime.fromtimestamp(now, timezone.utc)),
+            max_age_seconds=self.gate.config.metrics.max_age_seconds,
+            failed_ticks_before_reclaim=_NEVER,
+            state=b.record.decision,
+            forecast_required=floor,
+            tick_seconds=self.gate.config.tick_seconds,
+        )
+        return decision.target_lent < decision.lent

@@ -1,0 +1,137 @@
+"""The reclaim check between ticks (scripts/gate/reclaim.py): a rise is given back within a check, nothing else moves.
+
+The cluster is the in-memory one and the load a scripted source, as in test_gate_controller.py;
+each test names the fault or the move it plays and checks what survived.
+"""
+
+from collections.abc import Sequence
+
+from offhours.scripts.cluster.base import ClusterError
+from offhours.scripts.gate.reclaim import ReclaimCheck
+from offhours.scripts.metrics.sources import Reading, ServiceTarget
+
+from .test_gate_controller import World
+
+
+def lent_world() -> tuple[World, ReclaimCheck]:
+    """chat: baseline 8, two jobs of 2 replicas admitted (4 lent); the check's basis is the last tick's."""
+    w = World()
+    w.lend(2)
+    check = ReclaimCheck(w.gate)
+    check.remember(w.gate.tick())  # the tick the loop remembers, at the same time as the last one
+    w.cluster.calls.clear()
+    return w, check
+
+
+def between_ticks(w: World, seconds: float = 20.0) -> None:
+    w.now += seconds
+    w.cluster.clock = w.now
+
+
+def test_a_rise_between_ticks_is_given_back_at_the_check_serving_first() -> None:
+    w, check = lent_world()
+    between_ticks(w)
+    w.source.rps["chat"] = 60.0  # needs all 8
+    outcomes = check.run()
+    assert [o.service for o in outcomes] == ["chat"], "only the service that needs it is acted on"
+    assert w.replicas() == 8 and w.state("job-0") == "preempted" and w.state("job-1") == "preempted"
+    writes = [c for c in w.cluster.calls if c.split()[0] in ("scale", "park-copy", "stop")]
+    assert writes[0] == "scale chat 8", "serving gets its replicas before any research-side write"
+    assert w.cluster.lease_holder is None, "the Lease was taken for the reclaim and given back"
+    assert not any(c.startswith(("scale code", "write-state code")) for c in w.cluster.calls)
+
+
+def test_a_calm_check_reads_the_load_and_writes_nothing_not_even_the_lease() -> None:
+    w, check = lent_world()
+    between_ticks(w)
+    assert check.run() == []
+    assert not [c for c in w.cluster.calls if not c.startswith(("list", "get", "read"))], w.cluster.calls
+    assert w.replicas() == 4
+
+
+def test_a_check_never_admits_even_a_job_that_would_fit() -> None:
+    # Lending is the full tick's (it needs the stabilisation window and writes state); a check only gives back.
+    w, check = lent_world()
+    w.park("late", replicas=2)
+    for _ in range(5):
+        between_ticks(w, 10.0)
+        check.run()
+    assert w.state("late") == "parked" and w.replicas() == 4
+    w.tick()
+    assert w.state("late") == "admitted"
+
+
+def test_a_failing_source_at_a_check_is_no_failed_tick_and_takes_no_lease() -> None:
+    # Three failed readings in a row fire the fail-safe when they are ticks; checks every few seconds must not.
+    w, check = lent_world()
+    w.source.errors["chat"] = "Prometheus: connection refused"
+    for _ in range(5):
+        between_ticks(w, 5.0)
+        check.run()
+    assert w.record().decision.failed_ticks == 0 and w.replicas() == 4
+    assert not any(c.startswith("acquire-lease") for c in w.cluster.calls)
+
+
+def test_a_source_that_raises_at_a_check_is_no_reading_not_a_crash() -> None:
+    w, check = lent_world()
+
+    def broken(_targets: Sequence[ServiceTarget], _now: float) -> dict[str, Reading]:
+        raise OSError("connection reset")
+
+    w.source.read = broken  # type: ignore[method-assign]
+    between_ticks(w)
+    assert check.run() == [] and w.replicas() == 4
+
+
+def test_a_spike_gone_by_the_fresh_read_changes_nothing() -> None:
+    # The check saw a rise; the reclaim pass reads again under the Lease and decides on what it read.
+    w, check = lent_world()
+    reads = iter([60.0, 10.0])
+    original = w.source.read
+
+    def once_high(targets: Sequence[ServiceTarget], now: float) -> dict[str, Reading]:
+        w.source.rps["chat"] = next(reads, 10.0)
+        return original(targets, now)
+
+    w.source.read = once_high  # type: ignore[method-assign]
+    between_ticks(w)
+    outcomes = check.run()
+    assert outcomes and outcomes[0].decision is not None and outcomes[0].decision.action != "reclaim"
+    assert w.replicas() == 4 and w.state("job-0") == "admitted"
+    assert not any(c.startswith(("scale", "stop", "write-state")) for c in w.cluster.calls)
+
+
+def test_a_lease_held_elsewhere_delays_the_reclaim_to_the_next_check_only() -> None:
+    w, check = lent_world()
+    w.source.rps["chat"] = 60.0
+    w.cluster.fail_next["acquire-lease"] = [ClusterError("get lease: HTTP 503")]
+    between_ticks(w, 10.0)
+    assert check.run() == [] and w.replicas() == 4
+    between_ticks(w, 10.0)
+    check.run()
+    assert w.replicas() == 8
+
+
+def test_after_the_reclaim_the_next_check_has_nothing_lent_and_reads_nothing() -> None:
+    w, check = lent_world()
+    between_ticks(w)
+    w.source.rps["chat"] = 60.0
+    check.run()
+    reads: list[str] = []
+    original = w.source.read
+
+    def counting(targets: Sequence[ServiceTarget], now: float) -> dict[str, Reading]:
+        reads.extend(t.service for t in targets)
+        return original(targets, now)
+
+    w.source.read = counting  # type: ignore[method-assign]
+    between_ticks(w, 10.0)
+    assert check.run() == [] and "chat" not in reads
+
+
+def test_a_service_that_failed_its_tick_is_not_checked_on_an_old_basis() -> None:
+    # Its Deployment is gone or unreadable: the check must not act on what the tick before knew.
+    w, check = lent_world()
+    w.cluster.fail_next["get-deployment"] = [ClusterError("get deployment: HTTP 500")] * 4
+    check.remember(w.gate.tick())
+    assert "chat" not in check.basis
