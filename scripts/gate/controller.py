@@ -315,6 +315,7 @@ class Gate:
         outcome.baseline, outcome.adopted = baseline, owned.adopted
         if obs.scaler is not None and obs.scaler.min_replicas > policy.min_replicas:
             policy = replace(policy, min_replicas=obs.scaler.min_replicas)  # never cap below the autoscaler's floor
+        policy = with_measured_cold_start(policy, obs.pods)
         record, floor = self._look_ahead(policy, record, reading, now)
         decision = decide(
             now=now,
@@ -358,16 +359,7 @@ class Gate:
 
     def _look_ahead(self, policy: ServicePolicy, record: ServiceRecord, reading: Reading,
                     now: float) -> tuple[ServiceRecord, int | None]:
-        """Return the look-ahead floor (trend, volatility, time of day) from the service's own need history, if on."""
-        if not forecast.enabled(policy) or reading.load is None or reading.error is not None:
-            return record, None
-        need = replicas_for_rates(reading.load, policy)
-        if not (need >= 0 and need < float("inf")):
-            return record, None  # decide names the unusable reading
-        tick = float(self.config.tick_seconds)
-        keep = forecast.history_ticks(policy, tick, forecast.reaction_seconds(policy, tick))
-        needs = with_need(record.needs, now, need, tick, keep)
-        return replace(record, needs=needs), forecast.forecast_required([n for _, n in needs], policy, tick)
+        return look_ahead(self.config, policy, record, reading, now)
 
     def _apply(self, t: _Tick, obs: Observed, record: ServiceRecord, value: int) -> ServiceRecord:
         """Write replicas (or the autoscaler's maxReplicas) if they differ; record the intent first."""
@@ -602,6 +594,33 @@ class Gate:
                                       aggregate=reason in AGGREGATED_EVENT_REASONS)
         except Exception as err:  # noqa: BLE001 - an event is a record, not an action: never let it undo a tick
             self.log.warning(f"could not record event {reason}: {_describe(err)}", service, reason=reason)
+
+
+def look_ahead(config: GateConfig, policy: ServicePolicy, record: ServiceRecord, reading: Reading,
+               now: float) -> tuple[ServiceRecord, int | None]:
+    """Return the record with this need added, and the look-ahead floor (trend, volatility, time of day), if on.
+
+    The reaction time it looks over is the gate's own: a reclaim check's period (or a tick, without
+    checks), the service's grace cap and its cold start (`with_measured_cold_start`).
+    """
+    if not forecast.enabled(policy) or reading.load is None or reading.error is not None:
+        return record, None
+    need = replicas_for_rates(reading.load, policy)
+    if not (need >= 0 and need < float("inf")):
+        return record, None  # decide names the unusable reading
+    tick = float(config.tick_seconds)
+    reaction = forecast.reaction_seconds(policy, tick, float(config.reclaim_check_seconds or tick))
+    keep = forecast.history_ticks(policy, tick, reaction)
+    needs = with_need(record.needs, now, need, tick, keep)
+    return replace(record, needs=needs), forecast.forecast_required([n for _, n in needs], policy, tick, reaction)
+
+
+def with_measured_cold_start(policy: ServicePolicy, pods: list[Pod]) -> ServicePolicy:
+    """Return the policy with the cold start measured on its ready pods (created -> Ready), the configured value as prior."""
+    starts = [p.start_seconds for p in pods if p.start_seconds is not None]
+    if not starts:
+        return policy
+    return replace(policy, cold_start_seconds=forecast.cold_start_estimate(policy.cold_start_seconds, starts))
 
 
 def _describe(err: BaseException) -> str:

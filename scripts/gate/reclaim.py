@@ -21,12 +21,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from offhours.scripts.gate.controller import Basis, Gate, ServiceOutcome
+from offhours.scripts.gate.controller import Basis, Gate, ServiceOutcome, look_ahead
 from offhours.scripts.metrics.sources import Reading, ServiceTarget
-from offhours.scripts.policy import forecast
-from offhours.scripts.policy.capacity import replicas_for_rates
 from offhours.scripts.policy.decide import decide
-from offhours.scripts.policy.record import with_need
 from offhours.scripts.policy.window import lending_allowed
 
 # A check never fires the fail-safe (after N failed *ticks*, reclaim everything): that stays the ticks'.
@@ -76,14 +73,7 @@ class ReclaimCheck:
 
     def _needs_reclaim(self, b: Basis, reading: Reading | None, now: float) -> bool:
         reading = reading or Reading(None, "no reading")
-        floor = None
-        if forecast.enabled(b.policy) and reading.load is not None and reading.error is None:
-            need = replicas_for_rates(reading.load, b.policy)
-            if need >= 0 and need < float("inf"):
-                tick = float(self.gate.config.tick_seconds)
-                keep = forecast.history_ticks(b.policy, tick, forecast.reaction_seconds(b.policy, tick))
-                needs = with_need(b.record.needs, now, need, tick, keep)
-                floor = forecast.forecast_required([n for _, n in needs], b.policy, tick)
+        _, floor = look_ahead(self.gate.config, b.policy, b.record, reading, now)
         decision = decide(
             now=now,
             policy=b.policy,

@@ -83,7 +83,7 @@ EXIT_RESOLUTION_SECONDS = 15.0
 
 
 def victim_order(job: Job, now: float) -> tuple[float, float, float, float, str]:
-    """The order a reclaim stops jobs in: low priority first; then, at equal priority, the soonest to free its GPUs.
+    """Return the sort key of a reclaim's victims: low priority first; at equal priority, the soonest to free its GPUs.
 
     Serving waits for the GPUs of the slowest victim, so at equal priority the job that exits
     sooner (its measured exit time, or its declared grace capped by the service) goes first, by

@@ -135,3 +135,22 @@ def test_a_service_that_failed_its_tick_is_not_checked_on_an_old_basis() -> None
     w.cluster.fail_next["get-deployment"] = [ClusterError("get deployment: HTTP 500")] * 4
     check.remember(w.gate.tick())
     assert "chat" not in check.basis
+
+
+def test_measured_slow_replica_starts_lengthen_the_look_ahead_of_the_gate() -> None:
+    # The trend looks one reaction time ahead: starts of 10 minutes (measured on the pods) mean a longer look.
+    from datetime import datetime, timedelta, timezone
+
+    from offhours.scripts.cluster.base import Pod
+    from offhours.scripts.cluster.kube import start_seconds
+    from offhours.scripts.gate.controller import with_measured_cold_start
+
+    created = datetime(2026, 5, 1, tzinfo=timezone.utc)
+    assert start_seconds(created, created + timedelta(seconds=75)) == 75.0
+    assert start_seconds(created, created - timedelta(seconds=5)) is None  # a clock that went back: no measurement
+    assert start_seconds(None, created) is None
+    w = World()
+    policy = w.gate.config.service("chat")
+    slow = with_measured_cold_start(policy, [Pod(f"p{i}", "10.0.0.1", 600.0) for i in range(30)])
+    assert slow.cold_start_seconds is not None and slow.cold_start_seconds > 500.0
+    assert with_measured_cold_start(policy, [Pod("p", "10.0.0.1")]) == policy  # nothing measured: the prior
