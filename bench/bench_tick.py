@@ -35,7 +35,7 @@ from kubernetes import config as kube_config
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-RESULTS = REPO / "bench" / "results" / "tick.json"
+RESULTS = REPO / "bench" / "results" / os.environ.get("OFFHOURS_BENCH_RESULT", "tick.json")
 STATE = Path(os.environ.get("OFFHOURS_CLUSTER_DIR", "/tmp/offhours-cluster"))
 SERVING, RESEARCH = "bench-serving", "bench-research"
 # 10 x 10 by default; OFFHOURS_BENCH_SERVICES / _REPLICAS for the 1,000-replica fleet of bench_gate.py (50 x 20).
