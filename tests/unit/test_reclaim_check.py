@@ -4,6 +4,7 @@ The cluster is the in-memory one and the load a scripted source, as in test_gate
 each test names the fault or the move it plays and checks what survived.
 """
 
+import io
 from collections.abc import Sequence
 
 from offhours.scripts.cluster.base import ClusterError
@@ -154,3 +155,38 @@ def test_measured_slow_replica_starts_lengthen_the_look_ahead_of_the_gate() -> N
     slow = with_measured_cold_start(policy, [Pod(f"p{i}", "10.0.0.1", 600.0) for i in range(30)])
     assert slow.cold_start_seconds is not None and slow.cold_start_seconds > 500.0
     assert with_measured_cold_start(policy, [Pod("p", "10.0.0.1")]) == policy  # nothing measured: the prior
+
+
+def test_the_loop_acts_on_a_rise_at_the_next_check_not_the_next_tick() -> None:
+    # Ticks every 60 s, checks every 15 s (the default): load rises at t+20 s; serving is raised at the
+    # check at t+30 s, and the loop keeps checking up to its deadline.
+    from offhours.scripts.gate.log import Logger
+    from offhours.scripts.gate.loop import TickLoop
+
+    w = World()
+    w.lend(2)
+    start, raised_at = w.now, []
+    scale = w.cluster.scale
+
+    def scaled(dep, replicas):  # type: ignore[no-untyped-def]
+        raised_at.append((w.now - start, replicas))
+        scale(dep, replicas)
+
+    def wait(_namespace: str, timeout: float) -> bool:
+        w.now += max(0.0, timeout)
+        w.cluster.clock = w.now
+        if w.now - start >= 20.0:
+            w.source.rps["chat"] = 60.0
+        return False
+
+    def sleep(seconds: float) -> None:
+        w.now += seconds
+        w.cluster.clock = w.now
+
+    w.cluster.scale = scaled  # type: ignore[method-assign]
+    w.cluster.wait_for_workflow_change = wait  # type: ignore[method-assign]
+    assert w.gate.config.reclaim_check_seconds == 15
+    loop = TickLoop(w.gate, seconds=50, log=Logger(io.StringIO()), monotonic=lambda: w.now, sleep=sleep)
+    assert loop.run() == 0
+    assert raised_at == [(30.0, 8)], raised_at
+    assert w.now == start + 50.0 and w.state("job-0") == "preempted"
