@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from functools import partial
@@ -150,6 +150,7 @@ class _Tick:
     # admits or counts a failed tick; for a service that turns out not to need a reclaim it writes nothing.
     reclaim_only: bool = False
     only: frozenset[str] | None = None  # the services of this pass; None: every service
+    readings: Mapping[str, Reading] | None = None  # the load the reclaim check read; None: read it now
 
 
 @dataclass
@@ -185,13 +186,15 @@ class Gate:
         return Logger(self.out)
 
     def tick(self, dry_run: bool = False, *, only: Collection[str] | None = None,
-             reclaim_only: bool = False) -> list[ServiceOutcome]:
+             reclaim_only: bool = False, readings: Mapping[str, Reading] | None = None) -> list[ServiceOutcome]:
         """Run one observe -> decide -> act pass over every service (or those named in `only`).
 
-        `reclaim_only`: the pass a reclaim check starts between ticks: it acts only on a reclaim.
+        `reclaim_only`: the pass a reclaim check starts between ticks: it acts only on a reclaim,
+        deciding on `readings` (the load the check read a moment before) where given.
         """
         ns = self.config.namespace
-        t = _Tick(dry_run=dry_run, reclaim_only=reclaim_only, only=None if only is None else frozenset(only))
+        t = _Tick(dry_run=dry_run, reclaim_only=reclaim_only, only=None if only is None else frozenset(only),
+                  readings=readings)
         if not dry_run:
             try:
                 held = self.cluster.acquire_lease(ns, self.holder, self.lease_seconds)
@@ -226,7 +229,7 @@ class Gate:
             except Exception as err:  # noqa: BLE001 - any fault of one service is that service's failed tick
                 self._fail(t, policy, outcomes[policy.name], f"observe: {_describe(err)}", now)
         observed = self._refuse_shared_deployments(t, observed, outcomes, now)
-        readings = self._read(observed, now)
+        readings = self._read(observed, now) if t.readings is None else t.readings
         for i, obs in enumerate(observed):
             outcome = outcomes[obs.policy.name]
             try:

@@ -10,11 +10,14 @@ Between ticks, every `reclaimCheckSeconds`, the loop runs this check:
   lends, admits and writes nothing, and a reading that fails is not a failed tick (the fail-safe
   counts ticks only);
 - for the services whose decision is a reclaim, a reclaim-only pass of the gate: it takes and
-  fences the Lease as a full tick does, reads those services afresh and decides again on what it
-  read, then gives serving its replicas first and stops the victims; nothing else.
+  fences the Lease as a full tick does, reads those services' objects afresh (Deployment, record,
+  jobs) and decides again on them with the load the check read, then gives serving its replicas
+  first and stops the victims; nothing else.
 
-The check keeps nothing the cluster does not have: its basis is what the last pass returned, and
-a process that starts again has none until its first full tick.
+Counter rates are taken over one check period: each check keeps its counter samples for the next
+(the direct source), so a step shows whole at the first check after it, not spread over the time
+since the last tick. The check keeps nothing else the cluster does not have: its basis is what the
+last pass returned, and a process that starts again has none until its first full tick.
 """
 
 from collections.abc import Iterable, Sequence
@@ -24,6 +27,7 @@ from datetime import datetime, timezone
 from offhours.scripts.gate.controller import Basis, Gate, ServiceOutcome, look_ahead
 from offhours.scripts.metrics.sources import Reading, ServiceTarget
 from offhours.scripts.policy.decide import decide
+from offhours.scripts.policy.samples import CounterSample
 from offhours.scripts.policy.window import lending_allowed
 
 # A check never fires the fail-safe (after N failed *ticks*, reclaim everything): that stays the ticks'.
@@ -36,35 +40,45 @@ class ReclaimCheck:
 
     gate: Gate
     basis: dict[str, Basis] = field(default_factory=dict)
+    samples: dict[str, dict[str, CounterSample]] = field(default_factory=dict)  # each check's, for the next one
 
     def remember(self, outcomes: Iterable[ServiceOutcome]) -> None:
         """Take the basis of the next checks from a pass's outcomes (a service without one is not checked)."""
         for outcome in outcomes:
             if outcome.basis is not None:
                 self.basis[outcome.service] = outcome.basis
+                self.samples.pop(outcome.service, None)  # the pass's own samples are in its record
             elif outcome.failed:
                 self.basis.pop(outcome.service, None)  # unknown now: the next full tick decides
+                self.samples.pop(outcome.service, None)
 
     def due(self) -> list[str]:
-        """Return the services whose load, read now, needs lent replicas back (no writes)."""
-        now = self.gate.clock()
-        lending = {name: b for name, b in self.basis.items() if b.lent > 0}
-        if not lending:
-            return []  # nothing lent, nothing to give back: not even a read
-        readings = self._read(lending, now)
-        return [name for name, b in lending.items() if self._needs_reclaim(b, readings.get(name), now)]
+        """Return the services whose load, read now, needs lent replicas back (no writes to the cluster)."""
+        return list(self._due())
 
     def run(self) -> list[ServiceOutcome]:
         """Check; for the services that need a reclaim, run the gate's reclaim-only pass and return its outcomes."""
-        services = self.due()
-        if not services:
+        due = self._due()
+        if not due:
             return []
-        outcomes = self.gate.tick(only=services, reclaim_only=True)
+        outcomes = self.gate.tick(only=list(due), reclaim_only=True, readings=due)
         self.remember(outcomes)
         return outcomes
 
+    def _due(self) -> dict[str, Reading]:
+        now = self.gate.clock()
+        lending = {name: b for name, b in self.basis.items() if b.lent > 0}
+        if not lending:
+            return {}  # nothing lent, nothing to give back: not even a read
+        readings = self._read(lending, now)
+        for name, reading in readings.items():
+            if reading.samples:
+                self.samples[name] = reading.samples
+        return {name: readings[name] for name, b in lending.items()
+                if self._needs_reclaim(b, readings.get(name), now) and name in readings}
+
     def _read(self, lending: dict[str, Basis], now: float) -> dict[str, Reading]:
-        targets: Sequence[ServiceTarget] = [ServiceTarget(name, b.pods, b.record.samples)
+        targets: Sequence[ServiceTarget] = [ServiceTarget(name, b.pods, self.samples.get(name, b.record.samples))
                                             for name, b in lending.items()]
         try:
             return self.gate.source.read(targets, now)

@@ -84,22 +84,47 @@ def test_a_source_that_raises_at_a_check_is_no_reading_not_a_crash() -> None:
     assert check.run() == [] and w.replicas() == 4
 
 
-def test_a_spike_gone_by_the_fresh_read_changes_nothing() -> None:
-    # The check saw a rise; the reclaim pass reads again under the Lease and decides on what it read.
+def test_the_pass_reads_the_objects_afresh_a_job_that_ended_meanwhile_is_not_stopped() -> None:
+    # The check saw the rise on the last tick's basis (4 lent); before its pass took the Lease, job-0
+    # ended and its exit hook gave its replicas back: the pass decides on what the cluster holds now.
     w, check = lent_world()
-    reads = iter([60.0, 10.0])
     original = w.source.read
 
-    def once_high(targets: Sequence[ServiceTarget], now: float) -> dict[str, Reading]:
-        w.source.rps["chat"] = next(reads, 10.0)
-        return original(targets, now)
+    def rise_then_job_0_ends(targets: Sequence[ServiceTarget], now: float) -> dict[str, Reading]:
+        w.source.rps["chat"] = 60.0
+        out = original(targets, now)
+        if w.wf("job-0")["status"]["phase"] == "Running":
+            w.cluster.finish("research", "job-0")
+        return out
 
-    w.source.read = once_high  # type: ignore[method-assign]
+    w.source.read = rise_then_job_0_ends  # type: ignore[method-assign]
     between_ticks(w)
     outcomes = check.run()
-    assert outcomes and outcomes[0].decision is not None and outcomes[0].decision.action != "reclaim"
-    assert w.replicas() == 4 and w.state("job-0") == "admitted"
-    assert not any(c.startswith(("scale", "stop", "write-state")) for c in w.cluster.calls)
+    assert outcomes and outcomes[0].plan is not None and [j.name for j in outcomes[0].plan.stop] == ["job-1"]
+    assert w.wf("job-0")["status"]["phase"] == "Succeeded" and w.state("job-1") == "preempted"
+    assert w.replicas() == 8
+
+
+def test_each_check_takes_its_rates_over_the_last_check_period_not_since_the_tick() -> None:
+    # A step 5 s before a check must show whole there: the previous samples are the last check's.
+    from offhours.scripts.policy.samples import CounterSample
+
+    w, check = lent_world()
+    seen: list[float] = []
+    original = w.source.read
+
+    def sampled(targets: Sequence[ServiceTarget], now: float) -> dict[str, Reading]:
+        seen.extend(s.at for t in targets for s in t.previous.values())
+        out = original(targets, now)
+        return {name: Reading(r.load, r.error, {"p/0": CounterSample(now, (0.0, 0.0, 0.0))}) for name, r in out.items()}
+
+    w.source.read = sampled  # type: ignore[method-assign]
+    tick_at = w.now
+    between_ticks(w, 15.0)
+    check.run()
+    between_ticks(w, 15.0)
+    check.run()
+    assert seen[-1] == tick_at + 15.0, "the second check's rate starts at the first check, not at the tick"
 
 
 def test_a_lease_held_elsewhere_delays_the_reclaim_to_the_next_check_only() -> None:
