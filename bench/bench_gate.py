@@ -2,7 +2,9 @@
 
 Direct scrape path (1,000 HTTP GETs, parse, compute load) and PromQL path (Prometheus scraping
 the same 1,000 endpoints), time and peak memory of the reading process. Baselines measured in
-the same run: fetching the 1,000 pages without parsing them, and one trivial PromQL query.
+the same run: fetching the 1,000 pages without parsing them, and one trivial PromQL query. And a
+reclaim check between ticks on the same fleet, each way: the read plus `decide` for every service
+(no API request; a full tick's, with its API requests, is bench_tick.py's).
 Goals: <= 2 s direct, <= 0.5 s PromQL, < 200 MB. Writes bench/results/gate.json.
 """
 
@@ -46,6 +48,24 @@ for run in range(5):
         assert all(r.error is None for r in out.values()), [r.error for r in out.values()][:3]
     elif mode == "promql-baseline":
         requests.get(f"{url}/api/v1/query", params={"query": "vector(1)"}, timeout=5).json()
+    elif mode.startswith("check-"):
+        # A reclaim check between ticks: one read of every service and `decide` on each (a replica lent
+        # everywhere, so every service is read); what the gate does every reclaimCheckSeconds.
+        if run == 0:
+            from offhours.scripts.cluster.memory import MemoryCluster
+            from offhours.scripts.config.loader import parse_config
+            from offhours.scripts.gate.controller import Basis, Gate
+            from offhours.scripts.gate.reclaim import ReclaimCheck
+            from offhours.scripts.policy.record import ServiceRecord
+            metrics = ({"source": "direct", "direct": {"port": port}} if mode == "check-direct"
+                       else {"source": "prometheus", "prometheus": {"url": url, "window": "1m"}})
+            config = parse_config({"tickSeconds": 60, "metrics": metrics, "services": {
+                name: {"capacity": {"requestsPerSecond": 100}, "gpusPerReplica": 4} for name in pods}})
+            source = (DirectSource(port=port, concurrency=64) if mode == "check-direct"
+                      else PrometheusSource(url, window="1m"))
+            check = ReclaimCheck(Gate(config, MemoryCluster(), source))
+            check.basis = {name: Basis(config.service(name), {replicas}, 1, p, ServiceRecord()) for name, p in pods.items()}
+        assert check.due() == [], "half of the capacity in use: nothing to give back"
     runs.append(time.perf_counter() - t0)
     cpu.append(time.process_time() - c0)
 print(json.dumps({"runs": runs, "cpu": cpu, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
@@ -78,12 +98,14 @@ def main() -> None:
                                      "load_average_1m_at_start": os.getloadavg()[0], "cpus": os.cpu_count()}
         result["direct"] = _reader("direct", port)
         result["direct_baseline_fetch_only"] = _reader("fetch-only", port)
+        result["reclaim_check_direct"] = _reader("check-direct", port)
         with tempfile.TemporaryDirectory() as tmp, running_prometheus(services, Path(tmp), interval="5s") as url:
             wait_for_targets(url, SERVICES * REPLICAS, timeout=120)
             # Two scrapes of every target stored, so rate() has two points (asked of Prometheus, not slept).
             wait_for_samples(url, "vllm:num_requests_running", SERVICES * REPLICAS * 2, 2, "1m", timeout=180)
             result["promql"] = _reader("promql", port, url)
             result["promql_baseline_trivial_query"] = _reader("promql-baseline", port, url)
+            result["reclaim_check_promql"] = _reader("check-promql", port, url)
         result["goals"] = {"direct_s": 2.0, "promql_s": 0.5, "peak_rss_mb": 200}
     finally:
         fleet.stop()

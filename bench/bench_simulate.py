@@ -22,6 +22,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "bench" / "results" / "simulate.json"
 PREVIOUS_DEFAULTS = {"headroom": 1.0, "trend": False}
+PREVIOUS_RETURN = {"reclaim_check_seconds": 0.0, "grace_minutes": 2.0}  # a rise seen at the next tick, 2-min grace
 
 
 def _timed(fn, runs: int = 3) -> float:  # type: ignore[no-untyped-def]
@@ -57,6 +58,8 @@ def main() -> None:
     jobs = generated_jobs(fleet)
     result = simulate(trace, fleet, jobs)
     harvest = {mode: dataclasses.asdict(r) for mode, r in result.reports.items()}
+    slow = simulate(trace, _with(fleet, PREVIOUS_RETURN), jobs).reports
+    previous_return = {**_row(slow["gate"]), "referenceGpuHours": round(slow["reference"].gpu_hours_lent)}
     previous = _row(simulate(trace, _with(fleet, **PREVIOUS_DEFAULTS), jobs, modes=("gate",)).reports["gate"])
 
     def gate(f: Any) -> dict[str, Any]:
@@ -74,11 +77,15 @@ def main() -> None:
                              **gate(_with(fleet, headroom=headroom, **knobs))})
 
     what_if = []
-    for grace, cold in ((2.0, 4.0), (2.0, 2.0), (0.5, 2.0), (0.5, 1.0), (0.25, 0.5)):
-        changed = {"grace_minutes": grace, "cold_start_minutes": cold}
+    # (reclaim check in seconds, 0: none, a rise waits for the 1-minute tick; grace; cold start): the first row is
+    # the previous return path, the third today's defaults.
+    for check, grace, cold in ((0.0, 2.0, 4.0), (15.0, 2.0, 4.0), (15.0, 0.5, 4.0), (15.0, 0.5, 2.0), (15.0, 0.5, 1.0),
+                               (15.0, 0.25, 0.5)):
+        changed = {"grace_minutes": grace, "cold_start_minutes": cold, "reclaim_check_seconds": check}
         for headroom in (0.3, 0.5, 0.65, 1.0):
             r = simulate(trace, _with(fleet, changed, headroom=headroom), jobs, modes=("gate",)).reports
-            what_if.append({"reactionMinutes": 1 + grace + cold, "graceMinutes": grace, "coldStartMinutes": cold,
+            what_if.append({"reactionMinutes": (check / 60.0 if check else 1.0) + grace + cold,
+                            "reclaimCheckSeconds": check, "graceMinutes": grace, "coldStartMinutes": cold,
                             "headroom": headroom, "referenceGpuHours": round(r["reference"].gpu_hours_lent),
                             **_row(r["gate"])})
 
@@ -88,8 +95,10 @@ def main() -> None:
         st_jobs = generated_jobs(f)
         now = simulate(st, f, st_jobs).reports
         before = simulate(st, _with(f, **PREVIOUS_DEFAULTS), st_jobs, modes=("gate",)).reports["gate"]
+        # The same policy with the previous return path (no reclaim check, 2-minute grace).
+        slow = simulate(st, _with(f, PREVIOUS_RETURN), st_jobs, modes=("gate",)).reports["gate"]
         stress.append({"trace": st.name, "defaults": _row(now["gate"]), "previousDefaults": _row(before),
-                       "fixedWindow": _row(now["fixed-window"])})
+                       "previousReturnPath": _row(slow), "fixedWindow": _row(now["fixed-window"])})
 
     big = default_fleet(trace, services=50, replicas_per_service=20)
     big_jobs = generated_jobs(big, per_service=100)
@@ -99,7 +108,8 @@ def main() -> None:
         "baseline_trace_load_s": _timed(load_trace),
         "load_average_1min_at_end": os.getloadavg()[0],
     }
-    out = {"python": sys.version.split()[0], "harvest": harvest, "previousDefaults": previous, "frontier": frontier,
+    out = {"python": sys.version.split()[0], "harvest": harvest, "previousDefaults": previous,
+           "previousReturnPath": previous_return, "frontier": frontier,
            "whatIf": what_if, "stress": stress, "speed": speed,
            "goals": {"shareOfReference": 0.75, "delayMinutes": 0, "moreGpuHoursThanPreviousDefaults": True,
                      "sloMinutesAtMost": previous["sloMinutes"], "fleet_50_services_1000_replicas_s": 2.0}}

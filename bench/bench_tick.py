@@ -13,6 +13,7 @@ against that interval, and requests per second against the API server's budget: 
 requests per tick / 10. Writes bench/results/tick.json.
 """
 
+import dataclasses
 import io
 import json
 import os
@@ -34,10 +35,13 @@ from kubernetes import config as kube_config
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-RESULTS = REPO / "bench" / "results" / "tick.json"
+RESULTS = REPO / "bench" / "results" / os.environ.get("OFFHOURS_BENCH_RESULT", "tick.json")
 STATE = Path(os.environ.get("OFFHOURS_CLUSTER_DIR", "/tmp/offhours-cluster"))
 SERVING, RESEARCH = "bench-serving", "bench-research"
-SERVICES, REPLICAS, TICKS = 10, 10, 15
+# 10 x 10 by default; OFFHOURS_BENCH_SERVICES / _REPLICAS for the 1,000-replica fleet of bench_gate.py (50 x 20).
+SERVICES = int(os.environ.get("OFFHOURS_BENCH_SERVICES", "10"))
+REPLICAS = int(os.environ.get("OFFHOURS_BENCH_REPLICAS", "10"))
+TICKS, CHECKS = 15, 15
 RPS_PER_REPLICA = 5.0  # half of each replica's capacity: the gate would lend, a queued job waits for it
 
 
@@ -177,12 +181,34 @@ def _ticks(kubeconfig: str, raw: dict[str, Any], source: Any, feed: Any) -> dict
         counts.append(len(api.calls))
         by_call.append(Counter(f"{method} {path}" for method, path, _ in api.calls))
     steady = sorted(range(1, TICKS), key=lambda i: walls[i])[(TICKS - 1) // 2]  # the median tick after the first
-    return {"tick_median_s": statistics.median(walls[1:]), "tick_max_s": max(walls[1:]), "first_tick_s": walls[0],
+    checks = _checks(gate, outcomes, api, feed)
+    return {"reclaim_check": checks,
+            "tick_median_s": statistics.median(walls[1:]), "tick_max_s": max(walls[1:]), "first_tick_s": walls[0],
             "api_seconds_median": statistics.median(api_seconds[1:]),
             "metrics_seconds_median": statistics.median(metrics_seconds[1:]),
             "api_requests_per_tick_median": statistics.median(counts[1:]),
             "api_requests_per_second_at_10s_ticks": statistics.median(counts[1:]) / 10,
             "requests_of_the_median_tick": dict(sorted(by_call[steady].items(), key=lambda kv: -kv[1]))}
+
+
+def _checks(gate: Any, outcomes: Any, api: CountingApiClient, feed: Any) -> dict[str, Any]:
+    """Time CHECKS reclaim checks between ticks (read + decide; as if a replica were lent, so each one reads)."""
+    from offhours.scripts.gate.reclaim import ReclaimCheck
+
+    check = ReclaimCheck(gate)
+    check.remember(outcomes)
+    check.basis = {name: dataclasses.replace(b, lent=1) for name, b in check.basis.items()}
+    walls, requests = [], []
+    for _ in range(CHECKS):
+        feed()
+        api.calls.clear()
+        started = time.perf_counter()
+        due = check.due()
+        walls.append(time.perf_counter() - started)
+        requests.append(len(api.calls))
+        assert due == [], due  # half of the capacity in use: nothing to give back
+    return {"check_median_s": statistics.median(walls[1:]), "check_max_s": max(walls[1:]),
+            "api_requests_per_check_median": statistics.median(requests)}
 
 
 def main() -> None:

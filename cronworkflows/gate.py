@@ -7,9 +7,15 @@ namespace and runs as `offhours-gate`, the one ServiceAccount with rights on ser
 research workflow (in the research namespace) can name. `concurrencyPolicy: Forbid` and the Lease
 keep ticks from overlapping; `startingDeadlineSeconds` drops a tick that could not start in time
 rather than running it late.
+
+A run lasts until `HANDOVER_SECONDS` before the next scheduled one, counted from the run's own
+creation (not its pod's start, which a slow image pull delays), reclaim checks included: so it has
+ended when the next run is due (Forbid would skip that one) and the reaction time never holds a
+gap longer than the hand-over plus the next pod's start.
 """
 
 from collections.abc import Sequence
+from datetime import datetime, timedelta, timezone
 
 from hera.workflows import CronWorkflow, FieldEnv, Script, Steps, script
 from hera.workflows import models as m
@@ -25,9 +31,12 @@ from offhours.scripts.names import (
 
 CONFIG_DIR = "/etc/offhours"
 DEFAULT_SCHEDULES = ("*/5 * * * *",)
-# Each run ticks once a minute for 4 minutes, so decisions come every minute (what the harvest
-# benchmark needs for zero SLO-minutes) while a pod starts only every 5 minutes.
-RUN_SECONDS = 240
+# A run ends this long before the next is due: time for Argo to see it Succeeded before the next
+# schedule (Forbid skips a run while the last one is still active).
+HANDOVER_SECONDS = 15
+# Each run ticks once a minute (checking for a reclaim in between) until the hand-over, so decisions
+# come every minute while a pod starts only every 5 minutes.
+RUN_SECONDS = 300 - HANDOVER_SECONDS
 
 
 @script(
@@ -44,15 +53,34 @@ RUN_SECONDS = 240
     ),
     active_deadline_seconds=290,
 )
-def gate_tick(config: str = f"{CONFIG_DIR}/gate.yaml", dry_run: bool = False, seconds: int = RUN_SECONDS) -> None:
-    """Run gate ticks for `seconds` (every tickSeconds of the config): the CronWorkflow's only step."""
+def gate_tick(config: str = f"{CONFIG_DIR}/gate.yaml", dry_run: bool = False, seconds: int = RUN_SECONDS,
+              created: str = "") -> None:
+    """Run gate ticks until `seconds` after `created` (the run's creation; now if empty): the CronWorkflow's only step."""
     import sys
 
+    from offhours.cronworkflows.gate import seconds_left
     from offhours.scripts.gate.loop import run_from_config
 
-    code = run_from_config(config, float(seconds), bool(dry_run))
+    if float(seconds) <= 0:  # no end: a SIGTERM or the pod's deadline ends the run
+        code = run_from_config(config, None, bool(dry_run))
+    else:
+        left = seconds_left(float(seconds), created)
+        # Started past its end (a pod that waited for a node): one tick, so serving is still looked at.
+        code = run_from_config(config, left, bool(dry_run), once=left <= 0)
     if code:
         sys.exit(code)
+
+
+def seconds_left(seconds: float, created: str, now: datetime | None = None) -> float:
+    """Seconds until `seconds` after `created` (RFC 3339, as Argo writes it); `seconds` itself if `created` is not one."""
+    try:
+        start = datetime.fromisoformat(created.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return seconds
+    if start.tzinfo is None:
+        start = start.replace(tzinfo=timezone.utc)
+    now = now or datetime.now(timezone.utc)
+    return (start + timedelta(seconds=seconds) - now).total_seconds()
 
 
 def gate_cron_workflow(schedules: Sequence[str] = DEFAULT_SCHEDULES, timezone: str = "UTC",
@@ -76,7 +104,8 @@ def gate_cron_workflow(schedules: Sequence[str] = DEFAULT_SCHEDULES, timezone: s
     ) as cron:
         with Steps(name="gate"):
             gate_tick(arguments={"config": "{{workflow.parameters.config}}", "dry_run": "{{workflow.parameters.dry-run}}",
-                                 "seconds": "{{workflow.parameters.run-seconds}}"})
+                                 "seconds": "{{workflow.parameters.run-seconds}}",
+                                 "created": "{{workflow.creationTimestamp}}"})
     for template in cron.templates or []:
         if isinstance(template, Script):
             template.image = image

@@ -63,10 +63,11 @@ class Autoscaler:
 
 @dataclass(frozen=True)
 class Pod:
-    """A ready serving pod: name and IP (for direct scraping)."""
+    """A ready serving pod: name and IP (for direct scraping), and how long it took to start, where known."""
 
     name: str
     ip: str
+    start_seconds: float | None = None  # created -> Ready, from the pod's own conditions
 
 
 class Cluster(Protocol):

@@ -59,6 +59,7 @@ PAGE_SIZE = 500  # items per list page: a list's answer stays bounded however ma
 HPA_LIST_SECONDS = 5.0  # one list of a namespace's HPAs serves every service asking within this window
 KEDA_PLURAL = "scaledobjects"
 RETRIED_STATUSES = {409, 429, 500, 502, 503, 504}
+MAX_START_SECONDS = 6 * 3600.0  # a longer "start" is a pod that waited for something else (a quota, a node)
 
 
 def load_client_config() -> None:
@@ -228,9 +229,12 @@ class KubeCluster:
             dep.namespace, label_selector=selector)).items
         ready = []
         for pod in pods:
-            conditions = {c.type: c.status for c in (pod.status.conditions or [])}
-            if pod.metadata.deletion_timestamp is None and conditions.get("Ready") == "True" and pod.status.pod_ip:
-                ready.append(Pod(pod.metadata.name, pod.status.pod_ip))
+            conditions = {c.type: c for c in (pod.status.conditions or [])}
+            cond = conditions.get("Ready")
+            if pod.metadata.deletion_timestamp is None and cond is not None and cond.status == "True" \
+                    and pod.status.pod_ip:
+                ready.append(Pod(pod.metadata.name, pod.status.pod_ip, start_seconds(pod.metadata.creation_timestamp,
+                                                                                    cond.last_transition_time)))
         return sorted(ready, key=lambda p: p.name)
 
     # -- Workflows --------------------------------------------------------------------------
@@ -436,6 +440,17 @@ class KubeCluster:
             return True
 
         return self._call(f"note on lease {namespace}/{LEASE_NAME}", replace, accept={409: False})
+
+
+def start_seconds(created: datetime | None, ready_since: datetime | None) -> float | None:
+    """Seconds from a pod's creation to its Ready condition (its start: scheduling, pull, load); None if unknown.
+
+    A pod whose readiness flapped reads as a slow start (Ready's last transition is later): the safe side.
+    """
+    if not isinstance(created, datetime) or not isinstance(ready_since, datetime):
+        return None
+    seconds = (ready_since - created).total_seconds()
+    return seconds if 0 <= seconds <= MAX_START_SECONDS else None
 
 
 def _now() -> str:

@@ -20,6 +20,9 @@ from offhours.scripts.policy import forecast
 from offhours.scripts.policy.config import Capacity, ConfigError, GateConfig, MetricsConfig, Schedule, ServicePolicy
 from offhours.scripts.policy.record import MAX_EXACT_NEEDS
 
+# A rise is seen within this long between two full ticks (bounded by tickSeconds for shorter ticks).
+DEFAULT_RECLAIM_CHECK_SECONDS = 15
+
 
 @cache
 def schema() -> dict[str, Any]:
@@ -107,6 +110,10 @@ def parse_config(raw: Any) -> GateConfig:
     if source == "direct" and tick > sample_age:
         raise ConfigError(f"gate config: metrics.maxSampleAgeSeconds: {sample_age} is shorter than tickSeconds {tick}: "
                           "the last tick's counter samples would always be too old to give a rate")
+    check = raw.get("reclaimCheckSeconds", min(DEFAULT_RECLAIM_CHECK_SECONDS, tick))
+    if check > tick:
+        raise ConfigError(f"gate config: reclaimCheckSeconds: {check} is longer than tickSeconds {tick}: "
+                          "a full tick already checks for a reclaim every tickSeconds")
     namespace = raw.get("namespace", "default")
     return GateConfig(
         namespace=namespace,
@@ -129,6 +136,7 @@ def parse_config(raw: Any) -> GateConfig:
         failed_ticks_before_reclaim=raw.get("failSafe", {}).get("failedTicksBeforeReclaim", 3),
         services=tuple(services),
         lease_ticks=raw.get("failSafe", {}).get("leaseTicks", 3),
+        reclaim_check_seconds=check,
     )
 
 

@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from functools import partial
@@ -71,6 +71,17 @@ class LeaseLost(RuntimeError):
     """Another actor holds the Lease now: this gate must not write anything more this tick."""
 
 
+@dataclass(frozen=True)
+class Basis:
+    """What a reclaim check between ticks starts from: the service as the last tick left it."""
+
+    policy: ServicePolicy
+    baseline: int
+    lent: int
+    pods: list[Pod]
+    record: ServiceRecord
+
+
 @dataclass
 class ServiceOutcome:
     """What one tick decided and did for one service."""
@@ -83,6 +94,7 @@ class ServiceOutcome:
     error: str | None = None
     adopted: str | None = None
     applied: int | None = None  # the replicas (or maxReplicas) the service was left at
+    basis: Basis | None = None  # for the reclaim checks until the next tick
 
     @property
     def failed(self) -> bool:
@@ -143,6 +155,11 @@ class _Tick:
     advisory_spent: float = 0.0  # seconds of advisory reads so far, against Gate.advisory_budget
     advisory_writes: int = 0  # waiting-reason writes so far, against Gate.advisory_writes_per_tick
     lease_notes: dict[str, str] | None = None  # the Lease's notes, read once, when first needed
+    # A reclaim between ticks (scripts/gate/reclaim.py): it gives back and stops victims, never lends,
+    # admits or counts a failed tick; for a service that turns out not to need a reclaim it writes nothing.
+    reclaim_only: bool = False
+    only: frozenset[str] | None = None  # the services of this pass; None: every service
+    readings: Mapping[str, Reading] | None = None  # the load the reclaim check read; None: read it now
 
 
 @dataclass
@@ -186,10 +203,16 @@ class Gate:
         """The gate's log, on `out` (read at each line, so a caller may swap `out`)."""
         return Logger(self.out)
 
-    def tick(self, dry_run: bool = False) -> list[ServiceOutcome]:
-        """Run one observe -> decide -> act pass over every service."""
+    def tick(self, dry_run: bool = False, *, only: Collection[str] | None = None,
+             reclaim_only: bool = False, readings: Mapping[str, Reading] | None = None) -> list[ServiceOutcome]:
+        """Run one observe -> decide -> act pass over every service (or those named in `only`).
+
+        `reclaim_only`: the pass a reclaim check starts between ticks: it acts only on a reclaim,
+        deciding on `readings` (the load the check read a moment before) where given.
+        """
         ns = self.config.namespace
-        t = _Tick(dry_run=dry_run)
+        t = _Tick(dry_run=dry_run, reclaim_only=reclaim_only, only=None if only is None else frozenset(only),
+                  readings=readings)
         if not dry_run:
             try:
                 held = self.cluster.acquire_lease(ns, self.holder, self.lease_seconds)
@@ -215,15 +238,16 @@ class Gate:
     # -- the tick ---------------------------------------------------------------------------
     def _tick(self, t: _Tick) -> list[ServiceOutcome]:
         now = self.clock()
-        outcomes = {p.name: ServiceOutcome(p.name) for p in self.config.services}
+        services = [p for p in self.config.services if t.only is None or p.name in t.only]
+        outcomes = {p.name: ServiceOutcome(p.name) for p in services}
         observed: list[Observed] = []
-        for policy in self.config.services:
+        for policy in services:
             try:
                 observed.append(self._observe(t, policy))
             except Exception as err:  # noqa: BLE001 - any fault of one service is that service's failed tick
                 self._fail(t, policy, outcomes[policy.name], f"observe: {_describe(err)}", now)
         observed = self._refuse_shared_deployments(t, observed, outcomes, now)
-        readings = self._read(observed, now)
+        readings = self._read(observed, now) if t.readings is None else t.readings
         # Serving first across services, whatever their number: every service's serving write (a reclaim's
         # raise) comes before any advisory read, the lends' scale-downs and records next, and only then any
         # research-side or advisory write (stops, admissions, waiting reasons) of any service.
@@ -329,6 +353,7 @@ class Gate:
         outcome.baseline, outcome.adopted = baseline, owned.adopted
         if obs.scaler is not None and obs.scaler.min_replicas > policy.min_replicas:
             policy = replace(policy, min_replicas=obs.scaler.min_replicas)  # never cap below the autoscaler's floor
+        policy = with_measured_cold_start(policy, obs.pods)
         record, floor = self._look_ahead(policy, record, reading, now)
         decision = decide(
             now=now,
@@ -345,8 +370,9 @@ class Gate:
             tick_seconds=self.config.tick_seconds,
         )
         outcome.decision = decision
-        if t.dry_run:
-            outcome.plan = plan(decision, baseline, jobs, now)
+        if t.dry_run or (t.reclaim_only and decision.target_lent >= decision.lent):
+            outcome.plan = plan(decision, baseline, jobs, now, explain=not t.reclaim_only)
+            outcome.basis = Basis(policy, baseline, decision.lent, obs.pods, obs.record)
             return
         # Serving first: a reclaim raises serving to what the decision needs before anything else.
         if decision.target_lent < decision.lent:
@@ -370,24 +396,13 @@ class Gate:
         self._fence(t)
         self.cluster.write_state(self.config.namespace, policy.name, record.to_json())
         self._recorded(t, policy.name)
+        outcome.basis = Basis(policy, baseline, p.lent_after, obs.pods, record)
         yield  # every service's serving writes and record are written before any research-side write
         self._research_side(t, obs, decision, p, outcome)
 
     def _look_ahead(self, policy: ServicePolicy, record: ServiceRecord, reading: Reading,
                     now: float) -> tuple[ServiceRecord, int | None]:
-        """Return the look-ahead floor (trend, volatility, time of day) from the service's own need history, if on."""
-        if not forecast.enabled(policy) or reading.load is None or reading.error is not None:
-            return record, None
-        need = replicas_for_rates(reading.load, policy)
-        if not (need >= 0 and need < float("inf")):
-            return record, None  # decide names the unusable reading
-        tick = float(self.config.tick_seconds)
-        reaction = forecast.reaction_seconds(policy, tick)
-        keep = forecast.history_ticks(policy, tick, reaction)
-        needs = with_need(record.needs, now, need, tick, keep)
-        exact, width = need_storage(keep, forecast.exact_ticks(policy, tick, reaction), tick)  # the record's bound
-        return (replace(record, needs=needs, needs_exact=exact, needs_width=width),
-                forecast.forecast_required([n for _, n in needs], policy, tick))
+        return look_ahead(self.config, policy, record, reading, now)
 
     def _apply(self, t: _Tick, obs: Observed, record: ServiceRecord, value: int) -> ServiceRecord:
         """Write replicas (or the autoscaler's maxReplicas) if they differ; record the intent first."""
@@ -427,6 +442,8 @@ class Gate:
         wf_ns, uid, errors = self.config.workflow_namespace, obs.dep.uid, []
         steps: list[tuple[str, Callable[[], Any]]] = []
         steps += [(f"stop {j.name}", partial(self._park_and_stop, t, wf_ns, j, outcome)) for j in p.stop]
+        if t.reclaim_only:
+            p = replace(p, admit=(), adopt=(), delete=(), waiting=())  # only what frees GPUs: the rest waits for a tick
         steps += [(f"admit {j.name}", partial(self.cluster.admit, wf_ns, j, uid)) for j in p.admit]
         steps += [(f"adopt {j.name}", partial(self.cluster.adopt, wf_ns, j, uid)) for j in p.adopt]
         steps += [(f"delete {j.name}", partial(self.cluster.delete_workflow, wf_ns, j.name)) for j in p.delete]
@@ -535,7 +552,7 @@ class Gate:
               obs: Observed | None = None) -> None:
         """Count a failed tick for one service; after enough in a row, restore its whole baseline."""
         outcome.error = error
-        if t.dry_run:
+        if t.dry_run or t.reclaim_only:  # a check is not a tick: the fail-safe counts the ticks' failures only
             return
         ns, name = self.config.namespace, policy.deployment or policy.name
         try:
@@ -628,6 +645,35 @@ class Gate:
                                       aggregate=reason in AGGREGATED_EVENT_REASONS)
         except Exception as err:  # noqa: BLE001 - an event is a record, not an action: never let it undo a tick
             self.log.warning(f"could not record event {reason}: {_describe(err)}", service, reason=reason)
+
+
+def look_ahead(config: GateConfig, policy: ServicePolicy, record: ServiceRecord, reading: Reading,
+               now: float) -> tuple[ServiceRecord, int | None]:
+    """Return the record with this need added, and the look-ahead floor (trend, volatility, time of day), if on.
+
+    The reaction time it looks over is the gate's own: a reclaim check's period (or a tick, without
+    checks), the service's grace cap and its cold start (`with_measured_cold_start`).
+    """
+    if not forecast.enabled(policy) or reading.load is None or reading.error is not None:
+        return record, None
+    need = replicas_for_rates(reading.load, policy)
+    if not (need >= 0 and need < float("inf")):
+        return record, None  # decide names the unusable reading
+    tick = float(config.tick_seconds)
+    reaction = forecast.reaction_seconds(policy, tick, float(config.reclaim_check_seconds or tick))
+    keep = forecast.history_ticks(policy, tick, reaction)
+    needs = with_need(record.needs, now, need, tick, keep)
+    exact, width = need_storage(keep, forecast.exact_ticks(policy, tick, reaction), tick)  # the record's bound
+    return (replace(record, needs=needs, needs_exact=exact, needs_width=width),
+            forecast.forecast_required([n for _, n in needs], policy, tick, reaction))
+
+
+def with_measured_cold_start(policy: ServicePolicy, pods: list[Pod]) -> ServicePolicy:
+    """Return the policy with the cold start measured on its ready pods (created -> Ready), the configured value as prior."""
+    starts = [p.start_seconds for p in pods if p.start_seconds is not None]
+    if not starts:
+        return policy
+    return replace(policy, cold_start_seconds=forecast.cold_start_estimate(policy.cold_start_seconds, starts))
 
 
 def _describe(err: BaseException) -> str:

@@ -7,8 +7,11 @@ and hands it to a `TickLoop`. The loop owns the rhythm, the gate owns one tick:
 - a tick every `tickSeconds`; between two ticks the loop watches the workflows, so a job that
   ended gets its replicas back to serving at once, but never ticks more often than
   `MIN_TICK_SECONDS`, however many workflows end;
+- between two ticks, every `reclaimCheckSeconds`, a reclaim check (scripts/gate/reclaim.py): a
+  rise is seen within seconds, not at the next tick;
 - with `seconds` (what each CronWorkflow run does) it stops before a tick that would start past
-  the deadline; `once` and `dry_run` stop after one tick;
+  the deadline, and goes on checking for a reclaim up to the deadline itself, so the next run's
+  first tick follows the last check of this one; `once` and `dry_run` stop after one tick;
 - a SIGTERM between ticks ends the loop at once (no Lease is held then); one during a tick lets
   the tick finish and give the Lease back, then ends the loop.
 
@@ -23,6 +26,7 @@ from dataclasses import dataclass, field
 
 from offhours.scripts.gate.controller import Gate
 from offhours.scripts.gate.log import Logger
+from offhours.scripts.gate.reclaim import ReclaimCheck
 from offhours.scripts.gate.shutdown import GracefulStop, StopRequested
 
 MIN_TICK_SECONDS = 5.0  # the gate never ticks more often than this, however many workflows end
@@ -45,6 +49,8 @@ class TickLoop:
         """Run ticks; return the exit code: 1 if the last tick failed for any service, else 0."""
         config, cluster = self.gate.config, self.gate.cluster
         deadline = self.monotonic() + self.seconds if self.seconds else None
+        period = config.reclaim_check_seconds
+        checks = ReclaimCheck(self.gate) if period > 0 and not (self.once or self.dry_run) else None
         with self.stop.installed() as stop:  # a deleted gate pod finishes its tick and gives the Lease back
             try:
                 while True:
@@ -55,10 +61,34 @@ class TickLoop:
                     next_tick = started + config.tick_seconds
                     if stop.requested:
                         self.log.info("SIGTERM: stopped after the tick, the Lease given back")
-                    if stop.requested or self.once or self.dry_run or (deadline is not None and next_tick > deadline):
                         return 1 if failed else 0
+                    if self.once or self.dry_run or (checks is None and deadline is not None and next_tick > deadline):
+                        return 1 if failed else 0
+                    if checks is not None:
+                        checks.remember(outcomes)
                     self.sleep(max(0.0, started + MIN_TICK_SECONDS - self.monotonic()))
-                    cluster.wait_for_workflow_change(config.workflow_namespace, next_tick - self.monotonic())
+                    next_check = started + period
+                    while True:  # between two ticks: watch the workflows, check for a reclaim every `period`
+                        if deadline is not None and self.monotonic() >= deadline - 1e-9:
+                            return 1 if failed else 0
+                        wake = next_tick if checks is None else min(next_tick, next_check)
+                        wake = wake if deadline is None else min(wake, deadline)
+                        changed = cluster.wait_for_workflow_change(config.workflow_namespace,
+                                                                   max(0.0, wake - self.monotonic()))
+                        now = self.monotonic()
+                        if changed or now >= next_tick - 1e-9:
+                            if deadline is not None and now > deadline:
+                                return 1 if failed else 0
+                            break  # a workflow ended, or it is time: a full tick
+                        if checks is not None and now >= next_check - 1e-9:
+                            next_check = now + period
+                            with stop.tick():
+                                acted = checks.run()
+                            if acted:
+                                failed = any(o.error for o in acted)
+                            if stop.requested:
+                                self.log.info("SIGTERM: stopped after the reclaim, the Lease given back")
+                                return 1 if failed else 0
             except StopRequested:  # between ticks: nothing is held, nothing is half written
                 return 0
 

@@ -84,6 +84,8 @@ class GateConfig:
     failed_ticks_before_reclaim: int
     services: tuple[ServicePolicy, ...]
     lease_ticks: int = 3  # ticks without a renewal before the backstop restores a service's baseline
+    # Between full ticks (which lend, admit and write state), how often the gate checks for a reclaim; 0: never.
+    reclaim_check_seconds: int = 15
 
     def service(self, name: str) -> ServicePolicy:
         """Return the policy of service `name`."""

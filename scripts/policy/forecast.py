@@ -27,12 +27,32 @@ from offhours.scripts.policy.config import ServicePolicy
 
 DAY_SECONDS = 86400.0
 DEFAULT_COLD_START_SECONDS = 240.0
+COLD_START_QUANTILE = 0.9  # of the measured starts: the slow starts are the ones serving waits for
+COLD_START_PRIOR_WEIGHT = 3  # the configured value counts as this many measured starts
 
 
-def reaction_seconds(policy: ServicePolicy, tick_seconds: float) -> float:
-    """Seconds from a rise to the reclaimed replicas serving: a tick, the grace cap, the cold start."""
+def reaction_seconds(policy: ServicePolicy, tick_seconds: float, detect_seconds: float | None = None) -> float:
+    """Seconds from a rise to the reclaimed replicas serving: seeing it, the grace cap, the cold start.
+
+    A rise is seen within `detect_seconds` (the reclaim check's period) where given, else within a tick.
+    """
     cold = policy.cold_start_seconds if policy.cold_start_seconds is not None else DEFAULT_COLD_START_SECONDS
-    return tick_seconds + policy.max_grace_seconds + cold
+    return (tick_seconds if detect_seconds is None else detect_seconds) + policy.max_grace_seconds + cold
+
+
+def cold_start_estimate(prior: float | None, starts: list[float]) -> float:
+    """Return the cold start to plan with: a high quantile of measured replica starts, drawn toward the prior.
+
+    With no measurement it is the prior (or DEFAULT_COLD_START_SECONDS); each measured start weighs
+    as much as a `1 / COLD_START_PRIOR_WEIGHT` of the prior, so a few fast starts do not shorten the
+    reaction time the look-ahead budgets for, and many do. Values that are not finite and >= 0 are ignored.
+    """
+    base = DEFAULT_COLD_START_SECONDS if prior is None else prior
+    good = sorted(s for s in starts if isinstance(s, (int, float)) and math.isfinite(s) and s >= 0)
+    if not good:
+        return base
+    measured = float(np.quantile(np.asarray(good), COLD_START_QUANTILE, method="higher"))
+    return (COLD_START_PRIOR_WEIGHT * base + len(good) * measured) / (COLD_START_PRIOR_WEIGHT + len(good))
 
 
 def _ticks(seconds: float, tick_seconds: float) -> int:

@@ -5,6 +5,7 @@ carry it out. The Deployment's replicas always come out as baseline minus what s
 gate killed between two actions converges on its next tick.
 """
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -77,6 +78,22 @@ def stop_cost(job: Job, now: float) -> float:
     return loss_if_stopped(job, now) + (job.exit_seconds or 0.0) * job.replicas
 
 
+# Exit times this close count as equal: below the reclaim check's resolution, the lost work decides.
+EXIT_RESOLUTION_SECONDS = 15.0
+
+
+def victim_order(job: Job, now: float) -> tuple[float, float, float, float, str]:
+    """Return the sort key of a reclaim's victims: low priority first; at equal priority, the soonest to free its GPUs.
+
+    Serving waits for the GPUs of the slowest victim, so at equal priority the job that exits
+    sooner (its measured exit time, or its declared grace capped by the service) goes first, by
+    steps of `EXIT_RESOLUTION_SECONDS`; one whose exit time is unknown goes last. Within a step,
+    the least `stop_cost`, then the young.
+    """
+    exits = math.inf if job.exit_seconds is None else math.ceil(job.exit_seconds / EXIT_RESOLUTION_SECONDS - 1e-9)
+    return (job.priority, exits, stop_cost(job, now), -job.created, job.name)
+
+
 def plan(decision: Decision, baseline: int, jobs: Sequence[Job], now: float, explain: bool = True) -> Plan:
     """Plan the admissions and stops that take the service from its lent replicas to the decision's target.
 
@@ -84,10 +101,9 @@ def plan(decision: Decision, baseline: int, jobs: Sequence[Job], now: float, exp
     it stands in the queue; the simulator, which needs only the decisions, skips those sentences.
 
     Admission order: priority (high first), then age (old first); a job that does not fit is
-    skipped for a smaller one behind it. Stop order: low priority first; then the least `stop_cost`
-    (the work lost since the last checkpoint, plus the time serving waits for the job's GPUs to come
-    back); then the young; until enough replicas are freed; a
-    job whose work is done (only its exit handler runs) is never stopped. On a reclaim the
+    skipped for a smaller one behind it. Stop order (`victim_order`): low priority first; then the
+    soonest to give its GPUs back; then the least `stop_cost`; then the young; until enough replicas
+    are freed; a job whose work is done (only its exit handler runs) is never stopped. On a reclaim the
     replicas go to what the decision needs even if not enough can be stopped: serving first,
     the scheduler evicts research pods (low priority) for serving pods.
     """
@@ -103,8 +119,7 @@ def plan(decision: Decision, baseline: int, jobs: Sequence[Job], now: float, exp
     queue: list[Job] | None = None  # the admissible queue, sorted only when a lend or the waiting sentences need it
 
     if target < lent:
-        victims = sorted((j for j in admitted if not j.finishing),
-                         key=lambda j: (j.priority, stop_cost(j, now), -j.created, j.name))
+        victims = sorted((j for j in admitted if not j.finishing), key=lambda j: victim_order(j, now))
         freed = 0
         for job in victims:
             if lent - freed <= target:

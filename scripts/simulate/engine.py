@@ -15,7 +15,10 @@ which is all the memory holds), so the state is the one an every-tick loop would
 
 Fleet mechanics: a scale-down takes capacity away at once; a scale-up serves after the service's
 vLLM cold start, plus, when the GPUs come from stopped jobs, the longest grace among them (each
-job's declared checkpoint time, capped by the service's `maxGraceSeconds`). A stopped job loses the
+job's declared checkpoint time, capped by the service's `maxGraceSeconds`). A reclaim is acted on
+when the gate's reclaim check sees the rise (`reclaimCheckSeconds` after it), not at the next tick:
+the tick that decides it reads the load of the minutes before it, which the checks read as it came,
+so its stops and scale-up happen `tick - check` earlier. A stopped job loses the
 work since its last checkpoint and is parked again; a finished job's exit hook gives its replicas
 back at once.
 """
@@ -105,9 +108,15 @@ def grace_minutes(job: JobSpec | None, spec: ServiceSpec, fleet: Fleet) -> float
     return min(grace, spec.policy.max_grace_seconds / 60.0)
 
 
+def detect_minutes(fleet: Fleet) -> float:
+    """Minutes from a rise to the gate acting on it: a reclaim check's period, or a tick without checks."""
+    check = fleet.reclaim_check_seconds / 60.0
+    return check if 0 < check < fleet.tick_minutes else float(fleet.tick_minutes)
+
+
 def reaction_minutes(spec: ServiceSpec, fleet: Fleet) -> float:
-    """From a rise to reclaimed replicas serving: a tick to see it, a job's grace, the cold start."""
-    return fleet.tick_minutes + grace_minutes(None, spec, fleet) + cold_start_minutes(spec, fleet)
+    """From a rise to reclaimed replicas serving: a check to see it, a job's grace, the cold start."""
+    return detect_minutes(fleet) + grace_minutes(None, spec, fleet) + cold_start_minutes(spec, fleet)
 
 
 def _with_checkpoint(view: Job, checkpoint_at: float) -> Job:
@@ -180,6 +189,7 @@ class ServiceSim:
         policy = self.spec.policy
         self.cold_start_minutes = cold_start_minutes(self.spec, self.fleet)
         self.reaction_minutes = reaction_minutes(self.spec, self.fleet)
+        self.reclaim_early = self.fleet.tick_minutes - detect_minutes(self.fleet)  # a reclaim acts this much sooner
         tick = self.fleet.tick_minutes
         minutes = self.rates.shape[1]
         self.ticks = np.arange(tick, minutes, tick)
@@ -295,17 +305,18 @@ class ServiceSim:
         by_name = self.by_name
         gpus = self.spec.policy.gpus_per_replica
         grace = 0.0
+        act = t - self.reclaim_early if target < lent else t  # a reclaim check saw it before this tick
         for job in p.stop:
             sim = by_name[job.name]
             grace = max(grace, self.grace_minutes(sim))
-            progress = sim.pause(t, gpus)
+            progress = sim.pause(act, gpus)
             sim.lost_minutes += progress - sim.saved(progress)
             sim.progress = sim.saved(progress)
             sim.preemptions += 1
             self.running.remove(sim)
             self.lent -= sim.spec.replicas
             self._park(sim)  # parked again; it resumes from its checkpoint
-            self.lent_events.append((t, -job.replicas))
+            self.lent_events.append((act, -job.replicas))
         for job in p.admit:
             sim = by_name[job.name]
             self.queue.remove(sim)
@@ -313,7 +324,7 @@ class ServiceSim:
             self.running.append(sim)
             self.lent += sim.spec.replicas
             self.lent_events.append((t, job.replicas))
-        self._scale(t, p.scale_to, grace)
+        self._scale(act, p.scale_to, grace)
         return not (target > lent and not p.admit)
 
     def _scale(self, t: float, scale_to: int, grace: float) -> None:

@@ -57,7 +57,10 @@ class Fleet:
     services: tuple[ServiceSpec, ...]
     tick_minutes: int = 1
     cold_start_minutes: float = 4.0
-    grace_minutes: float = 2.0
+    # A stopped job's exit: what the reference job takes with asynchronous checkpoints (README, checkpoints).
+    grace_minutes: float = 0.5
+    # The gate's reclaim check between ticks (its default reclaimCheckSeconds); 0: a rise waits for a tick.
+    reclaim_check_seconds: float = 15.0
     gpu_hour_price: float = 2.0
     fixed_window_start_hour: int = 20
     fixed_window_end_hour: int = 8
@@ -99,7 +102,8 @@ def parse_fleet(raw: Any, what: str = "fleet") -> Fleet:
         services=tuple(services),
         tick_minutes=raw.get("tickMinutes", 1),
         cold_start_minutes=raw.get("coldStartMinutes", 4.0),
-        grace_minutes=raw.get("graceMinutes", 2.0),
+        grace_minutes=raw.get("graceMinutes", 0.5),
+        reclaim_check_seconds=raw.get("reclaimCheckSeconds", 15.0),
         gpu_hour_price=raw.get("gpuHourPrice", 2.0),
         fixed_window_start_hour=fixed.get("startHour", 20),
         fixed_window_end_hour=fixed.get("endHour", 8),

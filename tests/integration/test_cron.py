@@ -40,7 +40,7 @@ def test_runner_entrypoint_runs_the_gate_with_argo_style_inputs(tmp_path: Path) 
     bad_config.write_text("services: {chat: {headroom: -1}}\n")
     inputs = tmp_path / "inputs.json"
     inputs.write_text(json.dumps([{"name": "config", "value": str(bad_config)}, {"name": "dry_run", "value": "true"},
-                                  {"name": "seconds", "value": "240"}]))
+                                  {"name": "seconds", "value": "240"}, {"name": "created", "value": ""}]))
     run = subprocess.run([sys.executable, "-m", "hera.workflows.runner", "-e", "offhours.cronworkflows.gate:gate_tick",
                           str(inputs)], capture_output=True, text=True, timeout=60)
     assert run.returncode == 2, run.stderr
@@ -135,3 +135,19 @@ def test_dockerfile_copies_every_package_folder() -> None:
     for folder in ("steps", "workflows", "cronworkflows", "scripts", "schemas"):
         assert f"COPY {folder}/ {folder}/" in text
     assert "offhours-launch" in text and "CGO_ENABLED=0" in text
+
+
+def test_a_run_ends_before_the_next_is_due_counted_from_its_creation_not_its_pod_start() -> None:
+    from datetime import datetime, timezone
+
+    from offhours.cronworkflows.gate import HANDOVER_SECONDS, RUN_SECONDS, seconds_left
+
+    created = "2026-05-01T10:05:00Z"
+    pod_started = datetime(2026, 5, 1, 10, 5, 40, tzinfo=timezone.utc)  # a 40 s image pull
+    assert seconds_left(RUN_SECONDS, created, pod_started) == 300 - HANDOVER_SECONDS - 40
+    late = datetime(2026, 5, 1, 10, 11, 0, tzinfo=timezone.utc)  # waited for a node past the next schedule
+    assert seconds_left(RUN_SECONDS, created, late) < 0  # gate_tick then runs one tick, not none
+    assert seconds_left(60, "{{workflow.creationTimestamp}}") == 60  # not substituted (run by hand): from now
+    tick = next(t for t in gate_cron_workflow().to_dict()["spec"]["workflowSpec"]["templates"] if t["name"] == "gate")
+    assert tick["steps"][0][0]["arguments"]["parameters"][-1] == {"name": "created",
+                                                                 "value": "{{workflow.creationTimestamp}}"}

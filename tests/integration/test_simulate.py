@@ -1,5 +1,6 @@
 """The simulator's accounting on hand-made traces with known answers, its references, and its inputs."""
 
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -98,12 +99,33 @@ def test_spike_shorter_than_the_cold_start() -> None:
 
 
 def test_job_preempted_just_before_its_checkpoint_loses_that_much_work() -> None:
-    rps = [2.0] * 40 + [9.0] * 20  # the job starts at the tick of minute 6 (window clear), stopped at 41
+    # The job starts at the tick of minute 6 (window clear); the rise at minute 40 is seen by the reclaim
+    # check 15 s into it: stopped at 40.25, after 34.25 minutes, its checkpoint at 30.
+    rps = [2.0] * 40 + [9.0] * 20
     sim = run(trace_of(rps), fleet_of(), jobs_of((2, 10, 30)))
     job = sim.jobs[0]
     assert job.preemptions == 1
-    assert job.lost_minutes == pytest.approx(35 - 30)  # ran 35 minutes, checkpoint at 30
+    assert job.lost_minutes == pytest.approx(34.25 - 30)
     assert job.progress == pytest.approx(30)
+
+
+def test_without_reclaim_checks_the_rise_waits_for_the_next_tick() -> None:
+    rps = [2.0] * 40 + [9.0] * 20
+    fleet = dataclasses.replace(fleet_of(), reclaim_check_seconds=0.0)
+    sim = run(trace_of(rps), fleet, jobs_of((2, 10, 30)))
+    assert sim.jobs[0].lost_minutes == pytest.approx(35 - 30)  # stopped at the tick of minute 41
+    assert sim.reaction_minutes == 1 + 2 + 4
+
+
+def test_a_reclaim_check_brings_capacity_back_a_minute_sooner_than_the_tick() -> None:
+    # Grace 30 s, cold start 4 min: seen at 30.25, serving at 34.75 (minute 35); by the tick, at 35.5 (minute 36).
+    trace = trace_of([2.0] * 30 + [6.0] * 30)
+    jobs = jobs_of((4, 100, 30), (4, 100, 30))
+    checked = run(trace, dataclasses.replace(fleet_of(), grace_minutes=0.5), jobs)
+    ticked = run(trace, dataclasses.replace(fleet_of(), grace_minutes=0.5, reclaim_check_seconds=0.0), jobs)
+    assert capacity(checked)[34] == 2 and capacity(checked)[35] == 6
+    assert capacity(ticked)[35] == 2 and capacity(ticked)[36] == 6
+    assert checked.reaction_minutes == 0.25 + 0.5 + 4
 
 
 def test_a_finished_job_gives_its_replicas_back_at_once() -> None:

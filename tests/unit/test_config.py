@@ -41,6 +41,9 @@ def test_example_config_is_valid_and_merges_defaults() -> None:
         (["metrics", "prometheus", "url"], "prometheus:9090", "metrics.prometheus.url: 'prometheus:9090' does not match"),
         (["failSafe", "failedTicksBeforeReclaim"], 0, "failSafe.failedTicksBeforeReclaim: 0 is less than the minimum"),
         (["tickSeconds"], 1, "tickSeconds: 1 is less than the minimum of 10"),
+        (["reclaimCheckSeconds"], -5, "reclaimCheckSeconds: -5 is less than the minimum of 0"),
+        (["reclaimCheckSeconds"], 2.5, "reclaimCheckSeconds: 2.5 is not of type 'integer'"),
+        (["reclaimCheckSeconds"], 90, "reclaimCheckSeconds: 90 is longer than tickSeconds 60"),
         (["surprise"], True, "'surprise' was unexpected"),
     ],
 )
@@ -75,3 +78,10 @@ def test_a_sample_age_bound_shorter_than_a_tick_is_refused() -> None:
            "services": {"chat": {"capacity": {"requestsPerSecond": 1}}}}
     with pytest.raises(ConfigError, match="maxSampleAgeSeconds: 60 is shorter than tickSeconds 120"):
         parse_config(raw)
+
+
+def test_reclaim_checks_default_to_every_15_s_or_every_tick_if_ticks_are_shorter() -> None:
+    raw = {"namespace": "s", "metrics": {"source": "direct"}, "services": {"chat": {"capacity": {"requestsPerSecond": 1}}}}
+    assert parse_config(raw).reclaim_check_seconds == 15
+    assert parse_config({**raw, "tickSeconds": 10}).reclaim_check_seconds == 10
+    assert parse_config({**raw, "reclaimCheckSeconds": 0}).reclaim_check_seconds == 0  # off: full ticks only

@@ -109,3 +109,33 @@ def test_gate_config_reads_the_look_ahead_knobs() -> None:
 def test_bad_look_ahead_knob_is_named(knob: str, value: object, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         parse_config(_config(**{knob: value}))
+
+
+# -- the cold start, measured --------------------------------------------------------------------
+def test_the_cold_start_without_measurements_is_the_configured_prior_or_the_default() -> None:
+    from offhours.scripts.policy.forecast import DEFAULT_COLD_START_SECONDS, cold_start_estimate
+
+    assert cold_start_estimate(90.0, []) == 90.0
+    assert cold_start_estimate(None, []) == DEFAULT_COLD_START_SECONDS
+
+
+def test_a_few_fast_starts_move_the_estimate_a_little_many_move_it_to_their_high_quantile() -> None:
+    from offhours.scripts.policy.forecast import cold_start_estimate
+
+    one = cold_start_estimate(240.0, [60.0])
+    assert 60.0 < one < 240.0 and one > 180.0  # one fast start does not cut the budget to a quarter
+    many = cold_start_estimate(240.0, [60.0] * 27 + [100.0] * 3)  # p90 of 30 starts is 100
+    assert many == (3 * 240.0 + 30 * 100.0) / 33
+
+
+def test_slow_starts_lengthen_the_reaction_time_and_garbage_is_ignored() -> None:
+    from offhours.scripts.policy.forecast import cold_start_estimate
+
+    assert cold_start_estimate(240.0, [600.0] * 10) > 500.0
+    assert cold_start_estimate(240.0, [float("nan"), float("inf"), -5.0]) == 240.0
+
+
+def test_the_reaction_time_counts_the_check_period_not_the_tick_when_checks_run() -> None:
+    policy = ServicePolicy("chat", Capacity(requests_per_second=1.0), cold_start_seconds=240.0, max_grace_seconds=30.0)
+    assert reaction_seconds(policy, 60.0) == 60.0 + 30.0 + 240.0
+    assert reaction_seconds(policy, 60.0, 15.0) == 15.0 + 30.0 + 240.0

@@ -41,13 +41,13 @@ class World:
     """A gate over the in-memory cluster, its loop on a fake clock; `starts` is when each tick began."""
 
     def __init__(self, services: Sequence[str] = ("chat",), deployments: Sequence[str] = ("chat",),
-                 changed: bool = False) -> None:
+                 changed: bool = False, check: int = 0) -> None:
         self.now = 0.0
         self.cluster = MemoryCluster()
         for name in deployments:
             self.cluster.add_deployment("serving", name, 8)
         self.config = parse_config({
-            "namespace": "serving", "workflowNamespace": "research", "tickSeconds": 60,
+            "namespace": "serving", "workflowNamespace": "research", "tickSeconds": 60, "reclaimCheckSeconds": check,
             "metrics": {"source": "direct", "maxAgeSeconds": 180},
             "services": {name: {"capacity": {"requestsPerSecond": 10}, "trend": False} for name in services}})
         self.source = Source()
@@ -101,6 +101,14 @@ def test_ticks_every_tick_seconds_until_the_next_tick_would_pass_the_deadline() 
     assert w.loop(seconds=150).run() == 0
     assert w.starts == [0.0, 60.0, 120.0]  # a tick at 180 would start past 150
     assert w.waits == [60.0 - MIN_TICK_SECONDS] * 2
+
+
+def test_with_reclaim_checks_the_loop_wakes_every_check_and_runs_up_to_the_deadline_itself() -> None:
+    w = World(check=15)
+    assert w.loop(seconds=150).run() == 0
+    assert w.starts == [0.0, 60.0, 120.0]  # checks never start a full tick
+    # After each tick: MIN_TICK_SECONDS asleep, then a wake at every check; after the last tick, up to 150 exactly.
+    assert w.waits == [10.0, 15.0, 15.0, 15.0] * 2 + [10.0, 15.0] and w.now == 150.0
 
 
 def test_no_deadline_with_zero_seconds_either() -> None:

@@ -176,17 +176,39 @@ def test_a_stops_cost_is_the_work_lost_plus_the_exit_time_on_each_replica(exit_s
 
 
 def test_a_large_job_s_exit_time_counts_on_every_replica() -> None:
-    # wide: 2 replicas, no work lost, 100 s to exit on each (200); narrow: 1 replica, 120 s lost (120).
+    # Equal exit times; wide: 2 replicas, no work lost, 100 s to exit on each (200); narrow: 1 replica,
+    # 50 s lost and 100 s to exit (150).
     jobs = [job("wide", 2, ADMITTED, progress_at=1000.0, exit_seconds=100.0),
-            job("narrow", 1, ADMITTED, progress_at=880.0)]
+            job("narrow", 1, ADMITTED, progress_at=950.0, exit_seconds=100.0)]
     assert plan(decision(2, 3), 8, jobs, now=1000.0) == Plan("chat", 6, stop=(jobs[1],), lent_after=2)
 
 
-def test_a_fast_exit_does_not_outweigh_much_lost_work() -> None:
-    # quick: exits in 30 s but loses 800 s of work (830); careful: exits in 600 s, loses 100 s (700).
+def test_at_equal_priority_the_victim_that_frees_its_gpus_sooner_goes_first_whatever_work_it_loses() -> None:
+    # quick: exits in 30 s but loses 800 s of work; careful: exits in 600 s, loses 100 s. Serving waits for
+    # the GPUs: the quick one is stopped (the lost work is research's; the wait would be serving's).
     jobs = [job("quick", 1, ADMITTED, progress_at=200.0, exit_seconds=30.0),
             job("careful", 1, ADMITTED, progress_at=900.0, exit_seconds=600.0)]
-    assert [j.name for j in plan(decision(1, 2), 8, jobs, now=1000.0).stop] == ["careful"]
+    assert [j.name for j in plan(decision(1, 2), 8, jobs, now=1000.0).stop] == ["quick"]
+
+
+def test_exit_times_within_one_step_count_as_equal_and_the_lost_work_decides() -> None:
+    jobs = [job("a", 1, ADMITTED, progress_at=200.0, exit_seconds=20.0),
+            job("b", 1, ADMITTED, progress_at=900.0, exit_seconds=25.0)]  # both within 16-30 s
+    assert [j.name for j in plan(decision(1, 2), 8, jobs, now=1000.0).stop] == ["b"]
+
+
+def test_two_fast_small_victims_are_stopped_before_one_slow_large_one() -> None:
+    # Two replicas needed: fast-1 and fast-2 (1 each, 30 s) free them in 30 s; wide (2, 300 s) in 300 s.
+    jobs = [job("wide", 2, ADMITTED, progress_at=1000.0, exit_seconds=300.0),
+            job("fast-1", 1, ADMITTED, progress_at=500.0, exit_seconds=30.0),
+            job("fast-2", 1, ADMITTED, progress_at=500.0, exit_seconds=30.0)]
+    assert sorted(j.name for j in plan(decision(2, 4), 8, jobs, now=1000.0).stop) == ["fast-1", "fast-2"]
+
+
+def test_a_job_whose_exit_time_is_unknown_goes_after_those_known() -> None:
+    jobs = [job("unknown", 1, ADMITTED, progress_at=999.0), job("known", 1, ADMITTED, progress_at=0.0,
+                                                                  exit_seconds=300.0)]
+    assert [j.name for j in plan(decision(1, 2), 8, jobs, now=1000.0).stop] == ["known"]
 
 
 def test_priority_still_comes_before_exit_time() -> None:
