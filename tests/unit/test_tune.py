@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from offhours.scripts.config.loader import parse_config
+from offhours.scripts.simulate.engine import reaction_minutes
 from offhours.scripts.simulate.fleet import default_fleet, generated_jobs
 from offhours.scripts.simulate.trace import Trace, TraceError
 from offhours.scripts.simulate.tune import (
@@ -92,7 +93,11 @@ def test_largest_rise_is_measured_over_one_reaction_time() -> None:
     fleet, _ = _one_service(trace)
     rise = largest_rise(trace, fleet.services[0], fleet)
     assert rise.ratio == pytest.approx(2.0, rel=0.02)
-    assert rise.minute // DAY == 1 and rise.reaction_minutes == 7
+    spec = fleet.services[0]
+    # One reaction time is the simulated fleet's own return path: a check, the victim's exit, the cold start.
+    assert rise.minute // DAY == 1 and rise.reaction_minutes == reaction_minutes(spec, fleet)
+    assert rise.reaction_minutes == pytest.approx(fleet.reclaim_check_seconds / 60 + fleet.grace_minutes
+                                                  + fleet.cold_start_minutes)
 
 
 def test_tuned_fragment_is_a_valid_gate_config_with_the_chosen_knobs() -> None:
