@@ -138,7 +138,10 @@ EVENT_REPLICAS_ADOPTED = "ReplicasAdopted"
 """Someone else set the replicas (or the autoscaler's maxReplicas): the gate took that value as the new baseline."""
 EVENT_GATE_TICK_FAILED = "GateTickFailed"
 """A Warning: the service's tick failed (observing, deciding or acting); enough in a row restore its baseline."""
-EVENT_REASONS = (EVENT_GPUS_LENT, EVENT_GPUS_RECLAIMED, EVENT_GATE_HOLD, EVENT_REPLICAS_ADOPTED, EVENT_GATE_TICK_FAILED)
+EVENT_SERVICE_RELEASED = "ServiceReleased"
+"""A service left the gate configuration: what the gate had lent of it was given back and its record removed."""
+EVENT_REASONS = (EVENT_GPUS_LENT, EVENT_GPUS_RECLAIMED, EVENT_GATE_HOLD, EVENT_REPLICAS_ADOPTED, EVENT_GATE_TICK_FAILED,
+                 EVENT_SERVICE_RELEASED)
 """Every reason the gate records."""
 AGGREGATED_EVENT_REASONS = frozenset({EVENT_GATE_HOLD})
 """Reasons recorded as one Event per Deployment whose count rises: they repeat every tick while nothing changes."""

@@ -96,6 +96,18 @@ class Cluster(Protocol):
         """Store the gate's memory of `service` (created if missing)."""
         ...
 
+    def state_services(self, namespace: str) -> list[str]:
+        """Return every service the gate keeps a memory of (its state ConfigMaps), configured or not."""
+        ...
+
+    def delete_state(self, namespace: str, service: str) -> None:
+        """Remove the gate's memory of `service`; a missing one is success."""
+        ...
+
+    def find_deployment(self, namespace: str, name: str) -> Deployment | None:
+        """Return the Deployment `name`, or None if there is none (any other failure raises)."""
+        ...
+
     def ready_pods(self, dep: Deployment) -> list[Pod]:
         """Return the Deployment's ready pods."""
         ...

@@ -9,6 +9,7 @@ import os
 import time
 from collections.abc import Callable
 from datetime import datetime, timezone
+from functools import partial
 from typing import Any, TypeVar
 
 import urllib3
@@ -20,8 +21,9 @@ from offhours.scripts.cluster.errors import failed_call
 from offhours.scripts.cluster.workflow import (
     PLURAL,
     build_parked_copy,
-    check_own_copy,
+    elsewhere,
     exit_seconds_text,
+    is_own_copy,
     workflow_job,
 )
 from offhours.scripts.names import (
@@ -38,12 +40,14 @@ from offhours.scripts.names import (
     FINISHED_PHASES,
     KEDA_GROUP,
     KEDA_VERSION,
+    LABEL_COPY_OF,
     LABEL_MANAGED,
     LABEL_SERVICE,
     LABEL_STATE,
     LEASE_NAME,
     LEASE_NOTE_PREFIX,
     STATE_ADMITTED,
+    STATE_CONFIGMAP_PREFIX,
     STATE_KEY,
     STATE_PREEMPTED,
     STATE_RETURNED,
@@ -173,6 +177,31 @@ class KubeCluster:
                                       data={STATE_KEY: text})
             self._call(f"create configmap {namespace}/{name}", lambda: self.core.create_namespaced_config_map(namespace, body))
 
+    def state_services(self, namespace: str) -> list[str]:
+        """Return the services of every state ConfigMap (offhours-state-<service>, labelled managed)."""
+        items = self._call(f"list configmaps {LABEL_MANAGED}=true", lambda: self.core.list_namespaced_config_map(
+            namespace, label_selector=f"{LABEL_MANAGED}=true")).items
+        return sorted(cm.metadata.name[len(STATE_CONFIGMAP_PREFIX):] for cm in items
+                      if cm.metadata.name.startswith(STATE_CONFIGMAP_PREFIX) and STATE_KEY in (cm.data or {}))
+
+    def delete_state(self, namespace: str, service: str) -> None:
+        """Delete the ConfigMap offhours-state-<service>; a missing one is success."""
+        name = state_configmap_name(service)
+        self._call(f"delete configmap {namespace}/{name}", lambda: self.core.delete_namespaced_config_map(name, namespace),
+                   accept={404: None})
+
+    def find_deployment(self, namespace: str, name: str) -> Deployment | None:
+        """Return the Deployment `name`, or None if it does not exist."""
+        obj = self._call(f"get deployment {namespace}/{name}", lambda: self.apps.read_namespaced_deployment(name, namespace),
+                         accept={404: None})
+        if obj is None:
+            return None
+        return Deployment(namespace=namespace, name=obj.metadata.name,
+                          service=str((obj.metadata.labels or {}).get(LABEL_SERVICE, "")),
+                          replicas=int(obj.spec.replicas if obj.spec.replicas is not None else 1),
+                          annotations=dict(obj.metadata.annotations or {}),
+                          selector=dict(obj.spec.selector.match_labels or {}), uid=str(obj.metadata.uid or ""))
+
     def scale(self, dep: Deployment, replicas: int) -> None:
         """Set replicas through the scale subresource."""
         self._call(f"scale deployment {dep.namespace}/{dep.name} to {replicas}",
@@ -242,16 +271,25 @@ class KubeCluster:
         new = build_parked_copy(old)
         name = str(new["metadata"]["name"])
 
-        def create() -> bool:
-            self.custom.create_namespaced_custom_object(ARGO_GROUP, ARGO_VERSION, namespace, PLURAL, new)
-            return True
+        def create(body: dict[str, Any]) -> str | None:
+            made = self.custom.create_namespaced_custom_object(ARGO_GROUP, ARGO_VERSION, namespace, PLURAL, body)
+            return str(made["metadata"]["name"])
 
-        if not self._call(f"create parked copy {namespace}/{name}", create, accept={409: False}):
-            existing = self.workflow(namespace, name)  # 409: a retried tick's copy, or someone else's workflow
-            if existing is None:
-                raise ClusterError(f"create parked copy {namespace}/{name}: conflict, then gone")
-            check_own_copy(existing, old, namespace)
-        return name
+        made = self._call(f"create parked copy {namespace}/{name}", partial(create, new), accept={409: None})
+        if made is not None:
+            return made
+        existing = self.workflow(namespace, name)  # 409: a retried tick's copy, or someone else's workflow
+        if existing is None:
+            raise ClusterError(f"create parked copy {namespace}/{name}: conflict, then gone")
+        if is_own_copy(existing, old):
+            return name
+        uid = str(old["metadata"].get("uid") or "")
+        found = [wf for wf in self.list_workflows(namespace, f"{LABEL_COPY_OF}={uid}") if is_own_copy(wf, old)] if uid else []
+        if found:
+            return str(found[0]["metadata"]["name"])
+        made = self._call(f"create parked copy {namespace}/{name}-*", partial(create, elsewhere(new)))
+        assert made is not None
+        return made
 
     def delete_workflow(self, namespace: str, name: str) -> None:
         """Delete a workflow; a missing one is success."""

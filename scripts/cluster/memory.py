@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from offhours.scripts.cluster.base import Autoscaler, ClusterError, Deployment, Pod, stop_notes
-from offhours.scripts.cluster.workflow import build_parked_copy, check_own_copy, exit_seconds_text, workflow_job
+from offhours.scripts.cluster.workflow import build_parked_copy, elsewhere, exit_seconds_text, is_own_copy, workflow_job
 from offhours.scripts.names import (
     ANNOTATION_ADMITTED_AT,
     ANNOTATION_BORROWED_FROM,
@@ -150,6 +150,22 @@ class MemoryCluster:
         self._call(f"write-state {service}")
         self.states[(namespace, service)] = text
 
+    def state_services(self, namespace: str) -> list[str]:
+        """Return the services with a stored state."""
+        self._call("list-states")
+        return sorted(service for ns, service in self.states if ns == namespace)
+
+    def delete_state(self, namespace: str, service: str) -> None:
+        """Remove a service's stored state."""
+        self._call(f"delete-state {service}")
+        self.states.pop((namespace, service), None)
+
+    def find_deployment(self, namespace: str, name: str) -> Deployment | None:
+        """Return the Deployment `name`, or None."""
+        self._call(f"find-deployment {name}")
+        dep = self.deployments.get((namespace, name))
+        return copy.deepcopy(dep) if dep else None
+
     def ready_pods(self, dep: Deployment) -> list[Pod]:
         """Return the Deployment's ready pods (as many as its replicas)."""
         self._call(f"list-pods {dep.name}")
@@ -214,8 +230,14 @@ class MemoryCluster:
         name = str(new["metadata"]["name"])
         existing = self.workflows.get((namespace, name))
         if existing is not None:
-            check_own_copy(existing, old, namespace)
-            return name
+            if is_own_copy(existing, old):
+                return name
+            found = [n for (ns, n), wf in sorted(self.workflows.items()) if ns == namespace and is_own_copy(wf, old)]
+            if found:
+                return found[0]
+            new = elsewhere(new)
+            name = f"{new['metadata'].pop('generateName')}{uuid.uuid4().hex[:5]}"
+            new["metadata"]["name"] = name
         new["metadata"]["creationTimestamp"] = self.clock
         new["metadata"]["uid"] = str(uuid.uuid4())
         self.workflows[(namespace, name)] = new

@@ -7,6 +7,7 @@ Labels and annotations are tenant-writable, so nothing here trusts a value's typ
 
 import copy
 import math
+import re
 from datetime import datetime
 from typing import Any
 
@@ -37,10 +38,12 @@ from offhours.scripts.names import (
     STATE_PREEMPTED,
     STATE_RETURNED,
 )
-from offhours.scripts.policy.plan import ADMITTED, PARKED, Job
+from offhours.scripts.policy.plan import ADMITTED, PARKED, UNMANAGED, Job
 
 # The Workflow resource's plural in Argo's API.
 PLURAL = "workflows"
+MIN_PRIORITY, MAX_PRIORITY = -1000, 1000  # `offhours submit` refuses others; the gate reads them as a problem
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 MAX_EXIT_SECONDS = 86_400  # a longer stop is not a measurement: ignored
 
 
@@ -82,12 +85,16 @@ def _read_job(wf: dict[str, Any], service: str | None) -> Job | None:
         return None
     finishing = _work_done(str(meta.get("name", "")), status)
     state = labels.get(LABEL_STATE)
-    if state in (STATE_PREEMPTED, STATE_RETURNED) and (finishing or state == STATE_PREEMPTED):
+    if state in (STATE_PREEMPTED, STATE_RETURNED) and finishing:
         return None
-    if spec.get("suspend") and state != STATE_ADMITTED:
+    # Argo's verbs leave our label as it was: `retry` or `resubmit` of a preempted (or returned) workflow
+    # runs it again under that label, `suspend` of a running one keeps its pods. Only a workflow the gate
+    # parked (or created parked) is parked; anything else not admitted runs without admission: counted
+    # against nothing, adopted or stopped like any other.
+    if spec.get("suspend") and state in (None, STATE_PARKED):
         state = PARKED
     elif state != STATE_ADMITTED:
-        state = "unmanaged"  # running without admission (or marked returned while it still runs)
+        state = UNMANAGED
     else:
         state = ADMITTED
     problem = None
@@ -95,6 +102,10 @@ def _read_job(wf: dict[str, Any], service: str | None) -> Job | None:
     replicas = (_whole(replicas_text) or 0) if len(replicas_text) <= 4 else 0
     if replicas <= 0:
         problem = f"label {LABEL_REPLICAS}={replicas_text!r} is not a positive whole number of replicas"
+    priority = _int(annotations.get(ANNOTATION_PRIORITY), 0)
+    if not MIN_PRIORITY <= priority <= MAX_PRIORITY:
+        problem = problem or (f"annotation {ANNOTATION_PRIORITY}={priority} is outside {MIN_PRIORITY}..{MAX_PRIORITY}")
+        priority = 0
     position = annotations.get(ANNOTATION_QUEUE_POSITION, "")
     learnt = _seconds(annotations.get(ANNOTATION_EXIT_SECONDS))
     return Job(
@@ -102,11 +113,12 @@ def _read_job(wf: dict[str, Any], service: str | None) -> Job | None:
         service=labels.get(LABEL_SERVICE, ""),
         replicas=replicas,
         state=state,
-        priority=_int(annotations.get(ANNOTATION_PRIORITY), 0),
+        priority=priority,
         created=_timestamp(meta.get("creationTimestamp")) or 0.0,
         progress_at=_timestamp(annotations.get(ANNOTATION_PROGRESS)),
         started=_timestamp(status.get("startedAt")),
-        parked_from=annotations.get(ANNOTATION_PARKED_FROM),
+        parked_from=_object_name(annotations.get(ANNOTATION_PARKED_FROM)),
+        run_id=run_id(wf),
         checkpoint_prefix=_checkpoint_prefix(wf),
         finishing=finishing,
         problem=problem,
@@ -148,6 +160,24 @@ def _whole(text: str | None) -> int | None:
     turn reading the workflow into an exception.
     """
     return int(text) if text is not None and text.isascii() and text.isdigit() else None
+
+
+def run_id(wf: dict[str, Any]) -> str | None:
+    """The run a workflow belongs to (its checkpoints' identity): the run-id label, else its parameter; None if neither is a name."""
+    labels = _str_map(_dict(wf.get("metadata")).get("labels"))
+    for value in (labels.get(LABEL_RUN_ID), _parameters(wf).get("run-id")):
+        if value and _is_name(value, 63):
+            return value
+    return None
+
+
+def _object_name(value: str | None) -> str | None:
+    """A tenant-written object name, if it is one (a DNS subdomain); None for anything else."""
+    return value if value and _is_name(value, 253) else None
+
+
+def _is_name(value: str, limit: int) -> bool:
+    return len(value) <= limit and value.isascii() and bool(_NAME.match(value))
 
 
 def _dict(value: Any) -> dict[str, Any]:
@@ -250,11 +280,28 @@ def build_parked_copy(old: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def is_own_copy(existing: dict[str, Any], original: dict[str, Any]) -> bool:
+    """Whether `existing` is `original`'s parked copy: linked by the original's UID (the API server's, not a name)."""
+    meta = _dict(existing.get("metadata"))
+    uid = str(_dict(original.get("metadata")).get("uid") or "")
+    return bool(uid) and _str_map(meta.get("labels")).get(LABEL_COPY_OF) == uid
+
+
 def check_own_copy(existing: dict[str, Any], original: dict[str, Any], namespace: str) -> None:
     """Raise unless `existing` (an object found under the copy's name) is `original`'s parked copy."""
-    labels = (existing.get("metadata") or {}).get("labels") or {}
-    uid = str((original.get("metadata") or {}).get("uid") or "")
-    if not uid or labels.get(LABEL_COPY_OF) != uid:
+    if not is_own_copy(existing, original):
         name = (existing.get("metadata") or {}).get("name")
         raise ClusterError(f"park workflow {namespace}/{original['metadata']['name']}: the name {name} is taken by "
                            "a workflow that is not its copy")
+
+
+def elsewhere(copy_: dict[str, Any]) -> dict[str, Any]:
+    """The copy under a name the API server makes unique (`generateName`): its own name is taken by another workflow.
+
+    Names of the gate's objects are never a tenant's choice: a decoy under the copy's usual name
+    neither fails the park nor is taken for the copy.
+    """
+    out = copy.deepcopy(copy_)
+    name = out["metadata"].pop("name")
+    out["metadata"]["generateName"] = f"{name[:240]}-"
+    return out

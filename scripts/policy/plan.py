@@ -14,6 +14,7 @@ from offhours.scripts.policy.decide import Decision
 # A job's state in the plan is its workflow's offhours.io/state label.
 PARKED = STATE_PARKED
 ADMITTED = STATE_ADMITTED
+UNMANAGED = "unmanaged"  # runs without the gate's admission (never a label: the gate's reading of one)
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,7 @@ class Job:
     original_succeeded: bool = False
     exit_seconds: float | None = None  # how long a stop takes to give its GPUs back; None: not known to the caller
     exit_learnt: bool = False  # exit_seconds was measured at the run's last stop (the gate writes it at admission)
+    run_id: str | None = None  # the run it belongs to: one run never runs twice at once (it shares checkpoints)
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,7 @@ class Plan:
     lent_after: int = 0
     notes: tuple[str, ...] = field(default_factory=tuple)
     delete: tuple[Job, ...] = ()  # parked copies whose original completed: nothing left to run
+    cancel: tuple[Job, ...] = ()  # stopped without a copy: another workflow of the same run carries it on
     waiting: tuple[tuple[Job, int, str], ...] = ()  # parked jobs left waiting: (job, queue position, why)
 
 
@@ -91,8 +94,12 @@ def plan(decision: Decision, baseline: int, jobs: Sequence[Job], now: float, exp
     replicas go to what the decision needs even if not enough can be stopped: serving first,
     the scheduler evicts research pods (low priority) for serving pods.
     """
+    cancel = _duplicates(jobs)
+    cancelled = {j.name for j in cancel}
     admitted = [j for j in jobs if j.state == ADMITTED]
-    lent = sum(j.replicas for j in admitted)
+    lent = sum(j.replicas for j in admitted if j.name not in cancelled)
+    admitted = [j for j in admitted if j.name not in cancelled]
+    jobs = [j for j in jobs if j.name not in cancelled]
     target = decision.target_lent
     notes: list[str] = []
     admit: list[Job] = []
@@ -146,15 +153,44 @@ def plan(decision: Decision, baseline: int, jobs: Sequence[Job], now: float, exp
     if explain:
         queue = _queue(jobs, deleted) if queue is None else queue
         waiting = _waiting(decision, jobs, queue, deleted, {j.name for j in admit}, lent)
-    return Plan(decision.service, scale_to, tuple(admit), tuple(stop), tuple(adopt), lent, tuple(notes), delete, waiting)
+    notes.extend(f"{j.name} runs run {j.run_id} that another workflow carries: stopped, not parked again" for j in cancel)
+    return Plan(decision.service, scale_to, tuple(admit), tuple(stop), tuple(adopt), lent, tuple(notes), delete,
+                waiting=waiting, cancel=cancel)
+
+
+def _duplicates(jobs: Sequence[Job]) -> tuple[Job, ...]:
+    """Running workflows of a run that another workflow carries: one run never runs twice at once.
+
+    Argo's `retry` runs a preempted workflow again, `resubmit` makes a new one of the same run, `resume`
+    starts a parked one without admission. Per run id, the admitted workflow carries the run; without one,
+    a parked workflow of it does (the gate admits it in its turn); without either, the oldest running one.
+    The others are duplicates, stopped without a copy (their work goes on in the one that carries it).
+    """
+    by_run: dict[str, list[Job]] = {}
+    for job in jobs:
+        if job.run_id:
+            by_run.setdefault(job.run_id, []).append(job)
+    out: list[Job] = []
+    for group in by_run.values():
+        running = sorted((j for j in group if j.state in (ADMITTED, UNMANAGED)),
+                         key=lambda j: (j.state != ADMITTED, j.created, j.name))
+        if len(running) < 1:
+            continue
+        waiting = any(j.state == PARKED for j in group)
+        keep = running[0] if running[0].state == ADMITTED or not waiting else None
+        out.extend(j for j in running if j is not keep and not j.finishing)
+    return tuple(out)
 
 
 def _queue(jobs: Sequence[Job], deleted: set[str]) -> list[Job]:
     """Return the jobs that may be admitted, in order: running-unadmitted first, then parked by priority and age."""
     # A parked copy whose original still runs (a gate stopped between parking and stopping) waits.
+    # A job of a run that already runs waits for it (one run never runs twice at once).
     active = {j.name for j in jobs if j.state != PARKED}
+    running_runs = {j.run_id for j in jobs if j.state != PARKED and j.run_id}
     admissible = [j for j in jobs if j.state != ADMITTED and j.name not in deleted and j.problem is None
-                  and (j.state != PARKED or (j.original_done and j.parked_from not in active))]
+                  and j.original_done and j.parked_from not in active
+                  and (j.state != PARKED or j.run_id is None or j.run_id not in running_runs)]
     admissible.sort(key=lambda j: (j.state == PARKED, -j.priority, j.created, j.name))
     return admissible
 

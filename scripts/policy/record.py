@@ -37,6 +37,16 @@ class ServiceRecord:
     samples: dict[str, CounterSample] = field(default_factory=dict)
     last_decision: dict[str, Any] = field(default_factory=dict)
     needs: tuple[tuple[float, float], ...] = ()  # (time, fractional replicas the rates took): the look-ahead's history
+    # What the gate itself admitted of this incarnation: workflow UID -> replicas lent. Only these count as
+    # lent (a tenant can copy any mark a workflow carries, never this). None: a record written before the
+    # gate kept it, or none at all (the workflows' marks are then the only evidence left).
+    admitted: dict[str, int] | None = None
+    deployment: str = ""  # the Deployment's name: what a service removed from the configuration gets back
+
+    @property
+    def lent(self) -> int:
+        """Replicas the gate recorded as lent (its admissions)."""
+        return sum((self.admitted or {}).values())
 
     def to_json(self) -> str:
         """Serialise compactly (the ConfigMap's `state.json`)."""
@@ -51,6 +61,8 @@ class ServiceRecord:
             "samples": {key: [round(s.at, 3), *s.counters] for key, s in sorted(self.samples.items())},
             "lastDecision": self.last_decision,
             "needs": [[round(t, 3), round(n, 4)] for t, n in self.needs],
+            **({"admitted": dict(sorted(self.admitted.items()))} if self.admitted is not None else {}),
+            **({"deployment": self.deployment} if self.deployment else {}),
         }, separators=(",", ":"))
 
     @classmethod
@@ -79,6 +91,8 @@ class ServiceRecord:
                 samples=samples,
                 last_decision=dict(raw.get("lastDecision") or {}),
                 needs=tuple((_finite(t), _finite(n)) for t, n in raw.get("needs") or []),
+                admitted=None if raw.get("admitted") is None else {str(k): _count(v) for k, v in raw["admitted"].items()},
+                deployment=str(raw.get("deployment") or ""),
             )
         except (ValueError, TypeError, IndexError, AttributeError, KeyError):
             return cls()
@@ -173,8 +187,10 @@ def own_baseline(record: ServiceRecord, uid: str, writes_to: str, observed: int,
             note = f"a new Deployment (uid {uid}) replaced the one the gate knew: baseline starts at {observed + lent}"
         elif record.writes_to and record.writes_to != writes_to:
             note = f"the gate now writes {writes_to} (was {record.writes_to}): baseline starts at {observed + lent}"
+        same = record.deployment_uid == uid
         base = ServiceRecord(deployment_uid=uid, writes_to=writes_to, baseline=observed + lent, applied=observed,
-                             samples=record.samples if record.deployment_uid == uid else {})
+                             samples=record.samples if same else {}, deployment=record.deployment,
+                             admitted=record.admitted if same else ({} if record.deployment_uid else None))
         return Ownership(observed + lent, base, note)
     assert record.baseline is not None
     if record.applied is None or observed in (record.applied, record.applying_from):
