@@ -18,6 +18,7 @@ from kubernetes.client.exceptions import ApiException
 
 from offhours.scripts.cluster.base import Autoscaler, ClusterError, Deployment, Pod, stop_notes
 from offhours.scripts.cluster.errors import failed_call
+from offhours.scripts.cluster.lease import LeaseObserver
 from offhours.scripts.cluster.workflow import (
     PLURAL,
     build_parked_copy,
@@ -74,7 +75,7 @@ class KubeCluster:
     """The real cluster."""
 
     def __init__(self, api_client: client.ApiClient | None = None, retries: int = 5, backoff: float = 0.2,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] = time.sleep, monotonic: Callable[[], float] = time.monotonic) -> None:
         self.api = api_client or client.ApiClient()
         # Typed Any: the client's models make every field Optional; the API server fills them.
         self.apps: Any = client.AppsV1Api(self.api)
@@ -85,6 +86,7 @@ class KubeCluster:
         self.retries = retries
         self.backoff = backoff
         self.sleep = sleep
+        self.lease_observer = LeaseObserver(monotonic)
 
     def _call(self, what: str, fn: Callable[[], T], accept: dict[int, T] | None = None) -> T:
         """Call the API, retrying transient answers; `accept` maps statuses that are a result, not an error."""
@@ -371,9 +373,12 @@ class KubeCluster:
 
             return self._call(f"create lease {namespace}/{LEASE_NAME}", create, accept=lost)
         spec = lease.spec
-        renewed = spec.renew_time or spec.acquire_time
-        expired = renewed is None or (now - renewed).total_seconds() > (spec.lease_duration_seconds or 0)
-        if spec.holder_identity not in (None, "", holder) and not expired:
+        # Expiry is observed on this process's clock (the holder's renewTime is its own clock's reading).
+        record = (spec.holder_identity, spec.renew_time, spec.acquire_time, spec.lease_duration_seconds,
+                  spec.lease_transitions)
+        free = spec.holder_identity in (None, "", holder)
+        expired = not free and self.lease_observer.expired(record, spec.lease_duration_seconds or 0)
+        if not free and not expired:
             return False
         if spec.holder_identity != holder or expired:
             spec.acquire_time = now

@@ -124,14 +124,18 @@ def plan(decision: Decision, baseline: int, jobs: Sequence[Job], now: float, exp
     elif target > lent:
         room, ceiling_room = target - lent, max(decision.ceiling, target) - lent
         queue = _queue(jobs, deleted)
+        started: set[str | None] = set()
         for job in queue:
             # The first job that fits under what stayed lendable over the whole window may exceed
             # one lend step (else the step would starve every large job); the rest fit the step.
             first = not admit and not adopt
             if not first and room <= 0:
                 break  # the step is used up: no job behind fits
+            if job.run_id is not None and job.run_id in started:
+                continue  # another workflow of its run starts now
             if job.replicas > 0 and (job.replicas <= room or (first and job.replicas <= ceiling_room)):
                 (admit if job.state == PARKED else adopt).append(job)
+                started.add(job.run_id)
                 room -= job.replicas
                 ceiling_room -= job.replicas
                 lent += job.replicas
