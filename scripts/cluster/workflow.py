@@ -103,7 +103,8 @@ def _read_job(wf: dict[str, Any], service: str | None) -> Job | None:
     replicas = (_whole(replicas_text) or 0) if len(replicas_text) <= 4 else 0
     if replicas <= 0:
         problem = f"label {LABEL_REPLICAS}={replicas_text!r} is not a positive whole number of replicas"
-    priority = _int(annotations.get(ANNOTATION_PRIORITY), 0)
+    priority = _signed(annotations.get(ANNOTATION_PRIORITY))
+    priority = 0 if priority is None else priority  # unreadable: the default, as `offhours submit` writes it
     if not MIN_PRIORITY <= priority <= MAX_PRIORITY:
         problem = problem or (f"annotation {ANNOTATION_PRIORITY}={priority} is outside {MIN_PRIORITY}..{MAX_PRIORITY}")
         priority = 0
@@ -179,6 +180,15 @@ def _object_name(value: str | None) -> str | None:
 
 def _is_name(value: str, limit: int) -> bool:
     return len(value) <= limit and value.isascii() and bool(_NAME.match(value))
+
+
+def _signed(text: str | None) -> int | None:
+    """Return `text` as a whole number (ASCII digits, an optional sign, at most 20 characters), None for anything else."""
+    if text is None or len(text) > 20:
+        return None
+    digits = text[1:] if text[:1] in ("-", "+") else text
+    number = _whole(digits)
+    return None if number is None else (-number if text.startswith("-") else number)
 
 
 def _dict(value: Any) -> dict[str, Any]:

@@ -296,8 +296,8 @@ class Gate:
             if obs.writes_to == record.writes_to:
                 owned = own_baseline(record, dep.uid, obs.writes_to, obs.current, record.lent)
                 if obs.current < owned.baseline:
-                    self._apply(t, obs, owned.record, owned.baseline)
                     what = f"{obs.writes_to} restored from {obs.current} to its baseline {owned.baseline}"
+                    self._apply(t, obs, owned.record, owned.baseline)
                 else:
                     what = f"{obs.writes_to} already at {obs.current} (baseline {owned.baseline})"
         self._fence(t)
