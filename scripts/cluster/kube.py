@@ -277,7 +277,8 @@ class KubeCluster:
             made = self.custom.create_namespaced_custom_object(ARGO_GROUP, ARGO_VERSION, namespace, PLURAL, body)
             return str(made["metadata"]["name"])
 
-        made = self._call(f"create parked copy {namespace}/{name}", partial(create, new), accept={409: None})
+        conflict: dict[int, str | None] = {409: None}
+        made = self._call(f"create parked copy {namespace}/{name}", partial(create, new), accept=conflict)
         if made is not None:
             return made
         existing = self.workflow(namespace, name)  # 409: a retried tick's copy, or someone else's workflow

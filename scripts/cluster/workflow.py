@@ -98,16 +98,9 @@ def _read_job(wf: dict[str, Any], service: str | None) -> Job | None:
         state = UNMANAGED
     else:
         state = ADMITTED
-    problem = None
-    replicas_text = labels.get(LABEL_REPLICAS, "")
-    replicas = (_whole(replicas_text) or 0) if len(replicas_text) <= 4 else 0
-    if replicas <= 0:
-        problem = f"label {LABEL_REPLICAS}={replicas_text!r} is not a positive whole number of replicas"
-    priority = _signed(annotations.get(ANNOTATION_PRIORITY))
-    priority = 0 if priority is None else priority  # unreadable: the default, as `offhours submit` writes it
-    if not MIN_PRIORITY <= priority <= MAX_PRIORITY:
-        problem = problem or (f"annotation {ANNOTATION_PRIORITY}={priority} is outside {MIN_PRIORITY}..{MAX_PRIORITY}")
-        priority = 0
+    replicas, problem = tenant_replicas(labels.get(LABEL_REPLICAS))
+    priority, priority_problem = tenant_priority(annotations.get(ANNOTATION_PRIORITY))
+    problem = problem or priority_problem
     position = annotations.get(ANNOTATION_QUEUE_POSITION, "")
     learnt = _seconds(annotations.get(ANNOTATION_EXIT_SECONDS))
     return Job(
@@ -164,17 +157,43 @@ def _whole(text: str | None) -> int | None:
     return int(text) if text is not None and text.isascii() and text.isdigit() else None
 
 
+def tenant_replicas(text: str | None) -> tuple[int, str | None]:
+    """Return the replicas a workflow borrows (its label, tenant-written): a small whole number > 0, else 0 and why."""
+    text = text or ""
+    replicas = (_whole(text) or 0) if len(text) <= 4 else 0
+    if replicas <= 0:
+        return 0, f"label {LABEL_REPLICAS}={text!r} is not a positive whole number of replicas"
+    return replicas, None
+
+
+def tenant_priority(text: str | None) -> tuple[int, str | None]:
+    """Return a workflow's admission priority (its annotation, tenant-written), and the problem if it is out of bounds.
+
+    Unreadable is the default (0), as `offhours submit` writes it; a number outside the bounds submit
+    enforces is a tenant's attempt to jump the queue: 0, and a problem (the job is never admitted).
+    """
+    priority = _signed(text)
+    if priority is None:
+        return 0, None
+    if not MIN_PRIORITY <= priority <= MAX_PRIORITY:
+        return 0, f"annotation {ANNOTATION_PRIORITY}={priority} is outside {MIN_PRIORITY}..{MAX_PRIORITY}"
+    return priority, None
+
+
 def run_id(wf: dict[str, Any]) -> str | None:
-    """The run a workflow belongs to (its checkpoints' identity): the run-id label, else its parameter; None if neither is a name."""
-    labels = _str_map(_dict(wf.get("metadata")).get("labels"))
-    for value in (labels.get(LABEL_RUN_ID), _parameters(wf).get("run-id")):
-        if value and _is_name(value, 63):
+    """Return the run a workflow belongs to (its checkpoints' identity): its run-id label, else parameter, if a name."""
+    labels = _dict(_dict(wf.get("metadata")).get("labels"))
+    params = _dict(_dict(wf.get("spec")).get("arguments")).get("parameters")
+    declared = [p.get("value") for p in params if isinstance(p, dict) and p.get("name") == "run-id"] \
+        if isinstance(params, list) else []
+    for value in (labels.get(LABEL_RUN_ID), *declared[:1]):
+        if isinstance(value, str) and value and _is_name(value, 63):
             return value
     return None
 
 
 def _object_name(value: str | None) -> str | None:
-    """A tenant-written object name, if it is one (a DNS subdomain); None for anything else."""
+    """Return a tenant-written object name if it is one (a DNS subdomain); None for anything else."""
     return value if value and _is_name(value, 253) else None
 
 
@@ -307,7 +326,7 @@ def check_own_copy(existing: dict[str, Any], original: dict[str, Any], namespace
 
 
 def elsewhere(copy_: dict[str, Any]) -> dict[str, Any]:
-    """The copy under a name the API server makes unique (`generateName`): its own name is taken by another workflow.
+    """Return the copy under a name the API server makes unique (`generateName`): its own is taken by another workflow.
 
     Names of the gate's objects are never a tenant's choice: a decoy under the copy's usual name
     neither fails the park nor is taken for the copy.

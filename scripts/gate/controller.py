@@ -645,7 +645,7 @@ class Gate:
 
 
 def counted_jobs(jobs: list[Job], record: ServiceRecord, uid: str) -> list[Job]:
-    """The jobs with only the gate's own admissions of this incarnation counted as admitted.
+    """Return the jobs with only the gate's own admissions of this incarnation counted as admitted.
 
     Anything on a workflow a tenant can write, so its label and its `borrowed-from` mark can be copied
     (by hand, or by `argo resubmit`): what counts is the record the gate keeps of what it admitted, and

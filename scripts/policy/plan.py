@@ -163,7 +163,7 @@ def plan(decision: Decision, baseline: int, jobs: Sequence[Job], now: float, exp
 
 
 def _duplicates(jobs: Sequence[Job]) -> tuple[Job, ...]:
-    """Running workflows of a run that another workflow carries: one run never runs twice at once.
+    """Return the running workflows of a run that another workflow carries: one run never runs twice at once.
 
     Argo's `retry` runs a preempted workflow again, `resubmit` makes a new one of the same run, `resume`
     starts a parked one without admission. Per run id, the admitted workflow carries the run; without one,

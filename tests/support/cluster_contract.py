@@ -8,9 +8,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Protocol
 
-import pytest
-
-from offhours.scripts.cluster.base import Cluster, ClusterError
+from offhours.scripts.cluster.base import Cluster
 from offhours.scripts.policy.plan import ADMITTED, PARKED
 
 
