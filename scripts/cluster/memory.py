@@ -23,7 +23,7 @@ from offhours.scripts.names import (
     ANNOTATION_RETURNED_AT,
     ANNOTATION_WAITING_REASON,
     ARGO_API_VERSION,
-    ARGO_LABEL_PREFIX,
+    ARGO_LABEL_DOMAIN,
     ARGO_RESUBMITTED_LABEL,
     FINISHED_PHASES,
     JOB_TEMPLATE,
@@ -262,7 +262,7 @@ class MemoryCluster:
         self.changes += 1
 
     # -- Argo's own verbs, as Argo v4 applies them (test helpers: a person runs them with `argo <verb>`) ----------
-    def argo_verb(self, verb: str, namespace: str, name: str) -> str | None:
+    def argo_verb(self, verb: str, namespace: str, name: str, new_name: str | None = None) -> str | None:
         """Apply `argo <verb>` to a workflow as Argo's server does; return the name of a workflow it created.
 
         retry: a Failed or Errored workflow runs again (phase Running, `shutdown` cleared, labels kept as they
@@ -279,9 +279,9 @@ class MemoryCluster:
         elif verb == "resubmit":
             new = copy.deepcopy(wf)
             meta = new["metadata"]
-            meta["name"] = f"{name[:240]}-{uuid.uuid4().hex[:5]}"
+            meta["name"] = new_name or f"{name[:240]}-{uuid.uuid4().hex[:5]}"
             meta["uid"], meta["creationTimestamp"] = str(uuid.uuid4()), self.clock
-            meta["labels"] = {k: v for k, v in meta.get("labels", {}).items() if not k.startswith(ARGO_LABEL_PREFIX)}
+            meta["labels"] = {k: v for k, v in meta.get("labels", {}).items() if not k.startswith(f"{ARGO_LABEL_DOMAIN}/")}
             meta["labels"][ARGO_RESUBMITTED_LABEL] = name
             new["spec"].pop("shutdown", None)
             new["status"] = {"phase": "Running"}

@@ -27,7 +27,7 @@ from offhours.scripts.names import (
     ANNOTATION_ROOT,
     ANNOTATION_WAITING_REASON,
     ARGO_API_VERSION,
-    ARGO_LABEL_PREFIX,
+    ARGO_LABEL_DOMAIN,
     FINISHED_PHASES,
     LABEL_COPY_OF,
     LABEL_REPLICAS,
@@ -286,7 +286,7 @@ def build_parked_copy(old: dict[str, Any]) -> dict[str, Any]:
     id; the preemption count goes up by one, so preemptions are told apart from failures.
     """
     meta = old["metadata"]
-    labels = {k: v for k, v in (meta.get("labels") or {}).items() if not k.startswith(ARGO_LABEL_PREFIX)}
+    labels = {k: v for k, v in (meta.get("labels") or {}).items() if not k.startswith(f"{ARGO_LABEL_DOMAIN}/")}
     labels[LABEL_STATE] = STATE_PARKED
     labels[LABEL_COPY_OF] = str(meta.get("uid") or "")
     run_id = _parameters(old).get("run-id")

@@ -281,25 +281,34 @@ class Gate:
                                f"{_describe(err)}", service)
 
     def _release(self, t: _Tick, service: str) -> None:
-        ns = self.config.namespace
+        ns, wf_ns = self.config.namespace, self.config.workflow_namespace
         text = self.cluster.read_state(ns, service)
         record = ServiceRecord.from_json(text)
-        note = self._unrecorded.get(service) or self._lease_note(t, service)
-        dep = self.cluster.find_deployment(ns, record.deployment or service) if record.baseline is not None else None
-        if note is not None and dep is not None:
-            record = note.supersede(record, text, dep.uid, record.writes_to)
+        dep = self.cluster.find_deployment(ns, record.deployment or service)
         what = "nothing to give back"
-        if dep is not None and record.baseline is not None and dep.uid == record.deployment_uid:
+        if dep is not None:
             scaler = self.cluster.autoscaler(dep)
-            policy = ServicePolicy(name=service, capacity=Capacity(), deployment=dep.name)
-            obs = Observed(policy, dep, scaler, record, [], [], text)
-            if obs.writes_to == record.writes_to:
-                owned = own_baseline(record, dep.uid, obs.writes_to, obs.current, record.lent)
-                if obs.current < owned.baseline:
-                    what = f"{obs.writes_to} restored from {obs.current} to its baseline {owned.baseline}"
-                    self._apply(t, obs, owned.record, owned.baseline)
-                else:
-                    what = f"{obs.writes_to} already at {obs.current} (baseline {owned.baseline})"
+            obs = Observed(ServicePolicy(name=service, capacity=Capacity(), deployment=dep.name), dep, scaler, record,
+                           [], [], text)
+            note = self._unrecorded.get(service) or self._lease_note(t, service)
+            if note is not None:
+                record = obs.record = note.supersede(record, text, dep.uid, obs.writes_to)
+            # What the gate lent of this incarnation (by its record; by the marks if the record is unreadable).
+            jobs = [j for j in counted_jobs(self.cluster.jobs(wf_ns, service), record, dep.uid) if j.state == ADMITTED]
+            owned = own_baseline(record, dep.uid, obs.writes_to, obs.current, sum(j.replicas for j in jobs))
+            if obs.current < owned.baseline:
+                what = f"{obs.writes_to} restored from {obs.current} to its baseline {owned.baseline}"
+                self._apply(t, obs, owned.record, owned.baseline)
+            elif jobs:
+                what = f"{obs.writes_to} already at {obs.current} (baseline {owned.baseline})"
+            # Then its jobs give the GPUs back too (parked again, as in any reclaim): nothing lent is left behind
+            # to be counted again if the service comes back. A failure keeps the record for the next tick.
+            outcome = ServiceOutcome(service)
+            for job in jobs:
+                self._fence(t)
+                self._park_and_stop(t, wf_ns, job, outcome)
+            if outcome.parked:
+                what += f"; stopped and parked again {', '.join(outcome.parked)}"
         self._fence(t)
         self.cluster.delete_state(ns, service)
         self._recorded(t, service)

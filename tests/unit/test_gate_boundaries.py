@@ -100,6 +100,7 @@ def test_a_service_removed_from_the_config_while_lending_gets_its_replicas_back(
     events = [e for e in w.cluster.events if e.reason == EVENT_SERVICE_RELEASED]
     assert [(e.kind, e.name, e.warning) for e in events] == [("Deployment", "chat", True)]
     assert "restored from 4 to its baseline 8" in events[0].message
+    assert [w.state(j) for j in ("job-0", "job-1", "job-0-p1", "job-1-p1")] == ["preempted"] * 2 + ["parked"] * 2
     w.tick()
     assert [e.reason for e in w.cluster.events].count(EVENT_SERVICE_RELEASED) == 1  # forgotten once given back
 
