@@ -22,6 +22,7 @@ start), so the gate's reaction time to a load rise is the tick that sees it plus
 import copy
 import io
 import math
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -41,7 +42,6 @@ from offhours.scripts.names import (
     ANNOTATION_PRIORITY,
     ANNOTATION_PROGRESS,
     ANNOTATION_ROOT,
-    ARGO_RESUBMITTED_LABEL,
     FINISHED_PHASES,
     LABEL_COPY_OF,
     LABEL_REPLICAS,
@@ -358,8 +358,9 @@ class World:
         total = 0
         for wf in self.workflows(service):
             meta, spec = wf["metadata"], wf["spec"]
-            # What a workflow was submitted with (a resubmitted one: what its original was).
-            size = self.submitted.get(run_of(wf), self.submitted.get(meta["labels"].get(ARGO_RESUBMITTED_LABEL, ""), 0))
+            # What a workflow was submitted with: its first workflow's (copies, resubmits and reruns are named after it).
+            first = re.match(r"^[a-z]+-job\d+", meta["name"])
+            size = self.submitted.get(first.group(0), 0) if first else 0
             if (meta["labels"].get(LABEL_STATE) == ADMITTED and wf.get("status", {}).get("phase") not in FINISHED_PHASES
                     and not spec.get("shutdown") and not wf.get("status", {}).get("nodes")
                     and meta["name"] in self.cluster.admitted_by_gate
