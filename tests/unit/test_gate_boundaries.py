@@ -178,3 +178,16 @@ def test_a_new_process_waits_a_whole_lease_before_taking_a_dead_holders() -> Non
 
 def test_the_gate_config_of_these_tests_has_both_services() -> None:
     assert [p.name for p in config().services] == ["chat", "code"] and TICK == 60.0
+
+
+def test_the_admission_record_round_trips_and_a_forged_one_is_no_memory() -> None:
+    """Fault: someone with rights on the state ConfigMap writes an admission record that is not one."""
+    from offhours.scripts.policy.record import ServiceRecord
+
+    record = ServiceRecord(deployment_uid="u", baseline=8, admitted={"wf-1": 2, "wf-2": 1}, deployment="chat")
+    again = ServiceRecord.from_json(record.to_json())
+    assert (again.admitted, again.lent, again.deployment) == ({"wf-1": 2, "wf-2": 1}, 3, "chat")
+    assert ServiceRecord.from_json('{"baseline":8}').admitted is None  # before the gate kept one: the marks decide
+    for bad in ('{"baseline":8,"admitted":{"wf":-1}}', '{"baseline":8,"admitted":{"wf":"2"}}',
+                '{"baseline":8,"admitted":["wf"]}', '{"baseline":8,"admitted":{"wf":1e9}}'):
+        assert ServiceRecord.from_json(bad) == ServiceRecord(), bad
