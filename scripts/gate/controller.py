@@ -662,7 +662,8 @@ def counted_jobs(jobs: list[Job], record: ServiceRecord, uid: str) -> list[Job]:
     as the only evidence. Anything else labelled admitted runs without admission: adopted or stopped.
     """
     out = []
-    for job in jobs:
+    marked: set[str] = set()  # runs already counted by their mark (`argo resubmit` copies it: one per run)
+    for job in sorted(jobs, key=lambda j: (j.created, j.name)):
         if job.state != ADMITTED:
             out.append(job)
         elif record.deployment_uid and record.deployment_uid != uid:
@@ -670,11 +671,14 @@ def counted_jobs(jobs: list[Job], record: ServiceRecord, uid: str) -> list[Job]:
         elif record.admitted is not None:
             lent = record.admitted.get(job.uid) if job.uid else None
             out.append(replace(job, state=UNMANAGED) if lent is None else replace(job, replicas=lent))
-        elif uid and job.borrowed_from != uid:
+        elif (uid and job.borrowed_from != uid) or (job.run_id is not None and job.run_id in marked):
             out.append(replace(job, state=UNMANAGED))
         else:
             out.append(job)
-    return out
+            if job.run_id is not None:
+                marked.add(job.run_id)
+    order = {j.name: i for i, j in enumerate(jobs)}
+    return sorted(out, key=lambda j: order.get(j.name, 0))
 
 
 def _describe(err: BaseException) -> str:

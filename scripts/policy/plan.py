@@ -148,8 +148,10 @@ def plan(decision: Decision, baseline: int, jobs: Sequence[Job], now: float, exp
             stop.append(job)
             notes.append(f"{job.name} runs without admission and does not fit: stopped and parked again")
         elif job.state == ADMITTED and job.problem and job not in stop:
-            # Its replica count cannot be read any more (a tenant rewrote the label): what it holds is unknown.
+            # A value on it cannot be trusted any more (a tenant rewrote its label): stopped, and what it was
+            # lent goes back to serving now.
             stop.append(job)
+            lent -= job.replicas
             notes.append(f"{job.name} was admitted but {job.problem}: stopped and parked again")
 
     scale_to = baseline - min(lent, target) if target < decision.lent else baseline - lent
