@@ -297,7 +297,8 @@ def build_parked_copy(old: dict[str, Any]) -> dict[str, Any]:
     annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k not in dropped}
     annotations[ANNOTATION_PREEMPTIONS] = str(max(0, _int(annotations.get(ANNOTATION_PREEMPTIONS), 0)) + 1)
     annotations[ANNOTATION_PARKED_FROM] = meta["name"]
-    annotations[ANNOTATION_ROOT] = root = annotations.get(ANNOTATION_ROOT) or meta["name"]
+    # The run's first name, if it is one: a tenant's value that is no object name would make the create fail.
+    annotations[ANNOTATION_ROOT] = root = _object_name(annotations.get(ANNOTATION_ROOT)) or meta["name"]
     spec = copy.deepcopy(old["spec"])
     spec.pop("shutdown", None)
     spec["suspend"] = True

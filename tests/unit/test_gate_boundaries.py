@@ -191,3 +191,12 @@ def test_the_admission_record_round_trips_and_a_forged_one_is_no_memory() -> Non
     for bad in ('{"baseline":8,"admitted":{"wf":-1}}', '{"baseline":8,"admitted":{"wf":"2"}}',
                 '{"baseline":8,"admitted":["wf"]}', '{"baseline":8,"admitted":{"wf":1e9}}'):
         assert ServiceRecord.from_json(bad) == ServiceRecord(), bad
+
+
+def test_a_first_name_that_is_no_object_name_never_blocks_the_park() -> None:
+    """Fault: a tenant writes a first-name annotation the API server would refuse as a name."""
+    from offhours.scripts.cluster.workflow import build_parked_copy
+
+    original = {"metadata": {"name": "train", "uid": "u1", "labels": {},
+                             "annotations": {"offhours.io/first-name": "Not A Name/../x"}}, "spec": {}}
+    assert build_parked_copy(original)["metadata"]["name"] == "train-p1"
