@@ -159,6 +159,7 @@ class Gate:
     # Raises written while the record could not be: remembered in this process and noted on the Lease,
     # so the next tick (of this process or another) does not take the gate's own raise for someone else's.
     _unrecorded: dict[str, UnrecordedWrite] = field(default_factory=dict)
+    _unlisted: bool = False  # listing the gate's records failed once (said once per process)
 
     @property
     def lease_seconds(self) -> int:
@@ -269,7 +270,10 @@ class Gate:
         try:
             removed = [s for s in self.cluster.state_services(ns) if s not in configured]
         except Exception as err:  # noqa: BLE001 - advisory for this tick: the next one lists them again
-            self.log.warning(f"could not list the gate's records: {_describe(err)}")
+            if not self._unlisted:  # once per process: a Role without the right would say it every tick
+                self.log.warning(f"could not list the gate's records (a service removed from the configuration "
+                                 f"gets back what was lent only when it can): {_describe(err)}")
+            self._unlisted = True
             return
         for service in removed:
             try:
