@@ -149,7 +149,7 @@ class SimCluster(MemoryCluster):
     calls_seen: int = 0
     faulted: set[str] = field(default_factory=set)  # services that took a fault this tick
     dead_lease: tuple[str | None, float] | None = None
-    admitted_by_gate: set[str] = field(default_factory=set)  # workflows the gate itself admitted or adopted
+    admitted_by_gate: dict[str, str] = field(default_factory=dict)  # workflows the gate admitted or adopted -> against which UID
     lowered: list[str] = field(default_factory=list)  # services whose serving a write lowered, this tick
 
     def _call(self, what: str) -> None:
@@ -178,11 +178,11 @@ class SimCluster(MemoryCluster):
 
     def admit(self, namespace: str, job: Any, deployment_uid: str = "") -> None:
         super().admit(namespace, job, deployment_uid)
-        self.admitted_by_gate.add(job.name)
+        self.admitted_by_gate[job.name] = deployment_uid
 
     def adopt(self, namespace: str, job: Any, deployment_uid: str = "") -> None:
         super().adopt(namespace, job, deployment_uid)
-        self.admitted_by_gate.add(job.name)
+        self.admitted_by_gate[job.name] = deployment_uid
 
     def scale(self, dep: Any, replicas: int) -> None:
         before = self.deployments[(dep.namespace, dep.name)].replicas if (dep.namespace, dep.name) in self.deployments else None
@@ -365,8 +365,9 @@ class World:
             size = self.submitted.get(first.group(0), 0) if first else 0
             if (meta["labels"].get(LABEL_STATE) == ADMITTED and wf.get("status", {}).get("phase") not in FINISHED_PHASES
                     and not spec.get("shutdown") and not wf.get("status", {}).get("nodes")
-                    and (meta["name"] in self.cluster.admitted_by_gate or readable)
-                    and meta.get("annotations", {}).get(ANNOTATION_BORROWED_FROM) == uid):
+                    # The truth: the gate admitted it against this incarnation; without its memory, the mark says so.
+                    and (self.cluster.admitted_by_gate.get(meta["name"]) == uid if not readable
+                         else meta.get("annotations", {}).get(ANNOTATION_BORROWED_FROM) == uid)):
                 run = str(meta["labels"].get(LABEL_RUN_ID) or "")
                 if readable and run and run in runs:
                     continue
@@ -564,7 +565,7 @@ class GateCampaign(RuleBasedStateMachine):
         t.pending = m.pending & {CLEAN}
         t.unsure = {k: v for k, v in m.unsure.items() if k == CLEAN}
         t.clean[CLEAN] = list(m.clean[CLEAN])
-        t.cluster.admitted_by_gate = {n for n in m.cluster.admitted_by_gate if service_of(n) == CLEAN}
+        t.cluster.admitted_by_gate = {n: u for n, u in m.cluster.admitted_by_gate.items() if service_of(n) == CLEAN}
         t.touched = {r for r in m.touched if service_of(r) == CLEAN}
         t.gate = t.new_gate()
 
