@@ -208,8 +208,8 @@ class Gate:
             except Exception as err:  # noqa: BLE001 - any fault of one service is that service's failed tick
                 self._fail(t, policy, outcomes[policy.name], f"observe: {_describe(err)}", now)
         observed = self._refuse_shared_deployments(t, observed, outcomes, now)
+        readings = self._read(observed, now)  # right after observing: rates are read over the tick's own window
         self._release_removed(t)
-        readings = self._read(observed, now)
         for i, obs in enumerate(observed):
             outcome = outcomes[obs.policy.name]
             try:
