@@ -15,6 +15,10 @@ ARGO_API_VERSION = f"{ARGO_GROUP}/{ARGO_VERSION}"
 """`apiVersion` of every Argo object."""
 ARGO_CREATOR_LABEL = "workflows.argoproj.io/creator"
 """Set by the Argo server on workflows it creates for a logged-in person."""
+ARGO_LABEL_DOMAIN = "workflows.argoproj.io"
+"""The prefix (with a slash) of labels Argo's controller and server set on workflows (phase, completed, creator, ...)."""
+ARGO_RESUBMITTED_LABEL = "workflows.argoproj.io/resubmitted-from-workflow"
+"""Set by `argo resubmit` on the workflow it creates: the name of the one it was made from."""
 KEDA_GROUP, KEDA_VERSION = "keda.sh", "v1alpha1"
 """KEDA's ScaledObjects: with one present, lending caps its maxReplicas."""
 ARGO_COMPLETED_LABEL = "workflows.argoproj.io/completed"
@@ -156,8 +160,10 @@ EVENT_GATE_TICK_FAILED = "GateTickFailed"
 """A Warning: the service's tick failed (observing, deciding or acting); enough in a row restore its baseline."""
 EVENT_LENDING_EXPIRED = "LendingExpired"
 """A Warning from the backstop: no gate tick renewed the service's lending in time; serving got its baseline back."""
+EVENT_SERVICE_RELEASED = "ServiceReleased"
+"""A service left the gate configuration: what the gate had lent of it was given back and its record removed."""
 EVENT_REASONS = (EVENT_GPUS_LENT, EVENT_GPUS_RECLAIMED, EVENT_GATE_HOLD, EVENT_REPLICAS_ADOPTED, EVENT_GATE_TICK_FAILED,
-                 EVENT_LENDING_EXPIRED)
+                 EVENT_LENDING_EXPIRED, EVENT_SERVICE_RELEASED)
 """Every reason the gate records."""
 AGGREGATED_EVENT_REASONS = frozenset({EVENT_GATE_HOLD})
 """Reasons recorded as one Event per Deployment whose count rises: they repeat every tick while nothing changes."""

@@ -101,6 +101,18 @@ class Cluster(Protocol):
         """Return every stored memory of a service in `namespace`, service -> JSON text (the backstop's one read)."""
         ...
 
+    def state_services(self, namespace: str) -> list[str]:
+        """Return every service the gate keeps a memory of (its state ConfigMaps), configured or not."""
+        ...
+
+    def delete_state(self, namespace: str, service: str) -> None:
+        """Remove the gate's memory of `service`; a missing one is success."""
+        ...
+
+    def find_deployment(self, namespace: str, name: str) -> Deployment | None:
+        """Return the Deployment `name`, or None if there is none (any other failure raises)."""
+        ...
+
     def ready_pods(self, dep: Deployment) -> list[Pod]:
         """Return the Deployment's ready pods."""
         ...

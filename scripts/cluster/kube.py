@@ -9,6 +9,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
+from functools import partial
 from typing import Any, TypeVar
 
 import urllib3
@@ -17,11 +18,13 @@ from kubernetes.client.exceptions import ApiException
 
 from offhours.scripts.cluster.base import Autoscaler, ClusterError, Deployment, Pod, stop_notes
 from offhours.scripts.cluster.errors import failed_call
+from offhours.scripts.cluster.lease import LeaseObserver
 from offhours.scripts.cluster.workflow import (
     PLURAL,
     build_parked_copy,
-    check_own_copy,
+    elsewhere,
     exit_seconds_text,
+    is_own_copy,
     workflow_job,
 )
 from offhours.scripts.names import (
@@ -39,6 +42,7 @@ from offhours.scripts.names import (
     FINISHED_PHASES,
     KEDA_GROUP,
     KEDA_VERSION,
+    LABEL_COPY_OF,
     LABEL_MANAGED,
     LABEL_SERVICE,
     LABEL_STATE,
@@ -75,7 +79,7 @@ class KubeCluster:
     """The real cluster."""
 
     def __init__(self, api_client: client.ApiClient | None = None, retries: int = 5, backoff: float = 0.2,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] = time.sleep, monotonic: Callable[[], float] = time.monotonic) -> None:
         self.api = api_client or client.ApiClient()
         # Typed Any: the client's models make every field Optional; the API server fills them.
         self.apps: Any = client.AppsV1Api(self.api)
@@ -86,8 +90,9 @@ class KubeCluster:
         self.retries = retries
         self.backoff = backoff
         self.sleep = sleep
-        self.monotonic = time.monotonic
+        self.monotonic = monotonic
         self._hpa_lists: dict[str, tuple[float, list[Any]]] = {}
+        self.lease_observer = LeaseObserver(monotonic)
 
     def _call(self, what: str, fn: Callable[[], T], accept: dict[int, T] | None = None) -> T:
         """Call the API, retrying transient answers; `accept` maps statuses that are a result, not an error."""
@@ -215,6 +220,28 @@ class KubeCluster:
                 out[name[len(STATE_CONFIGMAP_PREFIX):]] = text
         return out
 
+    def state_services(self, namespace: str) -> list[str]:
+        """Return the services of every state ConfigMap (offhours-state-<service>, labelled managed)."""
+        return sorted(self.state_records(namespace))
+
+    def delete_state(self, namespace: str, service: str) -> None:
+        """Delete the ConfigMap offhours-state-<service>; a missing one is success."""
+        name = state_configmap_name(service)
+        self._call(f"delete configmap {namespace}/{name}", lambda: self.core.delete_namespaced_config_map(name, namespace),
+                   accept={404: None})
+
+    def find_deployment(self, namespace: str, name: str) -> Deployment | None:
+        """Return the Deployment `name`, or None if it does not exist."""
+        obj = self._call(f"get deployment {namespace}/{name}", lambda: self.apps.read_namespaced_deployment(name, namespace),
+                         accept={404: None})
+        if obj is None:
+            return None
+        return Deployment(namespace=namespace, name=obj.metadata.name,
+                          service=str((obj.metadata.labels or {}).get(LABEL_SERVICE, "")),
+                          replicas=int(obj.spec.replicas if obj.spec.replicas is not None else 1),
+                          annotations=dict(obj.metadata.annotations or {}),
+                          selector=dict(obj.spec.selector.match_labels or {}), uid=str(obj.metadata.uid or ""))
+
     def scale(self, dep: Deployment, replicas: int) -> None:
         """Set replicas through the scale subresource."""
         self._call(f"scale deployment {dep.namespace}/{dep.name} to {replicas}",
@@ -299,16 +326,26 @@ class KubeCluster:
         new = build_parked_copy(old)
         name = str(new["metadata"]["name"])
 
-        def create() -> bool:
-            self.custom.create_namespaced_custom_object(ARGO_GROUP, ARGO_VERSION, namespace, PLURAL, new)
-            return True
+        def create(body: dict[str, Any]) -> str | None:
+            made = self.custom.create_namespaced_custom_object(ARGO_GROUP, ARGO_VERSION, namespace, PLURAL, body)
+            return str(made["metadata"]["name"])
 
-        if not self._call(f"create parked copy {namespace}/{name}", create, accept={409: False}):
-            existing = self.workflow(namespace, name)  # 409: a retried tick's copy, or someone else's workflow
-            if existing is None:
-                raise ClusterError(f"create parked copy {namespace}/{name}: conflict, then gone")
-            check_own_copy(existing, old, namespace)
-        return name
+        conflict: dict[int, str | None] = {409: None}
+        made = self._call(f"create parked copy {namespace}/{name}", partial(create, new), accept=conflict)
+        if made is not None:
+            return made
+        existing = self.workflow(namespace, name)  # 409: a retried tick's copy, or someone else's workflow
+        if existing is None:
+            raise ClusterError(f"create parked copy {namespace}/{name}: conflict, then gone")
+        if is_own_copy(existing, old):
+            return name
+        uid = str(old["metadata"].get("uid") or "")
+        found = [wf for wf in self.list_workflows(namespace, f"{LABEL_COPY_OF}={uid}") if is_own_copy(wf, old)] if uid else []
+        if found:
+            return str(found[0]["metadata"]["name"])
+        made = self._call(f"create parked copy {namespace}/{name}-*", partial(create, elsewhere(new)))
+        assert made is not None
+        return made
 
     def delete_workflow(self, namespace: str, name: str) -> None:
         """Delete a workflow; a missing one is success."""
@@ -390,9 +427,12 @@ class KubeCluster:
 
             return self._call(f"create lease {namespace}/{LEASE_NAME}", create, accept=lost)
         spec = lease.spec
-        renewed = spec.renew_time or spec.acquire_time
-        expired = renewed is None or (now - renewed).total_seconds() > (spec.lease_duration_seconds or 0)
-        if spec.holder_identity not in (None, "", holder) and not expired:
+        # Expiry is observed on this process's clock (the holder's renewTime is its own clock's reading).
+        record = (spec.holder_identity, spec.renew_time, spec.acquire_time, spec.lease_duration_seconds,
+                  spec.lease_transitions)
+        free = spec.holder_identity in (None, "", holder)
+        expired = not free and self.lease_observer.expired(record, spec.lease_duration_seconds or 0)
+        if not free and not expired:
             return False
         if spec.holder_identity != holder or expired:
             spec.acquire_time = now

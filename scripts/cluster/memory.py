@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from offhours.scripts.cluster.base import Autoscaler, ClusterError, Deployment, Pod, stop_notes
-from offhours.scripts.cluster.workflow import build_parked_copy, check_own_copy, exit_seconds_text, workflow_job
+from offhours.scripts.cluster.workflow import build_parked_copy, elsewhere, exit_seconds_text, is_own_copy, workflow_job
 from offhours.scripts.names import (
     ANNOTATION_ADMITTED_AT,
     ANNOTATION_BORROWED_FROM,
@@ -23,9 +23,13 @@ from offhours.scripts.names import (
     ANNOTATION_RETURNED_AT,
     ANNOTATION_WAITING_REASON,
     ARGO_API_VERSION,
+    ARGO_LABEL_DOMAIN,
+    ARGO_RESUBMITTED_LABEL,
+    FINISHED_PHASES,
     JOB_TEMPLATE,
     LABEL_MANAGED,
     LABEL_REPLICAS,
+    LABEL_RUN_ID,
     LABEL_SERVICE,
     LABEL_STATE,
     LEASE_NOTE_PREFIX,
@@ -80,14 +84,14 @@ class MemoryCluster:
 
     def add_workflow(self, namespace: str, name: str, service: str, replicas: int, state: str = STATE_PARKED,
                      priority: int = 0, created: float = 0.0, phase: str = "Running",
-                     progress_at: float | None = None) -> dict[str, Any]:
-        """Add an offhours research workflow."""
+                     progress_at: float | None = None, run_id: str | None = None) -> dict[str, Any]:
+        """Add an offhours research workflow (its run id is its name unless given, as `offhours submit` labels it)."""
         wf = {
             "apiVersion": ARGO_API_VERSION, "kind": "Workflow",
             "metadata": {
                 "name": name, "namespace": namespace, "creationTimestamp": created, "uid": str(uuid.uuid4()),
                 "labels": {LABEL_SERVICE: service, LABEL_REPLICAS: str(replicas), LABEL_MANAGED: "true",
-                           **({LABEL_STATE: state} if state else {})},
+                           LABEL_RUN_ID: run_id or name, **({LABEL_STATE: state} if state else {})},
                 "annotations": {ANNOTATION_PRIORITY: str(priority),
                                 **({ANNOTATION_PROGRESS: str(progress_at)} if progress_at is not None else {})},
             },
@@ -155,6 +159,22 @@ class MemoryCluster:
         self._call("list-states")
         return {service: text for (ns, service), text in sorted(self.states.items()) if ns == namespace}
 
+    def state_services(self, namespace: str) -> list[str]:
+        """Return the services with a stored state."""
+        self._call("list-states")
+        return sorted(service for ns, service in self.states if ns == namespace)
+
+    def delete_state(self, namespace: str, service: str) -> None:
+        """Remove a service's stored state."""
+        self._call(f"delete-state {service}")
+        self.states.pop((namespace, service), None)
+
+    def find_deployment(self, namespace: str, name: str) -> Deployment | None:
+        """Return the Deployment `name`, or None."""
+        self._call(f"find-deployment {name}")
+        dep = self.deployments.get((namespace, name))
+        return copy.deepcopy(dep) if dep else None
+
     def ready_pods(self, dep: Deployment) -> list[Pod]:
         """Return the Deployment's ready pods (as many as its replicas)."""
         self._call(f"list-pods {dep.name}")
@@ -219,8 +239,14 @@ class MemoryCluster:
         name = str(new["metadata"]["name"])
         existing = self.workflows.get((namespace, name))
         if existing is not None:
-            check_own_copy(existing, old, namespace)
-            return name
+            if is_own_copy(existing, old):
+                return name
+            found = [n for (ns, n), wf in sorted(self.workflows.items()) if ns == namespace and is_own_copy(wf, old)]
+            if found:
+                return found[0]
+            new = elsewhere(new)
+            name = f"{new['metadata'].pop('generateName')}{uuid.uuid4().hex[:5]}"
+            new["metadata"]["name"] = name
         new["metadata"]["creationTimestamp"] = self.clock
         new["metadata"]["uid"] = str(uuid.uuid4())
         self.workflows[(namespace, name)] = new
@@ -239,6 +265,45 @@ class MemoryCluster:
             wf["metadata"]["labels"][LABEL_STATE] = STATE_RETURNED
         wf["metadata"].setdefault("annotations", {})[ANNOTATION_RETURNED_AT] = self._stamp()
         self.changes += 1
+
+    # -- Argo's own verbs, as Argo v4 applies them (test helpers: a person runs them with `argo <verb>`) ----------
+    def argo_verb(self, verb: str, namespace: str, name: str, new_name: str | None = None) -> str | None:
+        """Apply `argo <verb>` to a workflow as Argo's server does; return the name of a workflow it created.
+
+        retry: a Failed or Errored workflow runs again (phase Running, `shutdown` cleared, labels kept as they
+        were); resubmit: a new workflow from its spec (`shutdown` cleared, `suspend` kept) with its labels and
+        annotations; resume/suspend: `spec.suspend` off/on; stop/terminate: `spec.shutdown`; delete.
+        """
+        wf = self._existing(namespace, name, verb)
+        phase = (wf.get("status") or {}).get("phase")
+        if verb == "retry":
+            if phase not in ("Failed", "Error"):
+                raise ClusterError(f"retry workflow {namespace}/{name}: workflow must be Failed/Error to retry")
+            wf["spec"].pop("shutdown", None)
+            wf["status"] = {"phase": "Running"}
+        elif verb == "resubmit":
+            new = copy.deepcopy(wf)
+            meta = new["metadata"]
+            meta["name"] = new_name or f"{name[:240]}-{uuid.uuid4().hex[:5]}"
+            meta["uid"], meta["creationTimestamp"] = str(uuid.uuid4()), self.clock
+            meta["labels"] = {k: v for k, v in meta.get("labels", {}).items() if not k.startswith(f"{ARGO_LABEL_DOMAIN}/")}
+            meta["labels"][ARGO_RESUBMITTED_LABEL] = name
+            new["spec"].pop("shutdown", None)
+            new["status"] = {"phase": "Running"}
+            self.workflows[(namespace, meta["name"])] = new
+            return str(meta["name"])
+        elif verb == "resume":
+            wf["spec"].pop("suspend", None)
+        elif verb == "suspend":
+            wf["spec"]["suspend"] = True
+        elif verb in ("stop", "terminate"):
+            if phase not in FINISHED_PHASES:
+                wf["spec"]["shutdown"] = verb.capitalize()
+        elif verb == "delete":
+            del self.workflows[(namespace, name)]
+        else:
+            raise ValueError(f"argo has no verb {verb!r} here")
+        return None
 
     def wait_for_workflow_change(self, namespace: str, timeout: float) -> bool:
         """Return whether a workflow finished since the last call (never blocks: the tests drive the clock)."""

@@ -13,6 +13,7 @@ import re
 from collections.abc import Collection
 from typing import Any
 
+from offhours.scripts.cluster.workflow import MAX_PRIORITY, MIN_PRIORITY
 from offhours.scripts.names import (
     ANNOTATION_PRIORITY,
     ARGO_GROUP,
@@ -76,6 +77,8 @@ def parked_workflow(template: dict[str, Any], params: dict[str, str], namespace:
     replicas = str(values.get("replicas") or "1")
     if not replicas.isdigit() or int(replicas) < 1:
         raise SubmitError(f"replicas must be a whole number >= 1, got {replicas!r}")
+    if isinstance(priority, bool) or not isinstance(priority, int) or not MIN_PRIORITY <= priority <= MAX_PRIORITY:
+        raise SubmitError(f"priority must be a whole number from {MIN_PRIORITY} to {MAX_PRIORITY}, got {priority!r}")
     run_id = str(values.get("run-id") or "")
     if not _NAME.match(run_id) or len(run_id) > 50:
         raise SubmitError(f"run-id must be a DNS label of at most 50 characters, got {run_id!r}")

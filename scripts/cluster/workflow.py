@@ -7,6 +7,7 @@ Labels and annotations are tenant-writable, so nothing here trusts a value's typ
 
 import copy
 import math
+import re
 from datetime import datetime
 from typing import Any
 
@@ -26,6 +27,7 @@ from offhours.scripts.names import (
     ANNOTATION_ROOT,
     ANNOTATION_WAITING_REASON,
     ARGO_API_VERSION,
+    ARGO_LABEL_DOMAIN,
     FINISHED_PHASES,
     LABEL_COPY_OF,
     LABEL_REPLICAS,
@@ -37,10 +39,12 @@ from offhours.scripts.names import (
     STATE_PREEMPTED,
     STATE_RETURNED,
 )
-from offhours.scripts.policy.plan import ADMITTED, PARKED, Job
+from offhours.scripts.policy.plan import ADMITTED, PARKED, UNMANAGED, Job
 
 # The Workflow resource's plural in Argo's API.
 PLURAL = "workflows"
+MIN_PRIORITY, MAX_PRIORITY = -1000, 1000  # `offhours submit` refuses others; the gate reads them as a problem
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 MAX_EXIT_SECONDS = 86_400  # a longer stop is not a measurement: ignored
 
 
@@ -82,19 +86,21 @@ def _read_job(wf: dict[str, Any], service: str | None) -> Job | None:
         return None
     finishing = _work_done(str(meta.get("name", "")), status)
     state = labels.get(LABEL_STATE)
-    if state in (STATE_PREEMPTED, STATE_RETURNED) and (finishing or state == STATE_PREEMPTED):
+    if state in (STATE_PREEMPTED, STATE_RETURNED) and finishing:
         return None
-    if spec.get("suspend") and state != STATE_ADMITTED:
+    # Argo's verbs leave our label as it was: `retry` or `resubmit` of a preempted (or returned) workflow
+    # runs it again under that label, `suspend` of a running one keeps its pods. Only a workflow the gate
+    # parked (or created parked) is parked; anything else not admitted runs without admission: counted
+    # against nothing, adopted or stopped like any other.
+    if spec.get("suspend") and state in (None, STATE_PARKED):
         state = PARKED
     elif state != STATE_ADMITTED:
-        state = "unmanaged"  # running without admission (or marked returned while it still runs)
+        state = UNMANAGED
     else:
         state = ADMITTED
-    problem = None
-    replicas_text = labels.get(LABEL_REPLICAS, "")
-    replicas = (_whole(replicas_text) or 0) if len(replicas_text) <= 4 else 0
-    if replicas <= 0:
-        problem = f"label {LABEL_REPLICAS}={replicas_text!r} is not a positive whole number of replicas"
+    replicas, problem = tenant_replicas(labels.get(LABEL_REPLICAS))
+    priority, priority_problem = tenant_priority(annotations.get(ANNOTATION_PRIORITY))
+    problem = problem or priority_problem
     position = annotations.get(ANNOTATION_QUEUE_POSITION, "")
     learnt = _seconds(annotations.get(ANNOTATION_EXIT_SECONDS))
     return Job(
@@ -102,11 +108,12 @@ def _read_job(wf: dict[str, Any], service: str | None) -> Job | None:
         service=labels.get(LABEL_SERVICE, ""),
         replicas=replicas,
         state=state,
-        priority=_int(annotations.get(ANNOTATION_PRIORITY), 0),
+        priority=priority,
         created=_timestamp(meta.get("creationTimestamp")) or 0.0,
         progress_at=_timestamp(annotations.get(ANNOTATION_PROGRESS)),
         started=_timestamp(status.get("startedAt")),
-        parked_from=annotations.get(ANNOTATION_PARKED_FROM),
+        parked_from=_object_name(annotations.get(ANNOTATION_PARKED_FROM)),
+        run_id=run_id(wf),
         checkpoint_prefix=_checkpoint_prefix(wf),
         finishing=finishing,
         problem=problem,
@@ -148,6 +155,59 @@ def _whole(text: str | None) -> int | None:
     turn reading the workflow into an exception.
     """
     return int(text) if text is not None and text.isascii() and text.isdigit() else None
+
+
+def tenant_replicas(text: str | None) -> tuple[int, str | None]:
+    """Return the replicas a workflow borrows (its label, tenant-written): a small whole number > 0, else 0 and why."""
+    text = text or ""
+    replicas = (_whole(text) or 0) if len(text) <= 4 else 0
+    if replicas <= 0:
+        return 0, f"label {LABEL_REPLICAS}={text!r} is not a positive whole number of replicas"
+    return replicas, None
+
+
+def tenant_priority(text: str | None) -> tuple[int, str | None]:
+    """Return a workflow's admission priority (its annotation, tenant-written), and the problem if it is out of bounds.
+
+    Unreadable is the default (0), as `offhours submit` writes it; a number outside the bounds submit
+    enforces is a tenant's attempt to jump the queue: 0, and a problem (the job is never admitted).
+    """
+    priority = _signed(text)
+    if priority is None:
+        return 0, None
+    if not MIN_PRIORITY <= priority <= MAX_PRIORITY:
+        return 0, f"annotation {ANNOTATION_PRIORITY}={priority} is outside {MIN_PRIORITY}..{MAX_PRIORITY}"
+    return priority, None
+
+
+def run_id(wf: dict[str, Any]) -> str | None:
+    """Return the run a workflow belongs to (its checkpoints' identity): its run-id label, else parameter, if a name."""
+    labels = _dict(_dict(wf.get("metadata")).get("labels"))
+    params = _dict(_dict(wf.get("spec")).get("arguments")).get("parameters")
+    declared = [p.get("value") for p in params if isinstance(p, dict) and p.get("name") == "run-id"] \
+        if isinstance(params, list) else []
+    for value in (labels.get(LABEL_RUN_ID), *declared[:1]):
+        if isinstance(value, str) and value and _is_name(value, 63):
+            return value
+    return None
+
+
+def _object_name(value: str | None) -> str | None:
+    """Return a tenant-written object name if it is one (a DNS subdomain); None for anything else."""
+    return value if value and _is_name(value, 253) else None
+
+
+def _is_name(value: str, limit: int) -> bool:
+    return len(value) <= limit and value.isascii() and bool(_NAME.match(value))
+
+
+def _signed(text: str | None) -> int | None:
+    """Return `text` as a whole number (ASCII digits, an optional sign, at most 20 characters), None for anything else."""
+    if text is None or len(text) > 20:
+        return None
+    digits = text[1:] if text[:1] in ("-", "+") else text
+    number = _whole(digits)
+    return None if number is None else (-number if text.startswith("-") else number)
 
 
 def _dict(value: Any) -> dict[str, Any]:
@@ -226,7 +286,7 @@ def build_parked_copy(old: dict[str, Any]) -> dict[str, Any]:
     id; the preemption count goes up by one, so preemptions are told apart from failures.
     """
     meta = old["metadata"]
-    labels = {k: v for k, v in (meta.get("labels") or {}).items() if not k.startswith("workflows.argoproj.io/")}
+    labels = {k: v for k, v in (meta.get("labels") or {}).items() if not k.startswith(f"{ARGO_LABEL_DOMAIN}/")}
     labels[LABEL_STATE] = STATE_PARKED
     labels[LABEL_COPY_OF] = str(meta.get("uid") or "")
     run_id = _parameters(old).get("run-id")
@@ -237,7 +297,8 @@ def build_parked_copy(old: dict[str, Any]) -> dict[str, Any]:
     annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k not in dropped}
     annotations[ANNOTATION_PREEMPTIONS] = str(max(0, _int(annotations.get(ANNOTATION_PREEMPTIONS), 0)) + 1)
     annotations[ANNOTATION_PARKED_FROM] = meta["name"]
-    annotations[ANNOTATION_ROOT] = root = annotations.get(ANNOTATION_ROOT) or meta["name"]
+    # The run's first name, if it is one: a tenant's value that is no object name would make the create fail.
+    annotations[ANNOTATION_ROOT] = root = _object_name(annotations.get(ANNOTATION_ROOT)) or meta["name"]
     spec = copy.deepcopy(old["spec"])
     spec.pop("shutdown", None)
     spec["suspend"] = True
@@ -250,11 +311,28 @@ def build_parked_copy(old: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def is_own_copy(existing: dict[str, Any], original: dict[str, Any]) -> bool:
+    """Whether `existing` is `original`'s parked copy: linked by the original's UID (the API server's, not a name)."""
+    meta = _dict(existing.get("metadata"))
+    uid = str(_dict(original.get("metadata")).get("uid") or "")
+    return bool(uid) and _str_map(meta.get("labels")).get(LABEL_COPY_OF) == uid
+
+
 def check_own_copy(existing: dict[str, Any], original: dict[str, Any], namespace: str) -> None:
     """Raise unless `existing` (an object found under the copy's name) is `original`'s parked copy."""
-    labels = (existing.get("metadata") or {}).get("labels") or {}
-    uid = str((original.get("metadata") or {}).get("uid") or "")
-    if not uid or labels.get(LABEL_COPY_OF) != uid:
+    if not is_own_copy(existing, original):
         name = (existing.get("metadata") or {}).get("name")
         raise ClusterError(f"park workflow {namespace}/{original['metadata']['name']}: the name {name} is taken by "
                            "a workflow that is not its copy")
+
+
+def elsewhere(copy_: dict[str, Any]) -> dict[str, Any]:
+    """Return the copy under a name the API server makes unique (`generateName`): its own is taken by another workflow.
+
+    Names of the gate's objects are never a tenant's choice: a decoy under the copy's usual name
+    neither fails the park nor is taken for the copy.
+    """
+    out = copy.deepcopy(copy_)
+    name = out["metadata"].pop("name")
+    out["metadata"]["generateName"] = f"{name[:240]}-"
+    return out

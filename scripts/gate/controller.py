@@ -41,14 +41,16 @@ from offhours.scripts.names import (
     EVENT_GPUS_LENT,
     EVENT_GPUS_RECLAIMED,
     EVENT_REPLICAS_ADOPTED,
+    EVENT_SERVICE_RELEASED,
     FINISHED_PHASES,
+    state_configmap_name,
 )
 from offhours.scripts.policy import forecast
 from offhours.scripts.policy.capacity import replicas_for_rates
-from offhours.scripts.policy.config import GateConfig, ServicePolicy
+from offhours.scripts.policy.config import Capacity, GateConfig, ServicePolicy
 from offhours.scripts.policy.decide import Decision, ServiceState, decide
 from offhours.scripts.policy.lease import lease_seconds, renewed
-from offhours.scripts.policy.plan import ADMITTED, PARKED, Job, Plan, plan
+from offhours.scripts.policy.plan import ADMITTED, PARKED, UNMANAGED, Job, Plan, plan
 from offhours.scripts.policy.record import (
     ServiceRecord,
     UnrecordedWrite,
@@ -187,6 +189,7 @@ class Gate:
     # Raises written while the record could not be: remembered in this process and noted on the Lease,
     # so the next tick (of this process or another) does not take the gate's own raise for someone else's.
     _unrecorded: dict[str, UnrecordedWrite] = field(default_factory=dict)
+    _unlisted: bool = False  # listing the gate's records failed once (said once per process)
 
     @property
     def lease_seconds(self) -> int:
@@ -273,6 +276,8 @@ class Gate:
                 except Exception as err:  # noqa: BLE001 - any fault of one service is that service's failed tick
                     del acting[name]
                     self._fail(t, obs.policy, outcomes[name], f"{_describe(err)}", now, obs)
+        if not t.reclaim_only:
+            self._release_removed(t)  # after every configured service's serving writes
         for outcome in outcomes.values():
             level = ERROR if outcome.failed else WARNING if outcome.error else INFO
             self.log.log(level, outcome.detail(), outcome.service)
@@ -311,6 +316,72 @@ class Gate:
         except Exception as err:  # noqa: BLE001 - a stale note is ignored anyway (it names the record it superseded)
             self.log.warning(f"could not remove the lease's note for {name}: {_describe(err)}", name)
 
+    def _release_removed(self, t: _Tick) -> None:
+        """Give back what the gate lent of services no longer configured, then forget them (one Event each).
+
+        The record is the gate's own memory of what it lent: whatever the configuration says now, a
+        service it lent from gets its baseline back. A failure leaves the record for the next tick.
+        """
+        if t.dry_run:
+            return
+        ns, configured = self.config.namespace, {p.name for p in self.config.services}
+        try:
+            removed = [s for s in self.cluster.state_services(ns) if s not in configured]
+        except Exception as err:  # noqa: BLE001 - advisory for this tick: the next one lists them again
+            if not self._unlisted:  # once per process: a Role without the right would say it every tick
+                self.log.warning(f"could not list the gate's records (a service removed from the configuration "
+                                 f"gets back what was lent only when it can): {_describe(err)}")
+            self._unlisted = True
+            return
+        for service in removed:
+            try:
+                self._release(t, service)
+            except LeaseLost:
+                raise
+            except Exception as err:  # noqa: BLE001 - that record's fault: kept for the next tick
+                self.log.error(f"could not give back what was lent of {service} (no longer configured): "
+                               f"{_describe(err)}", service)
+
+    def _release(self, t: _Tick, service: str) -> None:
+        ns, wf_ns = self.config.namespace, self.config.workflow_namespace
+        text = self.cluster.read_state(ns, service)
+        record = ServiceRecord.from_json(text)
+        dep = self.cluster.find_deployment(ns, record.deployment or service)
+        what = "nothing to give back"
+        if dep is not None:
+            scaler = self.cluster.autoscaler(dep)
+            obs = Observed(ServicePolicy(name=service, capacity=Capacity(), deployment=dep.name), dep, scaler, record,
+                           [], [], text)
+            note = self._unrecorded.get(service) or self._lease_note(t, service)
+            if note is not None:
+                record = obs.record = note.supersede(record, text, dep.uid, obs.writes_to)
+            # What the gate lent of this incarnation (by its record; by the marks if the record is unreadable).
+            jobs = [j for j in counted_jobs(self.cluster.jobs(wf_ns, service), record, dep.uid) if j.state == ADMITTED]
+            owned = own_baseline(record, dep.uid, obs.writes_to, obs.current, sum(j.replicas for j in jobs))
+            if obs.current < owned.baseline:
+                what = f"{obs.writes_to} restored from {obs.current} to its baseline {owned.baseline}"
+                self._apply(t, obs, owned.record, owned.baseline)
+            elif jobs:
+                what = f"{obs.writes_to} already at {obs.current} (baseline {owned.baseline})"
+            # Then its jobs give the GPUs back too (parked again, as in any reclaim): nothing lent is left behind
+            # to be counted again if the service comes back. A failure keeps the record for the next tick.
+            outcome = ServiceOutcome(service)
+            for job in jobs:
+                self._fence(t)
+                self._park_and_stop(t, wf_ns, job, outcome)
+            if outcome.parked:
+                what += f"; stopped and parked again {', '.join(outcome.parked)}"
+        self._fence(t)
+        self.cluster.delete_state(ns, service)
+        self._recorded(t, service)
+        message = f"service {service} is no longer in the gate configuration: {what}; the gate's record of it removed"
+        self.log.warning(message, service)
+        kind, name = ("Deployment", dep.name) if dep is not None else ("ConfigMap", state_configmap_name(service))
+        try:
+            self.cluster.record_event(ns, kind, name, EVENT_SERVICE_RELEASED, message, True)
+        except Exception as err:  # noqa: BLE001 - an event is a record, not an action
+            self.log.warning(f"could not record event {EVENT_SERVICE_RELEASED}: {_describe(err)}", service)
+
     def _refuse_shared_deployments(self, t: _Tick, observed: list[Observed], outcomes: dict[str, ServiceOutcome],
                                    now: float) -> list[Observed]:
         """Two services resolving to one Deployment would flip it between their targets: neither acts."""
@@ -323,9 +394,13 @@ class Gate:
                 kept.extend(group)
                 continue
             names = ", ".join(o.policy.name for o in group)
+            # One fail-safe per Deployment: two would each act on their own (stale) memory of it.
+            ours = [o for o in group if o.record.deployment_uid == o.dep.uid] or group
+            restorer = min(ours, key=lambda o: o.policy.name)
             for obs in group:
                 self._fail(t, obs.policy, outcomes[obs.policy.name],
-                           f"services {names} all resolve to Deployment {obs.dep.name}: fix the gate config", now, obs)
+                           f"services {names} all resolve to Deployment {obs.dep.name}: fix the gate config", now, obs,
+                           restore=obs is restorer)
         return kept
 
     def _read(self, observed: list[Observed], now: float) -> dict[str, Reading]:
@@ -344,12 +419,12 @@ class Gate:
         policy, dep = obs.policy, obs.dep
         # A job's exit time is capped by the service's grace (what it takes past that is not serving's wait);
         # one that declares none may take the whole grace.
-        jobs = [replace(self._incarnation(j, dep.uid), exit_seconds=min(
+        jobs = [replace(j, exit_seconds=min(
             policy.max_grace_seconds if j.exit_seconds is None else j.exit_seconds, policy.max_grace_seconds))
-            for j in obs.jobs]
+            for j in counted_jobs(obs.jobs, obs.record, dep.uid)]
         lent = sum(j.replicas for j in jobs if j.state == ADMITTED)
         owned = own_baseline(obs.record, dep.uid, obs.writes_to, obs.current, lent)
-        baseline, record = owned.baseline, owned.record
+        baseline, record = owned.baseline, replace(owned.record, deployment=dep.name)
         outcome.baseline, outcome.adopted = baseline, owned.adopted
         if obs.scaler is not None and obs.scaler.min_replicas > policy.min_replicas:
             policy = replace(policy, min_replicas=obs.scaler.min_replicas)  # never cap below the autoscaler's floor
@@ -390,8 +465,13 @@ class Gate:
         scale_to = p.scale_to if decision.action == "lend" else max(p.scale_to, obs.current)  # only a lend lowers serving
         record = self._apply(t, obs, record, scale_to)
         outcome.applied = obs.current
+        # What the gate admits is recorded before it is admitted: only these count as lent on the next tick.
+        # A reclaim check's pass admits and adopts nothing (its research side drops them), so records none.
+        granted = () if t.reclaim_only else (*p.admit, *p.adopt)
         record = replace(record, decision=decision.state, samples=reading.samples or record.samples,
-                         last_decision=_last_decision(decision, p, now), deployment=dep.name)
+                         last_decision=_last_decision(decision, p, now), deployment=dep.name,
+                         admitted={**{j.uid: j.replicas for j in jobs if j.state == ADMITTED and j.uid},
+                                   **{j.uid: j.replicas for j in granted if j.uid}})
         record = renewed(record, now, self.lease_duration)  # lending is a lease: this tick renews it
         self._fence(t)
         self.cluster.write_state(self.config.namespace, policy.name, record.to_json())
@@ -442,6 +522,7 @@ class Gate:
         wf_ns, uid, errors = self.config.workflow_namespace, obs.dep.uid, []
         steps: list[tuple[str, Callable[[], Any]]] = []
         steps += [(f"stop {j.name}", partial(self._park_and_stop, t, wf_ns, j, outcome)) for j in p.stop]
+        steps += [(f"stop {j.name}", partial(self.cluster.stop, wf_ns, j)) for j in p.cancel]
         if t.reclaim_only:
             p = replace(p, admit=(), adopt=(), delete=(), waiting=())  # only what frees GPUs: the rest waits for a tick
         steps += [(f"admit {j.name}", partial(self.cluster.admit, wf_ns, j, uid)) for j in p.admit]
@@ -477,19 +558,12 @@ class Gate:
         self._fence(t)
         self.cluster.stop(namespace, job)
 
-    def _incarnation(self, job: Job, uid: str) -> Job:
-        """Count a job as lent only if the gate admitted it against this incarnation of the Deployment.
-
-        One admitted against another incarnation lends nothing to this one; one labelled admitted without
-        the gate's `borrowed-from` mark is a tenant's label (anyone can write it), not an admission.
-        """
-        if job.state == ADMITTED and uid and job.borrowed_from != uid:
-            return replace(job, state="unmanaged")
-        return job
-
     def _with_original(self, job: Job) -> Job:
-        """For a parked copy: whether its original is confirmed stopped, and whether it completed."""
-        if job.state != PARKED or not job.parked_from:
+        """For a parked copy: whether its original is confirmed stopped, and whether it completed.
+
+        Also for a copy that runs without admission (`argo resume`): it is adopted only once its original stopped.
+        """
+        if job.state not in (PARKED, UNMANAGED) or not job.parked_from:
             return job
         try:
             original = self.cluster.workflow(self.config.workflow_namespace, job.parked_from)
@@ -549,8 +623,8 @@ class Gate:
 
     # -- faults -----------------------------------------------------------------------------
     def _fail(self, t: _Tick, policy: ServicePolicy, outcome: ServiceOutcome, error: str, now: float,
-              obs: Observed | None = None) -> None:
-        """Count a failed tick for one service; after enough in a row, restore its whole baseline."""
+              obs: Observed | None = None, restore: bool = True) -> None:
+        """Count a failed tick for one service; after enough in a row, restore its whole baseline (unless not `restore`)."""
         outcome.error = error
         if t.dry_run or t.reclaim_only:  # a check is not a tick: the fail-safe counts the ticks' failures only
             return
@@ -562,9 +636,9 @@ class Gate:
             failed = record.decision.failed_ticks + 1
             record = replace(record, decision=ServiceState((), failed),
                              last_decision={"at": now, "action": "failed", "reason": error[:300]})
-            if failed >= self.config.failed_ticks_before_reclaim and record.baseline is not None:
-                record = self._restore_baseline(t, policy, record, obs, text)
-                error += f"; {failed} failed ticks in a row: serving restored to its baseline {record.baseline}"
+            if failed >= self.config.failed_ticks_before_reclaim and record.baseline is not None and restore:
+                record, done = self._restore_baseline(t, policy, record, obs, text)
+                error += f"; {failed} failed ticks in a row: {done}"
                 outcome.error = error
             self.cluster.write_state(ns, policy.name, record.to_json())
             self._recorded(t, policy.name)
@@ -575,28 +649,35 @@ class Gate:
         self._event_on(policy.name, ns, name, EVENT_GATE_TICK_FAILED, outcome.error or error, warning=True)
 
     def _restore_baseline(self, t: _Tick, policy: ServicePolicy, record: ServiceRecord, obs: Observed | None,
-                          stored_text: str | None) -> ServiceRecord:
-        """Put serving back at its whole baseline (the fail-safe), whatever else cannot be read."""
+                          stored_text: str | None) -> tuple[ServiceRecord, str]:
+        """Put serving back at its whole baseline (the fail-safe), whatever else cannot be read; say what was done.
+
+        Only ever a raise, and only to the current incarnation's baseline: the Deployment is read again
+        right before the write (what the tick observed at its start may be stale: another service's
+        fail-safe, an owner's change), and only the gate's own admissions of this incarnation count as lent.
+        """
         assert record.baseline is not None
+        dep = self.cluster.deployment(self.config.namespace, policy.name, policy.deployment)
+        if record.deployment_uid and dep.uid and dep.uid != record.deployment_uid:
+            return record, "the Deployment is a new one: nothing the gate lent is on it, nothing to restore"
+        fresh = Observed(policy, dep, self.cluster.autoscaler(dep), record, obs.jobs if obs is not None else [], [],
+                         stored_text)
+        if record.writes_to and fresh.writes_to != record.writes_to:
+            # A new writer target (an HPA came or went): its baseline is learned by a tick that can
+            # count the lent jobs, not by a fail-safe that could not read them.
+            return record, f"the gate now writes {fresh.writes_to}: nothing to restore until a tick learns its baseline"
         if obs is None:
-            dep = self.cluster.deployment(self.config.namespace, policy.name, policy.deployment)
-            if record.deployment_uid and dep.uid and dep.uid != record.deployment_uid:
-                return record  # a new incarnation: nothing of ours to restore on it
-            obs = Observed(policy, dep, self.cluster.autoscaler(dep), record, [], [], stored_text)
-            if record.writes_to and obs.writes_to != record.writes_to:
-                # A new writer target (an HPA came or went): its baseline is learned by a tick that can
-                # count the lent jobs, not by a fail-safe that could not read them.
-                return record
             note = self._unrecorded.get(policy.name) or self._lease_note(t, policy.name)
             if note is not None:
-                record = obs.record = note.supersede(record, stored_text, dep.uid, obs.writes_to)
+                record = fresh.record = note.supersede(record, stored_text, dep.uid, fresh.writes_to)
         # What someone else set during the failed ticks is theirs: restore the adopted baseline, not the stored one.
-        lent = sum(j.replicas for j in obs.jobs if j.state == ADMITTED)
-        owned = own_baseline(record, obs.dep.uid, obs.writes_to, obs.current, lent)
+        lent = sum(j.replicas for j in counted_jobs(fresh.jobs, record, dep.uid) if j.state == ADMITTED)
+        owned = own_baseline(record, dep.uid, fresh.writes_to, fresh.current, lent)
         record = owned.record
-        if obs.current < owned.baseline:
-            record = self._apply(t, obs, record, owned.baseline)
-        return record
+        if fresh.current < owned.baseline:
+            record = self._apply(t, fresh, record, owned.baseline)
+            return record, f"serving restored to its baseline {owned.baseline}"
+        return record, f"serving already at {fresh.current} (its baseline is {owned.baseline})"
 
     def _fence(self, t: _Tick) -> None:
         """Renew the Lease when a third of it has passed; raise `LeaseLost` if another actor has it."""
@@ -674,6 +755,34 @@ def with_measured_cold_start(policy: ServicePolicy, pods: list[Pod]) -> ServiceP
     if not starts:
         return policy
     return replace(policy, cold_start_seconds=forecast.cold_start_estimate(policy.cold_start_seconds, starts))
+
+
+def counted_jobs(jobs: list[Job], record: ServiceRecord, uid: str) -> list[Job]:
+    """Return the jobs with only the gate's own admissions of this incarnation counted as admitted.
+
+    Anything on a workflow a tenant can write, so its label and its `borrowed-from` mark can be copied
+    (by hand, or by `argo resubmit`): what counts is the record the gate keeps of what it admitted, and
+    the replicas it lent then. A record from before the gate kept one (or none at all) leaves the mark
+    as the only evidence. Anything else labelled admitted runs without admission: adopted or stopped.
+    """
+    out = []
+    marked: set[str] = set()  # runs already counted by their mark (`argo resubmit` copies it: one per run)
+    for job in sorted(jobs, key=lambda j: (j.created, j.name)):
+        if job.state != ADMITTED:
+            out.append(job)
+        elif record.deployment_uid and record.deployment_uid != uid:
+            out.append(replace(job, state=UNMANAGED))  # admitted against another incarnation: lends nothing to this one
+        elif record.admitted is not None:
+            lent = record.admitted.get(job.uid) if job.uid else None
+            out.append(replace(job, state=UNMANAGED) if lent is None else replace(job, replicas=lent))
+        elif (uid and job.borrowed_from != uid) or (job.run_id is not None and job.run_id in marked):
+            out.append(replace(job, state=UNMANAGED))
+        else:
+            out.append(job)
+            if job.run_id is not None:
+                marked.add(job.run_id)
+    order = {j.name: i for i, j in enumerate(jobs)}
+    return sorted(out, key=lambda j: order.get(j.name, 0))
 
 
 def _describe(err: BaseException) -> str:

@@ -15,6 +15,7 @@ from offhours.scripts.policy.decide import Decision
 # A job's state in the plan is its workflow's offhours.io/state label.
 PARKED = STATE_PARKED
 ADMITTED = STATE_ADMITTED
+UNMANAGED = "unmanaged"  # runs without the gate's admission (never a label: the gate's reading of one)
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,7 @@ class Job:
     original_succeeded: bool = False
     exit_seconds: float | None = None  # how long a stop takes to give its GPUs back; None: not known to the caller
     exit_learnt: bool = False  # exit_seconds was measured at the run's last stop (the gate writes it at admission)
+    run_id: str | None = None  # the run it belongs to: one run never runs twice at once (it shares checkpoints)
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,7 @@ class Plan:
     lent_after: int = 0
     notes: tuple[str, ...] = field(default_factory=tuple)
     delete: tuple[Job, ...] = ()  # parked copies whose original completed: nothing left to run
+    cancel: tuple[Job, ...] = ()  # stopped without a copy: another workflow of the same run carries it on
     waiting: tuple[tuple[Job, int, str], ...] = ()  # parked jobs left waiting: (job, queue position, why)
 
 
@@ -107,8 +110,12 @@ def plan(decision: Decision, baseline: int, jobs: Sequence[Job], now: float, exp
     replicas go to what the decision needs even if not enough can be stopped: serving first,
     the scheduler evicts research pods (low priority) for serving pods.
     """
+    cancel = _duplicates(jobs)
+    cancelled = {j.name for j in cancel}
     admitted = [j for j in jobs if j.state == ADMITTED]
-    lent = sum(j.replicas for j in admitted)
+    lent = sum(j.replicas for j in admitted if j.name not in cancelled)
+    admitted = [j for j in admitted if j.name not in cancelled]
+    jobs = [j for j in jobs if j.name not in cancelled]
     target = decision.target_lent
     notes: list[str] = []
     admit: list[Job] = []
@@ -132,14 +139,18 @@ def plan(decision: Decision, baseline: int, jobs: Sequence[Job], now: float, exp
     elif target > lent:
         room, ceiling_room = target - lent, max(decision.ceiling, target) - lent
         queue = _queue(jobs, deleted)
+        started: set[str | None] = set()
         for job in queue:
             # The first job that fits under what stayed lendable over the whole window may exceed
             # one lend step (else the step would starve every large job); the rest fit the step.
             first = not admit and not adopt
             if not first and room <= 0:
                 break  # the step is used up: no job behind fits
+            if job.run_id is not None and job.run_id in started:
+                continue  # another workflow of its run starts now
             if job.replicas > 0 and (job.replicas <= room or (first and job.replicas <= ceiling_room)):
                 (admit if job.state == PARKED else adopt).append(job)
+                started.add(job.run_id)
                 room -= job.replicas
                 ceiling_room -= job.replicas
                 lent += job.replicas
@@ -152,8 +163,10 @@ def plan(decision: Decision, baseline: int, jobs: Sequence[Job], now: float, exp
             stop.append(job)
             notes.append(f"{job.name} runs without admission and does not fit: stopped and parked again")
         elif job.state == ADMITTED and job.problem and job not in stop:
-            # Its replica count cannot be read any more (a tenant rewrote the label): what it holds is unknown.
+            # A value on it cannot be trusted any more (a tenant rewrote its label): stopped, and what it was
+            # lent goes back to serving now.
             stop.append(job)
+            lent -= job.replicas
             notes.append(f"{job.name} was admitted but {job.problem}: stopped and parked again")
 
     scale_to = baseline - min(lent, target) if target < decision.lent else baseline - lent
@@ -161,15 +174,44 @@ def plan(decision: Decision, baseline: int, jobs: Sequence[Job], now: float, exp
     if explain:
         queue = _queue(jobs, deleted) if queue is None else queue
         waiting = _waiting(decision, jobs, queue, deleted, {j.name for j in admit}, lent)
-    return Plan(decision.service, scale_to, tuple(admit), tuple(stop), tuple(adopt), lent, tuple(notes), delete, waiting)
+    notes.extend(f"{j.name} runs run {j.run_id} that another workflow carries: stopped, not parked again" for j in cancel)
+    return Plan(decision.service, scale_to, tuple(admit), tuple(stop), tuple(adopt), lent, tuple(notes), delete,
+                waiting=waiting, cancel=cancel)
+
+
+def _duplicates(jobs: Sequence[Job]) -> tuple[Job, ...]:
+    """Return the running workflows of a run that another workflow carries: one run never runs twice at once.
+
+    Argo's `retry` runs a preempted workflow again, `resubmit` makes a new one of the same run, `resume`
+    starts a parked one without admission. Per run id, the admitted workflow carries the run; without one,
+    a parked workflow of it does (the gate admits it in its turn); without either, the oldest running one.
+    The others are duplicates, stopped without a copy (their work goes on in the one that carries it).
+    """
+    by_run: dict[str, list[Job]] = {}
+    for job in jobs:
+        if job.run_id:
+            by_run.setdefault(job.run_id, []).append(job)
+    out: list[Job] = []
+    for group in by_run.values():
+        running = sorted((j for j in group if j.state in (ADMITTED, UNMANAGED)),
+                         key=lambda j: (j.state != ADMITTED, j.created, j.name))
+        if len(running) < 1:
+            continue
+        waiting = any(j.state == PARKED for j in group)
+        keep = running[0] if running[0].state == ADMITTED or not waiting else None
+        out.extend(j for j in running if j is not keep and not j.finishing)
+    return tuple(out)
 
 
 def _queue(jobs: Sequence[Job], deleted: set[str]) -> list[Job]:
     """Return the jobs that may be admitted, in order: running-unadmitted first, then parked by priority and age."""
     # A parked copy whose original still runs (a gate stopped between parking and stopping) waits.
+    # A job of a run that already runs waits for it (one run never runs twice at once).
     active = {j.name for j in jobs if j.state != PARKED}
+    running_runs = {j.run_id for j in jobs if j.state != PARKED and j.run_id}
     admissible = [j for j in jobs if j.state != ADMITTED and j.name not in deleted and j.problem is None
-                  and (j.state != PARKED or (j.original_done and j.parked_from not in active))]
+                  and j.original_done and j.parked_from not in active
+                  and (j.state != PARKED or j.run_id is None or j.run_id not in running_runs)]
     admissible.sort(key=lambda j: (j.state == PARKED, -j.priority, j.created, j.name))
     return admissible
 

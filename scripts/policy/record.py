@@ -47,10 +47,21 @@ class ServiceRecord:
     # days) as the maximum of each `needs_width`-second bucket of absolute time (0: all exact).
     needs_exact: int = 0
     needs_width: float = 0.0
+    # The Deployment's name: the backstop reads no gate config, and a service removed from the
+    # configuration gets it back.
+    deployment: str = ""
     # The lease on what is lent: a gate tick renews it; once it runs out, the backstop restores the baseline.
-    deployment: str = ""  # the Deployment's name (the backstop reads no gate config)
     renewed_at: float | None = None
     lease_seconds: float | None = None
+    # What the gate itself admitted of this incarnation: workflow UID -> replicas lent. Only these count as
+    # lent (a tenant can copy any mark a workflow carries, never this). None: a record written before the
+    # gate kept it, or none at all (the workflows' marks are then the only evidence left).
+    admitted: dict[str, int] | None = None
+
+    @property
+    def lent(self) -> int:
+        """Replicas the gate recorded as lent (its admissions)."""
+        return sum((self.admitted or {}).values())
 
     def to_json(self) -> str:
         """Serialise compactly (the ConfigMap's `state.json`)."""
@@ -68,6 +79,7 @@ class ServiceRecord:
             "deployment": self.deployment,
             "renewedAt": None if self.renewed_at is None else round(self.renewed_at, 3),
             "leaseSeconds": self.lease_seconds,
+            **({"admitted": dict(sorted(self.admitted.items()))} if self.admitted is not None else {}),
         }, separators=(",", ":"))
 
     @classmethod
@@ -101,6 +113,7 @@ class ServiceRecord:
                 deployment=str(raw.get("deployment") or ""),
                 renewed_at=_optional_finite(raw.get("renewedAt")),
                 lease_seconds=_optional_finite(raw.get("leaseSeconds")),
+                admitted=None if raw.get("admitted") is None else {str(k): _count(v) for k, v in raw["admitted"].items()},
             )
         except (ValueError, TypeError, IndexError, AttributeError, KeyError):
             return cls()
@@ -240,8 +253,10 @@ def own_baseline(record: ServiceRecord, uid: str, writes_to: str, observed: int,
             note = f"a new Deployment (uid {uid}) replaced the one the gate knew: baseline starts at {observed + lent}"
         elif record.writes_to and record.writes_to != writes_to:
             note = f"the gate now writes {writes_to} (was {record.writes_to}): baseline starts at {observed + lent}"
+        same = record.deployment_uid == uid
         base = ServiceRecord(deployment_uid=uid, writes_to=writes_to, baseline=observed + lent, applied=observed,
-                             samples=record.samples if record.deployment_uid == uid else {})
+                             samples=record.samples if same else {}, deployment=record.deployment,
+                             admitted=record.admitted if same else ({} if record.deployment_uid else None))
         return Ownership(observed + lent, base, note)
     assert record.baseline is not None
     if record.applied is None or observed in (record.applied, record.applying_from):

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from offhours.scripts.cluster.workflow import run_id as read_run_id
+from offhours.scripts.cluster.workflow import tenant_priority, tenant_replicas
 from offhours.scripts.names import (
     ANNOTATION_ADMITTED_AT,
     ANNOTATION_CANCELLED_AT,
@@ -39,7 +41,6 @@ from offhours.scripts.names import (
     ARGO_CREATOR_LABEL,
     LABEL_COPY_OF,
     LABEL_REPLICAS,
-    LABEL_RUN_ID,
     LABEL_SERVICE,
     LABEL_STATE,
     LABEL_USER,
@@ -362,16 +363,6 @@ def _job_state(labels: Mapping[str, str], annotations: Mapping[str, str], spec: 
     return RUNNING if phase == "Running" else WAITING
 
 
-def _run_id_parameter(spec: Mapping[str, Any]) -> str | None:
-    """Return the `run-id` workflow parameter (`argo submit -p run-id=...` sets no run-id label; its copies get one)."""
-    arguments = spec.get("arguments")
-    params = arguments.get("parameters") if isinstance(arguments, Mapping) else None
-    for param in params if isinstance(params, list) else []:
-        if isinstance(param, Mapping) and param.get("name") == "run-id" and isinstance(param.get("value"), str):
-            return str(param["value"]) or None
-    return None
-
-
 def _first_pod_start(nodes: Any) -> datetime | None:
     """When the workflow's first pod started (Argo's `status.nodes` of type Pod), if any did."""
     starts = [parse_time(n.get("startedAt")) for n in (nodes.values() if isinstance(nodes, Mapping) else [])
@@ -390,7 +381,7 @@ def job_view(wf: Mapping[str, Any]) -> JobView | None:
     spec, status = wf.get("spec") or {}, wf.get("status") or {}
     phase = str(status.get("phase") or "")
     state = _job_state(labels, annotations, spec, phase)
-    replicas = _int(labels.get(LABEL_REPLICAS), 0) or 0
+    replicas, _ = tenant_replicas(labels.get(LABEL_REPLICAS))  # the gate's own reading of tenant-written values
     gpu_seconds = _float((status.get("resourcesDuration") or {}).get(GPU))
     if gpu_seconds is None:
         gpu_seconds = _float(annotations.get(ANNOTATION_GPU_SECONDS))
@@ -404,7 +395,7 @@ def job_view(wf: Mapping[str, Any]) -> JobView | None:
         started = max(started, admitted) if started is not None and admitted is not None else started
     return JobView(
         name=str(name), namespace=str(meta.get("namespace") or ""), uid=str(meta.get("uid") or ""),
-        run_id=labels.get(LABEL_RUN_ID) or _run_id_parameter(spec) or str(name), service=service, replicas=max(0, replicas),
+        run_id=read_run_id(dict(wf)) or str(name), service=service, replicas=replicas,
         state=state, phase=phase, created=parse_time(meta.get("creationTimestamp")), started=started,
         finished=parse_time(status.get("finishedAt")), admitted=admitted,
         preempted=parse_time(annotations.get(ANNOTATION_PREEMPTED_AT)),
@@ -412,7 +403,7 @@ def job_view(wf: Mapping[str, Any]) -> JobView | None:
         cancelled=parse_time(annotations.get(ANNOTATION_CANCELLED_AT)),
         last_checkpoint=parse_time(annotations.get(ANNOTATION_PROGRESS)),
         preemptions=max(0, _int(annotations.get(ANNOTATION_PREEMPTIONS), 0) or 0),
-        priority=_int(annotations.get(ANNOTATION_PRIORITY), 0) or 0,
+        priority=tenant_priority(annotations.get(ANNOTATION_PRIORITY))[0],
         gpu_seconds=gpu_seconds, copy_of=labels.get(LABEL_COPY_OF), parked_from=annotations.get(ANNOTATION_PARKED_FROM),
         position=position if position is not None and position >= 0 else None,
         reason=(annotations.get(ANNOTATION_WAITING_REASON) or None) if state == WAITING else None,

@@ -5,8 +5,8 @@ controller, the gate with the gate ServiceAccount's token. Stand-ins: kwok nodes
 """
 
 import json
+import time
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from kubernetes import client
@@ -110,11 +110,9 @@ def test_gate_killed_mid_reclaim_and_serving_restored_by_the_next_tick(
     assert apps.read_namespaced_deployment("chat", SERVING).spec.replicas == 15  # killed before the scale
     assert record(api).applying_from == 15 and record(api).applied == 16  # the intent was recorded first
     assert first.tick() == [], "the dead gate's Lease is still held"
-    # A minute later the Lease has expired.
-    coordination = client.CoordinationV1Api(api)
-    lease = coordination.read_namespaced_lease("offhours-gate", SERVING)
-    lease.spec.renew_time = datetime.now(timezone.utc) - timedelta(minutes=5)
-    coordination.replace_namespaced_lease("offhours-gate", SERVING, lease)
+    # A minute later on this gate's own clock, the dead holder's record has not changed: the Lease has expired.
+    later = time.monotonic() + first.lease_seconds + 1
+    first.cluster.lease_observer.monotonic = lambda: later  # type: ignore[attr-defined]
     out = _tick(gate_setup)
     assert out.decision.action == "reclaim", gate_setup["log"].getvalue()
     assert apps.read_namespaced_deployment("chat", SERVING).spec.replicas == 16

@@ -22,6 +22,7 @@ start), so the gate's reaction time to a load rise is the tick that sees it plus
 import copy
 import io
 import math
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -37,12 +38,14 @@ from offhours.scripts.gate.exit_hook import return_gpus
 from offhours.scripts.metrics.sources import Reading, ServiceTarget
 from offhours.scripts.names import (
     ANNOTATION_BORROWED_FROM,
+    ANNOTATION_PARKED_FROM,
     ANNOTATION_PRIORITY,
     ANNOTATION_PROGRESS,
     ANNOTATION_ROOT,
     FINISHED_PHASES,
     LABEL_COPY_OF,
     LABEL_REPLICAS,
+    LABEL_RUN_ID,
     LABEL_SERVICE,
     LABEL_STATE,
     LEASE_NOTE_PREFIX,
@@ -91,7 +94,13 @@ TENANT_VALUES: tuple[tuple[str, str, str], ...] = (  # (where, key, value) a ten
     ("labels", LABEL_STATE, "admitted"),
     ("labels", LABEL_STATE, "returned"),
     ("annotations", ANNOTATION_BORROWED_FROM, "not-a-uid"),
+    ("annotations", ANNOTATION_PRIORITY, "99999"),  # parses, but jumps every queue
+    ("annotations", ANNOTATION_PRIORITY, "-1000001"),
+    ("annotations", ANNOTATION_PARKED_FROM, "Not A Name/../x"),
+    ("annotations", ANNOTATION_ROOT, "code-job1-p1"),  # chosen to collide with another run's copy name
+    ("labels", LABEL_RUN_ID, "code-job1"),  # another run's id
 )
+ARGO_VERBS = ("submit", "retry", "resubmit", "resume", "suspend", "stop", "terminate", "delete")
 CORRUPT_STATES = ("", "{", "[]", "null", '"text"', '{"baseline":"8"}', '{"baseline":8.5}', '{"baseline":-1}',
                   '{"baseline":true}', '{"baseline":1e400}', '{"recommendations":[[1,"x"]],"baseline":8}',
                   '{"samples":{"p":[1]},"baseline":8}', '{"lastDecision":5,"baseline":8}', "\x00\xff")
@@ -140,6 +149,8 @@ class SimCluster(MemoryCluster):
     calls_seen: int = 0
     faulted: set[str] = field(default_factory=set)  # services that took a fault this tick
     dead_lease: tuple[str | None, float] | None = None
+    admitted_by_gate: dict[str, str] = field(default_factory=dict)  # workflows the gate admitted or adopted -> against which UID
+    lowered: list[str] = field(default_factory=list)  # services whose serving a write lowered, this tick
 
     def _call(self, what: str) -> None:
         verb, _, rest = what.partition(" ")
@@ -163,6 +174,27 @@ class SimCluster(MemoryCluster):
         if queued and (verb == "acquire-lease" or service_of(target) == FAULTY):
             self.faulted.add(FAULTY if verb != "acquire-lease" else "*")
             raise queued.pop(0)
+
+
+    def admit(self, namespace: str, job: Any, deployment_uid: str = "") -> None:
+        super().admit(namespace, job, deployment_uid)
+        self.admitted_by_gate[job.name] = deployment_uid
+
+    def adopt(self, namespace: str, job: Any, deployment_uid: str = "") -> None:
+        super().adopt(namespace, job, deployment_uid)
+        self.admitted_by_gate[job.name] = deployment_uid
+
+    def scale(self, dep: Any, replicas: int) -> None:
+        before = self.deployments[(dep.namespace, dep.name)].replicas if (dep.namespace, dep.name) in self.deployments else None
+        super().scale(dep, replicas)
+        if before is not None and replicas < before:
+            self.lowered.append(dep.service)
+
+    def set_max_replicas(self, scaler: Autoscaler, replicas: int) -> None:
+        before = next((a.max_replicas for a in self.autoscalers.values() if a.name == scaler.name), None)
+        super().set_max_replicas(scaler, replicas)
+        if before is not None and replicas < before:
+            self.lowered.append(service_of(scaler.name) or scaler.name)
 
 
 def complete(cluster: MemoryCluster, name: str, phase: str) -> None:
@@ -246,6 +278,8 @@ class World:
         self.pod_serial = 0
         self.submitted: dict[str, int] = {}  # run -> the replicas it was submitted with (the truth)
         self.tampered: set[str] = set()  # runs whose labels a tenant changed (stuck parked is right for them)
+        self.touched: set[str] = set()  # runs a person ran an Argo verb on: run again, stopped or deleted by hand
+        self.removed = False  # the faulty service is out of the gate configuration
         self.pending: set[str] = set()  # services whose baseline the gate must learn afresh
         # Services whose owner changed them while the gate's memory showed a write in flight: the owner's
         # baseline (the truth), and the baseline and memory before the change (from which the gate reads
@@ -322,14 +356,25 @@ class World:
         counts what the label says (the truth of what was lent is only in the gate's record)."""
         uid = self.dep(service).uid
         total = 0
-        for wf in self.workflows(service):
+        runs: set[str] = set()  # without its memory the gate counts one marked workflow per run, the oldest
+        for wf in sorted(self.workflows(service), key=lambda wf: (wf["metadata"].get("creationTimestamp") or 0,
+                                                                 wf["metadata"]["name"])):
             meta, spec = wf["metadata"], wf["spec"]
+            # What a workflow was submitted with: its first workflow's (copies, resubmits and reruns are named after it).
+            first = re.match(r"^[a-z]+-job\d+", meta["name"])
+            size = self.submitted.get(first.group(0), 0) if first else 0
             if (meta["labels"].get(LABEL_STATE) == ADMITTED and wf.get("status", {}).get("phase") not in FINISHED_PHASES
                     and not spec.get("shutdown") and not wf.get("status", {}).get("nodes")
-                    and meta.get("annotations", {}).get(ANNOTATION_BORROWED_FROM) == uid):
-                size = meta["labels"].get(LABEL_REPLICAS, "")
-                forged = readable and run_of(wf) in self.tampered
-                total += (int(size) if size.isdigit() else 0) if forged else self.submitted.get(run_of(wf), 0)
+                    # The truth: the gate admitted it against this incarnation; without its memory, the mark says so.
+                    and (self.cluster.admitted_by_gate.get(meta["name"]) == uid if not readable
+                         else meta.get("annotations", {}).get(ANNOTATION_BORROWED_FROM) == uid)):
+                run = str(meta["labels"].get(LABEL_RUN_ID) or "")
+                if readable and run and run in runs:
+                    continue
+                runs.add(run)
+                forged = readable and (run_of(wf) in self.tampered or meta["name"] not in self.cluster.admitted_by_gate)
+                label = meta["labels"].get(LABEL_REPLICAS, "")
+                total += (int(label) if label.isdigit() else 0) if forged else size
         return total
 
     def finishing(self, service: str) -> bool:
@@ -345,6 +390,7 @@ class World:
         fresh = {s: self.value(s) + self.lent(s, readable=True) for s in self.pending}  # what the gate can know at this tick
         seen = {s: (self.lent(s), self.value(s)) for s in self.unsure}  # what the gate reads at this tick
         killed = False
+        c.lowered = []
         try:
             outcomes = {o.service: o for o in gate.tick()}
         except Killed:
@@ -353,6 +399,11 @@ class World:
                 c.lease_holder, c.lease_until = c.dead_lease
             self.gate = self.new_gate()  # the next tick is another process
         c.dead_lease, c.kill_at, c.lease_taken_at = None, None, None
+        if not killed:  # no write lowers serving except a lend
+            for s in c.lowered:
+                o = outcomes.get(s)
+                assert o is not None and o.decision is not None and o.decision.action == "lend", (
+                    f"{s}: serving lowered by a tick that did not lend: {o.detail() if o else 'no outcome'}")
         self.run_autoscalers()
         self.sync_pods()
         for s in list(self.pending):
@@ -435,7 +486,8 @@ class World:
 
 def run_of(wf: dict[str, Any]) -> str:
     meta = wf["metadata"]
-    return str(meta.get("annotations", {}).get(ANNOTATION_ROOT) or meta["name"])
+    return str(meta.get("labels", {}).get(LABEL_RUN_ID) or meta.get("annotations", {}).get(ANNOTATION_ROOT)
+               or meta["name"])
 
 
 def live(wf: dict[str, Any]) -> bool:
@@ -513,6 +565,8 @@ class GateCampaign(RuleBasedStateMachine):
         t.pending = m.pending & {CLEAN}
         t.unsure = {k: v for k, v in m.unsure.items() if k == CLEAN}
         t.clean[CLEAN] = list(m.clean[CLEAN])
+        t.cluster.admitted_by_gate = {n: u for n, u in m.cluster.admitted_by_gate.items() if service_of(n) == CLEAN}
+        t.touched = {r for r in m.touched if service_of(r) == CLEAN}
         t.gate = t.new_gate()
 
     # -- rules --------------------------------------------------------------------------------
@@ -647,8 +701,9 @@ class GateCampaign(RuleBasedStateMachine):
         if wfs:
             wf = wfs[pick % len(wfs)]
             where, key, text = value
-            wf["metadata"].setdefault(where, {})[key] = text
             self.main.tampered.add(run_of(wf))
+            wf["metadata"].setdefault(where, {})[key] = text
+            self.main.tampered.add(run_of(wf))  # a run id it took: that run's outcome may change with it
 
     @rule(service=SERVICE, replicas=st.integers(1, 3), priority=st.integers(0, 2))
     def submit(self, service: str, replicas: int, priority: int) -> None:
@@ -677,7 +732,76 @@ class GateCampaign(RuleBasedStateMachine):
         if names:
             self.main.cluster.race_at = names[pick % len(names)]
 
+    @rule(verb=st.sampled_from(ARGO_VERBS), service=SERVICE, pick=PICK)
+    def argo_verb(self, verb: str, service: str, pick: int) -> None:
+        """A person runs an Argo verb on any of the service's workflows: parked, admitted, preempted, a copy."""
+        self._step()
+        wfs = self.main.workflows(service)
+        if not wfs:
+            return
+        wf = wfs[pick % len(wfs)]
+        name, run = wf["metadata"]["name"], run_of(wf)
+        if verb == "retry" and wf.get("status", {}).get("phase") not in ("Failed", "Error"):
+            return  # Argo refuses it
+        for w in self.worlds(service):
+            if (NS, name) not in w.cluster.workflows:
+                continue
+            if verb == "submit":  # the same run submitted again straight from the template: it runs at once
+                again = f"{name}-s{self.steps}"
+                w.cluster.add_workflow(NS, again, service, w.submitted.get(run, 1), state="", run_id=run,
+                                       created=w.cluster.clock)
+                w.cluster.workflows[(NS, again)]["spec"].pop("suspend", None)
+            else:
+                w.cluster.argo_verb(verb, NS, name, new_name=f"{name}-r{self.steps}")
+            if verb not in ("resume",):
+                w.touched.add(run)
+
+    @rule(pick=PICK, other=PICK)
+    def tenant_forges_the_admission_mark(self, pick: int, other: int) -> None:
+        """A researcher copies an admitted workflow's state label and admission mark onto its parked one, and starts it."""
+        self._step()
+        wfs = self.main.workflows(FAULTY)
+        admitted = [wf for wf in wfs if wf["metadata"]["labels"].get(LABEL_STATE) == ADMITTED and live(wf)]
+        parked = [wf for wf in wfs if wf["spec"].get("suspend") and wf.get("status", {}).get("phase") not in FINISHED_PHASES]
+        if not admitted or not parked:
+            return
+        source, forger = admitted[pick % len(admitted)], parked[other % len(parked)]
+        forger["metadata"]["labels"][LABEL_STATE] = ADMITTED
+        forger["metadata"]["annotations"][ANNOTATION_BORROWED_FROM] = source["metadata"]["annotations"][
+            ANNOTATION_BORROWED_FROM]
+        forger["spec"].pop("suspend", None)
+        self.main.tampered.add(run_of(forger))
+
+    @rule(ticks=st.integers(1, 3), chat=RPS, code=RPS)
+    def service_removed_from_the_config(self, ticks: int, chat: float, code: float) -> None:
+        """The faulty service leaves the gate configuration for a few ticks, then comes back: while it is out, what the
+        gate lent of it is given back (its baseline restored on the first tick its calls take no fault)."""
+        self._step()
+        w = self.main
+        w.config, w.removed = campaign_config((CLEAN,)), True
+        w.gate = w.new_gate()
+        for _ in range(ticks):
+            self._tick(chat, code)
+            if FAULTY not in w.cluster.faulted and (NS, FAULTY) not in w.cluster.states:
+                assert w.value(FAULTY) >= w.baseline[FAULTY], (
+                    f"{FAULTY} removed from the config: left at {w.value(FAULTY)} of its baseline {w.baseline[FAULTY]}")
+        w.config, w.removed = campaign_config((CLEAN, FAULTY)), False
+        w.gate = w.new_gate()
+        w.clean[FAULTY] = []
+        if (NS, FAULTY) not in w.cluster.states:
+            w.rebase(FAULTY)  # its record is gone: the gate learns it afresh
+
     # -- invariants ---------------------------------------------------------------------------
+    @invariant()
+    def only_the_gates_own_admissions_count(self) -> None:
+        """What the gate records as lent is what it admitted itself: never a workflow a tenant or Argo's verbs started."""
+        for w in (self.main, self.twin):
+            ours = {wf["metadata"]["uid"] for wf in w.workflows() if wf["metadata"]["name"] in w.cluster.admitted_by_gate}
+            running = {wf["metadata"]["uid"] for wf in w.workflows() if live(wf)}  # recorded, not yet admitted: not running
+            for s in w.services:
+                admitted = set(ServiceRecord.from_json(w.cluster.states.get((NS, s))).admitted or {}) & running
+                assert admitted <= ours, f"{s}: counted as lent without the gate's admission: {admitted - ours}"
+
     @invariant()
     def serving_within_reaction_time(self) -> None:
         """Serving: once the load has needed R replicas over the tick that saw it and the REACTION_TICKS after
@@ -743,6 +867,13 @@ class GateCampaign(RuleBasedStateMachine):
                 if run in w.tampered:
                     continue  # a tenant who forges its own workflow's labels can run its own work twice anyway
                 alive = [wf["metadata"]["name"] for wf in wfs if live(wf)]
+                if run in w.touched:
+                    # Run again by hand (retry, resubmit, submit): after the gate's next tick that acted on the
+                    # service without a fault, never twice at once.
+                    service = wfs[0]["metadata"]["labels"].get(LABEL_SERVICE)
+                    acted = self.ticked and self.clean.get(service) and w is self.main  # the twin: by the view
+                    assert len(alive) <= 1 or not acted, f"run {run}: two live workflows {alive} after a tick"
+                    continue
                 assert len(alive) <= 1, f"run {run}: two live workflows {alive}"
                 done = [wf["metadata"]["name"] for wf in wfs if wf.get("status", {}).get("phase") == "Succeeded"]
                 assert len(done) <= 1, f"run {run}: its job succeeded twice: {done}"
@@ -793,12 +924,12 @@ def drain(machine: GateCampaign, ticks: int = 60) -> None:
         w.argo()
         machine.no_work_lost_or_duplicated()
         if not any(live(wf) or wf["spec"].get("suspend") for wf in w.workflows()
-                   if run_of(wf) not in w.tampered and wf.get("status", {}).get("phase") not in FINISHED_PHASES):
+                   if run_of(wf) not in w.tampered | w.touched and wf.get("status", {}).get("phase") not in FINISHED_PHASES):
             break
     ended: dict[str, list[str]] = {}
     for wf in w.workflows():
         run = run_of(wf)
-        if run in w.tampered:
+        if run in w.tampered | w.touched:
             continue
         ended.setdefault(run, [])
         phase = wf.get("status", {}).get("phase")  # a job that succeeded as the stop arrived has ended too

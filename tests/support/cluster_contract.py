@@ -8,9 +8,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Protocol
 
-import pytest
-
-from offhours.scripts.cluster.base import Cluster, ClusterError
+from offhours.scripts.cluster.base import Cluster
 from offhours.scripts.policy.plan import ADMITTED, PARKED
 
 
@@ -70,12 +68,17 @@ def parking_a_copy_is_idempotent(h: Harness) -> None:
     assert copy["metadata"]["labels"]["offhours.io/copy-of"] == h.read_workflow("contract-b")["metadata"]["uid"]
     names = [j.name for j in h.cluster.jobs(h.research, "contract-svc3")]
     assert names.count("contract-b-p1") == 1
-    # A name taken by a workflow that is not this job's copy is an error, never taken for success.
+    # A decoy under the copy's usual name is never taken for the copy, and never fails the park: the copy
+    # goes under a name the API server makes unique; parking again finds it by its link to the original.
     h.add_parked("contract-c", "contract-svc3", 1)
     h.add_parked("contract-c-p1", "contract-svc3", 1)
+    decoy = h.read_workflow("contract-c-p1")
     job = next(j for j in h.cluster.jobs(h.research, "contract-svc3") if j.name == "contract-c")
-    with pytest.raises(ClusterError, match="contract-c-p1 is taken by a workflow that is not its copy"):
-        h.cluster.park_copy(h.research, job)
+    made = h.cluster.park_copy(h.research, job)
+    assert made.startswith("contract-c-p1-") and h.cluster.park_copy(h.research, job) == made
+    assert h.read_workflow(made)["metadata"]["labels"]["offhours.io/copy-of"] == h.read_workflow("contract-c")["metadata"]["uid"]
+    assert h.read_workflow("contract-c-p1")["metadata"]["labels"] == decoy["metadata"]["labels"]
+    h.cluster.delete_workflow(h.research, made)
     h.cluster.delete_workflow(h.research, "contract-c-p1")
     h.cluster.delete_workflow(h.research, "contract-c-p1")  # deleting what is gone is success
     assert h.cluster.workflow(h.research, "contract-c-p1") is None

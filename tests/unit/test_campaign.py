@@ -49,7 +49,7 @@ def test_the_fail_safe_restores_the_owners_baseline_not_a_stale_one() -> None:
     assert [w.tick() for _ in range(3)] == [{"code": False}] * 3
     assert w.dep("code").replicas == 3
     assert [c for c in w.cluster.calls if c.startswith("scale")] == []
-    assert "3 failed ticks in a row: serving restored to its baseline 3" in w.log.getvalue()
+    assert "3 failed ticks in a row: serving already at 3 (its baseline is 3)" in w.log.getvalue()
 
 
 def test_a_tenants_admitted_label_is_not_an_admission() -> None:

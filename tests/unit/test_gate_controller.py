@@ -689,6 +689,8 @@ def test_an_admitted_job_whose_replica_label_is_rewritten_is_stopped() -> None:
     w.wf("job-0")["metadata"]["labels"]["offhours.io/replicas"] = "0"  # a tenant hides what it holds
     out = w.tick()
     assert out["chat"].plan is not None and [j.name for j in out["chat"].plan.stop] == ["job-0"]
+    # What it holds is what the gate lent it (its record), whatever the label says now; stopped, it goes back at once.
+    assert out["chat"].decision is not None and out["chat"].decision.lent == 2
     assert w.state("job-0") == "preempted" and w.replicas() == 8
 
 

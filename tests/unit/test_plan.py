@@ -147,10 +147,11 @@ def test_a_job_with_a_problem_waits_with_it_named() -> None:
 
 
 def test_an_admitted_job_with_a_problem_is_stopped_with_it_named() -> None:
-    # A tenant rewrote its replica label: what it holds is unknown, so it is stopped, and the note says why.
+    # A tenant rewrote its replica label: it is stopped, the note says why, and what it was lent (the gate's
+    # record of it) goes back to serving in the same tick.
     bad = job("bad", 2, ADMITTED, problem="offhours.io/replicas 'x' is not a number")
     assert plan(decision(2, 2), 8, [bad], 0.0) == Plan(
-        "chat", 6, stop=(bad,), lent_after=2,
+        "chat", 8, stop=(bad,), lent_after=0,
         notes=("bad was admitted but offhours.io/replicas 'x' is not a number: stopped and parked again",))
 
 

@@ -13,6 +13,7 @@ from offhours.scripts.cluster.workflow import (
     build_parked_copy,
     check_own_copy,
     exit_seconds_text,
+    is_own_copy,
     measured_exit_seconds,
     parked_copy_name,
     workflow_job,
@@ -46,7 +47,7 @@ def test_the_adapter_the_codec_and_the_error_translation_import_no_cluster_imple
 def test_both_clusters_read_and_write_workflows_through_the_same_codec() -> None:
     assert kube.workflow_job is memory.workflow_job is workflow_job
     assert kube.build_parked_copy is memory.build_parked_copy is build_parked_copy
-    assert kube.check_own_copy is memory.check_own_copy is check_own_copy
+    assert kube.is_own_copy is memory.is_own_copy is is_own_copy and kube.elsewhere is memory.elsewhere
     assert kube.exit_seconds_text is memory.exit_seconds_text is exit_seconds_text
 
 
@@ -96,7 +97,8 @@ def test_a_running_admitted_workflow_reads_as_its_job() -> None:
     assert workflow_job(wf) == Job(
         name="train", service="chat", replicas=2, state="admitted", priority=5, created=1714557600.0,
         progress_at=1714558000.0, started=1714557665.0, checkpoint_prefix="s3://lab/ckpt/sweep-1", uid="u-train",
-        borrowed_from="dep-uid", waiting_reason="busy", queue_position=3, exit_seconds=90.0, exit_learnt=False)
+        borrowed_from="dep-uid", waiting_reason="busy", queue_position=3, exit_seconds=90.0, exit_learnt=False,
+        run_id="sweep-1")
     assert workflow_job(wf, "code") is None
 
 
