@@ -69,7 +69,11 @@ def gate_serving_rules(config: GateConfig) -> list[dict[str, Any]]:
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [LEASE_NAME],
          "verbs": ["get", "update"]},
         {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
-        {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": state, "verbs": ["get", "update", "patch"]},
+        # list: a service removed from the configuration still has a record, and gets back what was lent
+        # (then its record is deleted) before the Role is rendered again without it.
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"]},
+        {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": state,
+         "verbs": ["get", "update", "patch", "delete"]},
         {"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"],
          "verbs": ["get", "list", "patch", "update"]},
         {"apiGroups": [KEDA_GROUP], "resources": ["scaledobjects"], "verbs": ["get", "list", "patch"]},

@@ -222,7 +222,8 @@ class Checker:
         needs += [(serving, "", "pods", "", "list", ""), (serving, "", "events", "", "create", ""),
                   (serving, "coordination.k8s.io", "leases", "", "update", LEASE_NAME)]
         needs += [(serving, "", "configmaps", "", v, state_configmap_name(s.name)) for s in config.services
-                  for v in ("get", "update")]
+                  for v in ("get", "update", "delete")]
+        needs += [(serving, "", "configmaps", "", "list", "")]  # a removed service's record is found by listing
         needs += [(research, ARGO_GROUP, "workflows", "", v, "") for v in
                   ("get", "list", "watch", "patch", "create", "delete")]
         missing = [f"{v} {r}{'/' + sub if sub else ''}{' ' + n if n else ''} in {ns}"
