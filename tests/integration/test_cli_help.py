@@ -7,11 +7,13 @@ import sys
 from offhours.scripts.cli.main import parser
 
 VERBS = ["render", "validate", "gate", "submit", "simulate", "report", "check", "demo", "check-parameters",
-         "return-gpus", "backstop", "jobs", "why", "logs", "cancel", "usage", "console", "schedule"]
+         "return-gpus", "backstop", "jobs", "why", "logs", "cancel", "usage", "console", "schedule", "trace", "tune",
+         "calibrate"]
 # The verbs whose module is named after them (jobs.py holds jobs, why, logs, cancel and usage).
 OWN_MODULE = {"render": "render", "validate": "validate", "gate": "gate", "submit": "submit", "simulate": "simulate",
               "check": "check", "demo": "demo", "check-parameters": "check_parameters", "return-gpus": "return_gpus",
-              "backstop": "backstop", "console": "console", "schedule": "schedule"}
+              "backstop": "backstop", "console": "console", "schedule": "schedule", "tune": "tune",
+              "calibrate": "calibrate"}
 
 
 def _verbs(root: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:

@@ -77,8 +77,8 @@ def test_rbac_is_exactly_the_contract() -> None:
             | _rows("", "pods", "list") | _rows("", "events", "create") | _rows("", "events", "get update", hold)
             | _rows("coordination.k8s.io", "leases", "create") | _rows("coordination.k8s.io", "leases", "get update",
                                                                          LEASE_NAME)
-            | _rows("", "configmaps", "create")
-            | _rows("", "configmaps", "get update patch", "offhours-state-chat-llama,offhours-state-code-qwen")
+            | _rows("", "configmaps", "create list")
+            | _rows("", "configmaps", "get update patch delete", "offhours-state-chat-llama,offhours-state-code-qwen")
             | _rows("autoscaling", "horizontalpodautoscalers", "get list patch update")
             | _rows("keda.sh", "scaledobjects", "get list patch")
             | _rows("argoproj.io", "workflowtaskresults", "create patch")),
