@@ -480,6 +480,14 @@ def _runs(jobs: list[JobView]) -> list[RunView]:
     return sorted(runs, key=lambda r: (r.submitted or epoch, r.run_id), reverse=True)
 
 
+SKIPPED_WORKFLOW = "workflow "  # how a problem naming a skipped workflow begins (no read error begins so)
+
+
+def names_a_workflow(problem: str) -> bool:
+    """Whether a pool problem names a (skipped) workflow: what a reader who may not list workflows is not shown."""
+    return problem.startswith(SKIPPED_WORKFLOW)
+
+
 def build_pool(configmaps: Iterable[Mapping[str, Any]], deployments: Iterable[Mapping[str, Any]],
                workflows: Iterable[Mapping[str, Any]], serving_namespace: str, now: datetime | None = None,
                problems: Iterable[str] = ()) -> Pool:
@@ -491,7 +499,7 @@ def build_pool(configmaps: Iterable[Mapping[str, Any]], deployments: Iterable[Ma
         try:
             job = job_view(wf) if isinstance(wf, Mapping) else None
         except Exception as err:  # noqa: BLE001 - one malformed workflow is skipped and named, never the whole pool
-            skipped.append(f"workflow {workflow_name(wf)} skipped: it cannot be read ({type(err).__name__})")
+            skipped.append(f"{SKIPPED_WORKFLOW}{workflow_name(wf)} skipped: it cannot be read ({type(err).__name__})")
             continue
         if job is not None:
             jobs.append(job)
