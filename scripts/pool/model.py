@@ -288,6 +288,8 @@ def _state_json(configmap: Mapping[str, Any]) -> tuple[dict[str, Any], str | Non
         state = json.loads(text)
     except json.JSONDecodeError as err:
         return {}, f"state.json is not JSON ({err.msg})"
+    except RecursionError:  # hand-edited past the parser's depth: this service's problem, not the pool's
+        return {}, "state.json is not JSON (nested too deeply)"
     return (state, None) if isinstance(state, dict) else ({}, "state.json is not an object")
 
 
@@ -316,7 +318,8 @@ def service_views(configmaps: Iterable[Mapping[str, Any]], deployments: Iterable
             continue
         service = name[len(STATE_CONFIGMAP_PREFIX):]
         state, problem = _state_json(cm)
-        dep = by_uid.get(state.get("deploymentUID")) or by_service.get(service)
+        uid = state.get("deploymentUID")  # the gate writes a string; a hand edit may not
+        dep = (by_uid.get(uid) if isinstance(uid, str) else None) or by_service.get(service)
         last = state.get("lastDecision")
         decision: dict[str, Any] = last if isinstance(last, dict) else {}
         views[service] = _with_deployment(ServiceView(
