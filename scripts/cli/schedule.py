@@ -84,7 +84,7 @@ class ScheduleRow:
 
 
 def _name_of(obj: Any) -> str:
-    """The object's name however malformed it is (never raises)."""
+    """Return the object's name however malformed it is (never raises)."""
     meta = obj.get("metadata") if isinstance(obj, dict) else None
     name = meta.get("name") if isinstance(meta, dict) else None
     return name if isinstance(name, str) and name else "(unnamed)"

@@ -1,4 +1,4 @@
-"""Parameter values, values objects and schemas nested past Python's recursion limit: one line naming them, never the wrong file."""
+"""Parameter values, values objects and schemas nested past the recursion limit: one line naming them, never the wrong file."""
 
 import json
 

@@ -1,4 +1,4 @@
-"""Prometheus answers whose sample times are not finite (Python's JSON reads NaN and Infinity): a PrometheusError, never a traceback."""
+"""Prometheus answers with sample times that are not finite (Python reads NaN, Infinity): a PrometheusError, not a traceback."""
 
 import json
 
