@@ -100,7 +100,8 @@ def create_app(source: PoolSource, gpus_per_replica: Mapping[str, int] | None = 
     app.jinja_env.globals.update(age=age, stamp=stamp, gpus_of=gpus_of, sentence=sentence, WAITING=WAITING)
     if services is not None:
         source.metrics.services = frozenset(services)
-    open_paths = ("/healthz", "/login", "/static/")
+    # /logout only clears the cookie: it must work when the token was revoked or the API server is down.
+    open_paths = ("/healthz", "/login", "/logout", "/static/")
 
     def unauthorized(message: str) -> tuple[str, int, dict[str, str]]:
         return (render_template("login.html", message=message, page=""), 401,

@@ -1,8 +1,11 @@
 """What a signed-in reader without rights sees: nothing of anyone's jobs, not even in the problems listed."""
 
+import pytest
+
 from offhours.scripts.console.app import create_app
 from offhours.scripts.console.auth import Access
 from offhours.scripts.console.source import PoolSource
+from offhours.scripts.names import CONSOLE_TOKEN_COOKIE
 from tests.support.tenant_pool import Reader, pool_of, running
 
 
@@ -43,3 +46,22 @@ def test_a_token_with_rights_on_workflows_still_sees_the_skipped_ones_named():
     client = create_app(PoolSource(Reader(pool), interval=0), auth=Grants(reader)).test_client()
     page = client.get("/queue", headers={"Authorization": "Bearer t"}).get_data(as_text=True)
     assert "secret-merger-eval" in page
+
+
+class Unreachable:
+    """An authenticator whose API server cannot answer (down, or the console's own rights revoked)."""
+
+    def access(self, token: str) -> Access | None:
+        from offhours.scripts.console.auth import ReviewUnavailable
+
+        raise ReviewUnavailable("cannot review the token: MaxRetryError")
+
+
+@pytest.mark.parametrize("auth", [Grants(None), Unreachable()], ids=["token refused", "API server down"])
+def test_logout_clears_the_token_cookie_whatever_the_api_server_says(auth) -> None:
+    """Fault: /logout sat behind the token check, so a revoked token or a down API server kept the cookie (401/503)."""
+    client = create_app(PoolSource(Reader(pool_of(running({}))), interval=0), auth=auth).test_client()
+    client.set_cookie(CONSOLE_TOKEN_COOKIE, "a-token")
+    answer = client.post("/logout")
+    assert answer.status_code == 302
+    assert any(CONSOLE_TOKEN_COOKIE in h and "Expires=Thu, 01 Jan 1970" in h for h in answer.headers.getlist("Set-Cookie"))
