@@ -69,9 +69,11 @@ def register(subparsers: Any) -> None:
     """Add `calibrate` to the `offhours` command."""
     cal = subparsers.add_parser("calibrate", help="measure each service's capacity per replica from its history: "
                                 "the throughput of a replica in the minutes requests waited for it")
+    from offhours.scripts.cli.simulate import _positive_int
+
     history_source.add_options(cal)
     cal.add_argument("--step", type=_step, default=60.0, help="the history's step (default 60s)")
-    cal.add_argument("--min-steps", type=int, default=10, metavar="N",
+    cal.add_argument("--min-steps", type=_positive_int, default=10, metavar="N",
                      help="saturated pod-steps needed for an estimate (default 10); fewer: the configured value stands")
     cal.add_argument("--out", metavar="FILE", help="write the gate config fragment (services' capacity) here")
     cal.set_defaults(func=_calibrate)

@@ -24,6 +24,8 @@ def run(schema_text: str, values_text: str) -> tuple[int, list[str]]:
         values = json.loads(values_text)
     except json.JSONDecodeError as err:
         return CHECK_FAILED_EXIT_CODE, [f"check-parameters: the parameter values are not valid JSON: {err.msg}"]
+    except RecursionError:
+        return CHECK_FAILED_EXIT_CODE, ["check-parameters: the parameter values are JSON nested too deeply"]
     if not isinstance(values, dict):
         return CHECK_FAILED_EXIT_CODE, ["check-parameters: the parameter values must be a JSON object"]
     problems = check_values(schema, {k: v if isinstance(v, str) else json.dumps(v) for k, v in values.items()})

@@ -111,6 +111,8 @@ def read(args: argparse.Namespace, saturation: bool = False, step: float = 60.0)
     history = read_history(url, config.metrics.service_label, names, span.start, span.steps, span.step,
                            config.metrics.extra_selector, timeout=max(30.0, config.metrics.prometheus_timeout_seconds),
                            saturation=saturation)
+    from offhours.scripts.cli.text import printable
+
     for warning in history.warnings:
-        print(warning, file=sys.stderr)
+        print(printable(warning), file=sys.stderr)  # it names series by labels any scraped target can set
     return config, history

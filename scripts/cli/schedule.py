@@ -83,30 +83,63 @@ class ScheduleRow:
     runs: list[tuple[str, str, str]]  # (workflow, run id, state), newest first
 
 
-def schedule_rows(crons: list[dict[str, Any]], runs: list[dict[str, Any]], now: datetime) -> list[ScheduleRow]:
-    """Return a row per schedule: its next firing in its time zone and its last runs (parked copies included)."""
-    rows = []
-    for cron in sorted(crons, key=lambda c: c["metadata"]["name"]):
-        name = cron["metadata"]["name"]
-        spec = cron.get("spec") or {}
-        zone = spec.get("timezone") or "UTC"
+def _name_of(obj: Any) -> str:
+    """Return the object's name however malformed it is (never raises)."""
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    name = meta.get("name") if isinstance(meta, dict) else None
+    return name if isinstance(name, str) and name else "(unnamed)"
+
+
+def _readable_runs(runs: list[dict[str, Any]]) -> list[tuple[str, str, tuple[str, str, str]]]:
+    """(schedule, sort key, (workflow, run id, state)) of every run that can be read; a malformed one is skipped."""
+    out = []
+    for w in runs:
         try:
-            upcoming = next_firing(cron, now)
-            nxt = "suspended" if spec.get("suspend") else (upcoming.strftime("%Y-%m-%d %H:%M ") + zone if upcoming
-                                                             else "never")
-        except CronError as err:
-            nxt = f"invalid: {err}"
-        mine = sorted((w for w in runs if ((w.get("metadata") or {}).get("labels") or {}).get(LABEL_SCHEDULE) == name),
-                      key=_run_key, reverse=True)[:LAST_RUNS]
-        rows.append(ScheduleRow(
-            name=name,
-            template=str(((spec.get("workflowSpec") or {}).get("workflowTemplateRef") or {}).get("name", "?")),
-            cron="; ".join(spec.get("schedules") or []),
-            next=nxt,
-            policy=str(spec.get("concurrencyPolicy") or "Allow"),
-            runs=[(w["metadata"]["name"], str((w["metadata"].get("labels") or {}).get(LABEL_RUN_ID, "")), run_state(w))
-                  for w in mine],
-        ))
+            meta = w["metadata"]
+            labels = meta.get("labels") or {}
+            name = meta["name"]
+            out.append((str(labels.get(LABEL_SCHEDULE)), _run_key(w),
+                        (str(name), str(labels.get(LABEL_RUN_ID, "")), run_state(w))))
+        except (KeyError, TypeError, AttributeError):  # a tenant's malformed workflow never hides the others
+            continue
+    return out
+
+
+def _row(cron: dict[str, Any], runs: list[tuple[str, str, tuple[str, str, str]]], now: datetime) -> ScheduleRow:
+    name = cron["metadata"]["name"]
+    spec = cron.get("spec") or {}
+    zone = spec.get("timezone") or "UTC"
+    try:
+        upcoming = next_firing(cron, now)
+        nxt = "suspended" if spec.get("suspend") else (upcoming.strftime("%Y-%m-%d %H:%M ") + zone if upcoming
+                                                         else "never")
+    except CronError as err:
+        nxt = f"invalid: {err}"
+    mine = sorted((r for r in runs if r[0] == name), key=lambda r: r[1], reverse=True)[:LAST_RUNS]
+    return ScheduleRow(
+        name=name,
+        template=str(((spec.get("workflowSpec") or {}).get("workflowTemplateRef") or {}).get("name", "?")),
+        cron="; ".join(spec.get("schedules") or []),
+        next=nxt,
+        policy=str(spec.get("concurrencyPolicy") or "Allow"),
+        runs=[r[2] for r in mine],
+    )
+
+
+def schedule_rows(crons: list[dict[str, Any]], runs: list[dict[str, Any]], now: datetime) -> list[ScheduleRow]:
+    """Return a row per schedule: its next firing in its time zone and its last runs (parked copies included).
+
+    A CronWorkflow in a shape the minimal Argo CRD lets through is one row saying so, never a
+    traceback that hides every other schedule of the namespace.
+    """
+    readable = _readable_runs(runs)
+    rows = []
+    for cron in sorted(crons, key=_name_of):
+        try:
+            rows.append(_row(cron, readable, now))
+        except (KeyError, TypeError, AttributeError, ValueError) as err:
+            rows.append(ScheduleRow(name=_name_of(cron), template="?", cron="?",
+                                    next=f"unreadable ({type(err).__name__})", policy="?", runs=[]))
     return rows
 
 

@@ -16,7 +16,7 @@ from offhours.scripts.console.charts import Series, line_chart
 from offhours.scripts.console.source import PoolSource
 from offhours.scripts.names import CONSOLE_TOKEN_COOKIE
 from offhours.scripts.pool import usage
-from offhours.scripts.pool.model import WAITING, Pool, RunView, gpus_of
+from offhours.scripts.pool.model import WAITING, Pool, RunView, gpus_of, names_a_workflow
 from offhours.scripts.pool.operator_metrics import exposition
 from offhours.scripts.pool.views import age, select_runs, sentence, stamp
 
@@ -73,8 +73,10 @@ def visible(pool: Pool, access: Access | None) -> Pool:
     if not hidden:
         return pool
     note = f"signed in as {access.user or 'an unnamed identity'}, which is not shown " + " nor ".join(hidden)
+    # A skipped workflow's problem names it (a tenant's name): hidden with the jobs, never a side channel.
+    problems = pool.problems if access.jobs else tuple(p for p in pool.problems if not names_a_workflow(p))
     return dataclasses.replace(pool, services=pool.services if access.services else (),
-                               runs=pool.runs if access.jobs else (), problems=(*pool.problems, note))
+                               runs=pool.runs if access.jobs else (), problems=(*problems, note))
 
 
 def bearer_token() -> str:
@@ -98,7 +100,8 @@ def create_app(source: PoolSource, gpus_per_replica: Mapping[str, int] | None = 
     app.jinja_env.globals.update(age=age, stamp=stamp, gpus_of=gpus_of, sentence=sentence, WAITING=WAITING)
     if services is not None:
         source.metrics.services = frozenset(services)
-    open_paths = ("/healthz", "/login", "/static/")
+    # /logout only clears the cookie: it must work when the token was revoked or the API server is down.
+    open_paths = ("/healthz", "/login", "/logout", "/static/")
 
     def unauthorized(message: str) -> tuple[str, int, dict[str, str]]:
         return (render_template("login.html", message=message, page=""), 401,

@@ -50,11 +50,16 @@ def estimate(history: ServiceHistory, step: float, min_steps: int = MIN_STEPS) -
         for column in COLUMNS:
             totals[column] += float(work[column][mask].sum())
             per_step[column].append(work[column][mask] / step)
-    if count < min_steps:
+    if count < max(1, min_steps):  # no saturated step is no evidence, whatever was asked for
         return Estimate(history.name, None, count, pods, {},
                         f"not enough evidence: {count} saturated pod-step(s), fewer than {min_steps}; "
                         "the configured capacity stands")
     rates = {c: totals[c] / (count * step) for c in COLUMNS}
+    if not any(rates.values()):
+        # Requests waited throughout and none was served: wedged replicas, not a capacity of zero.
+        return Estimate(history.name, None, count, pods, {},
+                        f"{count} saturated pod-step(s) finished nothing (replicas stuck?); "
+                        "the configured capacity stands")
     spread = {}
     for c in COLUMNS:
         values = np.concatenate(per_step[c])

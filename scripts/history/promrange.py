@@ -52,7 +52,8 @@ def decode_matrix(status_code: int, body: object, promql: str) -> list[tuple[dic
         points = []
         for point in values:
             if (not isinstance(point, list) or len(point) != 2 or isinstance(point[0], bool)
-                    or not isinstance(point[0], (int, float)) or not isinstance(point[1], str)
+                    or not isinstance(point[0], (int, float)) or not math.isfinite(point[0])
+                    or not isinstance(point[1], str)
                     or not _NUMBER.fullmatch(point[1])):
                 raise PrometheusError(f'{where}: data.result[{i}].values has {_shown(point)}, not [<time>, "<number>"]')
             points.append((float(point[0]), float(point[1].replace("Inf", "inf"))))
@@ -77,7 +78,7 @@ def query_range(url: str, promql: str, start: float, step: float, points: int, t
             raise PrometheusError(f"range query {promql!r}: {type(err).__name__}: {err}") from None
         try:
             body = response.json()
-        except ValueError:
+        except (ValueError, RecursionError):  # a proxy's garbage can nest deeper than the parser goes
             raise PrometheusError(f"range query {promql!r}: HTTP {response.status_code}, not JSON") from None
         for metric, values in decode_matrix(response.status_code, body, promql):
             key = tuple(sorted(metric.items()))

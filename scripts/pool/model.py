@@ -288,6 +288,8 @@ def _state_json(configmap: Mapping[str, Any]) -> tuple[dict[str, Any], str | Non
         state = json.loads(text)
     except json.JSONDecodeError as err:
         return {}, f"state.json is not JSON ({err.msg})"
+    except RecursionError:  # hand-edited past the parser's depth: this service's problem, not the pool's
+        return {}, "state.json is not JSON (nested too deeply)"
     return (state, None) if isinstance(state, dict) else ({}, "state.json is not an object")
 
 
@@ -316,7 +318,8 @@ def service_views(configmaps: Iterable[Mapping[str, Any]], deployments: Iterable
             continue
         service = name[len(STATE_CONFIGMAP_PREFIX):]
         state, problem = _state_json(cm)
-        dep = by_uid.get(state.get("deploymentUID")) or by_service.get(service)
+        uid = state.get("deploymentUID")  # the gate writes a string; a hand edit may not
+        dep = (by_uid.get(uid) if isinstance(uid, str) else None) or by_service.get(service)
         last = state.get("lastDecision")
         decision: dict[str, Any] = last if isinstance(last, dict) else {}
         views[service] = _with_deployment(ServiceView(
@@ -480,6 +483,14 @@ def _runs(jobs: list[JobView]) -> list[RunView]:
     return sorted(runs, key=lambda r: (r.submitted or epoch, r.run_id), reverse=True)
 
 
+SKIPPED_WORKFLOW = "workflow "  # how a problem naming a skipped workflow begins (no read error begins so)
+
+
+def names_a_workflow(problem: str) -> bool:
+    """Whether a pool problem names a (skipped) workflow: what a reader who may not list workflows is not shown."""
+    return problem.startswith(SKIPPED_WORKFLOW)
+
+
 def build_pool(configmaps: Iterable[Mapping[str, Any]], deployments: Iterable[Mapping[str, Any]],
                workflows: Iterable[Mapping[str, Any]], serving_namespace: str, now: datetime | None = None,
                problems: Iterable[str] = ()) -> Pool:
@@ -491,7 +502,7 @@ def build_pool(configmaps: Iterable[Mapping[str, Any]], deployments: Iterable[Ma
         try:
             job = job_view(wf) if isinstance(wf, Mapping) else None
         except Exception as err:  # noqa: BLE001 - one malformed workflow is skipped and named, never the whole pool
-            skipped.append(f"workflow {workflow_name(wf)} skipped: it cannot be read ({type(err).__name__})")
+            skipped.append(f"{SKIPPED_WORKFLOW}{workflow_name(wf)} skipped: it cannot be read ({type(err).__name__})")
             continue
         if job is not None:
             jobs.append(job)

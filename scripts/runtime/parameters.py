@@ -40,6 +40,8 @@ def _json(value: str, want: type) -> tuple[object, str | None]:
         decoded = json.loads(value)
     except json.JSONDecodeError as err:
         return None, f"is not valid JSON ({err.msg} at character {err.pos})"
+    except RecursionError:  # a value is a tenant's: its depth is theirs too, and no kind nests that far
+        return None, "is JSON nested too deeply"
     if not isinstance(decoded, want):
         return None, f"must be a JSON {'list' if want is list else 'object'}, not {type(decoded).__name__}"
     return decoded, None
@@ -216,6 +218,8 @@ def parse_schema(text: str) -> dict[str, str]:
         schema = json.loads(text)
     except json.JSONDecodeError as err:
         raise SchemaError(f"parameter schema is not valid JSON: {err.msg}") from None
+    except RecursionError:
+        raise SchemaError("parameter schema is JSON nested too deeply") from None
     if not isinstance(schema, dict) or not all(isinstance(v, str) for v in schema.values()):
         raise SchemaError("parameter schema must be a JSON object of parameter name -> kind")
     unknown = sorted({k for k in schema.values() if k not in KINDS})
