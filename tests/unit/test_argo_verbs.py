@@ -140,3 +140,29 @@ def test_a_resubmitted_admitted_workflow_carries_the_mark_but_is_not_counted() -
     out = w.tick(chat=LOW)
     assert out["chat"].decision is not None and out["chat"].decision.lent == 2
     assert w.wf(made)["spec"]["shutdown"] == "Stop" and w.replicas() == 6
+
+
+@pytest.mark.parametrize("label", ["", "parked"])
+def test_a_running_workflow_suspended_by_its_owner_is_not_taken_for_a_parked_one(label: str) -> None:
+    """Fault: `argo suspend` of a workflow running without admission made it read as parked; its pods kept running."""
+    w = World()
+    w.park("sneak", state=label)
+    wf = w.wf("sneak")
+    wf["spec"].pop("suspend", None)  # submitted straight from the template: its pod starts at once
+    wf["status"]["nodes"] = {"sneak": {"name": "sneak", "type": "Steps", "phase": "Running"},
+                             "sneak-1": {"name": "sneak[0].train", "type": "Pod", "phase": "Running"}}
+    w.cluster.argo_verb("suspend", "research", "sneak")  # Argo starts no new step; the running pod goes on
+    out = w.tick(chat=FULL)["chat"]
+    assert out.plan is not None and [j.name for j in out.plan.stop] == ["sneak"], w.log.getvalue()
+    assert w.wf("sneak")["spec"].get("shutdown") == "Stop" and w.replicas() == 8
+
+
+def test_a_parked_workflow_with_no_pod_running_is_still_parked() -> None:
+    # A workflow suspended between two steps holds no GPU: it waits in the queue like any parked one.
+    w = World()
+    w.park("between")
+    w.wf("between")["status"]["nodes"] = {"between-1": {"name": "between[0].prepare", "type": "Pod",
+                                                        "phase": "Succeeded"}}
+    for _ in range(7):
+        w.tick(chat=LOW)
+    assert w.state("between") == "admitted" and w.replicas() == 6
