@@ -166,3 +166,17 @@ def test_a_parked_workflow_with_no_pod_running_is_still_parked() -> None:
     for _ in range(7):
         w.tick(chat=LOW)
     assert w.state("between") == "admitted" and w.replicas() == 6
+
+
+@pytest.mark.xfail(strict=True, reason="a run is named by a tenant-written label alone; telling one tenant's "
+                   "parked decoy from a run's own parked workflow needs run identity the tenant cannot copy")
+def test_another_workflow_labelled_with_my_run_id_does_not_get_my_run_stopped_without_a_copy() -> None:
+    """Fault: a parked workflow copying another's run-id label made that run's running workflow a duplicate, stopped uncopied."""
+    w = World()
+    w.park("mine")
+    w.cluster.argo_verb("resume", "research", "mine")  # its owner starts it before the gate admits it
+    w.park("decoy", run_id="mine")  # someone else's parked workflow, labelled with my run id
+    w.tick(chat=LOW)
+    uid = w.wf("mine")["metadata"]["uid"]
+    copies = [wf for wf in w.cluster.workflows.values() if wf["metadata"]["labels"].get("offhours.io/copy-of") == uid]
+    assert w.state("mine") == "admitted" or copies, w.log.getvalue()
