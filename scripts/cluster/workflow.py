@@ -28,6 +28,7 @@ from offhours.scripts.names import (
     ANNOTATION_WAITING_REASON,
     ARGO_API_VERSION,
     ARGO_LABEL_DOMAIN,
+    ARGO_SHUTDOWN_STRATEGIES,
     FINISHED_PHASES,
     LABEL_COPY_OF,
     LABEL_REPLICAS,
@@ -82,7 +83,7 @@ def _read_job(wf: dict[str, Any], service: str | None) -> Job | None:
     annotations = _str_map(meta.get("annotations"))
     if service is not None and labels.get(LABEL_SERVICE) != service:
         return None
-    if status.get("phase") in FINISHED_PHASES or spec.get("shutdown"):
+    if status.get("phase") in FINISHED_PHASES or spec.get("shutdown") in ARGO_SHUTDOWN_STRATEGIES:
         return None
     finishing = _work_done(str(meta.get("name", "")), status)
     state = labels.get(LABEL_STATE)

@@ -180,3 +180,15 @@ def test_another_workflow_labelled_with_my_run_id_does_not_get_my_run_stopped_wi
     uid = w.wf("mine")["metadata"]["uid"]
     copies = [wf for wf in w.cluster.workflows.values() if wf["metadata"]["labels"].get("offhours.io/copy-of") == uid]
     assert w.state("mine") == "admitted" or copies, w.log.getvalue()
+
+
+@pytest.mark.parametrize("value", ["No", "stop", " "])
+def test_a_shutdown_value_argo_does_not_act_on_does_not_hide_a_running_workflow(value: str) -> None:
+    """Fault: any non-empty spec.shutdown hid a workflow from the gate, though Argo runs it on under a value it does not know."""
+    w = World()
+    w.park("sneak", state="")
+    w.wf("sneak")["spec"].pop("suspend", None)  # running without admission
+    w.wf("sneak")["spec"]["shutdown"] = value  # Argo stops only for Stop or Terminate: its pods run on
+    out = w.tick(chat=FULL)["chat"]
+    assert out.plan is not None and [j.name for j in out.plan.stop] == ["sneak"], w.log.getvalue()
+    assert w.wf("sneak")["spec"]["shutdown"] == "Stop"
