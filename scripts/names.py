@@ -25,6 +25,8 @@ ARGO_COMPLETED_LABEL = "workflows.argoproj.io/completed"
 """Set to "true" by the Argo controller on a workflow that has ended: list selectors leave those out."""
 FINISHED_PHASES = ("Succeeded", "Failed", "Error")
 """Argo phases of a workflow that has ended."""
+ARGO_SHUTDOWN_STRATEGIES = ("Stop", "Terminate")
+"""The spec.shutdown values Argo acts on; under any other its pods run on as if there were none."""
 
 # -- images -----------------------------------------------------------------------------------------
 OFFHOURS_IMAGE = f"ghcr.io/offhours/offhours:{__version__}"

@@ -6,7 +6,8 @@ that is down or a gate image that crash-loops cannot stop it. Its ServiceAccount
 records and raises serving, nothing else (scripts/backstop/manifests.py). The research pods then
 lose their GPUs to serving through their PriorityClass, which needs no Argo either.
 
-- It reads only the records (one paginated list); a Deployment is read only for an expired lease.
+- It reads only the records (one paginated list) and the Lease's notes of the gate's unrecorded raises;
+  a Deployment is read only for an expired lease.
 - It takes the gate's Lease first, so it never writes between a live gate's read and its write. A
   Lease it cannot take (held, unreadable) does not stop it for ever: a service no holder has renewed
   for twice its lease is not being ticked by anyone, and is restored anyway (serving first; this
@@ -29,7 +30,7 @@ from offhours.scripts.cluster.base import Cluster
 from offhours.scripts.gate.log import Logger
 from offhours.scripts.names import EVENT_LENDING_EXPIRED
 from offhours.scripts.policy.lease import expired, restore
-from offhours.scripts.policy.record import ServiceRecord
+from offhours.scripts.policy.record import ServiceRecord, UnrecordedWrite
 
 REPLICAS = "replicas"
 LEASE_SECONDS = 60  # the Lease held for one pass (a pass is a few API calls per expired service)
@@ -60,11 +61,19 @@ def run_backstop(cluster: Cluster, namespace: str, clock: Callable[[], float] = 
     if not held:
         log.info(f"another holder has the offhours lease: only lending unrenewed for {HELD_LEASES:.0f} leases is restored")
     try:
+        # The gate's raises it could not record are noted on its Lease: without them the gate's own raise
+        # reads as someone else's, and the baseline would grow by what was lent.
+        try:
+            notes = cluster.lease_notes(namespace)
+        except Exception as err:  # noqa: BLE001 - the records alone, as the gate reads them without the notes
+            log.warning(f"the lease's notes are unreadable: {type(err).__name__}: {err}")
+            notes = {}
         now = clock()
         done = []
         for service, text in sorted(cluster.state_records(namespace).items()):
             try:
-                result = _restore_one(cluster, namespace, service, ServiceRecord.from_json(text), now, leases)
+                result = _restore_one(cluster, namespace, service, ServiceRecord.from_json(text), now, leases,
+                                      text, UnrecordedWrite.from_json(notes.get(service)))
             except Exception as err:  # noqa: BLE001 - a fault stays with its service; the others are still restored
                 result = Restored(service, None, f"could not restore: {type(err).__name__}: {err}", error=True)
             if result is not None:
@@ -82,13 +91,15 @@ def run_backstop(cluster: Cluster, namespace: str, clock: Callable[[], float] = 
 
 
 def _restore_one(cluster: Cluster, namespace: str, service: str, record: ServiceRecord, now: float,
-                 leases: float) -> Restored | None:
+                 leases: float, text: str | None = None, note: UnrecordedWrite | None = None) -> Restored | None:
     # Cheap first: a lease that has not run out needs no read of the Deployment.
     if not expired(record, now, leases):
         return None
     dep = cluster.deployment(namespace, service, record.deployment or None)
     scaler = cluster.autoscaler(dep)
     writes_to = f"{scaler.kind}/{scaler.name}" if scaler else REPLICAS
+    if note is not None:
+        record = note.supersede(record, text, dep.uid, writes_to)
     current = scaler.max_replicas if scaler else dep.replicas
     action = restore(record, now, dep.uid, writes_to, current, leases)
     if action is None:

@@ -26,7 +26,12 @@ def stop_notes(job: Job) -> dict[str, str]:
     at = job.progress_at
     if at is None or not math.isfinite(at):
         return {}
-    return {ANNOTATION_PROGRESS: datetime.fromtimestamp(at, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    try:
+        # A tenant writes that annotation too: a time no date can hold must not make the stop itself fail.
+        stamp = datetime.fromtimestamp(at, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except (OverflowError, ValueError, OSError):
+        return {}
+    return {ANNOTATION_PROGRESS: stamp}
 
 
 class ClusterError(RuntimeError):

@@ -28,6 +28,7 @@ from offhours.scripts.names import (
     ANNOTATION_WAITING_REASON,
     ARGO_API_VERSION,
     ARGO_LABEL_DOMAIN,
+    ARGO_SHUTDOWN_STRATEGIES,
     FINISHED_PHASES,
     LABEL_COPY_OF,
     LABEL_REPLICAS,
@@ -82,7 +83,7 @@ def _read_job(wf: dict[str, Any], service: str | None) -> Job | None:
     annotations = _str_map(meta.get("annotations"))
     if service is not None and labels.get(LABEL_SERVICE) != service:
         return None
-    if status.get("phase") in FINISHED_PHASES or spec.get("shutdown"):
+    if status.get("phase") in FINISHED_PHASES or spec.get("shutdown") in ARGO_SHUTDOWN_STRATEGIES:
         return None
     finishing = _work_done(str(meta.get("name", "")), status)
     state = labels.get(LABEL_STATE)
@@ -92,7 +93,9 @@ def _read_job(wf: dict[str, Any], service: str | None) -> Job | None:
     # runs it again under that label, `suspend` of a running one keeps its pods. Only a workflow the gate
     # parked (or created parked) is parked; anything else not admitted runs without admission: counted
     # against nothing, adopted or stopped like any other.
-    if spec.get("suspend") and state in (None, STATE_PARKED):
+    # `argo suspend` starts no new step but leaves running pods running: suspended with a pod still
+    # pending or running is a workflow that holds GPUs, whatever its label says.
+    if spec.get("suspend") and state in (None, STATE_PARKED) and not _pods_live(status):
         state = PARKED
     elif state != STATE_ADMITTED:
         state = UNMANAGED
@@ -225,6 +228,12 @@ def _work_done(name: str, status: dict[str, Any]) -> bool:
     if root.get("phase") in ("Succeeded", "Failed", "Error", "Skipped", "Omitted"):
         return True
     return any(isinstance(n, dict) and str(n.get("name", "")) == f"{name}.onExit" for n in nodes.values())
+
+
+def _pods_live(status: dict[str, Any]) -> bool:
+    """Whether any of the workflow's pods is still pending or running (Argo's Pod nodes)."""
+    return any(isinstance(n, dict) and n.get("type") == "Pod" and n.get("phase") in ("Pending", "Running")
+               for n in _dict(status.get("nodes")).values())
 
 
 def _parameters(wf: dict[str, Any]) -> dict[str, str]:

@@ -62,6 +62,8 @@ from offhours.scripts.policy.record import (
 from offhours.scripts.policy.window import lending_allowed
 
 REPLICAS = "replicas"
+# A reason kept in the record: a load error can carry a whole answer body, and the record must stay far under 1 MiB.
+REASON_CHARS = 300
 
 
 def unique_holder() -> str:
@@ -635,7 +637,7 @@ class Gate:
             record = obs.record if obs is not None else ServiceRecord.from_json(text)
             failed = record.decision.failed_ticks + 1
             record = replace(record, decision=ServiceState((), failed),
-                             last_decision={"at": now, "action": "failed", "reason": error[:300]})
+                             last_decision={"at": now, "action": "failed", "reason": error[:REASON_CHARS]})
             if failed >= self.config.failed_ticks_before_reclaim and record.baseline is not None and restore:
                 record, done = self._restore_baseline(t, policy, record, obs, text)
                 error += f"; {failed} failed ticks in a row: {done}"
@@ -792,7 +794,7 @@ def _describe(err: BaseException) -> str:
 
 def _last_decision(decision: Decision, p: Plan, now: float) -> dict[str, Any]:
     return {"at": now, "action": decision.action, "required": decision.required, "lent": p.lent_after,
-            "target": decision.target_lent, "reason": decision.reason}
+            "target": decision.target_lent, "reason": decision.reason[:REASON_CHARS]}
 
 
 def _waiting_annotations(reason: str, position: int) -> dict[str, str]:

@@ -140,3 +140,55 @@ def test_a_resubmitted_admitted_workflow_carries_the_mark_but_is_not_counted() -
     out = w.tick(chat=LOW)
     assert out["chat"].decision is not None and out["chat"].decision.lent == 2
     assert w.wf(made)["spec"]["shutdown"] == "Stop" and w.replicas() == 6
+
+
+@pytest.mark.parametrize("label", ["", "parked"])
+def test_a_running_workflow_suspended_by_its_owner_is_not_taken_for_a_parked_one(label: str) -> None:
+    """Fault: `argo suspend` of a workflow running without admission made it read as parked; its pods kept running."""
+    w = World()
+    w.park("sneak", state=label)
+    wf = w.wf("sneak")
+    wf["spec"].pop("suspend", None)  # submitted straight from the template: its pod starts at once
+    wf["status"]["nodes"] = {"sneak": {"name": "sneak", "type": "Steps", "phase": "Running"},
+                             "sneak-1": {"name": "sneak[0].train", "type": "Pod", "phase": "Running"}}
+    w.cluster.argo_verb("suspend", "research", "sneak")  # Argo starts no new step; the running pod goes on
+    out = w.tick(chat=FULL)["chat"]
+    assert out.plan is not None and [j.name for j in out.plan.stop] == ["sneak"], w.log.getvalue()
+    assert w.wf("sneak")["spec"].get("shutdown") == "Stop" and w.replicas() == 8
+
+
+def test_a_parked_workflow_with_no_pod_running_is_still_parked() -> None:
+    # A workflow suspended between two steps holds no GPU: it waits in the queue like any parked one.
+    w = World()
+    w.park("between")
+    w.wf("between")["status"]["nodes"] = {"between-1": {"name": "between[0].prepare", "type": "Pod",
+                                                        "phase": "Succeeded"}}
+    for _ in range(7):
+        w.tick(chat=LOW)
+    assert w.state("between") == "admitted" and w.replicas() == 6
+
+
+@pytest.mark.xfail(strict=True, reason="a run is named by a tenant-written label alone; telling one tenant's "
+                   "parked decoy from a run's own parked workflow needs run identity the tenant cannot copy")
+def test_another_workflow_labelled_with_my_run_id_does_not_get_my_run_stopped_without_a_copy() -> None:
+    """Fault: a parked workflow copying another's run-id label made that run's running workflow a duplicate, stopped uncopied."""
+    w = World()
+    w.park("mine")
+    w.cluster.argo_verb("resume", "research", "mine")  # its owner starts it before the gate admits it
+    w.park("decoy", run_id="mine")  # someone else's parked workflow, labelled with my run id
+    w.tick(chat=LOW)
+    uid = w.wf("mine")["metadata"]["uid"]
+    copies = [wf for wf in w.cluster.workflows.values() if wf["metadata"]["labels"].get("offhours.io/copy-of") == uid]
+    assert w.state("mine") == "admitted" or copies, w.log.getvalue()
+
+
+@pytest.mark.parametrize("value", ["No", "stop", " "])
+def test_a_shutdown_value_argo_does_not_act_on_does_not_hide_a_running_workflow(value: str) -> None:
+    """Fault: any non-empty spec.shutdown hid a workflow from the gate, though Argo runs it on under a value it does not know."""
+    w = World()
+    w.park("sneak", state="")
+    w.wf("sneak")["spec"].pop("suspend", None)  # running without admission
+    w.wf("sneak")["spec"]["shutdown"] = value  # Argo stops only for Stop or Terminate: its pods run on
+    out = w.tick(chat=FULL)["chat"]
+    assert out.plan is not None and [j.name for j in out.plan.stop] == ["sneak"], w.log.getvalue()
+    assert w.wf("sneak")["spec"]["shutdown"] == "Stop"

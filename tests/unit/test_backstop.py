@@ -183,3 +183,19 @@ def test_the_backstop_account_can_only_read_records_and_raise_serving() -> None:
     assert job["apiVersion"] == "batch/v1" and job["spec"]["concurrencyPolicy"] == "Forbid"
     pod = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]
     assert pod["serviceAccountName"] == "offhours-backstop" and pod["containers"][0]["command"] == ["offhours", "backstop"]
+
+
+def test_the_gates_unrecorded_raise_is_not_taken_for_someone_elses_by_the_backstop() -> None:
+    """Fault: the backstop ignored the gate's note of a raise it could not record, and added the lent replicas again."""
+    w = World()
+    w.lend(2)  # baseline 8, 4 lent, chat at 4
+    w.cluster.fail_next["write-state chat"] = [ClusterError("write configmap: HTTP 500") for _ in range(10)]
+    w.tick(chat=150.0)  # a reclaim: serving first, chat raised to 8 though no record of it could be written
+    assert w.replicas() == 8 and w.record().applied == 4  # the stored record still says the gate applied 4
+    assert any(k.endswith("chat") for k in w.cluster.lease_annotations), w.log.getvalue()
+    w.cluster.fail_next.clear()
+    backstop(w, LEASE + 1)  # the gate is gone now: its lease on the lending runs out
+    assert w.replicas() == 8, "the baseline is 8: 8 is the gate's own raise, not someone else's scale-up"
+    w.now += LEASE + 1
+    out = w.tick(chat=150.0)["chat"]
+    assert out.baseline == 8 and w.replicas() == 8, w.log.getvalue()

@@ -107,3 +107,17 @@ def test_a_tampered_history_is_no_history() -> None:
     for bad in ([[0, 10**9, 1.0]], [[True, 1, 1.0]], [[0, 1, "inf"]], [[0, 0, 1.0]]):
         assert ServiceRecord.from_json(json.dumps({**raw, "needBuckets": bad})) == ServiceRecord()
     assert ServiceRecord.from_json(json.dumps({**raw, "needsWidth": 0})) == ServiceRecord()
+
+
+def test_a_huge_load_error_does_not_grow_the_record_past_the_configmap_limit() -> None:
+    """Fault: a load source's error text (a proxy's 2 MB error body) was stored whole as the decision's reason."""
+    from tests.unit.test_gate_controller import World
+
+    w = World()
+    w.lend(2)
+    w.source.errors["chat"] = "Prometheus: bad_data: " + "x" * (2 * MIB)
+    out = w.tick()["chat"]
+    assert out.decision is not None and out.decision.action == "hold"
+    text = w.cluster.states[("serving", "chat")]
+    assert len(text.encode()) < 64 * 1024, len(text)
+    assert w.record().renewed_at == w.now  # the tick still renewed the lending's lease

@@ -49,3 +49,16 @@ def test_a_workflow_that_cannot_be_read_at_all_is_its_own_problem(monkeypatch: p
     assert out["chat"].error is None, out["chat"].error
     assert w.replicas() == 8
     assert {w.state("job-0"), w.state("job-1")} == {"preempted"}
+
+
+@pytest.mark.parametrize("progress", ["1e20", "-1e20", "9999-12-31T23:59:59-01:00"])
+def test_a_progress_time_no_date_can_hold_does_not_keep_its_job_from_being_stopped(progress: str) -> None:
+    """Fault: a tenant's progress annotation past year 9999 made every stop of its job raise, so it was never stopped."""
+    w = World()
+    w.lend(2)
+    w.wf("job-0")["metadata"]["annotations"]["offhours.io/last-checkpoint"] = progress
+    out = w.tick(chat=80.0)  # load needs all 8 replicas: both jobs are stopped
+    assert out["chat"].error is None, out["chat"].error
+    assert w.replicas() == 8
+    assert {w.state("job-0"), w.state("job-1")} == {"preempted"}
+    assert "offhours.io/preempted-at" in w.wf("job-0")["metadata"]["annotations"]
