@@ -35,7 +35,6 @@ MALFORMED = {
     "spec is a list": _set(("spec",), ["x"]),
     "status is a list": _set(("status",), ["x"]),
     "resourcesDuration is a list": _set(("status", "resourcesDuration"), [1, 2]),
-    "replicas past a float": _set(("metadata", "labels", "offhours.io/replicas"), "9" * 400),
 }
 
 
@@ -91,3 +90,15 @@ def test_every_console_page_answers_200_and_jobs_and_why_print(fault: str, monke
     for argv in (["jobs", "--all", "-o", "wide"], ["jobs", "-o", "json"], ["why", "job-0"], ["usage", "--by", "user"]):
         assert main(argv) == 0, argv
     assert "Traceback" not in capsys.readouterr().err
+
+
+def test_a_replicas_label_past_a_float_is_read_as_no_replicas_and_its_gpu_time_still_counted(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path) -> None:
+    """Fault: a tenant's replicas label of 400 digits: the codec's one parse reads it as no replicas (the gate
+    names it as that job's problem), so the read model keeps the workflow, and the GPU time it really used."""
+    pool = pool_of(fleet(2000, _set(("metadata", "labels", "offhours.io/replicas"), "9" * 400)))
+    monkeypatch.setattr(report, "_reader", lambda args, config: Reader(pool))
+    assert main(["report", "--json", str(tmp_path / "r.json")]) == 0
+    (row,) = json.loads((tmp_path / "r.json").read_text())
+    assert row["workflows"] == 2001 and row["gpuHoursUsed"] == pytest.approx(2001.0)
+    assert [j.replicas for j in pool.jobs if j.name == "the-bad-one"] == [0]
