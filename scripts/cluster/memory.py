@@ -71,12 +71,23 @@ class MemoryCluster:
     clock: float = 0.0
     fail_next: dict[str, list[Exception]] = field(default_factory=dict)
     changes: int = 0  # workflows finished or returned since the last wait_for_workflow_change
+    # UIDs and generated name suffixes from a counter, not uuid4: a fixed-seed campaign must replay
+    # the same run (an ordering by UID would otherwise differ from one process to the next).
+    serial: int = 0
+
+    def _uid(self) -> str:
+        self.serial += 1
+        return str(uuid.UUID(int=self.serial))
+
+    def _suffix(self) -> str:
+        self.serial += 1
+        return f"{self.serial:05x}"[-5:]
 
     # -- test helpers -----------------------------------------------------------------------
     def add_deployment(self, namespace: str, service: str, replicas: int, pod_ips: list[str] | None = None,
                        name: str | None = None) -> Deployment:
         """Add an inference Deployment with ready pods (a new incarnation: a new UID)."""
-        dep = Deployment(namespace, name or service, service, replicas, {}, {"app": service}, uid=str(uuid.uuid4()))
+        dep = Deployment(namespace, name or service, service, replicas, {}, {"app": service}, uid=self._uid())
         self.deployments[(namespace, dep.name)] = dep
         ips = pod_ips if pod_ips is not None else [f"10.0.0.{i + 1}" for i in range(replicas)]
         self.pods[(namespace, dep.name)] = [Pod(f"{dep.name}-{i}", ip) for i, ip in enumerate(ips)]
@@ -89,7 +100,7 @@ class MemoryCluster:
         wf = {
             "apiVersion": ARGO_API_VERSION, "kind": "Workflow",
             "metadata": {
-                "name": name, "namespace": namespace, "creationTimestamp": created, "uid": str(uuid.uuid4()),
+                "name": name, "namespace": namespace, "creationTimestamp": created, "uid": self._uid(),
                 "labels": {LABEL_SERVICE: service, LABEL_REPLICAS: str(replicas), LABEL_MANAGED: "true",
                            LABEL_RUN_ID: run_id or name, **({LABEL_STATE: state} if state else {})},
                 "annotations": {ANNOTATION_PRIORITY: str(priority),
@@ -245,10 +256,10 @@ class MemoryCluster:
             if found:
                 return found[0]
             new = elsewhere(new)
-            name = f"{new['metadata'].pop('generateName')}{uuid.uuid4().hex[:5]}"
+            name = f"{new['metadata'].pop('generateName')}{self._suffix()}"
             new["metadata"]["name"] = name
         new["metadata"]["creationTimestamp"] = self.clock
-        new["metadata"]["uid"] = str(uuid.uuid4())
+        new["metadata"]["uid"] = self._uid()
         self.workflows[(namespace, name)] = new
         return name
 
@@ -284,8 +295,8 @@ class MemoryCluster:
         elif verb == "resubmit":
             new = copy.deepcopy(wf)
             meta = new["metadata"]
-            meta["name"] = new_name or f"{name[:240]}-{uuid.uuid4().hex[:5]}"
-            meta["uid"], meta["creationTimestamp"] = str(uuid.uuid4()), self.clock
+            meta["name"] = new_name or f"{name[:240]}-{self._suffix()}"
+            meta["uid"], meta["creationTimestamp"] = self._uid(), self.clock
             meta["labels"] = {k: v for k, v in meta.get("labels", {}).items() if not k.startswith(f"{ARGO_LABEL_DOMAIN}/")}
             meta["labels"][ARGO_RESUBMITTED_LABEL] = name
             new["spec"].pop("shutdown", None)
