@@ -79,7 +79,7 @@ e2e: ## Run the end-to-end tier against the local control plane (make cluster-up
 	$(PYTEST) -q -m "cluster and not unproven" tests/e2e
 
 .PHONY: e2e-unproven
-e2e-unproven: ## The end-to-end tests that do not pass yet (marked unproven; none at present)
+e2e-unproven: ## The end-to-end tests that do not pass yet (marked unproven, each with its comment)
 	$(PYTEST) -q -m "cluster and unproven" tests/e2e
 
 .PHONY: ci
