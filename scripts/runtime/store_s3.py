@@ -66,7 +66,9 @@ class S3Backend:
             config = Config(request_checksum_calculation="when_required",
                             response_checksum_validation="when_required", connect_timeout=self.policy.connect_timeout,
                             read_timeout=self.policy.read_timeout, retries={"total_max_attempts": 1, "mode": "standard"})
-            self._client = boto3.client("s3", endpoint_url=self.endpoint_url, config=config)
+            # A session of its own: boto3's default session keeps the first credentials it resolved for the
+            # whole process, so a store made after the environment changed would sign with stale ones.
+            self._client = boto3.session.Session().client("s3", endpoint_url=self.endpoint_url, config=config)
         return self._client
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
