@@ -115,14 +115,20 @@ def create_app(source: PoolSource, gpus_per_replica: Mapping[str, int] | None = 
         token = bearer_token()
         if not token:
             return unauthorized("This console needs a Kubernetes bearer token.")
+        access = reviewed(token)
+        if not isinstance(access, Access):
+            return access
+        g.access = access
+        return None
+
+    def reviewed(token: str) -> Any:
+        """Return the token's Access, or the answer that refuses it (503 when it cannot be reviewed, else 401)."""
+        assert auth is not None
         try:
             access = auth.access(token)
         except ReviewUnavailable as err:
             return render_template("error.html", title="unavailable", message=str(err), page=""), 503
-        if access is None:
-            return unauthorized("The API server does not accept this token.")
-        g.access = access
-        return None
+        return unauthorized("The API server does not accept this token.") if access is None else access
 
     def pool_for_reader() -> Pool:
         return visible(source.pool(), g.access)
@@ -136,12 +142,9 @@ def create_app(source: PoolSource, gpus_per_replica: Mapping[str, int] | None = 
         token = str(request.form.get("token", "")).strip()
         if not token or len(token.encode()) > MAX_TOKEN_BYTES:
             return unauthorized("Paste a bearer token (`kubectl create token NAME`).")
-        try:
-            access = auth.access(token)
-        except ReviewUnavailable as err:
-            return render_template("error.html", title="unavailable", message=str(err), page=""), 503
-        if access is None:
-            return unauthorized("The API server does not accept this token.")
+        access = reviewed(token)
+        if not isinstance(access, Access):
+            return access
         answer = redirect("/")
         answer.set_cookie(CONSOLE_TOKEN_COOKIE, token, httponly=True, samesite="Strict", secure=request.is_secure)
         return answer

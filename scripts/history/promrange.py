@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import numpy as np
 import requests
 
-from offhours.scripts.metrics.prometheus import _NUMBER, PrometheusError, _shown
+from offhours.scripts.metrics.prometheus import _NUMBER, PrometheusError, _shown, answer_data
 
 MAX_POINTS = 11_000  # Prometheus' per-series limit on one range query's grid (its query API refuses more)
 
@@ -31,11 +31,7 @@ def chunks(points: int, max_points: int = MAX_POINTS) -> Iterator[tuple[int, int
 def decode_matrix(status_code: int, body: object, promql: str) -> list[tuple[dict[str, str], list[tuple[float, float]]]]:
     """Decode a range-query answer into (labels, [(time, value), ...]); raise `PrometheusError` naming any flaw."""
     where = f"range query {promql!r}"
-    if not isinstance(body, dict):
-        raise PrometheusError(f"{where}: HTTP {status_code}, the answer is {type(body).__name__}, not an object")
-    if status_code != 200 or body.get("status") != "success":
-        raise PrometheusError(f"{where}: {body.get('errorType', status_code)}: {body.get('error', '')}")
-    data = body.get("data")
+    data = answer_data(status_code, body, where)
     if not isinstance(data, dict) or data.get("resultType") != "matrix":
         raise PrometheusError(f"{where}: expected a matrix result, got {_shown(data)}")
     result = data.get("result")

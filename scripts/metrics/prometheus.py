@@ -61,14 +61,19 @@ def _shown(value: object) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def decode_vector(status_code: int, body: object, promql: str) -> list[tuple[dict[str, str], float]]:
-    """Decode an instant-query answer into (labels, value) pairs; raise `PrometheusError` naming any flaw."""
-    where = f"query {promql!r}"
+def answer_data(status_code: int, body: object, where: str) -> object:
+    """Return the `data` of a Prometheus API answer; raise `PrometheusError` if the answer is not a success."""
     if not isinstance(body, dict):
         raise PrometheusError(f"{where}: HTTP {status_code}, the answer is {type(body).__name__}, not an object")
     if status_code != 200 or body.get("status") != "success":
         raise PrometheusError(f"{where}: {body.get('errorType', status_code)}: {body.get('error', '')}")
-    data = body.get("data")
+    return body.get("data")
+
+
+def decode_vector(status_code: int, body: object, promql: str) -> list[tuple[dict[str, str], float]]:
+    """Decode an instant-query answer into (labels, value) pairs; raise `PrometheusError` naming any flaw."""
+    where = f"query {promql!r}"
+    data = answer_data(status_code, body, where)
     if not isinstance(data, dict):
         raise PrometheusError(f"{where}: data is {_shown(data)}, not an object")
     if data.get("resultType") != "vector":
