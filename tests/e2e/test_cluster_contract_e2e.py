@@ -11,6 +11,7 @@ from offhours.scripts.cluster.kube import KubeCluster
 from tests.support.cluster_contract import CONTRACT, Harness
 
 from .conftest import RESEARCH, SERVING, serving_deployment, wait
+from .runner import LocalPodRunner
 from .test_pipeline_e2e import GROUP, VERSION, workflow
 
 
@@ -59,15 +60,17 @@ def test_kube_cluster_keeps_the_contract(check: Callable[[Harness], None], kube_
     check(kube_harness)
 
 
-def test_an_admitted_jobs_pod_gets_the_services_grace_cap_not_its_own(api: client.ApiClient,
-                                                                      kube_harness: KubeHarness) -> None:
+def test_an_admitted_jobs_pod_gets_the_services_grace_cap_not_its_own(api: client.ApiClient, kube_harness: KubeHarness,
+                                                                      runner: LocalPodRunner) -> None:
     """Fault: a tenant declares 3,600 s of grace; the service caps it at 25. Survives: the pod Argo creates has 25.
 
     Real: the API server and Argo's controller (which re-reads the arguments when the resume lifts
-    suspend, and evaluates the step's podSpecPatch at pod creation); the pod is kwok's.
+    suspend, and evaluates the step's podSpecPatch at pod creation); the parameter check runs for
+    real (the runner); the research pod is kwok's.
     """
     wf = workflow("grace-capped", "offhours-job", {"service": "contract-svc5", "replicas": "1", "run-id": "grace-capped",
                                                    "output-uri": "s3://o", "checkpoint-uri": "s3://c", "gpus": "0",
+                                                   "image": "ghcr.io/lab/job:1", "command": '["python", "train.py"]',
                                                    "termination-grace-seconds": "3600"},
                   suspend=True, annotations={"offhours.io/e2e-run-for": "600s"})
     wf["metadata"]["labels"] = {"offhours.io/service": "contract-svc5", "offhours.io/replicas": "1",
@@ -80,8 +83,10 @@ def test_an_admitted_jobs_pod_gets_the_services_grace_cap_not_its_own(api: clien
     kube_harness.cluster.admit(RESEARCH, job, "uid-of-the-deployment", max_grace_seconds=25)
     core = client.CoreV1Api(api)
 
-    def pods() -> list[Any]:
-        return core.list_namespaced_pod(RESEARCH, label_selector="workflows.argoproj.io/workflow=grace-capped").items
+    def pods() -> list[Any]:  # the research step's pod (the parameter check before it is a pod of its own)
+        return [p for p in core.list_namespaced_pod(
+            RESEARCH, label_selector="workflows.argoproj.io/workflow=grace-capped").items
+            if (p.metadata.labels or {}).get("offhours.io/stage")]
 
-    wait("the admitted job's pod", lambda: bool(pods()), timeout=90)
+    wait("the admitted job's research pod", lambda: bool(pods()), timeout=120)
     assert {p.spec.termination_grace_period_seconds for p in pods()} == {25}
