@@ -41,7 +41,7 @@ SERVING, RESEARCH = "bench-serving", "bench-research"
 # 10 x 10 by default; OFFHOURS_BENCH_SERVICES / _REPLICAS for the 1,000-replica fleet of bench_gate.py (50 x 20).
 SERVICES = int(os.environ.get("OFFHOURS_BENCH_SERVICES", "10"))
 REPLICAS = int(os.environ.get("OFFHOURS_BENCH_REPLICAS", "10"))
-TICKS, CHECKS = 15, 15
+TICKS = CHECKS = int(os.environ.get("OFFHOURS_BENCH_TICKS", "15"))  # fewer for the 1,000-replica run
 RPS_PER_REPLICA = 5.0  # half of each replica's capacity: the gate would lend, a queued job waits for it
 
 
@@ -157,58 +157,66 @@ def _gate_config(metrics: dict[str, Any]) -> dict[str, Any]:
                                       "stabilizationSeconds": 3600, "minReplicas": 1} for s in range(SERVICES)}}
 
 
+@dataclass
+class Sample:
+    """One timed call of the gate (a tick or a check): its wall time and the API requests it made."""
+
+    wall: float
+    api_seconds: float
+    requests: Counter[str]
+    metrics_seconds: float
+    result: Any
+
+
+def _measure(runs: int, feed: Any, api: CountingApiClient, timed: TimedSource, call: Any) -> list[Sample]:
+    """Feed the emulated pods, then time `call()` with its API requests counted; `runs` times back to back."""
+    samples = []
+    for _ in range(runs):
+        feed()
+        api.calls.clear()
+        timed.seconds = 0.0
+        started = time.perf_counter()
+        result = call()
+        wall = time.perf_counter() - started
+        samples.append(Sample(wall, sum(c[2] for c in api.calls),
+                              Counter(f"{method} {path}" for method, path, _ in api.calls), timed.seconds, result))
+    return samples
+
+
 def _ticks(kubeconfig: str, raw: dict[str, Any], source: Any, feed: Any) -> dict[str, Any]:
-    """Tick the gate TICKS times back to back; return per-tick medians and the requests of a median tick."""
+    """Tick the gate TICKS times back to back, then check CHECKS times; medians after the first of each."""
     from offhours.scripts.cluster.kube import KubeCluster
     from offhours.scripts.config.loader import parse_config
     from offhours.scripts.gate.controller import Gate
+    from offhours.scripts.gate.reclaim import ReclaimCheck
 
     conf = client.Configuration()
     kube_config.load_kube_config(config_file=kubeconfig, client_configuration=conf)
     api = CountingApiClient(conf)
     timed = TimedSource(source)
     gate = Gate(parse_config(raw), KubeCluster(api), timed, out=io.StringIO(), holder="gate/bench")
-    walls, api_seconds, metrics_seconds, counts, by_call = [], [], [], [], []
-    for _ in range(TICKS):
-        feed()
-        api.calls.clear()
-        started = time.perf_counter()
-        outcomes = gate.tick()
-        walls.append(time.perf_counter() - started)
-        assert all(o.error is None for o in outcomes), [o.error for o in outcomes if o.error][:3]
-        api_seconds.append(sum(c[2] for c in api.calls))
-        metrics_seconds.append(timed.seconds)
-        counts.append(len(api.calls))
-        by_call.append(Counter(f"{method} {path}" for method, path, _ in api.calls))
-    steady = sorted(range(1, TICKS), key=lambda i: walls[i])[(TICKS - 1) // 2]  # the median tick after the first
-    checks = _checks(gate, outcomes, api, feed)
-    return {"reclaim_check": checks,
-            "tick_median_s": statistics.median(walls[1:]), "tick_max_s": max(walls[1:]), "first_tick_s": walls[0],
-            "api_seconds_median": statistics.median(api_seconds[1:]),
-            "metrics_seconds_median": statistics.median(metrics_seconds[1:]),
-            "api_requests_per_tick_median": statistics.median(counts[1:]),
-            "api_requests_per_second_at_10s_ticks": statistics.median(counts[1:]) / 10,
-            "requests_of_the_median_tick": dict(sorted(by_call[steady].items(), key=lambda kv: -kv[1]))}
-
-
-def _checks(gate: Any, outcomes: Any, api: CountingApiClient, feed: Any) -> dict[str, Any]:
-    """Time CHECKS reclaim checks between ticks (read + decide; as if a replica were lent, so each one reads)."""
-    from offhours.scripts.gate.reclaim import ReclaimCheck
-
+    ticks = _measure(TICKS, feed, api, timed, gate.tick)
+    for t in ticks:
+        assert all(o.error is None for o in t.result), [o.error for o in t.result if o.error][:3]
+    # Checks as if a replica were lent, so that each one reads and decides.
     check = ReclaimCheck(gate)
-    check.remember(outcomes)
+    check.remember(ticks[-1].result)
     check.basis = {name: dataclasses.replace(b, lent=1) for name, b in check.basis.items()}
-    walls, requests = [], []
-    for _ in range(CHECKS):
-        feed()
-        api.calls.clear()
-        started = time.perf_counter()
-        due = check.due()
-        walls.append(time.perf_counter() - started)
-        requests.append(len(api.calls))
-        assert due == [], due  # half of the capacity in use: nothing to give back
-    return {"check_median_s": statistics.median(walls[1:]), "check_max_s": max(walls[1:]),
-            "api_requests_per_check_median": statistics.median(requests)}
+    checks = _measure(CHECKS, feed, api, timed, check.due)
+    assert all(c.result == [] for c in checks), [c.result for c in checks]  # half the capacity in use: none due
+    steady = sorted(ticks[1:], key=lambda t: t.wall)[(TICKS - 1) // 2]  # the median tick after the first
+    return {"reclaim_check": {"check_median_s": statistics.median(c.wall for c in checks[1:]),
+                              "check_max_s": max(c.wall for c in checks[1:]),
+                              "check_metrics_seconds_median": statistics.median(c.metrics_seconds for c in checks[1:]),
+                              "api_requests_per_check_median": statistics.median(
+                                  sum(c.requests.values()) for c in checks)},
+            "tick_median_s": statistics.median(t.wall for t in ticks[1:]), "tick_max_s": max(t.wall for t in ticks[1:]),
+            "first_tick_s": ticks[0].wall,
+            "api_seconds_median": statistics.median(t.api_seconds for t in ticks[1:]),
+            "metrics_seconds_median": statistics.median(t.metrics_seconds for t in ticks[1:]),
+            "api_requests_per_tick_median": statistics.median(sum(t.requests.values()) for t in ticks[1:]),
+            "api_requests_per_second_at_10s_ticks": statistics.median(sum(t.requests.values()) for t in ticks[1:]) / 10,
+            "requests_of_the_median_tick": dict(sorted(steady.requests.items(), key=lambda kv: -kv[1]))}
 
 
 def main() -> None:

@@ -6,7 +6,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from offhours.scripts.cli import history_source
+from offhours.scripts.cli import history_source, replay_source
+from offhours.scripts.cli.replay_source import positive_int
 
 _STEP = re.compile(r"([1-9][0-9]{0,3})(s|m)")
 KEYS = {"requests": "requestsPerSecond", "prompt_tokens": "promptTokensPerSecond",
@@ -25,13 +26,11 @@ def _calibrate(args: argparse.Namespace) -> int:
 
     from offhours.scripts.config.loader import parse_config
     from offhours.scripts.history.calibrate import estimate
-    from offhours.scripts.metrics.prometheus import PrometheusError
 
-    try:
-        config, history = history_source.read(args, saturation=True, step=args.step)
-    except PrometheusError as err:
-        print(f"offhours calibrate: {err}", file=sys.stderr)
-        return 1
+    read = replay_source.read_history(args, "calibrate", saturation=True, step=args.step)
+    if isinstance(read, int):
+        return read
+    config, history = read
     services: dict[str, Any] = {}
     print(f"{'service':16} {'requests/s':>11} {'prompt tok/s':>13} {'gen tok/s':>11}  evidence")
     for policy in config.services:
@@ -56,12 +55,8 @@ def _calibrate(args: argparse.Namespace) -> int:
     parse_config(fragment)  # what is written is a valid gate config (schemas/gate-config.schema.json)
     print("(n): configured value, kept for want of evidence; capacity per replica while requests waited")
     if args.out:
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        partial = out.with_name(out.name + ".partial")
-        partial.write_text(yaml.safe_dump(fragment, sort_keys=False))
-        partial.replace(out)
-        print(f"gate config fragment (services' capacity) -> {out}")
+        replay_source.write_whole(Path(args.out), yaml.safe_dump(fragment, sort_keys=False))
+        print(f"gate config fragment (services' capacity) -> {args.out}")
     return 0
 
 
@@ -69,11 +64,9 @@ def register(subparsers: Any) -> None:
     """Add `calibrate` to the `offhours` command."""
     cal = subparsers.add_parser("calibrate", help="measure each service's capacity per replica from its history: "
                                 "the throughput of a replica in the minutes requests waited for it")
-    from offhours.scripts.cli.simulate import _positive_int
-
     history_source.add_options(cal)
     cal.add_argument("--step", type=_step, default=60.0, help="the history's step (default 60s)")
-    cal.add_argument("--min-steps", type=_positive_int, default=10, metavar="N",
+    cal.add_argument("--min-steps", type=positive_int, default=10, metavar="N",
                      help="saturated pod-steps needed for an estimate (default 10); fewer: the configured value stands")
     cal.add_argument("--out", metavar="FILE", help="write the gate config fragment (services' capacity) here")
     cal.set_defaults(func=_calibrate)

@@ -5,11 +5,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from offhours.scripts.cli import history_source
+from offhours.scripts.cli import history_source, replay_source
 
 
 def _export(args: argparse.Namespace) -> int:
-    from offhours.scripts.metrics.prometheus import PrometheusError
     from offhours.scripts.simulate.history import traces_from_history
     from offhours.scripts.simulate.trace import format_trace
 
@@ -17,11 +16,10 @@ def _export(args: argparse.Namespace) -> int:
     if out.exists() and not out.is_dir():
         print(f"offhours trace export: --out {out} is not a directory", file=sys.stderr)
         return 2
-    try:
-        _, history = history_source.read(args)
-    except PrometheusError as err:
-        print(f"offhours trace export: {err}", file=sys.stderr)
-        return 1
+    read = replay_source.read_history(args, "trace export")
+    if isinstance(read, int):
+        return read
+    _, history = read
     traces = traces_from_history(history)
     if not traces:
         print("offhours trace export: no service has all three counters in the range: nothing written", file=sys.stderr)
@@ -29,9 +27,7 @@ def _export(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     for name, trace in traces.items():
         path = out / f"{name}.csv"
-        partial = path.with_suffix(".csv.partial")
-        partial.write_text(format_trace(trace))
-        partial.replace(path)  # whole or not at all: a reader never sees half a trace
+        replay_source.write_whole(path, format_trace(trace))
         print(f"{name}: {trace.minutes} minutes -> {path}")
     return 0
 

@@ -130,8 +130,12 @@ class Cluster(Protocol):
         """Return a workflow object, or None if it does not exist."""
         ...
 
-    def admit(self, namespace: str, job: Job, deployment_uid: str = "") -> None:
-        """Resume a parked workflow and mark it admitted (against that Deployment incarnation)."""
+    def admit(self, namespace: str, job: Job, deployment_uid: str = "", max_grace_seconds: float | None = None) -> None:
+        """Resume a parked workflow and mark it admitted (against that Deployment incarnation).
+
+        With `max_grace_seconds`, the same write caps the workflow's grace-period parameter
+        (`workflow.grace_capped_parameters`), so that no pod it creates may take longer to stop.
+        """
         ...
 
     def adopt(self, namespace: str, job: Job, deployment_uid: str = "") -> None:

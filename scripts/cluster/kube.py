@@ -24,6 +24,7 @@ from offhours.scripts.cluster.workflow import (
     build_parked_copy,
     elsewhere,
     exit_seconds_text,
+    grace_capped_parameters,
     is_own_copy,
     workflow_job,
 )
@@ -296,12 +297,26 @@ class KubeCluster:
         self._call(f"{what} workflow {namespace}/{name}", lambda: self.custom.patch_namespaced_custom_object(
             ARGO_GROUP, ARGO_VERSION, namespace, PLURAL, name, body))
 
-    def admit(self, namespace: str, job: Job, deployment_uid: str = "") -> None:
-        """Resume a parked workflow (spec.suspend removed) and mark it admitted."""
+    def admit(self, namespace: str, job: Job, deployment_uid: str = "", max_grace_seconds: float | None = None) -> None:
+        """Resume a parked workflow (spec.suspend removed) and mark it admitted; with a cap, its grace capped too.
+
+        The cap is written in the resume itself, guarded by the resourceVersion it was computed from:
+        Argo re-reads the workflow's arguments when its suspend changes, and a tenant's edit in between
+        is a conflict (this admission fails, the next tick retries), never an uncapped resume.
+        """
         metadata = _admitted(deployment_uid)
         if job.exit_learnt and job.exit_seconds is not None:
             metadata["annotations"][ANNOTATION_EXIT_SECONDS] = exit_seconds_text(job.exit_seconds)
-        self._patch_workflow("admit", namespace, job.name, {"metadata": metadata, "spec": {"suspend": None}})
+        spec: dict[str, Any] = {"suspend": None}
+        if max_grace_seconds is not None:
+            wf = self.workflow(namespace, job.name)
+            if wf is None:
+                raise ClusterError(f"admit workflow {namespace}/{job.name}: it no longer exists")
+            capped = grace_capped_parameters(wf, max_grace_seconds)
+            if capped is not None:
+                spec["arguments"] = {"parameters": capped}
+                metadata["resourceVersion"] = str((wf.get("metadata") or {}).get("resourceVersion") or "")
+        self._patch_workflow("admit", namespace, job.name, {"metadata": metadata, "spec": spec})
 
     def adopt(self, namespace: str, job: Job, deployment_uid: str = "") -> None:
         """Mark a running workflow admitted."""

@@ -11,7 +11,14 @@ from datetime import datetime, timezone
 from typing import Any
 
 from offhours.scripts.cluster.base import Autoscaler, ClusterError, Deployment, Pod, stop_notes
-from offhours.scripts.cluster.workflow import build_parked_copy, elsewhere, exit_seconds_text, is_own_copy, workflow_job
+from offhours.scripts.cluster.workflow import (
+    build_parked_copy,
+    elsewhere,
+    exit_seconds_text,
+    grace_capped_parameters,
+    is_own_copy,
+    workflow_job,
+)
 from offhours.scripts.names import (
     ANNOTATION_ADMITTED_AT,
     ANNOTATION_BORROWED_FROM,
@@ -212,10 +219,13 @@ class MemoryCluster:
             raise ClusterError(f"{what} workflow {namespace}/{name}: HTTP 404 Not Found")
         return wf
 
-    def admit(self, namespace: str, job: Job, deployment_uid: str = "") -> None:
-        """Resume and mark admitted (with the job's expected exit time, if known)."""
+    def admit(self, namespace: str, job: Job, deployment_uid: str = "", max_grace_seconds: float | None = None) -> None:
+        """Resume and mark admitted (with the job's expected exit time, if known); with a cap, its grace capped."""
         self._call(f"admit {job.name}")
         wf = self._existing(namespace, job.name, "admit")
+        capped = None if max_grace_seconds is None else grace_capped_parameters(wf, max_grace_seconds)
+        if capped is not None:
+            wf["spec"].setdefault("arguments", {})["parameters"] = capped
         wf["spec"].pop("suspend", None)
         self._mark_admitted(wf, deployment_uid)
         if job.exit_learnt and job.exit_seconds is not None:

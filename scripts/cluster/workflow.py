@@ -125,7 +125,7 @@ def _read_job(wf: dict[str, Any], service: str | None) -> Job | None:
         copy_of=labels.get(LABEL_COPY_OF) or None,
         waiting_reason=annotations.get(ANNOTATION_WAITING_REASON),
         queue_position=_whole(position),
-        exit_seconds=learnt if learnt is not None else _seconds(_parameters(wf).get("termination-grace-seconds")),
+        exit_seconds=learnt if learnt is not None else _seconds(_parameters(wf).get(GRACE_PARAMETER)),
         exit_learnt=learnt is not None,
     )
 
@@ -142,6 +142,41 @@ def measured_exit_seconds(wf: dict[str, Any]) -> float | None:
     if stopped is None or returned is None or not 0 <= returned - stopped <= MAX_EXIT_SECONDS:
         return None
     return returned - stopped
+
+
+GRACE_PARAMETER = "termination-grace-seconds"  # steps/contract.py: the research steps' pod grace period
+
+
+def grace_capped_parameters(wf: dict[str, Any], cap_seconds: float) -> list[Any] | None:
+    """Return the workflow's arguments with its grace period at most `cap_seconds` (whole seconds); None if so already.
+
+    The research steps take their pod's terminationGracePeriodSeconds from this workflow parameter,
+    so what the gate writes here at admission bounds every pod created after it: the time Argo's
+    stop (SIGTERM, then SIGKILL after the pod's grace) or the scheduler's preemption may take. A value
+    that is not a whole number (tenant-written), a `valueFrom`, or no such parameter at all is
+    replaced by the cap; the other parameters are kept as they are.
+    """
+    cap = max(0, int(cap_seconds))
+    params = _dict(_dict(wf.get("spec")).get("arguments")).get("parameters")
+    params = params if isinstance(params, list) else []
+    out: list[Any] = []
+    found = changed = False
+    for param in params:
+        if not (isinstance(param, dict) and param.get("name") == GRACE_PARAMETER):
+            out.append(param)
+            continue
+        found = True
+        value = param.get("value")
+        declared = _whole(value) if isinstance(value, str) else None
+        if declared is not None and declared <= cap and set(param) <= {"name", "value", "description"}:
+            out.append(param)
+        else:
+            out.append({"name": GRACE_PARAMETER, "value": str(cap)})
+            changed = True
+    if not found:
+        out.append({"name": GRACE_PARAMETER, "value": str(cap)})
+        changed = True
+    return out if changed else None
 
 
 def _seconds(value: str | None) -> float | None:

@@ -11,6 +11,7 @@ from offhours.scripts.cluster.kube import KubeCluster
 from tests.support.cluster_contract import CONTRACT, Harness
 
 from .conftest import RESEARCH, SERVING, serving_deployment, wait
+from .runner import LocalPodRunner
 from .test_pipeline_e2e import GROUP, VERSION, workflow
 
 
@@ -57,3 +58,35 @@ def kube_harness(api: client.ApiClient, installed: Any, kubectl: Callable[..., s
 @pytest.mark.parametrize("check", CONTRACT, ids=[c.__name__ for c in CONTRACT])
 def test_kube_cluster_keeps_the_contract(check: Callable[[Harness], None], kube_harness: KubeHarness) -> None:
     check(kube_harness)
+
+
+def test_an_admitted_jobs_pod_gets_the_services_grace_cap_not_its_own(api: client.ApiClient, kube_harness: KubeHarness,
+                                                                      runner: LocalPodRunner) -> None:
+    """Fault: a tenant declares 3,600 s of grace; the service caps it at 25. Survives: the pod Argo creates has 25.
+
+    Real: the API server and Argo's controller (which re-reads the arguments when the resume lifts
+    suspend, and evaluates the step's podSpecPatch at pod creation); the parameter check runs for
+    real (the runner); the research pod is kwok's.
+    """
+    wf = workflow("grace-capped", "offhours-job", {"service": "contract-svc5", "replicas": "1", "run-id": "grace-capped",
+                                                   "output-uri": "s3://o", "checkpoint-uri": "s3://c", "gpus": "0",
+                                                   "image": "ghcr.io/lab/job:1", "command": '["python", "train.py"]',
+                                                   "termination-grace-seconds": "3600"},
+                  suspend=True, annotations={"offhours.io/e2e-run-for": "600s"})
+    wf["metadata"]["labels"] = {"offhours.io/service": "contract-svc5", "offhours.io/replicas": "1",
+                                "offhours.io/state": "parked", "offhours.io/managed": "true"}
+    client.CustomObjectsApi(api).create_namespaced_custom_object(GROUP, VERSION, RESEARCH, "workflows", wf)
+    # Argo has seen it parked (its stored spec holds the tenant's 3,600) before the gate admits it.
+    wait("parked workflow operated", lambda: bool((kube_harness.read_workflow("grace-capped").get("status") or {}).get(
+        "storedWorkflowTemplateSpec")), timeout=60)
+    [job] = [j for j in kube_harness.cluster.jobs(RESEARCH, "contract-svc5") if j.name == "grace-capped"]
+    kube_harness.cluster.admit(RESEARCH, job, "uid-of-the-deployment", max_grace_seconds=25)
+    core = client.CoreV1Api(api)
+
+    def pods() -> list[Any]:  # the research step's pod (the parameter check before it is a pod of its own)
+        return [p for p in core.list_namespaced_pod(
+            RESEARCH, label_selector="workflows.argoproj.io/workflow=grace-capped").items
+            if (p.metadata.labels or {}).get("offhours.io/stage")]
+
+    wait("the admitted job's research pod", lambda: bool(pods()), timeout=120)
+    assert {p.spec.termination_grace_period_seconds for p in pods()} == {25}

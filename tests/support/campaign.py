@@ -176,8 +176,8 @@ class SimCluster(MemoryCluster):
             raise queued.pop(0)
 
 
-    def admit(self, namespace: str, job: Any, deployment_uid: str = "") -> None:
-        super().admit(namespace, job, deployment_uid)
+    def admit(self, namespace: str, job: Any, deployment_uid: str = "", max_grace_seconds: float | None = None) -> None:
+        super().admit(namespace, job, deployment_uid, max_grace_seconds)
         self.admitted_by_gate[job.name] = deployment_uid
 
     def adopt(self, namespace: str, job: Any, deployment_uid: str = "") -> None:

@@ -56,6 +56,18 @@ def parked_job_is_admitted_then_stopped(h: Harness) -> None:
     assert "contract-a" not in {j.name for j in h.cluster.jobs(h.research, "contract-svc2")}
 
 
+def admission_caps_the_grace_in_the_same_write(h: Harness) -> None:
+    """With the service's cap, the resume also writes the grace parameter its pods take: at most the cap."""
+    h.add_parked("contract-g", "contract-svc4", 1)
+    [job] = [j for j in h.cluster.jobs(h.research, "contract-svc4") if j.name == "contract-g"]
+    h.cluster.admit(h.research, job, "uid-of-the-deployment", max_grace_seconds=25.9)
+    wf = h.read_workflow("contract-g")
+    params = {p["name"]: p.get("value") for p in wf["spec"]["arguments"]["parameters"]}
+    assert not wf["spec"].get("suspend") and wf["metadata"]["labels"]["offhours.io/state"] == "admitted"
+    assert params["termination-grace-seconds"] == "25"  # whole seconds, rounded down: never above the cap
+    assert params["service"] == "contract-svc4" and params["replicas"] == "1"  # the rest kept
+
+
 def parking_a_copy_is_idempotent(h: Harness) -> None:
     h.add_parked("contract-b", "contract-svc3", 1)
     job = next(j for j in h.cluster.jobs(h.research, "contract-svc3") if j.name == "contract-b")
@@ -112,6 +124,7 @@ def lease_notes_are_written_only_by_the_holder_and_survive_renewals(h: Harness) 
 CONTRACT: list[Callable[[Harness], None]] = [
     deployment_found_by_label_scaled_and_its_state_kept,
     parked_job_is_admitted_then_stopped,
+    admission_caps_the_grace_in_the_same_write,
     parking_a_copy_is_idempotent,
     missing_workflow_is_none,
     lease_admits_one_writer_at_a_time,

@@ -10,11 +10,13 @@ from offhours.scripts.simulate.engine import reaction_minutes
 from offhours.scripts.simulate.fleet import default_fleet, generated_jobs
 from offhours.scripts.simulate.trace import Trace, TraceError
 from offhours.scripts.simulate.tune import (
+    RISE_MARGIN,
     Candidate,
     Knobs,
     Score,
     choose,
     config_fragment,
+    covers,
     frontier,
     largest_rise,
     split_days,
@@ -129,3 +131,31 @@ def test_an_unprecedented_step_on_the_validation_days_is_reported_not_hidden() -
     report = text_report([t], 0, 30.0)
     assert "OVER the budget" in report and "+100% of the level (day 2 0" in report
     assert "rises beyond it are not covered" in report
+
+
+def test_a_headroom_below_the_fitting_days_largest_rise_is_not_trusted_to_cover_a_larger_one() -> None:
+    """Invariant: without the volatility term, the chosen headroom covers RISE_MARGIN times the fitting days' largest rise.
+
+    A setting that kept the budget on the fitting days with a headroom below the rises they held did
+    so by the rounding of replicas; the next, larger rise finds it short. The volatility term is
+    judged by its replays alone (its headroom grows after volatile hours).
+    """
+    lean = _cand(0.5, 0.60, 0, margin=0, look="none")
+    safe = _cand(0.5, 0.53, 0, margin=0, look="trend+volatility")
+    wide = _cand(1.0, 0.30, 0, margin=0, look="none")
+    assert choose([lean, safe, wide], 0, fit_rise=0.57)[0] is safe  # +57% seen: 0.5 covers neither it nor 1.5x it
+    assert choose([lean, safe, wide], 0, fit_rise=0.30)[0] is lean  # 1.5 x 30% = 45%: 0.5 covers it
+    assert choose([lean, wide], 0, fit_rise=0.57)[0] is wide  # 1.0 >= 1.5 x 57%
+    assert choose([lean], 0, fit_rise=0.9) == (lean, True)  # none covers: the budget and the cold-start margin decide
+    assert not covers(lean.knobs, 0.57) and covers(safe.knobs, 5.0) and covers(wide.knobs, 1.0 / RISE_MARGIN)
+
+
+def test_the_rise_margin_is_measured_on_the_fitting_days_only() -> None:
+    """A step only the validation days hold must not shape the choice that is checked on them."""
+    trace = _diurnal(3, step_day=2, step=1.0)
+    fleet, jobs = _one_service(trace)
+    [t] = tune(trace, fleet, jobs, 0, workers=1, headrooms=(0.65,), look_ahead=("trend",), hysteresis=(0,),
+               stabilization=(1.0,))
+    assert t.fit_rise is not None and t.fit_rise.ratio < 0.1  # the diurnal curve within a reaction time
+    assert t.rise.ratio == pytest.approx(1.0, rel=0.05)  # the whole trace's, reported beside it
+    assert "largest rise on the fitting days: +" in text_report([t], 0, 30.0)
