@@ -67,7 +67,7 @@ def console_namespaces(args: argparse.Namespace) -> tuple[str, str, str]:
 
     config = _config(args) or example_gate_config()
     which = "--config's" if args.config else "the bundled gate configuration's"
-    research = args.namespace or default_namespace(args.config)
+    research = args.namespace or default_namespace(args.config, os.environ.get("KUBECONFIG") or None)
     research_from = "-n" if args.namespace else (f"{which}" if research == config.workflow_namespace
                                                  else "the kubeconfig context's")
     serving = args.serving_namespace or config.namespace

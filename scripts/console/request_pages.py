@@ -148,11 +148,14 @@ def add_request_routes(app: Flask, person_api: PersonApi, pool: Callable[[], Poo
         if not replicas.isdigit() or int(replicas) < 1:
             return None, "no estimate until replicas is a whole number ≥ 1", {}, None
         view = next((s for s in pool().services if s.name == service), None)
-        if view is None or view.baseline is None:
+        # Before the gate's first record of a service nothing is lent: its Deployment's replicas are its baseline.
+        baseline = None if view is None else view.baseline if view.baseline is not None else (
+            view.replicas if not view.lent else None)
+        if baseline is None:
             return None, f"no estimate: the console knows no baseline for service {service!r}", {}, None
         job = JobRequest(int(replicas), hours, checkpoint, priority)
         try:
-            return estimator.estimate(service, view.baseline, job, queue_ahead(pool(), service, priority)), None, {}, job
+            return estimator.estimate(service, baseline, job, queue_ahead(pool(), service, priority)), None, {}, job
         except EstimateError as err:
             return None, f"no estimate: {err}", {}, None
 
