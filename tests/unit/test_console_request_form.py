@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from offhours.scripts.cluster.parked import SubmitError, parked_workflow
-from offhours.scripts.console.form import MAX_VALUE_BYTES, check_request, fields_of, given as set_values
-from offhours.scripts.console.form import submitted_values
+from offhours.scripts.console.form import MAX_VALUE_BYTES, check_request, fields_of, submitted_values
+from offhours.scripts.console.form import given as set_values
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 TEMPLATE = yaml.safe_load((GOLDEN / "workflowtemplate-offhours-job.yaml").read_text())
