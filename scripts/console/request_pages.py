@@ -147,6 +147,9 @@ def add_request_routes(app: Flask, person_api: PersonApi, pool: Callable[[], Poo
         service, replicas = values.get("service", ""), values.get("replicas", "1")
         if not replicas.isdigit() or int(replicas) < 1:
             return None, "no estimate until replicas is a whole number ≥ 1", {}, None
+        if g.access is not None and not g.access.services:
+            return None, (f"no estimate: {g.access.user or 'this identity'} may not list the serving Deployments, "
+                          "whose replicas the estimate replays"), {}, None
         view = next((s for s in pool().services if s.name == service), None)
         # Before the gate's first record of a service nothing is lent: its Deployment's replicas are its baseline.
         baseline = None if view is None else view.baseline if view.baseline is not None else (

@@ -38,8 +38,8 @@ from .test_console_auth_e2e import as_account, rbac, token
 
 RESEARCHER, VIEWER = "console-researcher-e2e", "console-viewer-e2e"
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "console"
-GOOD = {"service": "chat", "run-id": "e2e-console-run", "output-uri": "file:///tmp/offhours-e2e/out",
-        "checkpoint-uri": "file:///tmp/offhours-e2e/ckpt"}
+GOOD = {"service": "chat", "run-id": "e2e-console-run", "output-uri": "s3://e2e-results/out",
+        "checkpoint-uri": "s3://e2e-results/ckpt"}
 
 
 def role(name: str, rules: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -56,7 +56,13 @@ def accounts(installed: Path, kubectl: Callable[..., str], api: client.ApiClient
     docs = [m for m in console_manifests(config).values() if m["kind"] not in ("Deployment", "Service")]
     look = [{"apiGroups": ["argoproj.io"], "resources": ["workflows", "workflowtemplates"], "verbs": ["get", "list"]}]
     people = [*role(RESEARCHER, [*look, {"apiGroups": ["argoproj.io"], "resources": ["workflows"],
-                                         "verbs": ["create", "patch"]}]), *role(VIEWER, look)]
+                                         "verbs": ["create", "patch"]}]), *role(VIEWER, look),
+              # The estimate replays the service's replicas: the researcher may see the pool's services.
+              rbac("Role", RESEARCHER, SERVING, rules=[{"apiGroups": ["apps"], "resources": ["deployments"],
+                                                       "verbs": ["list"]}]),
+              rbac("RoleBinding", RESEARCHER, SERVING, roleRef={"apiGroup": "rbac.authorization.k8s.io",
+                                                                "kind": "Role", "name": RESEARCHER},
+                   subjects=[{"kind": "ServiceAccount", "name": RESEARCHER, "namespace": RESEARCH}])]
     kubectl("apply", "--server-side", "--force-conflicts", "-f", "-",
             stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": [*docs, *people]}))
     yield {"console": token(api, SERVING, "offhours-console"), RESEARCHER: token(api, RESEARCH, RESEARCHER),
@@ -130,6 +136,8 @@ def test_a_researcher_requests_a_job_as_themselves_and_a_viewer_is_refused(
         # A good one, estimated first: the numbers and what they assume are on the page, still nothing created.
         fill(browser, {"replicas": "1"})
         press(browser, By.ID, "estimate-button")
+        missing = browser.find_elements(By.ID, "no-estimate")
+        assert not missing, missing[0].text
         median = browser.find_element(By.CSS_SELECTOR, "#estimate [data-field='start-median']").text
         assert median and "what this estimate assumes" in browser.find_element(By.ID, "assumptions").text.lower()
         assert requested(api) == []
