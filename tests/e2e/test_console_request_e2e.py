@@ -142,6 +142,7 @@ def test_a_researcher_requests_a_job_as_themselves_and_a_viewer_is_refused(
         assert median and "what this estimate assumes" in browser.find_element(By.ID, "assumptions").text.lower()
         assert requested(api) == []
         DOCS.mkdir(parents=True, exist_ok=True)
+        browser.execute_script("document.getElementById('estimate').scrollIntoView()")
         browser.save_screenshot(str(DOCS / "request.png"))
 
         press(browser, By.ID, "submit-button")
@@ -151,7 +152,8 @@ def test_a_researcher_requests_a_job_as_themselves_and_a_viewer_is_refused(
         # Parked exactly as `offhours submit` parks it, plus the person as its creator and the estimate kept.
         template = client.CustomObjectsApi(api).get_namespaced_custom_object("argoproj.io", "v1alpha1", RESEARCH,
                                                                             "workflowtemplates", "offhours-job")
-        expected = parked_workflow(template, {**GOOD, "replicas": "1"}, RESEARCH, 0, ["chat"])
+        # replicas=1 is the template's default: the form passes what differs from a default, as `-p` would.
+        expected = parked_workflow(template, GOOD, RESEARCH, 0, ["chat"])
         labels = dict(workflow["metadata"]["labels"])
         assert labels.pop(ARGO_CREATOR_LABEL) == f"system-serviceaccount-{RESEARCH}-{RESEARCHER}"
         assert {k: labels[k] for k in expected["metadata"]["labels"]} == expected["metadata"]["labels"]
