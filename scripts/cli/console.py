@@ -35,13 +35,13 @@ def auth_mode(requested: str | None, host: str, in_pod: bool) -> str:
     return LOCAL if _loopback(host) and not in_pod else KUBERNETES
 
 
-def _config_services(args: argparse.Namespace, reader: Any) -> list[str] | None:
-    """Return the gate configuration's services: of --config, else of the installed ConfigMap; None if neither is readable."""
+def _gate_config(args: argparse.Namespace, reader: Any) -> Any:
+    """Return the gate configuration: of --config, else the installed ConfigMap; None if neither is readable."""
     from offhours.scripts.cli.jobs import _config
 
     config = _config(args)
     if config is not None:
-        return [s.name for s in config.services]
+        return config
     import yaml
 
     from offhours.scripts.config.loader import parse_config
@@ -49,16 +49,57 @@ def _config_services(args: argparse.Namespace, reader: Any) -> list[str] | None:
 
     try:
         cm = reader.core.read_namespaced_config_map(GATE_CONFIG_MAP, reader.serving_namespace, _request_timeout=10)
-        return [s.name for s in parse_config(yaml.safe_load((cm.data or {}).get(GATE_CONFIG_KEY) or "")).services]
+        return parse_config(yaml.safe_load((cm.data or {}).get(GATE_CONFIG_KEY) or ""))
     except Exception:  # noqa: BLE001 - /metrics then names the services the serving namespace shows
         return None
 
 
+def console_namespaces(args: argparse.Namespace) -> tuple[str, str, str]:
+    """Return (research, serving, where they came from): the rule kubectl and argo users know.
+
+    Research: -n, else the kubeconfig context's namespace (or the pod's), else the gate
+    configuration's (--config, else the bundled one's). Serving: --serving-namespace, else the gate
+    configuration's.
+    """
+    from offhours.scripts.cli.errors import default_namespace
+    from offhours.scripts.cli.jobs import _config
+    from offhours.workflows.render import example_gate_config
+
+    config = _config(args) or example_gate_config()
+    which = "--config's" if args.config else "the bundled gate configuration's"
+    research = args.namespace or default_namespace(args.config, os.environ.get("KUBECONFIG") or None)
+    research_from = "-n" if args.namespace else (f"{which}" if research == config.workflow_namespace
+                                                 else "the kubeconfig context's")
+    serving = args.serving_namespace or config.namespace
+    serving_from = "--serving-namespace" if args.serving_namespace else which
+    return research, serving, (f"serving namespace {serving} ({serving_from}), research namespace {research} "
+                               f"({research_from})")
+
+
+def _estimator(args: argparse.Namespace, config: Any) -> Any:
+    """Return the estimator of a request's start (None without a gate configuration or a history to replay)."""
+    if config is None:
+        return None
+    from offhours.scripts.simulate.estimate import HistoryEstimator, prometheus_history, trace_history
+
+    if args.history_trace:
+        from offhours.scripts.simulate.trace import load_trace
+
+        trace = load_trace(args.history_trace)
+        return HistoryEstimator(config, trace_history(trace), f"the trace {args.history_trace} as every service's load")
+    url = config.metrics.prometheus_url
+    if not url:
+        return None
+    return HistoryEstimator(config, prometheus_history(config, url), f"the last 14 days of vLLM's counters in {url}")
+
+
 def _console(args: argparse.Namespace) -> int:
-    from offhours.scripts.cli.jobs import CommandError, InputError, _reader, config_gpus
+    from offhours.scripts.cli.jobs import CommandError, InputError, config_gpus
     from offhours.scripts.console.app import create_app
+    from offhours.scripts.console.asperson import PersonApi, whoami
     from offhours.scripts.console.auth import KubernetesAuth
     from offhours.scripts.console.source import PoolSource
+    from offhours.scripts.policy.config import ConfigError
 
     try:
         mode = auth_mode(args.auth, args.host, bool(os.environ.get("KUBERNETES_SERVICE_HOST")))
@@ -72,20 +113,36 @@ def _console(args: argparse.Namespace) -> int:
         print(f"console: --interval {args.interval:g}: expected 0.5 to 86400 seconds", file=sys.stderr)
         return 2
     try:
+        research, serving, looked = console_namespaces(args)
+        args.namespace, args.serving_namespace = research, serving
         reader = _reader(args)
         gpus = config_gpus(args)
+        config = _gate_config(args, reader)
+        estimator = _estimator(args, config)
     except CommandError as err:
         print(f"console: {err}", file=sys.stderr)
         return 2 if isinstance(err, InputError) else 1
+    except (ConfigError, ValueError) as err:
+        print(f"console: {err}", file=sys.stderr)
+        return 2
     auth = KubernetesAuth(reader.api, reader.serving_namespace, reader.research_namespace) if mode == KUBERNETES else None
-    app = create_app(PoolSource(reader, interval=args.interval), gpus, _config_services(args, reader), auth)
-    print(f"offhours console on http://{args.host}:{args.port}/ (serving {reader.serving_namespace}, "
-          f"research {reader.research_namespace}; "
+    source = PoolSource(reader, interval=args.interval)
+    app = create_app(source, gpus, [s.name for s in config.services] if config is not None else None, auth,
+                     person_api=PersonApi(reader.api, reader.research_namespace), estimator=estimator,
+                     local_user=whoami(reader.api) if auth is None else "", looked=looked)
+    source.start_sampling()  # the 24 h chart is read on the interval, whether or not a page is open
+    print(f"offhours console on http://{args.host}:{args.port}/ ({looked}; "
           + ("bearer tokens checked with TokenReview)" if auth else "no authentication: local use)"), file=sys.stderr)
     from werkzeug.serving import run_simple
 
     run_simple(args.host, args.port, app, threaded=True)
     return 0
+
+
+def _reader(args: argparse.Namespace) -> Any:
+    from offhours.scripts.cli.jobs import _reader as reader
+
+    return reader(args)
 
 
 def register(subparsers: Any) -> None:
@@ -96,7 +153,12 @@ def register(subparsers: Any) -> None:
     _common(console)
     console.add_argument("--port", type=int, default=8080, help="port (default 8080)")
     console.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0 in a pod)")
-    console.add_argument("--interval", type=float, default=15.0, help="seconds between reads of the cluster (default 15)")
+    console.add_argument("--interval", type=float, default=15.0, help="seconds between reads of the cluster, whether "
+                         "or not a page is open: the 24 h chart's points (default 15)")
+    console.add_argument("--history-trace", metavar="NAME|FILE",
+                         help="estimate a request's start by replaying this per-minute trace (a bundled trace's name "
+                         "or a file of `offhours trace export`) as the service's load, instead of the last 14 days "
+                         "in the gate configuration's Prometheus")
     console.add_argument("--auth", choices=[KUBERNETES, LOCAL],
                          help="kubernetes: every page needs a bearer token (TokenReview) and shows what its identity "
                          "may list (SubjectAccessReview); local: no authentication, loopback only, for an operator's "

@@ -18,7 +18,6 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from offhours.scripts.cli.text import printable
-from offhours.scripts.names import ANNOTATION_CANCELLED_AT
 from offhours.scripts.pool.model import FINISHED, WAITING, Pool, RunView, gpus_of
 from offhours.scripts.pool.usage import UsageRow, usage_lines
 from offhours.scripts.pool.views import age, select_runs, sentence, stamp
@@ -234,6 +233,7 @@ def _cmd_usage(args: argparse.Namespace) -> int:
 
 def _cmd_cancel(args: argparse.Namespace) -> int:
     from offhours.scripts.cluster.errors import describe_api_error
+    from offhours.scripts.cluster.parked import stop_patch
     from offhours.scripts.cluster.workflow import PLURAL
     from offhours.scripts.names import ARGO_GROUP, ARGO_VERSION
 
@@ -252,9 +252,7 @@ def _cmd_cancel(args: argparse.Namespace) -> int:
             return 1
     now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     for copy in live:
-        # Argo v4.0.5 does not act on a suspended (parked) workflow's shutdown: unsuspend it in the same patch.
-        body = {"metadata": {"annotations": {ANNOTATION_CANCELLED_AT: now}},
-                "spec": {"shutdown": "Stop", "suspend": None}}
+        body = stop_patch(now)
         try:
             reader.custom.patch_namespaced_custom_object(ARGO_GROUP, ARGO_VERSION, copy.namespace, PLURAL, copy.name, body)
         except Exception as err:  # noqa: BLE001 - reported as one line naming the workflow

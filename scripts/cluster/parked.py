@@ -15,6 +15,7 @@ from typing import Any
 
 from offhours.scripts.cluster.workflow import MAX_PRIORITY, MIN_PRIORITY
 from offhours.scripts.names import (
+    ANNOTATION_CANCELLED_AT,
     ANNOTATION_PRIORITY,
     ARGO_GROUP,
     ARGO_VERSION,
@@ -102,6 +103,14 @@ def parked_workflow(template: dict[str, Any], params: dict[str, str], namespace:
             "suspend": True,
         },
     }
+
+
+def stop_patch(now: str) -> dict[str, Any]:
+    """Return the patch that stops a workflow gracefully at `now` (exit handlers run), parked or running.
+
+    Argo v4.0.5 does not act on a suspended (parked) workflow's shutdown: the same patch unsuspends it.
+    """
+    return {"metadata": {"annotations": {ANNOTATION_CANCELLED_AT: now}}, "spec": {"shutdown": "Stop", "suspend": None}}
 
 
 def parse_params(pairs: list[str]) -> dict[str, str]:

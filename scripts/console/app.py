@@ -11,12 +11,14 @@ from typing import Any
 
 from flask import Flask, Response, abort, g, redirect, render_template, request
 
-from offhours.scripts.console.auth import MAX_TOKEN_BYTES, Access, Authenticator, ReviewUnavailable
+from offhours.scripts.console.asperson import Person, PersonApi
+from offhours.scripts.console.auth import MAX_TOKEN_BYTES, Access, Authenticator, ReviewUnavailable, bearer_token
 from offhours.scripts.console.charts import Series, line_chart
+from offhours.scripts.console.request_pages import Estimator, actual_start_minutes, add_request_routes, kept_estimate
 from offhours.scripts.console.source import PoolSource
 from offhours.scripts.names import CONSOLE_TOKEN_COOKIE
 from offhours.scripts.pool import usage
-from offhours.scripts.pool.model import WAITING, Pool, RunView, gpus_of, names_a_workflow
+from offhours.scripts.pool.model import FINISHED, WAITING, Pool, RunView, gpus_of, names_a_workflow
 from offhours.scripts.pool.operator_metrics import exposition
 from offhours.scripts.pool.views import age, select_runs, sentence, stamp
 
@@ -79,25 +81,23 @@ def visible(pool: Pool, access: Access | None) -> Pool:
                                runs=pool.runs if access.jobs else (), problems=(*problems, note))
 
 
-def bearer_token() -> str:
-    """Return the request's token: its `Authorization: Bearer` header, else the login cookie; "" for none."""
-    header = request.headers.get("Authorization", "")
-    scheme, _, value = header.partition(" ")
-    if scheme.lower() == "bearer" and value.strip():
-        return value.strip()
-    return request.cookies.get(CONSOLE_TOKEN_COOKIE, "")
-
-
 def create_app(source: PoolSource, gpus_per_replica: Mapping[str, int] | None = None,
-               services: Collection[str] | None = None, auth: Authenticator | None = None) -> Flask:
+               services: Collection[str] | None = None, auth: Authenticator | None = None,
+               person_api: PersonApi | None = None, estimator: Estimator | None = None, local_user: str = "",
+               looked: str = "") -> Flask:
     """Build the console over `source`.
 
     `gpus_per_replica`: the gate configuration's, for services whose Deployment says none; `services`:
     the configuration's service names, the only `service` labels `/metrics` shows; `auth`: who may read
-    what (None: no authentication, for an operator's local use).
+    what (None: no authentication, for an operator's local use). `person_api`: requests, cancel and
+    resubmit, done as the person (None: the console only shows); `estimator`: the replays behind a
+    request's estimate; `local_user`: who the person is without authentication (the kubeconfig's
+    user); `looked`: where the pool was read, named when it is empty.
     """
     app = Flask(__name__)
-    app.jinja_env.globals.update(age=age, stamp=stamp, gpus_of=gpus_of, sentence=sentence, WAITING=WAITING)
+    app.jinja_env.globals.update(age=age, stamp=stamp, gpus_of=gpus_of, sentence=sentence, WAITING=WAITING,
+                                 requests_enabled=person_api is not None, looked=looked,
+                                 actual_start_minutes=actual_start_minutes)
     if services is not None:
         source.metrics.services = frozenset(services)
     # /logout only clears the cookie: it must work when the token was revoked or the API server is down.
@@ -178,7 +178,10 @@ def create_app(source: PoolSource, gpus_per_replica: Mapping[str, int] | None = 
         run: RunView | None = pool.find(name)
         if run is None:
             abort(404, description=f"no offhours job {name!r}")
-        return render_template("job.html", pool=pool, run=run, page="queue")
+        who = Person(g.access.user, bearer_token()) if g.access is not None else Person(local_user, None)
+        return render_template("job.html", pool=pool, run=run, page="queue",
+                               kept=kept_estimate(person_api, who, run), live=any(c.state not in FINISHED
+                                                                                  for c in run.copies))
 
     @app.get("/usage")
     def usage_page() -> str:
@@ -199,6 +202,14 @@ def create_app(source: PoolSource, gpus_per_replica: Mapping[str, int] | None = 
     @app.get("/healthz")
     def healthz() -> str:
         return "ok"
+
+    if person_api is not None:
+        add_request_routes(app, person_api, pool_for_reader, source.refresh, estimator, services, local_user)
+
+    @app.errorhandler(400)
+    def bad_request(err: Any) -> tuple[str, int]:
+        return render_template("error.html", title="bad request", message=getattr(err, "description", "bad request"),
+                               page=""), 400
 
     @app.errorhandler(404)
     def not_found(err: Any) -> tuple[str, int]:

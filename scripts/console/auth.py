@@ -20,7 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from offhours.scripts.names import ARGO_GROUP
+from flask import request
+
+from offhours.scripts.names import ARGO_GROUP, CONSOLE_TOKEN_COOKIE
 
 MAX_TOKEN_BYTES = 16384  # a service account token is about 1 KiB; anything far larger is not one
 CACHE_SECONDS = 60.0
@@ -113,3 +115,12 @@ class KubernetesAuth:
             jobs=allowed(client.V1ResourceAttributes(namespace=self.research, group=ARGO_GROUP, resource="workflows",
                                                      verb="list")),
             metrics=allowed(non_resource=client.V1NonResourceAttributes(path="/metrics", verb="get")))
+
+
+def bearer_token() -> str:
+    """Return the request's token: its `Authorization: Bearer` header, else the login cookie; "" for none."""
+    header = request.headers.get("Authorization", "")
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() == "bearer" and value.strip():
+        return value.strip()
+    return request.cookies.get(CONSOLE_TOKEN_COOKIE, "")

@@ -1,5 +1,10 @@
 """Where the console gets the pool: a reader, read at most once per interval, with 24 h of history.
 
+The history does not depend on anyone looking: `start_sampling` reads the pool on its interval in a
+thread of its own whether or not a page is open, so a whole lend and reclaim between two page
+views is in the chart (a page only ever reads the cache, or reads again when it is older than the
+interval).
+
 The history is bounded whatever the uptime and the read interval: at most `POINTS` points per
 service (a new point only when the service's numbers changed or a spacing of HISTORY / POINTS
 passed), services that left the pool are dropped after HISTORY, and the history keeps only the
@@ -19,6 +24,7 @@ from offhours.scripts.pool.operator_metrics import MetricsState
 
 HISTORY = timedelta(hours=24)
 POINTS = 480  # per service: one each 3 minutes over the 24 h at most
+MIN_SAMPLE_SECONDS = 0.5  # the sampler's shortest period, whatever the interval (the CLI refuses less anyway)
 
 
 class Reader(Protocol):
@@ -65,6 +71,28 @@ class PoolSource:
                 self._remember(pool)
                 self._pool, self._read_at = pool, self.clock()
             return self._pool
+
+    def refresh(self) -> None:
+        """Forget the last read: the next `pool()` reads the cluster again (after a write the page must show)."""
+        with self._lock:
+            self._pool = None
+
+    def sample(self) -> Pool:
+        """Read the pool now, whatever the age of the last read; the history gets the point."""
+        self.refresh()
+        return self.pool()
+
+    def sample_until(self, stop: threading.Event) -> None:
+        """Read the pool every interval until `stop` is set (a failed read is a point with a problem, never an end)."""
+        while not stop.is_set():
+            self.sample()
+            stop.wait(max(self.interval, MIN_SAMPLE_SECONDS))
+
+    def start_sampling(self) -> threading.Event:
+        """Sample in a daemon thread; return the event that stops it."""
+        stop = threading.Event()
+        threading.Thread(target=self.sample_until, args=(stop,), name="offhours-console-sampler", daemon=True).start()
+        return stop
 
     @property
     def history(self) -> list[Point]:

@@ -168,6 +168,20 @@ def check_values(schema: Mapping[str, str], values: Mapping[str, str],
     services of a gate configuration), a `service` value must be one of them.
     """
     problems = []
+    for name, problem in problems_by_name(schema, values, services).items():
+        value = values[name]
+        shown = value if len(value) <= 80 else value[:77] + "..."
+        problems.append(f"parameter {name}={shown!r} {problem}")
+    return problems
+
+
+def problems_by_name(schema: Mapping[str, str], values: Mapping[str, str],
+                     services: Collection[str] | None = None) -> dict[str, str]:
+    """Return why each bad value is bad, by parameter name, in schema order (what `check_values` words as lines).
+
+    A form shows each problem next to its field from this; the check is the same.
+    """
+    problems: dict[str, str] = {}
     for name, kind in schema.items():
         if name not in values:
             continue
@@ -178,8 +192,7 @@ def check_values(schema: Mapping[str, str], values: Mapping[str, str],
             problem = f"is not a service of the gate configuration (known: {known})"
         problem = problem or _relation_problem(schema, values, name, kind)
         if problem:
-            shown = value if len(value) <= 80 else value[:77] + "..."
-            problems.append(f"parameter {name}={shown!r} {problem}")
+            problems[name] = problem
     return problems
 
 

@@ -1,0 +1,327 @@
+"""The request half of the console: a form per template, its estimate, and cancel and resubmit on a job page.
+
+Everything that reads templates or writes workflows goes through `PersonApi` with the person's
+identity (asperson.py); the console's own rights are never used for it. Each POST carries the
+console's form key (a random value of this process, in a hidden field): a page of another site
+cannot post a request in the person's name, not even to a console without authentication.
+"""
+
+import hmac
+import math
+import secrets
+from collections.abc import Callable, Collection
+from datetime import datetime, timezone
+from typing import Any, Protocol
+
+from flask import Flask, abort, g, redirect, render_template, request, url_for
+
+from offhours.scripts.cluster.parked import stop_patch
+from offhours.scripts.console.asperson import CallFailed, Person, PersonApi, Refused, creator_label
+from offhours.scripts.console.auth import bearer_token
+from offhours.scripts.console.form import (
+    CHECKPOINT_FIELD,
+    HOURS_FIELD,
+    PRIORITY_FIELD,
+    Checked,
+    check_request,
+    fields_of,
+    submitted_values,
+)
+from offhours.scripts.names import ANNOTATION_ESTIMATE, ANNOTATION_PRIORITY, ARGO_CREATOR_LABEL
+from offhours.scripts.policy.estimate import (
+    Estimate,
+    EstimateError,
+    JobAhead,
+    JobRequest,
+    estimate_record,
+    parse_estimate_record,
+)
+from offhours.scripts.pool.model import ADMITTED, FINISHED, RUNNING, WAITING, Pool, RunView
+
+CSRF_FIELD = "form-key"
+DEFAULT_HOURS, DEFAULT_CHECKPOINT_MINUTES = "4", "30"
+KEPT_LOOKUPS = 5  # a job page reads at most this many of the run's copies for its kept estimate
+
+
+class Estimator(Protocol):
+    """Replays a service's history for a request (scripts/simulate/estimate.py); `source` names that history."""
+
+    source: str
+
+    def estimate(self, service: str, baseline: int, request: JobRequest, ahead: list[JobAhead]) -> Estimate:
+        """Estimate, or EstimateError naming why none can be made."""
+        ...
+
+
+def queue_ahead(pool: Pool, service: str, priority: int) -> list[JobAhead]:
+    """Return the service's jobs a new request would wait behind.
+
+    Those holding lent replicas, and the parked ones of at least its priority (equal ones are older).
+    """
+    ahead = []
+    for run in pool.runs:
+        job = run.current
+        if run.service != service or job.state in FINISHED:
+            continue
+        if job.state in (ADMITTED, RUNNING):
+            ahead.append(JobAhead(job.replicas, job.priority, running=True))
+        elif job.state == WAITING and job.priority >= priority:
+            ahead.append(JobAhead(job.replicas, job.priority))
+    return ahead
+
+
+def _number(text: str, low: float, high: float) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and low <= value <= high else None
+
+
+def minutes_text(value: object) -> str:
+    """Return minutes as a person reads them (None / inf: later than the horizon)."""
+    if value is None or (isinstance(value, float) and math.isinf(value)):
+        return "not within the horizon"
+    minutes = float(value)  # type: ignore[arg-type]
+    if minutes < 1:
+        return "at once (within a minute)"
+    if minutes < 120:
+        return f"{minutes:.0f} min"
+    return f"{minutes / 60:.1f} h"
+
+
+def actual_start_minutes(run: RunView) -> float | None:
+    """Minutes from the run's submission to its first admission; None while it was never admitted."""
+    admitted = [c.admitted for c in run.copies if c.admitted is not None]
+    if not admitted or run.submitted is None:
+        return None
+    return max(0.0, (min(admitted) - run.submitted).total_seconds() / 60.0)
+
+
+def add_request_routes(app: Flask, person_api: PersonApi, pool: Callable[[], Pool], refresh: Callable[[], None],
+                       estimator: Estimator | None, services: Collection[str] | None, local_user: str = "") -> None:
+    """Add /request, /request/<template>, and the job page's cancel and resubmit to `app`."""
+    form_key = secrets.token_urlsafe(32)
+    app.jinja_env.globals.update(form_key=form_key, CSRF_FIELD=CSRF_FIELD, minutes_text=minutes_text)
+
+    def person() -> Person:
+        if g.access is None:
+            return Person(local_user, None)
+        return Person(g.access.user, bearer_token())
+
+    def check_form_key() -> None:
+        if not hmac.compare_digest(str(request.form.get(CSRF_FIELD, "")), form_key):
+            abort(400, description="this form is not the console's (its form key is missing or stale): reload the page")
+
+    def refused(message: str, status: int, title: str = "refused") -> tuple[str, int]:
+        return render_template("error.html", title=title, message=message, page="request"), status
+
+    @app.get("/request")
+    def request_list() -> Any:
+        try:
+            templates = person_api.templates(person())
+        except Refused as err:
+            return refused(str(err), 403)
+        except CallFailed as err:
+            return refused(str(err), 502, "unavailable")
+        return render_template("request_list.html", templates=templates, namespace=person_api.namespace,
+                               page="request")
+
+    def read_template(name: str) -> dict[str, Any]:
+        return person_api.template(person(), name)
+
+    def estimate_for(values: dict[str, str], form: Any, priority: int) -> tuple[Estimate | None, str | None,
+                                                                                  dict[str, str], JobRequest | None]:
+        """Return (estimate, why there is none, problems of the estimate's own fields, the request estimated)."""
+        problems: dict[str, str] = {}
+        hours = _number(str(form.get(HOURS_FIELD, DEFAULT_HOURS)), 0.01, 24 * 365)
+        if hours is None:
+            problems[HOURS_FIELD] = "expected hours: a number of hours from 0.01 to 8760"
+        checkpoint = _number(str(form.get(CHECKPOINT_FIELD, DEFAULT_CHECKPOINT_MINUTES)), 1, 1440)
+        if checkpoint is None:
+            problems[CHECKPOINT_FIELD] = "checkpoint interval: a number of minutes from 1 to 1440"
+        if problems or hours is None or checkpoint is None:
+            return None, None, problems, None
+        if estimator is None:
+            return None, "no estimate: the console has no history to replay (see `offhours console --help`)", {}, None
+        service, replicas = values.get("service", ""), values.get("replicas", "1")
+        if not replicas.isdigit() or int(replicas) < 1:
+            return None, "no estimate until replicas is a whole number ≥ 1", {}, None
+        if g.access is not None and not g.access.services:
+            return None, (f"no estimate: {g.access.user or 'this identity'} may not list the serving Deployments, "
+                          "whose replicas the estimate replays"), {}, None
+        view = next((s for s in pool().services if s.name == service), None)
+        # Before the gate's first record of a service nothing is lent: its Deployment's replicas are its baseline.
+        baseline = None if view is None else view.baseline if view.baseline is not None else (
+            view.replicas if not view.lent else None)
+        if baseline is None:
+            return None, f"no estimate: the console knows no baseline for service {service!r}", {}, None
+        job = JobRequest(int(replicas), hours, checkpoint, priority)
+        try:
+            return estimator.estimate(service, baseline, job, queue_ahead(pool(), service, priority)), None, {}, job
+        except EstimateError as err:
+            return None, f"no estimate: {err}", {}, None
+
+    @app.route("/request/<name>", methods=["GET", "POST"])
+    def request_form(name: str) -> Any:
+        try:
+            template = read_template(name)
+        except Refused as err:
+            return refused(str(err), 403)
+        except CallFailed as err:
+            return refused(str(err), 404 if "(HTTP 404)" in str(err) else 502, "not found")
+        if request.method == "GET":
+            return render_template("request.html", template=template, name=name, fields=fields_of(template),
+                                   form={HOURS_FIELD: DEFAULT_HOURS, CHECKPOINT_FIELD: DEFAULT_CHECKPOINT_MINUTES,
+                                         PRIORITY_FIELD: "0"},
+                                   extra={}, general=None, estimate=None, no_estimate=None, page="request",
+                                   source=estimator.source if estimator else None)
+        check_form_key()
+        form = request.form
+        values = submitted_values(template, form)
+        priority_text = str(form.get(PRIORITY_FIELD, "0")).strip() or "0"
+        extra: dict[str, str] = {}
+        try:
+            priority = int(priority_text) if len(priority_text) < 12 else None
+        except ValueError:
+            priority = None
+        checked = check_request(template, values, person_api.namespace, priority or 0, services)
+        if priority is None:
+            extra[PRIORITY_FIELD] = f"priority {priority_text[:20]!r}: expected a whole number"
+            checked = Checked(None, checked.problems, checked.general)
+        elif checked.general and checked.general.startswith("priority"):
+            extra[PRIORITY_FIELD], checked = checked.general, Checked(None, checked.problems, None)
+        estimate, no_estimate, estimate_problems, job = estimate_for(values, form, priority or 0)
+        extra.update(estimate_problems)
+        bad = checked.body is None or bool(extra)
+        if form.get("action") == "submit" and not bad:
+            assert checked.body is not None
+            return create(template, name, checked.body, estimate, job, form, values, checked, extra, no_estimate)
+        status = 400 if bad else 200
+        return render_template("request.html", template=template, name=name,
+                               fields=fields_of(template, values, checked.problems), form=form, extra=extra,
+                               general=checked.general, estimate=estimate, no_estimate=no_estimate, page="request",
+                               source=estimator.source if estimator else None), status
+
+    def create(template: dict[str, Any], name: str, body: dict[str, Any], estimate: Estimate | None,
+               job: JobRequest | None, form: Any, values: dict[str, str], checked: Checked, extra: dict[str, str],
+               no_estimate: str | None) -> Any:
+        who = person()
+        stamp_person(body, who)
+        if estimate is not None and job is not None:
+            body["metadata"]["annotations"][ANNOTATION_ESTIMATE] = estimate_record(estimate, job, now_text())
+        try:
+            created = person_api.create(who, body)
+        except (Refused, CallFailed) as err:
+            status = 403 if isinstance(err, Refused) else 502
+            return render_template("request.html", template=template, name=name,
+                                   fields=fields_of(template, values, checked.problems), form=form, extra=extra,
+                                   general=str(err), estimate=estimate, no_estimate=no_estimate, page="request",
+                                   source=estimator.source if estimator else None), status
+        refresh()
+        return redirect(url_for("job_page", name=created))
+
+    @app.post("/jobs/<name>/cancel")
+    def cancel(name: str) -> Any:
+        check_form_key()
+        run = pool().find(name)
+        if run is None:
+            abort(404, description=f"no offhours job {name!r}")
+        live = [c for c in run.copies if c.state not in FINISHED]
+        if not live:
+            return refused(f"{run.run_id} has nothing to cancel: it is {run.state}", 409, "nothing to cancel")
+        who = person()
+        for copy in live:
+            try:
+                person_api.stop(who, copy.name, stop_patch(now_text()))
+            except Refused as err:
+                return refused(str(err), 403)
+            except CallFailed as err:
+                return refused(str(err), 502, "unavailable")
+        refresh()
+        return redirect(url_for("job_page", name=run.name))
+
+    @app.post("/jobs/<name>/resubmit")
+    def resubmit(name: str) -> Any:
+        check_form_key()
+        run = pool().find(name)
+        if run is None:
+            abort(404, description=f"no offhours job {name!r}")
+        live = [c.name for c in run.copies if c.state not in FINISHED]
+        if live:  # two live workflows of one run id: the gate would stop one of them as a duplicate
+            return refused(f"{run.run_id} is {run.state} ({', '.join(live)}): cancel it before resubmitting", 409,
+                           "cannot resubmit")
+        who = person()
+        try:
+            original = person_api.workflow(who, run.copies[0].name)
+            template_name = str(((original.get("spec") or {}).get("workflowTemplateRef") or {}).get("name") or "")
+            if not template_name:
+                return refused(f"{run.copies[0].name} names no WorkflowTemplate: only a templated job can be "
+                               "resubmitted", 409, "cannot resubmit")
+            template = person_api.template(who, template_name)
+        except Refused as err:
+            return refused(str(err), 403)
+        except CallFailed as err:
+            return refused(str(err), 502, "unavailable")
+        params = {str(p.get("name")): str(p.get("value", "")) for p in
+                  ((original.get("spec") or {}).get("arguments") or {}).get("parameters") or [] if isinstance(p, dict)}
+        annotations = (original.get("metadata") or {}).get("annotations") or {}
+        try:
+            priority = int(str(annotations.get(ANNOTATION_PRIORITY, "0")))
+        except ValueError:
+            priority = 0
+        values = {**fields_as_defaults(template), **params}
+        checked = check_request(template, values, person_api.namespace, priority, services)
+        if checked.body is None:
+            problems = "; ".join(f"{k}: {v}" for k, v in checked.problems.items())
+            return refused(f"{template_name} no longer accepts this job's values: {checked.general or problems}", 400,
+                           "cannot resubmit")
+        stamp_person(checked.body, who)
+        kept = parse_estimate_record(annotations.get(ANNOTATION_ESTIMATE))
+        if kept is not None and estimator is not None:
+            estimate, _, _, job = estimate_for(values, {HOURS_FIELD: str(kept["hours"]),
+                                                        CHECKPOINT_FIELD: str(kept["checkpointMinutes"])}, priority)
+            if estimate is not None and job is not None:
+                checked.body["metadata"]["annotations"][ANNOTATION_ESTIMATE] = estimate_record(estimate, job, now_text())
+        try:
+            created = person_api.create(who, checked.body)
+        except Refused as err:
+            return refused(str(err), 403)
+        except CallFailed as err:
+            return refused(str(err), 502, "unavailable")
+        refresh()
+        return redirect(url_for("job_page", name=created))
+
+
+def fields_as_defaults(template: dict[str, Any]) -> dict[str, str]:
+    """Return the template's defaults (required parameters left out)."""
+    return {f.name: f.value for f in fields_of(template) if f.default is not None}
+
+
+def stamp_person(body: dict[str, Any], who: Person) -> None:
+    """Label the workflow with its creator, as Argo's server labels the workflows it creates for a person."""
+    label = creator_label(who.user)
+    if label:
+        body["metadata"]["labels"][ARGO_CREATOR_LABEL] = label
+
+
+def now_text() -> str:
+    """Return now as the annotations' RFC 3339 seconds."""
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def kept_estimate(person_api: PersonApi | None, who: Person, run: RunView) -> dict[str, object] | None:
+    """Return the estimate kept on the run's newest copy that has one (read as the person); None without."""
+    if person_api is None:
+        return None
+    for copy in list(reversed(run.copies))[:KEPT_LOOKUPS]:
+        try:
+            workflow = person_api.workflow(who, copy.name)
+        except (Refused, CallFailed):
+            return None
+        record = parse_estimate_record(((workflow.get("metadata") or {}).get("annotations") or {}).get(
+            ANNOTATION_ESTIMATE))
+        if record is not None:
+            return record
+    return None
+

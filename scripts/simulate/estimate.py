@@ -1,0 +1,194 @@
+"""When a requested job would start and how often it would be stopped: the service's history replayed.
+
+The estimate asks the simulator (the gate's own `decide` and `plan`, engine.py) what happened to
+such a job on the service's recent days: for each past day with enough history, the replay starts
+`WARMUP_MINUTES` before the same minute of the day as now, the jobs ahead of the request (those
+running now first, then the parked ones the queue puts before it) are submitted at the replay's
+start, and the request at "now". Each day is one outcome; the estimate is their spread:
+
+- start: minutes from submission to the first admission (median and 90th percentile); a day on
+  which it was never admitted within the horizon counts as "later than the horizon";
+- the share of days with at least one preemption while it ran;
+- the mean GPU-hours of work lost to preemption (work since the last checkpoint, at its size).
+
+What it assumes is in `ASSUMPTIONS`, and the page shows it: tomorrow's load is like one of the
+recent days at the same time of day; each job ahead needs as long as the request (their own
+remaining time is nobody's to know); the fleet's timing (cold start, grace, check period) is the
+gate configuration's.
+"""
+
+import math
+import threading
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from offhours.scripts.policy.config import GateConfig, ServicePolicy
+from offhours.scripts.policy.estimate import (
+    MAX_DAYS,
+    MAX_HOURS,
+    Estimate,
+    EstimateError,
+    JobAhead,
+    JobRequest,
+    Outcome,
+    percentile,
+)
+from offhours.scripts.simulate.engine import GateController, ServiceSim, SimJob, service_rates
+from offhours.scripts.simulate.fleet import Fleet, JobSpec, ServiceSpec
+from offhours.scripts.simulate.trace import Trace
+
+DAY = 1440
+WARMUP_MINUTES = 120  # the gate's memory (stabilisation window) and the jobs ahead settle before "now"
+REQUEST = "estimate-request"  # the request's name in a replay (every job ahead is "ahead-<n>")
+
+class _TrackedJob(SimJob):
+    """A replayed job that remembers when it was first admitted (a resume overwrites `started_at`)."""
+
+    first_started_at: float | None = None
+
+    def start(self, t: float) -> None:
+        """Start or resume at `t`, keeping the first start."""
+        if self.first_started_at is None:
+            self.first_started_at = t
+        super().start(t)
+
+
+def horizon_minutes(request: JobRequest) -> int:
+    """Return how far each replay looks past "now": a day to be admitted, then the request's own hours."""
+    return DAY + int(math.ceil(min(request.hours, MAX_HOURS) * 60.0))
+
+
+def _check(request: JobRequest, baseline: int, ahead: list[JobAhead]) -> None:
+    if not 1 <= request.replicas <= max(1, baseline):
+        raise EstimateError(f"replicas {request.replicas}: the service runs {baseline} replica(s) at baseline")
+    if not (0 < request.hours <= 24 * 365) or math.isnan(request.hours):
+        raise EstimateError(f"expected hours {request.hours:g}: expected more than 0 and at most a year")
+    if not (1 <= request.checkpoint_minutes <= 24 * 60):
+        raise EstimateError(f"checkpoint interval {request.checkpoint_minutes:g} min: expected 1 to 1440 minutes")
+    if len(ahead) > 10_000:
+        raise EstimateError(f"{len(ahead)} jobs ahead: more than an estimate replays")
+
+
+def replay_day(trace: Trace, now: int, offset_days: int, policy: ServicePolicy, baseline: int, fleet: Fleet,
+               request: JobRequest, ahead: list[JobAhead]) -> Outcome:
+    """Replay the request on the day `offset_days` before `now` (minute index into `trace`)."""
+    horizon = horizon_minutes(request)
+    at = now - offset_days * DAY
+    first, last = at - WARMUP_MINUTES, at + horizon
+    if first < 0 or last > trace.minutes:
+        raise EstimateError(f"the history holds no replay {offset_days} day(s) back")
+    window = Trace(trace.requests[first:last], trace.input_tokens[first:last], trace.output_tokens[first:last],
+                   trace.name)
+    spec = ServiceSpec(policy, baseline, 1.0)
+    work = min(request.hours, MAX_HOURS)
+    # Running jobs first: they hold replicas now, so in the replay they are admitted before anything parked.
+    ordered = sorted(ahead, key=lambda j: (not j.running,))
+    jobs = [_TrackedJob(JobSpec(f"ahead-{i}", policy.name, min(j.replicas, baseline), work, request.checkpoint_minutes,
+                                j.priority + (10**6 if j.running else 0), 0))
+            for i, j in enumerate(ordered)]
+    mine = _TrackedJob(JobSpec(REQUEST, policy.name, request.replicas, work, request.checkpoint_minutes,
+                               request.priority, WARMUP_MINUTES))
+    sim = ServiceSim(spec, fleet, service_rates(window, spec), [*jobs, mine])
+    sim.run(GateController(sim))
+    started = mine.first_started_at
+    lost = mine.lost_minutes / 60.0 * request.replicas * policy.gpus_per_replica
+    return Outcome(offset_days, math.inf if started is None else started - WARMUP_MINUTES, mine.preemptions, lost)
+
+
+def estimate(trace: Trace, now: int, policy: ServicePolicy, baseline: int, fleet: Fleet, request: JobRequest,
+             ahead: list[JobAhead] | None = None, days: int = MAX_DAYS) -> Estimate:
+    """Estimate the request's start and preemptions from the service's history before minute `now` of `trace`.
+
+    `trace` is the service's own load per minute (its requests and tokens), `baseline` its replicas
+    when nothing is lent; EstimateError when the history holds no whole replay.
+    """
+    ahead = list(ahead or [])
+    _check(request, baseline, ahead)
+    horizon = horizon_minutes(request)
+    need = math.ceil(horizon / DAY)  # the first day back whose replay ends before now
+    offsets = [k for k in range(need, need + max(1, min(days, MAX_DAYS)))
+               if now - k * DAY - WARMUP_MINUTES >= 0 and now - k * DAY + horizon <= min(now, trace.minutes)]
+    if not offsets:
+        have = max(0, min(now, trace.minutes)) / 60.0
+        raise EstimateError(f"the history holds {have:.1f} h before now: an estimate needs "
+                            f"{(need * DAY + WARMUP_MINUTES) / 60.0:.0f} h (a whole replay of {horizon / 60.0:.0f} h "
+                            "on an earlier day)")
+    outcomes = tuple(replay_day(trace, now, k, policy, baseline, fleet, request, ahead) for k in offsets)
+    starts = [o.start_minutes for o in outcomes]
+    return Estimate(days=len(outcomes), horizon_minutes=horizon, start_median_minutes=percentile(starts, 0.5),
+                    start_p90_minutes=percentile(starts, 0.9),
+                    preemption_chance=sum(o.preemptions > 0 for o in outcomes) / len(outcomes),
+                    lost_gpu_hours=float(np.mean([o.lost_gpu_hours for o in outcomes])), outcomes=outcomes)
+
+
+class HistoryEstimator:
+    """Estimates for the console: each service's history (from `load`) replayed with the gate configuration's policy.
+
+    `load(service)` returns the service's per-minute load and the index of "now" in it; its answer is
+    kept `keep_seconds` (a history of days changes little in minutes, and reading it is the cost).
+    """
+
+    def __init__(self, config: GateConfig, load: Callable[[str], tuple[Trace, int]], source: str,
+                 keep_seconds: float = 600.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.config, self.load, self.source = config, load, source
+        self.keep_seconds, self.clock = keep_seconds, clock
+        self._kept: dict[str, tuple[float, tuple[Trace, int]]] = {}
+        self._lock = threading.Lock()
+        self.fleet = Fleet(services=(), tick_minutes=max(1, round(config.tick_seconds / 60.0)),
+                           reclaim_check_seconds=float(config.reclaim_check_seconds))
+
+    def history(self, service: str) -> tuple[Trace, int]:
+        """Return the service's history (kept for a while)."""
+        now = self.clock()
+        with self._lock:
+            hit = self._kept.get(service)
+            if hit is not None and now - hit[0] < self.keep_seconds:
+                return hit[1]
+        try:
+            answer = self.load(service)
+        except EstimateError:
+            raise
+        except Exception as err:  # noqa: BLE001 - an unreadable history is no estimate, never a failed page
+            raise EstimateError(f"the history of {service} cannot be read: {str(err)[:200]}") from None
+        with self._lock:
+            self._kept[service] = (now, answer)
+        return answer
+
+    def estimate(self, service: str, baseline: int, request: JobRequest, ahead: list[JobAhead]) -> Estimate:
+        """Estimate `request` on `service`, or EstimateError naming why none can be made."""
+        try:
+            policy = self.config.service(service)
+        except KeyError:
+            raise EstimateError(f"{service} is not a service of the gate configuration") from None
+        trace, now = self.history(service)
+        return estimate(trace, now, policy, baseline, self.fleet, request, ahead)
+
+
+def trace_history(trace: Trace, clock: Callable[[], float] = time.time) -> Callable[[str], tuple[Trace, int]]:
+    """Return a loader that replays `trace` as every service's load, "now" at this UTC minute of its last day."""
+    def load(service: str) -> tuple[Trace, int]:
+        minute_of_day = int(clock() // 60) % DAY
+        return trace, max(0, trace.minutes - DAY) + minute_of_day
+
+    return load
+
+
+def prometheus_history(config: GateConfig, url: str, days: int = MAX_DAYS,
+                       clock: Callable[[], float] = time.time) -> Callable[[str], tuple[Trace, int]]:
+    """Return a loader of a service's last `days` days of vLLM counters from Prometheus, per minute, "now" at the end."""
+    from offhours.scripts.history.read import read_history
+    from offhours.scripts.simulate.history import traces_from_history
+
+    def load(service: str) -> tuple[Trace, int]:
+        end = math.floor(clock() / 60.0) * 60.0
+        steps = days * DAY
+        history = read_history(url, config.metrics.service_label, [service], end - steps * 60.0, steps, 60.0,
+                               config.metrics.extra_selector, timeout=config.metrics.prometheus_timeout_seconds)
+        traces = traces_from_history(history)
+        if service not in traces:
+            raise EstimateError(f"Prometheus at {url} holds no complete vLLM history of {service}")
+        return traces[service], traces[service].minutes
+
+    return load
