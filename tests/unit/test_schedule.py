@@ -362,5 +362,7 @@ def test_dry_run_of_a_template_the_library_lacks_needs_a_cluster(capsys: pytest.
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     assert main(["schedule", "nightly", "--template", "my-own", "--cron", "0 21 * * *", "--dry-run"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.splitlines()[-1] == (
-        "schedule: 'my-own' is not a template of the library and no cluster answers to read it (ConfigException)")
+    assert err.count("\n") == 1 and err.splitlines()[-1].startswith(
+        "schedule: 'my-own' is not a template of the library, and no cluster: no Kubernetes configuration in "
+        "/nonexistent/kubeconfig"), err
+    assert "make cluster-up" in err  # and how to get one
