@@ -82,12 +82,14 @@ class RecordingApi(client.ApiClient):
 
     def call_api(self, resource_path: str, method: str, path_params: Any = None, *args: Any, **kwargs: Any) -> Any:
         self.calls.append((method, resource_path, dict(path_params or {})))
-        if "workflowtemplates" in resource_path and self.template is not None:
+        if (path_params or {}).get("plural") == "workflowtemplates" and self.template is not None:
             return self.template
         if method == "GET" and "{name}" in resource_path:
             from kubernetes.client.exceptions import ApiException
 
             raise ApiException(status=404, reason="Not Found")
+        if method == "POST":
+            return {"metadata": {"name": "made"}}
         return Listing()
 
     def namespaces(self) -> set[str]:
