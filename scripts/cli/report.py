@@ -2,7 +2,8 @@
 
 Reads the pool (every offhours workflow, finished ones included, and the services' Deployments for
 their GPUs per replica) and prints the monthly sums of offhours.scripts.pool.usage, the computation
-`offhours usage` and the console use too: jobs (distinct run ids), workflow runs, preemptions, GPU-hours
+`offhours usage` and the console use too: runs (distinct run ids, as `usage` counts them), workflows (Argo
+Workflows: a run's original and its parked copies), preemptions (of jobs that held lent GPUs only), GPU-hours
 used and lent, the equivalent number of GPUs running 24 hours a day, and the saving at a GPU-hour price:
 the shape of the original operations report.
 """
@@ -22,7 +23,7 @@ from offhours.scripts.pool.usage import UsageRow, render_table, unknown_gpus, us
 
 def records(rows: list[UsageRow], price: float) -> list[dict[str, Any]]:
     """Return the rows as `--json` writes them."""
-    return [{"service": r.service, "month": r.month, "jobs": len(r.runs), "workflows": len(r.workflows),
+    return [{"service": r.service, "month": r.month, "runs": len(r.runs), "workflows": len(r.workflows),
              "preemptions": r.preemptions, "gpuHoursUsed": r.used, "gpuHoursLent": r.lent,
              "equivalentGpus": r.equivalent_gpus(), "saving": r.used * price} for r in rows]
 
