@@ -54,12 +54,12 @@ def verdict(services: Sequence[ServiceTicks], failures: Sequence[TickFailure]) -
     lines: list[str] = []
     why = ""
     for s in services:
-        failure = newest.get(s.service)
+        seen = newest.get(s.service)
         # An Event older than the last decision was followed by a tick that decided: it is not now.
-        current = failure is not None and (s.decided_at is None or failure.at is None or failure.at > s.decided_at)
+        current = seen is not None and (s.decided_at is None or seen.at is None or seen.at > s.decided_at)
         if s.failed_ticks or current:
             bad.append(s.service)
-            said = failure.message if current and failure is not None else (s.reason or "no usable load data")
+            said = seen.message if current and seen is not None else (s.reason or "no usable load data")
             count = f"{s.failed_ticks} tick(s) in a row without usable load data" if s.failed_ticks else "its last tick failed"
             lines.append(f"{s.service}: {count}: {said}")
             why = why or said

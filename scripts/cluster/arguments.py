@@ -16,7 +16,7 @@ from offhours.scripts.runtime.parameters import unknown_parameters
 
 
 def _names(parameters: Any) -> list[str]:
-    """The `name` of each parameter of an Argo `arguments.parameters` list, skipping what is not one."""
+    """Return the `name` of each parameter of an Argo `arguments.parameters` list, skipping what is not one."""
     if not isinstance(parameters, list):
         return []
     return [p["name"] for p in parameters if isinstance(p, Mapping) and isinstance(p.get("name"), str) and p["name"]]
