@@ -75,7 +75,9 @@ def test_argo_submit_from_template_is_parked_then_admitted_by_the_gate(
     assert copy["spec"]["suspend"] is True
     assert {k: v for k, v in copy["metadata"]["labels"].items() if k.startswith("offhours.io/")} == {
         "offhours.io/service": "chat", "offhours.io/replicas": "1", "offhours.io/managed": "true",
-        "offhours.io/state": "parked", "offhours.io/run-id": "argo-a", "offhours.io/copy-of": original["metadata"]["uid"]}
+        "offhours.io/state": "parked", "offhours.io/run-id": "argo-a", "offhours.io/copy-of": original["metadata"]["uid"],
+        # The gate creates the copy; it keeps the person who ran argo submit as its user.
+        "offhours.io/user": original["metadata"]["labels"]["workflows.argoproj.io/creator"]}
     assert copy["spec"]["workflowTemplateRef"] == {"name": "offhours-job"}
     assert copy["spec"]["arguments"] == original["spec"]["arguments"]
     got = json.loads(argo(cluster_env, "get", "-n", RESEARCH, f"{name}-p1", "-o", "json"))

@@ -215,7 +215,7 @@ def test_researcher_submits_waits_runs_reads_logs_cancels_and_counts_gpu_hours(
     assert out.splitlines()[:2] == [f"==> {name_a} / {job_pod} <==", "started"]
 
     # Wrong names and missing rights: one line each, exit 1, nothing changed.
-    missing = "no offhours job '{}' in namespace {} (`offhours jobs --all` lists them)"
+    missing = "no offhours job '{}' in namespace {} (from -n) (`offhours jobs --all` lists them; -n names another namespace)"
     for command in (["logs", "nosuch"], ["cancel", "nosuch", "--yes"], ["logs", other_namespace_job],
                     ["cancel", other_namespace_job, "--yes"]):
         assert cli(*command, *NS, status=1) == ("", f"{command[0]}: {missing.format(command[1], RESEARCH)}\n")
