@@ -23,6 +23,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from offhours.scripts.cli.gate_health import TickFailure, Verdict, services_ticks, verdict
 from offhours.scripts.config.loader import load_config, parse_config
 from offhours.scripts.names import (
     ARGO_GROUP,
@@ -76,6 +77,38 @@ class Check:
         return printable(f"{mark} {self.name}: {self.detail}" + ("" if self.ok or not self.fix else f" — fix: {self.fix}"))
 
 
+# How the local sandbox's emulated vLLM servers are started again (they run inside that command's process).
+SANDBOX_METRICS_FIX = "the local sandbox's emulated vLLM servers are not running: start them again with `offhours demo`"
+
+
+def _loopback(ip: str | None) -> bool:
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(ip or "").is_loopback
+    except ValueError:
+        return False
+
+
+def metrics_fix(port: int, path: str, service: str, errors: list[str], local: bool) -> str:
+    """Return the fix of a direct-metrics ✗: on the local sandbox (pods on loopback IPs) its emulator; else vLLM's."""
+    refused = bool(errors) and all("refused" in e.lower() for e in errors)
+    if local and refused:
+        return SANDBOX_METRICS_FIX
+    if refused:
+        return f"nothing listens on port {port}: start vLLM (or fix metrics.port) in the pods labelled {LABEL_SERVICE}={service}"
+    return f"serve vLLM's {path} on port {port} of each pod labelled {LABEL_SERVICE}={service}"
+
+
+def tick_fix(health: "Verdict", namespace: str, last_run: str) -> str:
+    """Return the fix of failing ticks: the metrics' when the ticks lack load data, else the gate's logs."""
+    said = health.newest_failure.lower()
+    if "refused" in said or "no pod answered" in said or "metrics" in said or "load data" in said:
+        return (f"the gate reads no load for {', '.join(health.failing)}: see the metrics line above; "
+                f"argo -n {namespace} logs {last_run} shows each tick")
+    return f"argo -n {namespace} logs {last_run} shows each tick"
+
+
 def _absent(err: ApiException) -> bool:
     return err.status == 404
 
@@ -112,6 +145,7 @@ class Checker:
     api: client.ApiClient
     config: GateConfig | None
     config_file: str | None = None
+    research_namespace: str | None = None  # -n: the research namespace to check instead of the configuration's
 
     def __post_init__(self) -> None:
         self.core = client.CoreV1Api(self.api)
@@ -367,9 +401,10 @@ class Checker:
             detail = (f"{len(result.readings)}/{len(ready)} ready pod(s) return vLLM series" if ready
                       else f"no ready pod labelled {LABEL_SERVICE}=" + s.name)
             if result.errors:
-                detail += "; " + "; ".join(f"{k}: {v}" for k, v in list(result.errors.items())[:2])
+                detail += "; " + "; ".join(list(result.errors.values())[:2])  # each error begins with its pod's name
+            local = bool(ready) and all(_loopback(p.status.pod_ip) for p in ready)
             yield Check(f"metrics of {s.name} (direct :{m.port}{m.path})", ok, detail,
-                        f"serve vLLM's /metrics on port {m.port} of each pod labelled {LABEL_SERVICE}={s.name}")
+                        metrics_fix(m.port, m.path, s.name, list(result.errors.values()), local))
 
     def cron_workflow(self, config: GateConfig) -> Iterator[Check]:
         """Check the gate's CronWorkflow is scheduled, and its last run."""
@@ -398,10 +433,39 @@ class Checker:
             return
         last = max(finished, key=lambda w: w["status"].get("finishedAt") or "")
         phase = last["status"]["phase"]
-        yield Check(f"CronWorkflow {ns}/{CRON_WORKFLOW}", phase == "Succeeded",
-                    f"scheduled; last run {last['metadata']['name']} {phase} at {last['status'].get('finishedAt')}"
-                    + ("" if phase == "Succeeded" else f": {last['status'].get('message', '')}"),
-                    f"argo -n {ns} logs {last['metadata']['name']}")
+        run = f"last run {last['metadata']['name']} {phase} at {last['status'].get('finishedAt')}"
+        if phase != "Succeeded":
+            yield Check(f"CronWorkflow {ns}/{CRON_WORKFLOW}", False, f"scheduled; {run}: {last['status'].get('message', '')}",
+                        f"argo -n {ns} logs {last['metadata']['name']}")
+            return
+        health = self.gate_ticks(config)
+        yield Check(f"CronWorkflow {ns}/{CRON_WORKFLOW}", health.ok, f"scheduled; {run}; {health.detail}",
+                    tick_fix(health, ns, last["metadata"]["name"]))
+
+    def gate_ticks(self, config: GateConfig) -> Verdict:
+        """Judge the gate by its ticks: each service's state record and the gate's GateTickFailed Events."""
+        from offhours.scripts.names import EVENT_GATE_TICK_FAILED, STATE_KEY
+        from offhours.scripts.pool.model import parse_time
+
+        records: dict[str, dict[str, Any] | None] = {}
+        for s in config.services:
+            try:
+                cm = self.core.read_namespaced_config_map(state_configmap_name(s.name), config.namespace)
+                state = json.loads((cm.data or {}).get(STATE_KEY) or "null")
+            except ApiException as err:
+                if not _absent(err):
+                    raise
+                state = None
+            except (ValueError, RecursionError):
+                state = None  # a record that is not JSON is no record: the gate starts over from it
+            records[s.name] = state if isinstance(state, dict) else None
+        deployments = {(s.deployment or s.name): s.name for s in config.services}
+        events = self.core.list_namespaced_event(config.namespace, field_selector=f"reason={EVENT_GATE_TICK_FAILED}").items
+        failures = [TickFailure(parse_time(e.last_timestamp or e.event_time or e.first_timestamp),
+                                deployments[e.involved_object.name], e.message or "")
+                    for e in events if e.involved_object is not None and e.involved_object.kind == "Deployment"
+                    and e.involved_object.name in deployments]
+        return verdict(services_ticks(records), failures)
 
     def run(self) -> Iterator[Check]:
         """Yield every check; stop early only when the API server cannot be reached."""
@@ -410,6 +474,10 @@ class Checker:
         yield from self.config_map()
         config = self.config
         assert config is not None
+        if self.research_namespace:
+            import dataclasses
+
+            config = self.config = dataclasses.replace(config, workflow_namespace=self.research_namespace)
         yield from self.namespaces(config)
         yield from self.priority_class()
         yield from self.templates(config)
@@ -421,13 +489,14 @@ class Checker:
         yield from self.cron_workflow(config)
 
 
-def check(api: client.ApiClient, config_file: str | None, out: Callable[[str], None] = print) -> int:
+def check(api: client.ApiClient, config_file: str | None, out: Callable[[str], None] = print,
+          research_namespace: str | None = None) -> int:
     """Run every check, print one line each; return 1 if any failed."""
     from offhours.workflows.render import example_gate_config
 
     config = load_config(config_file) if config_file else example_gate_config()
     failed = 0
-    for result in Checker(api, config, config_file).run():
+    for result in Checker(api, config, config_file, research_namespace).run():
         out(result.line())
         failed += not result.ok
     out(f"{failed} check(s) failed" if failed else "all checks passed")
@@ -435,10 +504,9 @@ def check(api: client.ApiClient, config_file: str | None, out: Callable[[str], N
 
 
 def _main(args: argparse.Namespace) -> int:
-    from kubernetes import config as kube_config
+    from offhours.scripts.cli.connect import connect
 
-    kube_config.load_kube_config(config_file=args.kubeconfig)
-    return check(client.ApiClient(), args.config)
+    return check(connect(args.kubeconfig), args.config, research_namespace=args.namespace)
 
 
 def register(subparsers: Any) -> None:
@@ -448,4 +516,6 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--config", help="gate configuration the install should match (default: the ConfigMap "
                         "offhours-gate-config in the bundled example's serving namespace)")
     parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, else ~/.kube/config)")
+    parser.add_argument("-n", "--namespace", help="research (workflow) namespace to check (default: the gate "
+                        "configuration's workflowNamespace: an install is checked against its configuration)")
     parser.set_defaults(func=_main)

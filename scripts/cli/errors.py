@@ -9,14 +9,8 @@ bug: it gets one line naming what is wrong, never a traceback (the translation i
 import argparse
 import sys
 from collections.abc import Callable
-from pathlib import Path
-
-from kubernetes import config as kube_config
-from kubernetes.config.config_exception import ConfigException
 
 from offhours.scripts.cluster.errors import run_explained
-
-IN_CLUSTER_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
 def run_command(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
@@ -28,8 +22,13 @@ def run_command(func: Callable[[argparse.Namespace], int], args: argparse.Namesp
     """
     import yaml
 
+    from offhours.scripts.cli.connect import NoCluster
+
     try:
         return run_explained(args.command, lambda: func(args))
+    except NoCluster as err:
+        print(f"offhours {args.command}: {err}", file=sys.stderr)
+        return err.exit_code
     except UnicodeDecodeError as err:
         print(f"offhours {args.command}: an input file is not UTF-8 text (byte 0x{err.object[err.start]:02x} at "
               f"offset {err.start}); the kubeconfig read: {_kubeconfig(args)}", file=sys.stderr)
@@ -45,27 +44,3 @@ def _kubeconfig(args: argparse.Namespace) -> str:
     import os
 
     return str(getattr(args, "kubeconfig", None) or os.environ.get("KUBECONFIG") or "~/.kube/config")
-
-
-def default_namespace(gate_config: str | None = None, kubeconfig: str | None = None) -> str:
-    """Return the kubeconfig context's namespace, else this pod's, else the gate config's research one.
-
-    `gate_config` is a gate configuration file (without one: the bundled example's); `kubeconfig`
-    a kubeconfig file (without one: $KUBECONFIG, else ~/.kube/config).
-    """
-    try:
-        _, active = kube_config.list_kube_config_contexts(config_file=kubeconfig)
-        namespace = (active or {}).get("context", {}).get("namespace")
-        if namespace:
-            return str(namespace)
-    except ConfigException:
-        pass
-    if IN_CLUSTER_NAMESPACE.exists():
-        return IN_CLUSTER_NAMESPACE.read_text().strip()
-    if gate_config:
-        from offhours.scripts.config.loader import load_config
-
-        return load_config(gate_config).workflow_namespace
-    from offhours.workflows.render import example_gate_config
-
-    return example_gate_config().workflow_namespace

@@ -10,13 +10,13 @@ import argparse
 import csv
 import io
 import json
-import os
 import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from offhours.scripts.cli.namespaces import Namespaces, add_flags, of_args
 from offhours.scripts.cli.text import printable
 from offhours.scripts.pool.model import FINISHED, WAITING, Pool, RunView, gpus_of
 from offhours.scripts.pool.usage import UsageRow, usage_lines
@@ -71,9 +71,18 @@ def jobs_text(pool: Pool, runs: Sequence[RunView], output: str = "") -> str:
             row += [age(r.last_checkpoint, pool.read_at) + (" ago" if r.last_checkpoint else ""),
                     c.reason or "" if c.state == WAITING else ""]
         rows.append(row)
-    if len(rows) == 1:
-        return "no offhours jobs" + ("" if runs else " (use --all to include finished ones)")
     return table(rows)
+
+
+def no_jobs(where: Namespaces, service: str | None, include_finished: bool, finished: int) -> str:
+    """Return `offhours jobs`' empty answer: where it looked, and whether finished jobs are hidden there."""
+    of = f" of service {service}" if service else ""
+    if include_finished:
+        return f"no offhours jobs{of} in {where.described()}, finished or not; -n names another namespace"
+    if finished:
+        return (f"no unfinished offhours jobs{of} in {where.described()}; {finished} finished one(s): "
+                "use --all to list them")
+    return f"no offhours jobs{of} in {where.described()} (use --all to include finished ones; -n names another namespace)"
 
 
 def why_text(run: RunView, pool: Pool) -> str:
@@ -89,7 +98,8 @@ def why_text(run: RunView, pool: Pool) -> str:
 
 
 # -- usage -----------------------------------------------------------------------------------
-def usage_text(lines: Sequence[UsageRow], by: str, as_csv: bool = False) -> str:
+def usage_text(lines: Sequence[UsageRow], by: str, as_csv: bool = False, where: Namespaces | None = None,
+               since: str | None = None) -> str:
     """Render a table (or CSV) with a total line."""
     column = by.removeprefix("label:")
     rows = [[column, "runs", "gpu_hours_used", "gpu_hours_lost_to_preemption", "gpu_hours_lent"]]
@@ -99,7 +109,8 @@ def usage_text(lines: Sequence[UsageRow], by: str, as_csv: bool = False) -> str:
         csv.writer(out, lineterminator="\n").writerows([[printable(cell) for cell in row] for row in rows])
         return out.getvalue().rstrip("\n")
     if not lines:
-        return "no offhours workflows in that period"
+        place = f" in {where.described()}" if where else ""
+        return f"no offhours workflows{place}" + (f" since {since}" if since else "") + "; -n names another namespace"
     rows[0] = [column.upper(), "RUNS", "GPU-H USED", "GPU-H LOST TO PREEMPTION", "GPU-H LENT"]
     rows.append(["total", str(sum(len(x.runs) for x in lines)), f"{sum(x.used for x in lines):.2f}",
                  f"{sum(x.lost for x in lines):.2f}", f"{sum(x.lent for x in lines):.2f}"])
@@ -158,29 +169,22 @@ def config_gpus(args: argparse.Namespace) -> Mapping[str, int]:
     return {s.name: s.gpus_per_replica for s in config.services} if config is not None else {}
 
 
-def _namespaces(args: argparse.Namespace) -> tuple[str, str]:
-    research, serving = args.namespace, args.serving_namespace
-    config = _config(args)
-    if config is not None:
-        research, serving = research or config.workflow_namespace, serving or config.namespace
-    research = research or "default"
-    return research, serving or research
+def _namespaces(args: argparse.Namespace) -> Namespaces:
+    """Return the verb's namespaces by the one rule (offhours.scripts.cli.namespaces); a wrong --config is an InputError."""
+    from offhours.scripts.policy.config import ConfigError
+
+    try:
+        return of_args(args)
+    except ConfigError as err:
+        raise InputError(str(err)) from None
 
 
 def _reader(args: argparse.Namespace) -> Any:
-    from kubernetes import config
-
+    from offhours.scripts.cli.connect import connect
     from offhours.scripts.pool.reader import PoolReader
 
-    research, serving = _namespaces(args)  # a wrong --config is named before any cluster is looked for
-    try:
-        config.load_kube_config(config_file=os.environ.get("KUBECONFIG") or None)
-    except (config.ConfigException, OSError, TypeError) as err:
-        try:
-            config.load_incluster_config()
-        except config.ConfigException:
-            raise CommandError(f"no Kubernetes configuration: {err}") from None
-    return PoolReader(serving, research)
+    where = _namespaces(args)  # a wrong --config is named before any cluster is looked for
+    return PoolReader(where.serving, where.research, connect())
 
 
 def read_pool(args: argparse.Namespace) -> Pool:
@@ -196,23 +200,29 @@ def read_pool(args: argparse.Namespace) -> Pool:
     return pool
 
 
-def find_run(pool: Pool, name: str, namespace: str) -> RunView:
-    """Return the run with a workflow or run id `name`, or CommandError naming what exists."""
+def find_run(pool: Pool, name: str, where: Namespaces) -> RunView:
+    """Return the run with a workflow or run id `name`, or CommandError naming where it looked."""
     run = pool.find(name)
     if run is None:
-        raise CommandError(f"no offhours job {name!r} in namespace {namespace} (`offhours jobs --all` lists them)")
+        raise CommandError(f"no offhours job {name!r} in {where.described()} (`offhours jobs --all` lists them; "
+                           "-n names another namespace)")
     return run
 
 
 def _cmd_jobs(args: argparse.Namespace) -> int:
     pool = read_pool(args)
-    print(jobs_text(pool, select_runs(pool, args.service, args.all), args.output or ""))
+    shown = select_runs(pool, args.service, args.all)
+    if shown or args.output == "json":
+        print(jobs_text(pool, shown, args.output or ""))
+    else:
+        hidden = len(select_runs(pool, args.service, True))
+        print(no_jobs(_namespaces(args), args.service, args.all, hidden))
     return 0
 
 
 def _cmd_why(args: argparse.Namespace) -> int:
     pool = read_pool(args)
-    print(why_text(find_run(pool, args.name, _namespaces(args)[0]), pool))
+    print(why_text(find_run(pool, args.name, _namespaces(args)), pool))
     return 0
 
 
@@ -227,7 +237,7 @@ def _cmd_usage(args: argparse.Namespace) -> int:
     lines = usage_lines(pool, args.by, since, config_gpus(args), skipped)
     for line in skipped:
         print(f"warning: {printable(line)}", file=sys.stderr)
-    print(usage_text(lines, args.by, args.csv))
+    print(usage_text(lines, args.by, args.csv, _namespaces(args), args.since))
     return 0
 
 
@@ -239,7 +249,7 @@ def _cmd_cancel(args: argparse.Namespace) -> int:
 
     reader = _reader(args)
     pool = read_pool(args)
-    run = find_run(pool, args.name, reader.research_namespace)
+    run = find_run(pool, args.name, _namespaces(args))
     live = [c for c in run.copies if c.state not in FINISHED]
     if not live:
         raise CommandError(f"{printable(run.run_id)} has nothing to cancel: it is {run.state}")
@@ -266,7 +276,7 @@ def _cmd_logs(args: argparse.Namespace) -> int:
 
     reader = _reader(args)
     pool = read_pool(args)
-    run = find_run(pool, args.name, reader.research_namespace)
+    run = find_run(pool, args.name, _namespaces(args))
     pods: list[tuple[str, dict[str, Any]]] = []
     for copy in run.copies:
         try:
@@ -315,10 +325,9 @@ def _guarded(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-n", "--namespace", help="research (workflow) namespace (default: the config's, else default)")
-    p.add_argument("--serving-namespace", help="namespace of the services and their state ConfigMaps "
-                   "(default: the config's, else the research namespace)")
-    p.add_argument("--config", help="gate configuration, for both namespaces")
+    add_flags(p)
+    p.add_argument("--config", help="gate configuration: its namespaces are the defaults, and its GPUs per replica "
+                   "count where a Deployment says none")
 
 
 def register(subparsers: Any) -> None:

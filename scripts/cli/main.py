@@ -48,8 +48,6 @@ def parser() -> argparse.ArgumentParser:
     report.register(sub)
     check.register(sub)
     demo.register(sub)
-    check_parameters.register(sub)
-    return_gpus.register(sub)
     backstop.register(sub)
     jobs.register(sub)
     console.register(sub)
@@ -57,7 +55,19 @@ def parser() -> argparse.ArgumentParser:
     trace.register(sub)
     tune.register(sub)
     calibrate.register(sub)
+    # The in-pod verbs run inside offhours' own pods (the check-parameters step, the exit hook): they stay
+    # callable by name, and out of a person's help.
+    shown = list(sub.choices)
+    check_parameters.register(sub)
+    return_gpus.register(sub)
+    hide(sub, shown)
     return root
+
+
+def hide(sub: "argparse._SubParsersAction[argparse.ArgumentParser]", shown: list[str]) -> None:
+    """Leave only the verbs `shown` in the help's list and summary; every other verb still parses and runs."""
+    sub.metavar = "{" + ",".join(shown) + "}"
+    sub._choices_actions = [a for a in sub._choices_actions if a.dest in shown]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

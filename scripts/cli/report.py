@@ -2,7 +2,8 @@
 
 Reads the pool (every offhours workflow, finished ones included, and the services' Deployments for
 their GPUs per replica) and prints the monthly sums of offhours.scripts.pool.usage, the computation
-`offhours usage` and the console use too: jobs (distinct run ids), workflow runs, preemptions, GPU-hours
+`offhours usage` and the console use too: runs (distinct run ids, as `usage` counts them), workflows (Argo
+Workflows: a run's original and its parked copies), preemptions (of jobs that held lent GPUs only), GPU-hours
 used and lent, the equivalent number of GPUs running 24 hours a day, and the saving at a GPU-hour price:
 the shape of the original operations report.
 """
@@ -15,26 +16,31 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from offhours.scripts.cli.namespaces import add_flags
 from offhours.scripts.cli.text import printable
 from offhours.scripts.pool.usage import UsageRow, render_table, unknown_gpus, usage_by_month
 
 
 def records(rows: list[UsageRow], price: float) -> list[dict[str, Any]]:
     """Return the rows as `--json` writes them."""
-    return [{"service": r.service, "month": r.month, "jobs": len(r.runs), "workflows": len(r.workflows),
+    return [{"service": r.service, "month": r.month, "runs": len(r.runs), "workflows": len(r.workflows),
              "preemptions": r.preemptions, "gpuHoursUsed": r.used, "gpuHoursLent": r.lent,
              "equivalentGpus": r.equivalent_gpus(), "saving": r.used * price} for r in rows]
 
 
+def _namespaces(args: argparse.Namespace, config: Any) -> Any:
+    from offhours.scripts.cli.connect import kubeconfig_path
+    from offhours.scripts.cli.namespaces import gate_config, resolve
+
+    return resolve(args.namespace, args.serving_namespace, config or gate_config(None), kubeconfig_path())
+
+
 def _reader(args: argparse.Namespace, config: Any) -> Any:
-    from offhours.scripts.cli.errors import default_namespace
-    from offhours.scripts.cluster.kube import load_client_config
+    from offhours.scripts.cli.connect import connect
     from offhours.scripts.pool.reader import PoolReader
 
-    research = args.namespace or (config.workflow_namespace if config is not None else None) or default_namespace()
-    serving = args.serving_namespace or (config.namespace if config is not None else None) or research
-    load_client_config()
-    return PoolReader(serving, research)
+    where = _namespaces(args, config)
+    return PoolReader(where.serving, where.research, connect())
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -71,7 +77,10 @@ def _report(args: argparse.Namespace) -> int:
     rows = usage_by_month(pool, gpus, skipped)
     for line in skipped:
         print(f"warning: {printable(line)}", file=sys.stderr)
-    print(render_table([dataclasses.replace(r, key=printable(r.key)) for r in rows], args.price))
+    if not rows:
+        print(f"no offhours workflows in {_namespaces(args, config).described()}; -n names another namespace")
+    else:
+        print(render_table([dataclasses.replace(r, key=printable(r.key)) for r in rows], args.price))
     if args.json:
         try:
             Path(args.json).write_text(json.dumps(records(rows, args.price), indent=2))
@@ -85,10 +94,7 @@ def register(subparsers: Any) -> None:
     """Add `report` to the `offhours` command."""
     rep = subparsers.add_parser("report", help="GPU-hours lent and used, jobs, preemptions and saving, per service and "
                                 "month, from the cluster's offhours workflows")
-    rep.add_argument("--namespace", help="workflow namespace (default: the config's, else the kubeconfig "
-                     "context's, else the bundled gate config's)")
-    rep.add_argument("--serving-namespace", help="namespace of the services' Deployments, for their GPUs per replica "
-                     "(default: the config's, else the workflow namespace)")
+    add_flags(rep)
     rep.add_argument("--config", help="gate configuration (for the namespaces, and GPUs per replica where a "
                      "Deployment says none)")
     rep.add_argument("--price", type=float, default=2.0, help="GPU-hour price for the saving (default 2.0)")

@@ -143,10 +143,10 @@ def schedule_rows(crons: list[dict[str, Any]], runs: list[dict[str, Any]], now: 
     return rows
 
 
-def render_rows(rows: list[ScheduleRow]) -> str:
-    """Render `list` as a table, the last runs indented under each schedule."""
+def render_rows(rows: list[ScheduleRow], namespace: str = "") -> str:
+    """Render `list` as a table, the last runs indented under each schedule (empty: where it looked)."""
     if not rows:
-        return "no schedules"
+        return f"no schedules in namespace {namespace}; -n names another namespace" if namespace else "no schedules"
     header = ("NAME", "TEMPLATE", "CRON", "NEXT", "POLICY")
     table = [header, *(tuple(printable(c) for c in (r.name, r.template, r.cron, r.next, r.policy)) for r in rows)]
     widths = [max(len(line[i]) for line in table) for i in range(len(header))]
@@ -161,10 +161,9 @@ def render_rows(rows: list[ScheduleRow]) -> str:
 def _custom_api() -> Any:
     from kubernetes import client
 
-    from offhours.scripts.cluster.kube import load_client_config
+    from offhours.scripts.cli.connect import connect
 
-    load_client_config()
-    return client.CustomObjectsApi()
+    return client.CustomObjectsApi(connect())
 
 
 def library_template(name: str, namespace: str) -> dict[str, Any] | None:
@@ -185,6 +184,8 @@ def dry_run(name: str, namespace: str, build: Callable[[dict[str, Any]], dict[st
     """
     from kubernetes.client.exceptions import ApiException
 
+    from offhours.scripts.cli.connect import NoCluster
+
     library = library_template(name, namespace)
     body = build(library) if library is not None else None
     try:
@@ -195,10 +196,10 @@ def dry_run(name: str, namespace: str, build: Callable[[dict[str, Any]], dict[st
         print(f"schedule: note: {name} is not installed in namespace {namespace!r}: checked against the "
               "library's own template", file=sys.stderr)
         installed = None
-    except (ConfigException, OSError, ApiException, MaxRetryError) as err:
+    except (NoCluster, ConfigException, OSError, ApiException, MaxRetryError) as err:
         if library is None:
-            raise ScheduleError(f"{name!r} is not a template of the library and no cluster answers to read it "
-                                f"({type(err).__name__})") from None
+            why = str(err) if isinstance(err, NoCluster) else f"no cluster answers to read it ({type(err).__name__})"
+            raise ScheduleError(f"{name!r} is not a template of the library, and {why}") from None
         print(f"schedule: note: no cluster to read {name} from: checked against the library's own template",
               file=sys.stderr)
         installed = None
@@ -265,7 +266,7 @@ def act(args: argparse.Namespace, api: Any) -> int:
                                                   label_selector=LABEL_SCHEDULE)["items"]
         runs = api.list_namespaced_custom_object(ARGO_GROUP, ARGO_VERSION, args.namespace, "workflows",
                                                  label_selector=LABEL_SCHEDULE)["items"]
-        print(render_rows(schedule_rows(crons, runs, datetime.now(timezone.utc))))
+        print(render_rows(schedule_rows(crons, runs, datetime.now(timezone.utc)), args.namespace))
         return 0
     name = _named(args)
     try:
@@ -288,6 +289,9 @@ def act(args: argparse.Namespace, api: Any) -> int:
 
 def run(args: argparse.Namespace, api: Any = None) -> int:
     """Run `offhours schedule` with parsed `args`; `api` is a CustomObjectsApi (default: from kubeconfig)."""
+    from offhours.scripts.cli.namespaces import of_args
+
+    args.namespace = of_args(args).research
     try:
         if args.name in VERBS:
             if args.template or args.cron:
@@ -325,5 +329,6 @@ def register(subparsers: Any) -> None:
     sched.add_argument("--starting-deadline", type=int, default=DEFAULT_STARTING_DEADLINE_SECONDS,
                        help="seconds after a missed firing (controller down) it may still create its run (default 3600)")
     sched.add_argument("--dry-run", action="store_true", help="print the CronWorkflow; create nothing")
-    sched.add_argument("-n", "--namespace", default="default", help="namespace of the template and the schedule")
+    sched.add_argument("-n", "--namespace", help="namespace of the template, the schedule and its runs (default: the "
+                       "kubeconfig context's, else the gate configuration's workflowNamespace)")
     sched.set_defaults(func=run)

@@ -1,18 +1,41 @@
-"""`offhours submit`: a research workflow from a WorkflowTemplate, parked until the gate admits it."""
+"""`offhours submit`: a research workflow from a WorkflowTemplate, parked until the gate admits it.
+
+The service must be one of the gate configuration's: `--config`'s when given, else the one installed
+on the cluster (the ConfigMap offhours-gate-config in the serving namespace); with neither readable,
+a note says the service was not checked and the gate decides.
+"""
 
 import argparse
 import sys
 from typing import Any
 
+from offhours.scripts.cli.namespaces import add_flags
 from offhours.scripts.names import LABEL_REPLICAS, LABEL_SERVICE
 
 
+def _services(args: argparse.Namespace, core: Any, serving_namespace: str) -> set[str] | None:
+    """Return the services a submission may name (None: not checked, with a note why)."""
+    from offhours.scripts.cli.installed_config import installed_gate_config
+    from offhours.scripts.cli.text import printable
+
+    if args.config:
+        from offhours.scripts.config.loader import load_config
+
+        return {s.name for s in load_config(args.config).services}
+    installed, why = installed_gate_config(core, serving_namespace)
+    if installed is None:
+        print(f"submit: note: the service is not checked ({printable(why)}); pass --config to check it here",
+              file=sys.stderr)
+        return None
+    return {s.name for s in installed.services}
+
+
 def _submit(args: argparse.Namespace) -> int:
-    from offhours.scripts.cli.errors import default_namespace
+    from offhours.scripts.cli.connect import connect
+    from offhours.scripts.cli.namespaces import of_args
     from offhours.scripts.cli.schedule import MAX_PRIORITY
-    from offhours.scripts.cluster.kube import KubeCluster, load_client_config
+    from offhours.scripts.cluster.kube import KubeCluster
     from offhours.scripts.cluster.parked import SubmitError, parked_workflow, parse_params
-    from offhours.scripts.config.loader import load_config
     from offhours.scripts.names import ARGO_GROUP, ARGO_VERSION
     from offhours.scripts.policy.config import ConfigError
 
@@ -20,20 +43,19 @@ def _submit(args: argparse.Namespace) -> int:
         if abs(args.priority) > MAX_PRIORITY:
             raise SubmitError(f"--priority {args.priority}: expected -{MAX_PRIORITY} to {MAX_PRIORITY}")
         params = parse_params(args.param or [])
-        services = {s.name for s in load_config(args.config).services} if args.config else None
-        load_client_config()
-        args.namespace = args.namespace or default_namespace()
-        cluster = KubeCluster()
-        template = cluster.custom.get_namespaced_custom_object(ARGO_GROUP, ARGO_VERSION, args.namespace, "workflowtemplates",
-                                                               args.template)
-        body = parked_workflow(template, params, args.namespace, args.priority, services)
+        where = of_args(args)  # a wrong --config is named before any cluster is looked for
+        cluster = KubeCluster(connect())
+        template = cluster.custom.get_namespaced_custom_object(ARGO_GROUP, ARGO_VERSION, where.research,
+                                                               "workflowtemplates", args.template)
+        body = parked_workflow(template, params, where.research, args.priority,
+                               _services(args, cluster.core, where.serving))
     except (SubmitError, ConfigError) as err:
         print(f"submit: {err}", file=sys.stderr)
         return 2
-    created = cluster.custom.create_namespaced_custom_object(ARGO_GROUP, ARGO_VERSION, args.namespace, "workflows", body)
+    created = cluster.custom.create_namespaced_custom_object(ARGO_GROUP, ARGO_VERSION, where.research, "workflows", body)
     from offhours.scripts.cli.text import printable
 
-    print(f"{created['metadata']['name']} parked: the gate admits it when "
+    print(f"{created['metadata']['name']} parked in namespace {where.research}: the gate admits it when "
           f"{printable(body['metadata']['labels'][LABEL_SERVICE])}"
           f" can lend {body['metadata']['labels'][LABEL_REPLICAS]} replica(s)")
     return 0
@@ -45,8 +67,8 @@ def register(subparsers: Any) -> None:
                                    "admits it")
     submit.add_argument("template", help="WorkflowTemplate name, e.g. offhours-llm-pipeline or offhours-job")
     submit.add_argument("-p", "--param", action="append", help="workflow parameter name=value (repeatable)")
-    submit.add_argument("-n", "--namespace", help="workflow namespace (default: the kubeconfig context's, else the "
-                        "gate config's research namespace)")
+    add_flags(submit)
     submit.add_argument("--priority", type=int, default=0, help="admission priority (higher first)")
-    submit.add_argument("--config", help="gate configuration: the service must be one of its services")
+    submit.add_argument("--config", help="gate configuration: the service must be one of its services (default: the "
+                        "configuration installed on the cluster)")
     submit.set_defaults(func=_submit)

@@ -27,7 +27,7 @@ from offhours.scripts.names import (
     LABEL_STATE,
     STATE_PARKED,
 )
-from offhours.scripts.runtime.parameters import SchemaError, check_values, parse_schema
+from offhours.scripts.runtime.parameters import SchemaError, check_values, parse_schema, unknown_parameters
 
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
@@ -67,26 +67,25 @@ def parked_workflow(template: dict[str, Any], params: dict[str, str], namespace:
     """
     name = template["metadata"]["name"]
     declared = declared_arguments(template)
-    unknown = sorted(set(params) - set(declared))
-    if unknown:
-        raise SubmitError(f"{name} has no parameter {', '.join(unknown)}; it takes: {', '.join(declared)}")
+    # Every problem is found before one is reported: a person fixes them all in one go.
+    problems = [f"{name} has {line}" for line in unknown_parameters(params, declared)]
     missing = sorted(k for k, v in declared.items() if v is None and k not in params)
-    if missing:
-        raise SubmitError(f"{name} needs -p {' -p '.join(m + '=...' for m in missing)}")
+    problems += [f"{name} needs -p {m}=..." for m in missing]
     values = {k: (params[k] if k in params else v) for k, v in declared.items()}
     # The two values the gate reads from labels first (whatever the template), then every value by its kind.
     replicas = str(values.get("replicas") or "1")
     if not replicas.isdigit() or int(replicas) < 1:
-        raise SubmitError(f"replicas must be a whole number >= 1, got {replicas!r}")
+        problems.append(f"replicas must be a whole number >= 1, got {replicas!r}")
     if isinstance(priority, bool) or not isinstance(priority, int) or not MIN_PRIORITY <= priority <= MAX_PRIORITY:
-        raise SubmitError(f"priority must be a whole number from {MIN_PRIORITY} to {MAX_PRIORITY}, got {priority!r}")
+        problems.append(f"priority must be a whole number from {MIN_PRIORITY} to {MAX_PRIORITY}, got {priority!r}")
     run_id = str(values.get("run-id") or "")
-    if not _NAME.match(run_id) or len(run_id) > 50:
-        raise SubmitError(f"run-id must be a DNS label of at most 50 characters, got {run_id!r}")
-    problems = check_values(parameter_schema(template), {k: v for k, v in values.items() if v is not None}, services)
+    if "run-id" not in missing and (not _NAME.match(run_id) or len(run_id) > 50):
+        problems.append(f"run-id must be a DNS label of at most 50 characters, got {run_id!r}")
+    flagged = {"replicas", "run-id"} & {p.split(" ", 1)[0] for p in problems}  # named once, not again by their kind
+    checked = {k: v for k, v in values.items() if v is not None and k not in flagged}
+    problems += check_values(parameter_schema(template), checked, services)
     if problems:
-        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        raise SubmitError(problems[0] + more)
+        raise SubmitError(problems[0] if len(problems) == 1 else f"{len(problems)} problems: " + "; ".join(problems))
     return {
         "apiVersion": f"{ARGO_GROUP}/{ARGO_VERSION}",
         "kind": "Workflow",

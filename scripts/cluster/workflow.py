@@ -27,6 +27,7 @@ from offhours.scripts.names import (
     ANNOTATION_ROOT,
     ANNOTATION_WAITING_REASON,
     ARGO_API_VERSION,
+    ARGO_CREATOR_LABEL,
     ARGO_LABEL_DOMAIN,
     ARGO_SHUTDOWN_STRATEGIES,
     FINISHED_PHASES,
@@ -35,6 +36,7 @@ from offhours.scripts.names import (
     LABEL_RUN_ID,
     LABEL_SERVICE,
     LABEL_STATE,
+    LABEL_USER,
     STATE_ADMITTED,
     STATE_PARKED,
     STATE_PREEMPTED,
@@ -333,6 +335,10 @@ def build_parked_copy(old: dict[str, Any]) -> dict[str, Any]:
     labels = {k: v for k, v in (meta.get("labels") or {}).items() if not k.startswith(f"{ARGO_LABEL_DOMAIN}/")}
     labels[LABEL_STATE] = STATE_PARKED
     labels[LABEL_COPY_OF] = str(meta.get("uid") or "")
+    # The gate creates the copy, so Argo stamps no creator on it: it keeps its original's, as offhours' user.
+    creator = (meta.get("labels") or {}).get(ARGO_CREATOR_LABEL)
+    if isinstance(creator, str) and creator and LABEL_USER not in labels:
+        labels[LABEL_USER] = creator
     run_id = _parameters(old).get("run-id")
     if run_id and LABEL_RUN_ID not in labels:
         labels[LABEL_RUN_ID] = run_id

@@ -39,6 +39,7 @@ from offhours.scripts.names import (
     ANNOTATION_RETURNED_AT,
     ANNOTATION_WAITING_REASON,
     ARGO_CREATOR_LABEL,
+    CHECK_PARAMETERS,
     LABEL_COPY_OF,
     LABEL_REPLICAS,
     LABEL_SERVICE,
@@ -53,11 +54,19 @@ from offhours.scripts.names import (
 GPU = "nvidia.com/gpu"
 
 
-# What a researcher sees, per workflow and per run.
+# What a researcher sees, per workflow and per run. One meaning per word, in every verb and the console:
+# - waiting: not admitted (parked, or run straight from Argo with no pod of its own started): it holds no
+#   lent GPUs and waits for the gate's admission, as a Kueue workload waits for its quota;
+# - preempted: it held lent GPUs (the gate admitted or adopted it) and was stopped to give them back;
+# - stopped-unadmitted: stopped by the gate before it was ever admitted (a copy waits in its place): no
+#   GPUs were lent, nothing was lost, and it is not a preemption;
+# - a run is one research job (one run id) with every copy of it; a workflow is one Argo Workflow (a copy).
 WAITING, ADMITTED, RUNNING, PREEMPTED = "waiting", "admitted", "running", "preempted"
+STOPPED_UNADMITTED = "stopped-unadmitted"
 RESUMED_WAITING = "preempted→waiting"
 SUCCEEDED, FAILED, CANCELLED = "succeeded", "failed", "cancelled"
-FINISHED = (SUCCEEDED, FAILED, CANCELLED, PREEMPTED)
+FINISHED = (SUCCEEDED, FAILED, CANCELLED, PREEMPTED, STOPPED_UNADMITTED)
+UNKNOWN_USER = "unknown"
 ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth")
 
 
@@ -165,7 +174,7 @@ class JobView:
     position: int | None = None
     reason: str | None = None
     reason_computed: bool = False
-    user: str = "unknown"
+    user: str = UNKNOWN_USER
     labels: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -199,17 +208,23 @@ class RunView:
 
     @property
     def state(self) -> str:
-        """Waiting / admitted / running / preempted→waiting / succeeded / failed / cancelled."""
+        """Waiting / admitted / running / preempted→waiting / succeeded / failed / cancelled / stopped-unadmitted."""
         state = self.current.state
-        if state == WAITING and (self.preemptions or len(self.copies) > 1):
+        if state == WAITING and self.preemptions:
             return RESUMED_WAITING
         return state
 
     @property
     def preemptions(self) -> int:
-        """Times the run was stopped for a reclaim."""
+        """Times the run was stopped for a reclaim while it held lent GPUs (a stop before admission is none).
+
+        Each parked copy counts the stops before it (its `preemptions` annotation), stops before admission
+        included; those of them still readable are taken off, so a run whose older copies were deleted still
+        counts its real preemptions.
+        """
         counted = sum(1 for c in self.copies if c.state == PREEMPTED)
-        return max(counted, max(c.preemptions for c in self.copies))
+        unadmitted = sum(1 for c in self.copies if c.state == STOPPED_UNADMITTED)
+        return max(counted, max(c.preemptions for c in self.copies) - unadmitted)
 
     @property
     def gpu_seconds(self) -> float:
@@ -231,10 +246,19 @@ class RunView:
         """Submit, admit, start, preempt, park, resume, finish: in time order."""
         entries: list[TimelineEntry] = []
         checkpoints: set[datetime] = set()
+        before: JobView | None = None
+        unadmitted = 0  # stops before admission so far: the copies' own count includes them
         for index, c in enumerate(self.copies):
             if c.created is not None:
-                entries.append(TimelineEntry(c.created, "submitted" if index == 0 else
-                                             f"parked again as {c.name} after preemption {c.preemptions}", c.name))
+                if index == 0:
+                    what = "submitted"
+                elif before is not None and before.state == STOPPED_UNADMITTED:
+                    what = f"parked as {c.name} to wait for admission"
+                else:
+                    what = f"parked again as {c.name} after preemption {max(1, c.preemptions - unadmitted)}"
+                entries.append(TimelineEntry(c.created, what, c.name))
+            before = c
+            unadmitted += c.state == STOPPED_UNADMITTED
             if c.admitted is not None:
                 entries.append(TimelineEntry(c.admitted, "admitted" if index == 0 else "resumed (admitted)", c.name))
             if c.started is not None and c.state != WAITING:
@@ -242,11 +266,13 @@ class RunView:
             if c.last_checkpoint is not None and c.last_checkpoint not in checkpoints:
                 checkpoints.add(c.last_checkpoint)  # parked copies carry their original's last checkpoint
                 entries.append(TimelineEntry(c.last_checkpoint, "checkpoint", c.name))
-            if c.preempted is not None:
+            if c.preempted is not None and c.state == STOPPED_UNADMITTED:
+                entries.append(TimelineEntry(c.preempted, "stopped before admission (it held no lent GPUs)", c.name))
+            elif c.preempted is not None:
                 entries.append(TimelineEntry(c.preempted, "preempted: its replicas went back to serving", c.name))
             if c.cancelled is not None:
                 entries.append(TimelineEntry(c.cancelled, "cancelled", c.name))
-            if c.finished is not None and c.state in (SUCCEEDED, FAILED, CANCELLED, PREEMPTED):
+            if c.finished is not None and c.state in FINISHED:
                 entries.append(TimelineEntry(c.finished, f"finished ({c.phase})", c.name))
             if c.returned is not None:
                 entries.append(TimelineEntry(c.returned, "GPUs returned", c.name))
@@ -349,10 +375,13 @@ def _with_deployment(view: ServiceView, dep: Mapping[str, Any] | None) -> Servic
 
 
 # -- jobs -------------------------------------------------------------------------------------
-def _job_state(labels: Mapping[str, str], annotations: Mapping[str, str], spec: Mapping[str, Any], phase: str) -> str:
+def _job_state(labels: Mapping[str, str], annotations: Mapping[str, str], spec: Mapping[str, Any], phase: str,
+               nodes: Any = None) -> str:
     offhours_state = labels.get(LABEL_STATE)
+    admitted = parse_time(annotations.get(ANNOTATION_ADMITTED_AT)) is not None
     if offhours_state == STATE_PREEMPTED:
-        return PREEMPTED
+        # Stopped for a reclaim: a preemption only if the gate had lent it GPUs (admitted or adopted it).
+        return PREEMPTED if admitted else STOPPED_UNADMITTED
     if annotations.get(ANNOTATION_CANCELLED_AT) or (spec.get("shutdown") and phase in ("Failed", "Error", "")):
         return CANCELLED if offhours_state != STATE_PREEMPTED else PREEMPTED
     if phase == "Succeeded":
@@ -363,7 +392,23 @@ def _job_state(labels: Mapping[str, str], annotations: Mapping[str, str], spec: 
         return WAITING
     if offhours_state == STATE_ADMITTED:
         return RUNNING if phase == "Running" else ADMITTED
-    return RUNNING if phase == "Running" else WAITING
+    # Not admitted (`argo submit --from`): Argo says Running while its pods are Unschedulable; it runs only
+    # once a pod of its own work has started.
+    return RUNNING if phase == "Running" and _work_started(nodes) else WAITING
+
+
+def _work_started(nodes: Any) -> bool:
+    """Whether a pod of the workflow's work (not its CPU-only parameter check) has started or finished."""
+    for node in nodes.values() if isinstance(nodes, Mapping) else []:
+        if not isinstance(node, Mapping) or node.get("type") != "Pod":
+            continue
+        ref = node.get("templateRef")
+        template = ref.get("template") if isinstance(ref, Mapping) else node.get("templateName")
+        if template == CHECK_PARAMETERS:
+            continue
+        if node.get("phase") in ("Running", "Succeeded", "Failed", "Error"):
+            return True
+    return False
 
 
 def _first_pod_start(nodes: Any) -> datetime | None:
@@ -383,7 +428,7 @@ def job_view(wf: Mapping[str, Any]) -> JobView | None:
         return None
     spec, status = wf.get("spec") or {}, wf.get("status") or {}
     phase = str(status.get("phase") or "")
-    state = _job_state(labels, annotations, spec, phase)
+    state = _job_state(labels, annotations, spec, phase, status.get("nodes"))
     replicas, _ = tenant_replicas(labels.get(LABEL_REPLICAS))  # the gate's own reading of tenant-written values
     gpu_seconds = _float((status.get("resourcesDuration") or {}).get(GPU))
     if gpu_seconds is None:
@@ -410,7 +455,7 @@ def job_view(wf: Mapping[str, Any]) -> JobView | None:
         gpu_seconds=gpu_seconds, copy_of=labels.get(LABEL_COPY_OF), parked_from=annotations.get(ANNOTATION_PARKED_FROM),
         position=position if position is not None and position >= 0 else None,
         reason=(annotations.get(ANNOTATION_WAITING_REASON) or None) if state == WAITING else None,
-        user=labels.get(ARGO_CREATOR_LABEL) or labels.get(LABEL_USER) or "unknown", labels=labels,
+        user=labels.get(ARGO_CREATOR_LABEL) or labels.get(LABEL_USER) or UNKNOWN_USER, labels=labels,
     )
 
 
@@ -479,6 +524,9 @@ def _runs(jobs: list[JobView]) -> list[RunView]:
     runs = []
     for (namespace, run_id), copies in groups.items():
         copies.sort(key=lambda c: (c.preemptions, c.created or epoch, c.name))
+        # A parked copy is created by the gate, not its submitter: the run's user is its first known one.
+        user = next((c.user for c in copies if c.user != UNKNOWN_USER), UNKNOWN_USER)
+        copies = [dataclasses.replace(c, user=user) if c.user == UNKNOWN_USER else c for c in copies]
         runs.append(RunView(run_id, namespace, copies[-1].service, tuple(copies)))
     return sorted(runs, key=lambda r: (r.submitted or epoch, r.run_id), reverse=True)
 

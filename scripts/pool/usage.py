@@ -268,12 +268,13 @@ def unknown_gpus(pool: Pool, gpus_per_replica: Mapping[str, int] | None = None) 
 
 def render_table(rows: list[UsageRow], price: float) -> str:
     """Render the monthly usage as `offhours report`'s text table, with a total line."""
-    head = f"{'month':<8} {'service':<20} {'jobs':>5} {'runs':>5} {'preempt':>7} {'GPU-h used':>11} " \
+    # "runs" are run ids (a job with all its parked copies), as in `offhours usage`; "workflows" are Argo Workflows.
+    head = f"{'month':<8} {'service':<20} {'runs':>5} {'workflows':>9} {'preempt':>7} {'GPU-h used':>11} " \
            f"{'GPU-h lent':>11} {'equiv GPUs':>10} {'saving':>10}"
     lines = [head, "-" * len(head)]
     total = UsageRow("all")
     for r in rows:
-        lines.append(f"{r.month:<8} {r.service:<20} {len(r.runs):>5} {len(r.workflows):>5} {r.preemptions:>7} "
+        lines.append(f"{r.month:<8} {r.service:<20} {len(r.runs):>5} {len(r.workflows):>9} {r.preemptions:>7} "
                      f"{r.used:>11,.1f} {r.lent:>11,.1f} {r.equivalent_gpus():>10,.1f} "
                      f"{r.used * price:>10,.0f}")
         total.runs |= {f"{r.service}/{x}" for x in r.runs}
@@ -282,7 +283,7 @@ def render_table(rows: list[UsageRow], price: float) -> str:
         total.used += r.used
         total.lent += r.lent
     lines.append("-" * len(head))
-    lines.append(f"{'total':<8} {'':<20} {len(total.runs):>5} {len(total.workflows):>5} {total.preemptions:>7} "
+    lines.append(f"{'total':<8} {'':<20} {len(total.runs):>5} {len(total.workflows):>9} {total.preemptions:>7} "
                  f"{total.used:>11,.1f} {total.lent:>11,.1f} {'':>10} "
                  f"{total.used * price:>10,.0f}")
     return "\n".join(lines)

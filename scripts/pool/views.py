@@ -6,7 +6,17 @@ Pure: a `Pool` or a time in, text or a selection out.
 from datetime import datetime, timezone
 
 from offhours.scripts.names import STATE_CONFIGMAP_PREFIX
-from offhours.scripts.pool.model import ADMITTED, PREEMPTED, RESUMED_WAITING, RUNNING, WAITING, Pool, RunView, gpus_of
+from offhours.scripts.pool.model import (
+    ADMITTED,
+    PREEMPTED,
+    RESUMED_WAITING,
+    RUNNING,
+    STOPPED_UNADMITTED,
+    WAITING,
+    Pool,
+    RunView,
+    gpus_of,
+)
 
 DONE_STATES = ("succeeded", "failed", "cancelled")
 
@@ -56,6 +66,9 @@ def sentence(run: RunView, pool: Pool) -> str:
         return f"admitted at {stamp(c.admitted)}: its pods are starting on {on} of {run.service}"
     if c.state == PREEMPTED:
         return f"preempted at {stamp(c.preempted)}: its replicas went back to {run.service}; the gate parks a copy to resume it"
+    if c.state == STOPPED_UNADMITTED:
+        return (f"stopped at {stamp(c.preempted)} before the gate admitted it (it held no lent GPUs of {run.service}); "
+                "the gate parks a copy that waits for admission")
     end = c.finished or c.cancelled
     return f"{c.state} at {stamp(end)} after {run.gpu_seconds / 3600:.2f} GPU-hours and {run.preemptions} preemption(s)"
 

@@ -221,6 +221,31 @@ def _relation_problem(schema: Mapping[str, str], values: Mapping[str, str], name
     return None
 
 
+def near_misses(name: str, declared: Collection[str], cutoff: float = 0.6, tie: float = 0.05) -> list[str]:
+    """Return the declared names closest to `name` (a typo's likely meaning): the closest, and any as close; [] if none.
+
+    Closeness is difflib's ratio; a name counts as close from `cutoff`, and as one of the closest within `tie`
+    of the best, so `sft-gpu` is told `sft-gpus`, not every `sft-*` parameter.
+    """
+    import difflib
+
+    scored = sorted(((difflib.SequenceMatcher(None, name, d).ratio(), d) for d in declared), key=lambda x: (-x[0], x[1]))
+    if not scored or scored[0][0] < cutoff:
+        return []
+    return [d for score, d in scored if score >= cutoff and score >= scored[0][0] - tie][:3]
+
+
+def unknown_parameters(given: Collection[str], declared: Collection[str]) -> list[str]:
+    """Return one line per given name the template does not declare, with the near misses it may mean."""
+    lines = []
+    for name in sorted(set(given) - set(declared)):
+        close = near_misses(name, declared)
+        hint = f" (did you mean {' or '.join(close)}?)" if close else f" (none of its {len(declared)} parameters is close)"
+        shown = name if len(name) <= 80 else name[:77] + "..."
+        lines.append(f"no parameter {shown}{hint}")
+    return lines
+
+
 class SchemaError(ValueError):
     """A parameter schema is malformed (a kind that does not exist, or not a JSON object of strings)."""
 

@@ -75,16 +75,21 @@ def test_argo_submit_from_template_is_parked_then_admitted_by_the_gate(
     assert copy["spec"]["suspend"] is True
     assert {k: v for k, v in copy["metadata"]["labels"].items() if k.startswith("offhours.io/")} == {
         "offhours.io/service": "chat", "offhours.io/replicas": "1", "offhours.io/managed": "true",
-        "offhours.io/state": "parked", "offhours.io/run-id": "argo-a", "offhours.io/copy-of": original["metadata"]["uid"]}
+        "offhours.io/state": "parked", "offhours.io/run-id": "argo-a", "offhours.io/copy-of": original["metadata"]["uid"],
+        # The gate creates the copy; it keeps the person who ran argo submit as its user.
+        "offhours.io/user": original["metadata"]["labels"]["workflows.argoproj.io/creator"]}
     assert copy["spec"]["workflowTemplateRef"] == {"name": "offhours-job"}
     assert copy["spec"]["arguments"] == original["spec"]["arguments"]
     got = json.loads(argo(cluster_env, "get", "-n", RESEARCH, f"{name}-p1", "-o", "json"))
     assert got["spec"]["suspend"] is True and got["metadata"]["labels"]["offhours.io/state"] == "parked"
     wait("the stopped original to end", lambda: get_wf(api, name).get("status", {}).get("phase") in ("Failed", "Error"))
     # One run in the researcher's view: the original (no run-id label) and its copy share the run-id parameter.
+    # Stopped before the gate admitted it (nothing was lent), it waits for admission: no preemption.
     rows = table(cli("jobs", *NS)[0])
     assert [(r["NAME"], r["RUN"], r["STATE"], r["QUEUE"], r["PREEMPTIONS"]) for r in rows] == [
-        (f"{name}-p1", "argo-a", "preempted→waiting", "1", "1")]
+        (f"{name}-p1", "argo-a", "waiting", "1", "0")]
+    why = cli("why", name, *NS)[0]
+    assert "stopped before admission (it held no lent GPUs)" in why and "preempted" not in why
 
     load.rps = 5.0  # quiet: the gate admits the copy
     for _ in range(4):
@@ -106,12 +111,13 @@ def test_argo_submit_from_template_is_parked_then_admitted_by_the_gate(
     assert json.loads(argo(cluster_env, "get", "-n", RESEARCH, f"{name}-p1", "-o", "json"))["status"]["phase"] == \
         "Succeeded"
 
-    # What the researcher reads: the run succeeded after one parking, its GPU-seconds as Argo measured them.
+    # What the researcher reads: the run succeeded after one parking (no preemption: it was never lent GPUs
+    # before its stop), its GPU-seconds as Argo measured them.
     original_gpu = get_wf(api, name)["status"].get("resourcesDuration", {}).get("nvidia.com/gpu", 0)
     used = (gpu_seconds + original_gpu) / 3600
     record = json.loads(cli("jobs", "--all", "-o", "json", *NS)[0])
     assert [(r["runId"], r["state"], r["preemptions"], r["gpuHours"], r["workflows"]) for r in record] == [
-        ("argo-a", "succeeded", 1, round(used, 3), [name, f"{name}-p1"])]
+        ("argo-a", "succeeded", 0, round(used, 3), [name, f"{name}-p1"])]
     out, err = cli("usage", "--csv", *NS)
     assert out.splitlines()[0] == "service,runs,gpu_hours_used,gpu_hours_lost_to_preemption,gpu_hours_lent"
     assert out.splitlines()[1].startswith(f"chat,1,{used:.2f},0.00,") and err == ""

@@ -141,10 +141,10 @@ def test_researcher_submits_waits_runs_reads_logs_cancels_and_counts_gpu_hours(
     out, err = cli("submit", "offhours-job", "-n", RESEARCH, *job_params("journey-a", tmp_path))
     name_a = out.split()[0]
     assert name_a.startswith("journey-a-") and err == ""
-    assert out == f"{name_a} parked: the gate admits it when chat can lend 1 replica(s)\n"
+    assert out == f"{name_a} parked in namespace {RESEARCH}: the gate admits it when chat can lend 1 replica(s)\n"
     out, _ = cli("submit", "offhours-job", "-n", RESEARCH, "--priority", "5", *job_params("journey-b", tmp_path))
     name_b = out.split()[0]
-    assert out == f"{name_b} parked: the gate admits it when chat can lend 1 replica(s)\n"
+    assert out == f"{name_b} parked in namespace {RESEARCH}: the gate admits it when chat can lend 1 replica(s)\n"
 
     tick = _tick(gate_setup)
     # 150 req/s at 10 per replica with 25 % headroom: 19 replicas (20 when the measured rate jitters up).
@@ -215,7 +215,7 @@ def test_researcher_submits_waits_runs_reads_logs_cancels_and_counts_gpu_hours(
     assert out.splitlines()[:2] == [f"==> {name_a} / {job_pod} <==", "started"]
 
     # Wrong names and missing rights: one line each, exit 1, nothing changed.
-    missing = "no offhours job '{}' in namespace {} (`offhours jobs --all` lists them)"
+    missing = "no offhours job '{}' in namespace {} (from -n) (`offhours jobs --all` lists them; -n names another namespace)"
     for command in (["logs", "nosuch"], ["cancel", "nosuch", "--yes"], ["logs", other_namespace_job],
                     ["cancel", other_namespace_job, "--yes"]):
         assert cli(*command, *NS, status=1) == ("", f"{command[0]}: {missing.format(command[1], RESEARCH)}\n")
@@ -252,7 +252,8 @@ def test_researcher_submits_waits_runs_reads_logs_cancels_and_counts_gpu_hours(
     assert apps.read_namespaced_deployment("chat", SERVING).spec.replicas == 16
     state = json.loads(core.read_namespaced_config_map("offhours-state-chat", SERVING).data["state.json"])
     assert (state["baseline"], state["applied"], state["lastDecision"]["lent"]) == (16, 16, 0)
-    assert cli("jobs", *NS) == ("no offhours jobs (use --all to include finished ones)\n", "")
+    assert cli("jobs", *NS) == (f"no unfinished offhours jobs in namespace {RESEARCH} (from -n); 2 finished one(s): "
+                                "use --all to list them\n", "")
     out, _ = cli("jobs", "--all", *NS)
     assert [(r["NAME"], r["STATE"], r["QUEUE"], r["GPU-HOURS"]) for r in table(out)] == [
         (name_b, "cancelled", "-", "0.00"), (name_a, "cancelled", "-", "0.00")]

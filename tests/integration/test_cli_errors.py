@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from offhours.scripts.cli.errors import default_namespace, run_command
+from offhours.scripts.cli.errors import run_command
+from offhours.scripts.cli.namespaces import gate_config, resolve
 from offhours.scripts.cluster.errors import explain
 
 
@@ -68,7 +69,8 @@ def test_expected_error_is_printed_once_with_the_subcommand(capsys: pytest.Captu
 def test_no_kubeconfig_is_one_line_exit_2(tmp_path: Path) -> None:
     run = _offhours("submit", "offhours-job", "-n", "research", kubeconfig=str(tmp_path / "missing"))
     assert run.returncode == 2
-    assert run.stderr.startswith("offhours submit: no Kubernetes configuration: ")
+    assert run.stderr.startswith(f"offhours submit: no cluster: no Kubernetes configuration in {tmp_path / 'missing'} ")
+    assert "make cluster-up" in run.stderr  # how to get one
     assert run.stderr.count("\n") == 1 and "Traceback" not in run.stderr
 
 
@@ -79,9 +81,29 @@ def test_unreachable_api_server_is_one_line_exit_1(tmp_path: Path) -> None:
     config = _kubeconfig(tmp_path / "kubeconfig", f"https://127.0.0.1:{port}")
     run = _offhours("submit", "offhours-job", "-n", "research", kubeconfig=str(config))
     assert run.returncode == 1
-    assert run.stderr.startswith(f"offhours submit: cannot reach the Kubernetes API at https://127.0.0.1:{port}: ")
-    assert "Connection refused" in run.stderr
+    assert run.stderr.startswith(f"offhours submit: no cluster: cannot reach the API server at https://127.0.0.1:{port} "
+                                 "(connection refused); start the local one with `make cluster-up`")
     assert run.stderr.count("\n") == 1 and "Traceback" not in run.stderr
+
+
+CLUSTER_VERBS = [["jobs"], ["why", "x"], ["logs", "x"], ["cancel", "x", "--yes"], ["usage"], ["report"], ["console"],
+                 ["schedule", "list"], ["submit", "offhours-job"], ["check"]]
+
+
+@pytest.mark.parametrize("verb", CLUSTER_VERBS, ids=lambda v: v[0])
+def test_every_cluster_verb_without_a_cluster_is_one_line_saying_how_to_get_one(verb: list[str], tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    config = _kubeconfig(tmp_path / "kubeconfig", f"https://127.0.0.1:{port}", namespace="research")
+    run = _offhours(*verb, kubeconfig=str(config))
+    assert run.returncode == 1, run.stderr
+    assert run.stderr == (f"offhours {verb[0]}: no cluster: cannot reach the API server at https://127.0.0.1:{port} "
+                          "(connection refused); start the local one with `make cluster-up` and "
+                          "`eval \"$(python3 scripts/controlplane/lifecycle.py env)\"`, or set KUBECONFIG to your "
+                          "cluster's\n")
+    missing = _offhours(*verb, kubeconfig=str(tmp_path / "none"))
+    assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "make cluster-up" in missing.stderr
 
 
 def test_namespace_defaults_to_the_context_then_the_gate_configs_research_namespace(tmp_path: Path) -> None:
@@ -90,8 +112,12 @@ def test_namespace_defaults_to_the_context_then_the_gate_configs_research_namesp
     gate = tmp_path / "gate.yaml"
     gate.write_text("namespace: inference\nworkflowNamespace: lab\nservices:\n  chat:\n"
                     "    capacity: {requestsPerSecond: 1}\n")
-    assert default_namespace(kubeconfig=str(with_ns)) == "team-a"
-    assert default_namespace(str(gate), kubeconfig=str(with_ns)) == "team-a"
-    assert default_namespace(str(gate), kubeconfig=str(without)) == "lab"
-    assert default_namespace(kubeconfig=str(without)) == "research"  # the bundled example's
-    assert default_namespace(kubeconfig=str(tmp_path / "missing")) == "research"
+
+    def research(config: str | None, kubeconfig: Path) -> str:
+        return resolve(None, None, gate_config(config), str(kubeconfig)).research
+
+    assert research(None, with_ns) == "team-a"
+    assert research(str(gate), with_ns) == "team-a"
+    assert research(str(gate), without) == "lab"
+    assert research(None, without) == "research"  # the bundled example's
+    assert research(None, tmp_path / "missing") == "research"

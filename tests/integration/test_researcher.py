@@ -87,8 +87,10 @@ def test_step_matches_the_node_name():
 
 
 def test_an_unknown_job_is_named(pool):
-    with pytest.raises(r.CommandError, match=r"^no offhours job 'nope' in namespace research"):
-        r.find_run(pool, "nope", "research")
+    from offhours.scripts.cli.namespaces import FROM_FLAG, Namespaces
+
+    with pytest.raises(r.CommandError, match=r"^no offhours job 'nope' in namespace research \(from -n\)"):
+        r.find_run(pool, "nope", Namespaces("research", "serving", FROM_FLAG))
 
 
 def test_no_cluster_is_one_line_and_no_traceback(tmp_path):
@@ -100,5 +102,6 @@ def test_no_cluster_is_one_line_and_no_traceback(tmp_path):
     done = subprocess.run([sys.executable, "-m", "offhours.scripts.cli.main", "jobs", "-n", "research"], env=env,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 1
-    assert done.stderr == ("jobs: list workflows in research: cannot reach the API server at https://127.0.0.1:9 "
-                           "(connection refused)\n")
+    assert done.stderr.startswith("offhours jobs: no cluster: cannot reach the API server at https://127.0.0.1:9 "
+                                  "(connection refused); start the local one with `make cluster-up`")
+    assert done.stderr.count("\n") == 1

@@ -146,7 +146,7 @@ def test_the_three_surfaces_agree(cli: argparse.ArgumentParser, capsys: pytest.C
     assert list(reported) == list(console) == list(page) == ["chat/2025-02", "chat/2025-03", "code/2025-03"]
     for key, row in reported.items():
         shown = console[key]
-        assert (row["jobs"], row["preemptions"], row["gpuHoursUsed"], row["gpuHoursLent"]) == (
+        assert (row["runs"], row["preemptions"], row["gpuHoursUsed"], row["gpuHoursLent"]) == (
             len(shown.runs), shown.preemptions, shown.used, shown.lent)
         assert page[key] == {"runs": str(len(shown.runs)), "preemptions": str(shown.preemptions), "used": f"{shown.used:.2f}",
                              "lost": f"{shown.lost:.2f}", "lent": f"{shown.lent:.2f}"}
@@ -171,11 +171,11 @@ def test_the_rules_on_that_history(cli: argparse.ArgumentParser, capsys: pytest.
     reported = report_rows(cli, capsys, tmp_path)
     console = {f"{r.service}/{r.month}": r for r in usage_by_month(Reader().read())}
     feb, mar, code = reported["chat/2025-02"], reported["chat/2025-03"], reported["code/2025-03"]
-    assert (feb["jobs"], feb["workflows"], feb["gpuHoursLent"]) == (2, 2, pytest.approx(12 * 8 + 4 * 4))
-    assert (mar["jobs"], mar["workflows"], mar["gpuHoursLent"]) == (2, 2, pytest.approx(4 * 4))
+    assert (feb["runs"], feb["workflows"], feb["gpuHoursLent"]) == (2, 2, pytest.approx(12 * 8 + 4 * 4))
+    assert (mar["runs"], mar["workflows"], mar["gpuHoursLent"]) == (2, 2, pytest.approx(4 * 4))
     assert (feb["gpuHoursUsed"], mar["gpuHoursUsed"]) == (pytest.approx(24 + 16), pytest.approx(16))
     lent_hours = (23 + 55 / 60) + 4.5 + 16
-    assert (code["jobs"], code["workflows"], code["preemptions"], code["gpuHoursLent"]) == (
+    assert (code["runs"], code["workflows"], code["preemptions"], code["gpuHoursLent"]) == (
         1, 3, 2, pytest.approx(lent_hours * 4))
     assert console["code/2025-03"].lost == pytest.approx((1 + (4 + 29 / 60)) * 4)
     table = run(cli, capsys, "report").splitlines()

@@ -61,7 +61,7 @@ def test_running_workflow_is_lent_until_now() -> None:
 
 def test_table_has_the_original_reports_columns() -> None:
     text = render_table(usage(WORKFLOWS, {"chat": 4}), price=2.5)
-    assert "jobs" in text and "GPU-h used" in text and "equiv GPUs" in text and "saving" in text
+    assert "runs" in text and "workflows" in text and "GPU-h used" in text and "equiv GPUs" in text and "saving" in text
     total = text.splitlines()[-1]
     assert total.split()[:4] == ["total", "3", "4", "1"] and total.endswith("300")
 
