@@ -55,25 +55,13 @@ def _gate_config(args: argparse.Namespace, reader: Any) -> Any:
 
 
 def console_namespaces(args: argparse.Namespace) -> tuple[str, str, str]:
-    """Return (research, serving, where they came from): the rule kubectl and argo users know.
+    """Return (research, serving, where they came from), by the rule every cluster verb follows (cli/namespaces.py)."""
+    from offhours.scripts.cli.namespaces import of_args
 
-    Research: -n, else the kubeconfig context's namespace (or the pod's), else the gate
-    configuration's (--config, else the bundled one's). Serving: --serving-namespace, else the gate
-    configuration's.
-    """
-    from offhours.scripts.cli.errors import default_namespace
-    from offhours.scripts.cli.jobs import _config
-    from offhours.workflows.render import example_gate_config
-
-    config = _config(args) or example_gate_config()
-    which = "--config's" if args.config else "the bundled gate configuration's"
-    research = args.namespace or default_namespace(args.config, os.environ.get("KUBECONFIG") or None)
-    research_from = "-n" if args.namespace else (f"{which}" if research == config.workflow_namespace
-                                                 else "the kubeconfig context's")
-    serving = args.serving_namespace or config.namespace
-    serving_from = "--serving-namespace" if args.serving_namespace else which
-    return research, serving, (f"serving namespace {serving} ({serving_from}), research namespace {research} "
-                               f"({research_from})")
+    chosen = of_args(args)
+    serving_from = "--serving-namespace" if args.serving_namespace else "the gate configuration's"
+    return chosen.research, chosen.serving, (f"serving namespace {chosen.serving} ({serving_from}), research "
+                                             f"{chosen.described()}")
 
 
 def _estimator(args: argparse.Namespace, config: Any) -> Any:

@@ -34,8 +34,8 @@ def test_without_a_flag_or_a_context_namespace_the_gate_configurations_are_used(
     monkeypatch.setenv("KUBECONFIG", kubeconfig(tmp_path, None))
     research, serving, looked = console_namespaces(args())
     assert (research, serving) == ("research", "serving")  # was default/default: "No service yet"
-    assert looked == ("serving namespace serving (the bundled gate configuration's), research namespace research "
-                      "(the bundled gate configuration's)")
+    assert looked == ("serving namespace serving (the gate configuration's), research namespace research "
+                      "(the gate configuration's)")
 
 
 def test_the_context_namespace_and_the_flags_win_in_that_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
