@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from offhours.scripts.cluster.memory import MemoryCluster
-from offhours.scripts.names import FINISHED_PHASES, LABEL_RUN_ID, LABEL_SCHEDULE, LABEL_STATE
+from offhours.scripts.names import FINISHED_PHASES, LABEL_RUN_ID, LABEL_SCHEDULE
 from tests.unit.test_gate_controller import World
 
 KINDS = ("parked", "admitted", "preempted", "parked copy", "cron run")
@@ -31,9 +31,10 @@ def argo_controller(cluster: MemoryCluster) -> None:
 
 
 def running(wf: dict[str, Any]) -> bool:
-    """Its pods run (or may): not ended, not shut down, and not merely parked (suspended before it ever ran)."""
-    labels = wf["metadata"]["labels"]
-    parked = wf["spec"].get("suspend") and labels.get(LABEL_STATE) == "parked"
+    """Its pods run (or may): not ended, not shut down, and not suspended with no pod of its own pending or running
+    (parked, or suspended between two steps: whatever its label says, it holds no GPU)."""
+    pods = [n for n in wf.get("status", {}).get("nodes", {}).values() if n.get("type") == "Pod"]
+    parked = wf["spec"].get("suspend") and not any(n.get("phase") in ("Pending", "Running") for n in pods)
     return (wf.get("status", {}).get("phase") not in FINISHED_PHASES and not wf["spec"].get("shutdown")
             and not parked)
 
