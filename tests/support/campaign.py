@@ -151,6 +151,9 @@ class SimCluster(MemoryCluster):
     dead_lease: tuple[str | None, float] | None = None
     admitted_by_gate: dict[str, str] = field(default_factory=dict)  # workflows the gate admitted or adopted -> against which UID
     lowered: list[str] = field(default_factory=list)  # services whose serving a write lowered, this tick
+    # Workflow UIDs the gate decided to lend to: added to its record's admissions (written before the admit or
+    # adopt call, which a fault may then stop), or, where its record was lost, read from the marks.
+    decided: set[str] = field(default_factory=set)
 
     def _call(self, what: str) -> None:
         verb, _, rest = what.partition(" ")
@@ -175,6 +178,17 @@ class SimCluster(MemoryCluster):
             self.faulted.add(FAULTY if verb != "acquire-lease" else "*")
             raise queued.pop(0)
 
+
+    def write_state(self, namespace: str, service: str, text: str) -> None:
+        before = ServiceRecord.from_json(self.states.get((namespace, service))).admitted
+        super().write_state(namespace, service, text)
+        record = ServiceRecord.from_json(text)
+        new = set(record.admitted or {}) - set(before or {})
+        # Learnt afresh (no record, or an unreadable one): parked ones are admissions; running ones were read from
+        # their marks for this incarnation, the only evidence left once the gate's memory is lost.
+        known = {wf["metadata"]["uid"] for wf in self.workflows.values() if wf["spec"].get("suspend") or
+                 wf["metadata"].get("annotations", {}).get(ANNOTATION_BORROWED_FROM) == record.deployment_uid}
+        self.decided |= new if before is not None else new & known
 
     def admit(self, namespace: str, job: Any, deployment_uid: str = "") -> None:
         super().admit(namespace, job, deployment_uid)
@@ -355,16 +369,22 @@ class World:
         `readable`: as the gate can read them without its memory, i.e. a job whose size label a tenant forged
         counts what the label says (the truth of what was lent is only in the gate's record)."""
         uid = self.dep(service).uid
+        if readable:
+            # The gate's record of what it admitted to this incarnation (workflow UID -> replicas) is what it
+            # reads, whatever a tenant later wrote on the workflow; the marks only where it has no such record.
+            record = self.record(service)
+            if record.deployment_uid == uid and record.admitted is not None:
+                return sum(record.admitted.get(wf["metadata"]["uid"], 0) for wf in self.workflows(service)
+                           if wf["metadata"]["labels"].get(LABEL_STATE) == ADMITTED and holds_lent(wf))
         total = 0
         runs: set[str] = set()  # without its memory the gate counts one marked workflow per run, the oldest
         for wf in sorted(self.workflows(service), key=lambda wf: (wf["metadata"].get("creationTimestamp") or 0,
                                                                  wf["metadata"]["name"])):
-            meta, spec = wf["metadata"], wf["spec"]
+            meta = wf["metadata"]
             # What a workflow was submitted with: its first workflow's (copies, resubmits and reruns are named after it).
             first = re.match(r"^[a-z]+-job\d+", meta["name"])
             size = self.submitted.get(first.group(0), 0) if first else 0
-            if (meta["labels"].get(LABEL_STATE) == ADMITTED and wf.get("status", {}).get("phase") not in FINISHED_PHASES
-                    and not spec.get("shutdown") and not wf.get("status", {}).get("nodes")
+            if (meta["labels"].get(LABEL_STATE) == ADMITTED and holds_lent(wf)
                     # The truth: the gate admitted it against this incarnation; without its memory, the mark says so.
                     and (self.cluster.admitted_by_gate.get(meta["name"]) == uid if not readable
                          else meta.get("annotations", {}).get(ANNOTATION_BORROWED_FROM) == uid)):
@@ -490,6 +510,13 @@ def run_of(wf: dict[str, Any]) -> str:
                or meta["name"])
 
 
+def holds_lent(wf: dict[str, Any]) -> bool:
+    """Not finished, not stopped, not suspended (the campaign's workflows run no pods of their own), its work not
+    done: an admitted workflow in this shape holds what it was lent."""
+    return (wf.get("status", {}).get("phase") not in FINISHED_PHASES and not wf["spec"].get("shutdown")
+            and not wf["spec"].get("suspend") and not wf.get("status", {}).get("nodes"))
+
+
 def live(wf: dict[str, Any]) -> bool:
     """Its pods run: not finished, not stopped, not parked."""
     return (wf.get("status", {}).get("phase") not in FINISHED_PHASES and not wf["spec"].get("shutdown")
@@ -566,6 +593,7 @@ class GateCampaign(RuleBasedStateMachine):
         t.unsure = {k: v for k, v in m.unsure.items() if k == CLEAN}
         t.clean[CLEAN] = list(m.clean[CLEAN])
         t.cluster.admitted_by_gate = {n: u for n, u in m.cluster.admitted_by_gate.items() if service_of(n) == CLEAN}
+        t.cluster.decided = m.cluster.decided & {wf["metadata"]["uid"] for wf in t.cluster.workflows.values()}
         t.touched = {r for r in m.touched if service_of(r) == CLEAN}
         t.gate = t.new_gate()
 
@@ -794,9 +822,11 @@ class GateCampaign(RuleBasedStateMachine):
     # -- invariants ---------------------------------------------------------------------------
     @invariant()
     def only_the_gates_own_admissions_count(self) -> None:
-        """What the gate records as lent is what it admitted itself: never a workflow a tenant or Argo's verbs started."""
+        """What the gate records as lent is what it admitted itself, or decided to (its record is written before the
+        admit or adopt call a fault may stop): never a workflow a tenant or Argo's verbs started."""
         for w in (self.main, self.twin):
-            ours = {wf["metadata"]["uid"] for wf in w.workflows() if wf["metadata"]["name"] in w.cluster.admitted_by_gate}
+            ours = {wf["metadata"]["uid"] for wf in w.workflows()
+                    if wf["metadata"]["name"] in w.cluster.admitted_by_gate} | w.cluster.decided
             running = {wf["metadata"]["uid"] for wf in w.workflows() if live(wf)}  # recorded, not yet admitted: not running
             for s in w.services:
                 admitted = set(ServiceRecord.from_json(w.cluster.states.get((NS, s))).admitted or {}) & running
@@ -849,9 +879,12 @@ class GateCampaign(RuleBasedStateMachine):
                 self.twin_marks = len(calls)
             if self.ticked:
                 for s in w.services:
+                    # What research holds that the gate may count: its own admissions, and, once its record
+                    # is lost, what the marks say (the model's baseline then counts them too).
+                    held = max(w.lent(s), w.lent(s, readable=True))
                     if self.clean.get(s):
-                        assert w.value(s) + w.lent(s) >= w.baseline[s], (
-                            f"{s}: left at {w.value(s)} with {w.lent(s)} lent, the owner's baseline is "
+                        assert w.value(s) + held >= w.baseline[s], (
+                            f"{s}: left at {w.value(s)} with {held} lent, the owner's baseline is "
                             f"{w.baseline[s]}")
 
     @invariant()
