@@ -7,7 +7,8 @@ the failing steps and a reproduction blob (`print_blob`).
 
 import json
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.support.campaign import GateCampaign
 
@@ -236,3 +237,77 @@ def test_an_admission_that_never_landed_lends_nothing_whatever_its_label_says() 
     assert w.dep("code").replicas + running == 8, w.log.getvalue()[-600:]
     assert json.loads(w.cluster.states[(NS, "code")])["admitted"] == ({"00000000-0000-0000-0000-000000000002": 1}
                                                                       if running else {})
+
+
+def test_a_failed_services_record_and_event_come_after_every_raise_of_the_tick() -> None:
+    # Serving first holds in the fail-safe path too: code's ticks fail (it cannot list its jobs) and its
+    # third one fires the fail-safe while chat's load rises. Both raises come first; code's failed-tick
+    # record and its Event only after every serving write of the tick (they were written at once, before
+    # chat's raise, when code comes first in the configuration).
+    from offhours.scripts.names import EVENT_GATE_TICK_FAILED
+    from tests.support.campaign import NS, World
+
+    w = World(("code", "chat"))
+    for service in ("code", "chat"):
+        w.cluster.add_workflow(NS, f"{service}-job1", service, 2)
+        w.submitted[f"{service}-job1"] = 2
+    for _ in range(4):
+        w.tick()
+    assert (w.dep("code").replicas, w.dep("chat").replicas) == (6, 6)
+    w.cluster.fail_next["list-workflows"] = [ValueError("unexpected answer from the API server")] * 3
+    w.tick(), w.tick()
+    record_event = w.cluster.record_event
+
+    def noted(namespace: str, kind: str, name: str, reason: str, *args: object, **kwargs: object) -> None:
+        w.cluster.calls.append(f"event {name} {reason}")
+        record_event(namespace, kind, name, reason, *args, **kwargs)  # type: ignore[arg-type]
+
+    w.cluster.record_event = noted  # type: ignore[method-assign]
+    w.source.demand["chat"] = 90.0
+    mark = len(w.cluster.calls)
+    w.tick()
+    calls = w.cluster.calls[mark:]
+    assert "scale code 8" in calls and "scale chat 8" in calls, calls
+    last_raise = max(i for i, c in enumerate(calls) if c.startswith("scale "))
+    writes_after = [c for c in calls[last_raise + 1:] if c.startswith(("write-state", "event"))]
+    assert "write-state code" in writes_after and f"event code {EVENT_GATE_TICK_FAILED}" in writes_after, calls
+    assert not [c for c in calls[:last_raise] if c.startswith("event")], calls
+    assert "3 failed ticks in a row: serving restored to its baseline 8" in w.log.getvalue()
+
+
+@given(sizes=st.lists(st.integers(1, 3), min_size=0, max_size=3), owner=st.none() | st.integers(1, 14),
+       recreated=st.none() | st.integers(1, 12), hpa=st.booleans())
+@settings(max_examples=60, deadline=None)
+def test_a_fail_safe_only_raises_and_never_past_the_current_incarnations_baseline(
+        sizes: list[int], owner: int | None, recreated: int | None, hpa: bool) -> None:
+    # Invariant, in words: whatever was lent, whatever the owner set meanwhile, whether the Deployment was
+    # recreated or an HPA now caps it, the fail-safe (three failed ticks) writes no value below what serving
+    # has (World.tick refuses any write lowering serving outside a lend) and none above the owner's baseline
+    # of the Deployment as it is now; on a recreated one it writes nothing.
+    from offhours.scripts.cluster.base import Autoscaler
+    from tests.support.campaign import NS, World
+
+    w = World(("code",))
+    for i, size in enumerate(sizes):
+        w.cluster.add_workflow(NS, f"code-job{i + 1}", "code", size)
+        w.submitted[f"code-job{i + 1}"] = size
+    for _ in range(4):
+        w.tick()
+    if owner is not None:
+        w.owner_sets("code", owner)
+        w.dep("code").replicas = owner
+    if recreated is not None:
+        del w.cluster.deployments[(NS, "code")]
+        w.cluster.add_deployment(NS, "code", recreated)
+        w.rebase("code")
+    if hpa:
+        w.cluster.autoscalers[(NS, "code")] = Autoscaler("HorizontalPodAutoscaler", NS, "code-hpa", 1, w.dep("code").replicas)
+        w.rebase("code")
+    w.cluster.fail_next["list-workflows"] = [ValueError("unexpected answer from the API server")] * 3
+    mark = len(w.cluster.calls)
+    for _ in range(3):
+        w.tick()
+    writes = [int(c.split()[2]) for c in w.cluster.calls[mark:] if c.startswith(("scale code", "set-max code"))]
+    assert all(v <= w.baseline["code"] for v in writes), (writes, w.baseline["code"], w.log.getvalue()[-800:])
+    if recreated is not None or hpa:
+        assert writes == [], w.log.getvalue()[-800:]
