@@ -127,7 +127,8 @@ def test_a_retried_preempted_workflow_is_stopped_at_the_next_reclaim_and_keeps_i
     w.cluster.argo_verb("retry", "research", "job-0")
     out = w.tick(chat=FULL)
     assert w.wf("job-0")["spec"]["shutdown"] == "Stop"
-    assert "job-0 runs run job-0 that another workflow carries: stopped, not parked again" in out["chat"].plan.notes
+    # It runs without admission: stopped and parked again, which finds the copy it already has (one copy).
+    assert "job-0 runs without admission and does not fit: stopped and parked again" in out["chat"].plan.notes
     copies = [n for (_, n) in w.cluster.workflows if n.startswith("job-0-")]
     assert copies == ["job-0-p1"] and w.replicas() == 8
 
@@ -169,8 +170,6 @@ def test_a_parked_workflow_with_no_pod_running_is_still_parked() -> None:
     assert w.state("between") == "admitted" and w.replicas() == 6
 
 
-@pytest.mark.xfail(strict=True, reason="a run is named by a tenant-written label alone; telling one tenant's "
-                   "parked decoy from a run's own parked workflow needs run identity the tenant cannot copy")
 def test_another_workflow_labelled_with_my_run_id_does_not_get_my_run_stopped_without_a_copy() -> None:
     """Fault: a parked workflow copying another's run-id label made that run's running workflow a duplicate, stopped uncopied."""
     w = World()
