@@ -28,8 +28,9 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from offhours.scripts.backstop.restore import HELD_LEASES, run_backstop
 from offhours.scripts.cluster.base import Autoscaler, ClusterError, Pod
 from offhours.scripts.cluster.memory import MemoryCluster
 from offhours.scripts.config.loader import parse_config
@@ -66,6 +67,7 @@ RPS_PER_REPLICA = 10.0
 HEADROOM = 0.25
 FAULTY, CLEAN = "code", "chat"
 START_REPLICAS = 8
+RESEARCH_WRITES = ("admit", "adopt", "stop", "park-copy", "delete-workflow", "annotate-workflow")
 WRITES = ("scale", "set-max", "write-state", "note-lease", "admit", "adopt", "stop", "park-copy", "delete-workflow",
           "annotate-workflow")
 GATE_CALLS = ("get-deployment", "get-autoscaler", "read-state", "list-workflows", "list-pods", "get-workflow", *WRITES)
@@ -299,6 +301,7 @@ class World:
         # baseline (the truth), and the baseline and memory before the change (from which the gate reads
         # it), until the gate's next tick settles on one reading.
         self.unsure: dict[str, tuple[int, int, ServiceRecord]] = {}
+        self.tick_calls: list[str] = []
         for s in services:
             self.cluster.add_deployment(NS, s, START_REPLICAS)
             self.ready_at[s] = [(p.name, 0.0) for p in self.cluster.pods[(NS, s)]]
@@ -411,6 +414,7 @@ class World:
         seen = {s: (self.lent(s), self.value(s)) for s in self.unsure}  # what the gate reads at this tick
         killed = False
         c.lowered = []
+        start = len(c.calls)
         try:
             outcomes = {o.service: o for o in gate.tick()}
         except Killed:
@@ -419,6 +423,7 @@ class World:
                 c.lease_holder, c.lease_until = c.dead_lease
             self.gate = self.new_gate()  # the next tick is another process
         c.dead_lease, c.kill_at, c.lease_taken_at = None, None, None
+        self.tick_calls = c.calls[start:]  # the gate's own calls of this tick
         if not killed:  # no write lowers serving except a lend
             for s in c.lowered:
                 o = outcomes.get(s)
@@ -799,6 +804,70 @@ class GateCampaign(RuleBasedStateMachine):
             ANNOTATION_BORROWED_FROM]
         forger["spec"].pop("suspend", None)
         self.main.tampered.add(run_of(forger))
+
+    @precondition(lambda self: self.jobs < 300)
+    @rule(service=SERVICE, count=st.integers(100, 250), rise=RPS)
+    def hundreds_of_parked_jobs(self, service: str, count: int, rise: float) -> None:
+        """A researcher's burst of hundreds of parked jobs on one service, for a low-load tick and a tick whose load
+        rises on both services; then what still waits of it is cancelled (deleted). In both ticks, whatever their number, every
+        serving write (scale, set-max) comes before any research-side or advisory write, and the waiting-reason
+        writes of the tick stay within the gate's per-tick budget."""
+        self._step()
+        burst = []
+        for i in range(count):
+            self.jobs += 1
+            name = f"{service}-job{self.jobs}"
+            burst.append(name)
+            for w in self.worlds(service):
+                w.cluster.add_workflow(NS, name, service, 1 + i % 2, priority=i % 3, created=w.cluster.clock)
+                w.submitted[name] = 1 + i % 2
+        for chat, code in ((0.0, 0.0), (rise, rise)):
+            self._tick(chat, code)
+            calls = [c.split(" ")[0] for c in self.main.tick_calls]
+            serving = [i for i, verb in enumerate(calls) if verb in ("scale", "set-max")]
+            research = [i for i, verb in enumerate(calls) if verb in RESEARCH_WRITES]
+            assert not serving or not research or max(serving) < min(research), (
+                f"a research-side write before a serving write: {self.main.tick_calls[:40]}")
+            annotations = calls.count("annotate-workflow")
+            assert annotations <= self.main.gate.advisory_writes_per_tick, f"{annotations} waiting-reason writes"
+        for w in self.worlds(service):
+            for name in burst:  # `argo delete` of what is still waiting; what ran goes on like any job
+                wf = w.cluster.workflows.get((NS, name))
+                if wf is not None and wf["spec"].get("suspend") and name not in w.cluster.admitted_by_gate:
+                    del w.cluster.workflows[(NS, name)]
+
+    @rule(minutes=st.integers(1, 12), chat=RPS, code=RPS)
+    def gate_stopped(self, minutes: int, chat: float, code: float) -> None:
+        """The gate is gone for `minutes` (its CronWorkflow suspended, Argo's controller down): no tick runs, only the
+        backstop's CronJob, once a minute. Once no tick has renewed a service's lending for the lease bound (twice
+        the lease when a dead gate's Lease is still held, plus the minute to the backstop's next run), serving is
+        back at the owner's baseline, unless the backstop's last call for it took a fault."""
+        self._step()
+        for w in (self.main, self.twin):
+            w.source.demand[CLEAN] = chat
+            if FAULTY in w.services:
+                w.source.demand[FAULTY] = code
+        for _ in range(minutes):
+            for w in (self.main, self.twin):
+                c = w.cluster
+                c.clock += TICK
+                c.faulted, c.writes_seen, c.calls_seen = set(), 0, 0
+                clock = c.clock
+                run_backstop(c, NS, clock=lambda: clock, out=w.log, holder="backstop/campaign")
+                w.run_autoscalers()
+                w.sync_pods()
+        for w in (self.main, self.twin):
+            for s in w.services:
+                w.clean[s] = []  # no tick saw the load meanwhile: the reaction clock starts again with the gate
+                record = w.record(s)
+                if (record.renewed_at is None or record.lease_seconds is None or s in w.pending or s in w.unsure
+                        or s in w.cluster.faulted or (record.deployment_uid, record.writes_to) != (w.dep(s).uid,
+                                                                                                w.target(s))):
+                    continue
+                if w.cluster.clock - record.renewed_at > HELD_LEASES * record.lease_seconds + TICK:
+                    assert w.value(s) >= w.baseline[s], (
+                        f"{s}: the gate gone for {w.cluster.clock - record.renewed_at:.0f} s (lease "
+                        f"{record.lease_seconds:.0f} s), serving at {w.value(s)} of its baseline {w.baseline[s]}")
 
     @rule(ticks=st.integers(1, 3), chat=RPS, code=RPS)
     def service_removed_from_the_config(self, ticks: int, chat: float, code: float) -> None:
