@@ -5,6 +5,7 @@ when the retries run out the call raises `ClusterError` naming the call and the 
 write is idempotent, so the next tick finishes what a failed one left.
 """
 
+import json
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -60,6 +61,8 @@ from offhours.scripts.names import (
 from offhours.scripts.policy.plan import Job
 
 T = TypeVar("T")
+# Kubernetes' metadata-only answer to a list (as kube-controller-manager's metadata informers ask for it).
+METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 PAGE_SIZE = 500  # items per list page: a list's answer stays bounded however many objects there are
 HPA_LIST_SECONDS = 5.0  # one list of a namespace's HPAs serves every service asking within this window
 KEDA_PLURAL = "scaledobjects"
@@ -222,8 +225,37 @@ class KubeCluster:
         return out
 
     def state_services(self, namespace: str) -> list[str]:
-        """Return the services of every state ConfigMap (offhours-state-<service>, labelled managed)."""
-        return sorted(self.state_records(namespace))
+        """Return the services of every state ConfigMap (offhours-state-<service>, labelled managed).
+
+        A metadata-only list (PartialObjectMetadataList), paginated: the gate asks every tick which records
+        exist, and the answer must not grow with what the records hold.
+        """
+        out: list[str] = []
+        token: str | None = None
+        while True:
+            query: list[tuple[str, Any]] = [("labelSelector", f"{LABEL_MANAGED}=true"), ("limit", PAGE_SIZE)]
+            if token:
+                query.append(("continue", token))
+            page = self._call(f"list configmaps {namespace} (metadata only)",
+                              partial(self._metadata_page, f"/api/v1/namespaces/{namespace}/configmaps", query))
+            for item in page.get("items") or []:
+                name = str((item.get("metadata") or {}).get("name") or "")
+                if name.startswith(STATE_CONFIGMAP_PREFIX):
+                    out.append(name[len(STATE_CONFIGMAP_PREFIX):])
+            token = (page.get("metadata") or {}).get("continue") or None
+            if not token:
+                return sorted(out)
+
+    def _metadata_page(self, path: str, query: list[tuple[str, Any]]) -> dict[str, Any]:
+        """GET one page of a list as PartialObjectMetadataList: names, labels and the like, never the objects' data."""
+        answer = self.api.call_api(path, "GET", query_params=query, header_params={"Accept": METADATA_ONLY},
+                                   auth_settings=["BearerToken"], _preload_content=False,
+                                   _return_http_data_only=True)
+        page = json.loads(answer.data)
+        if not isinstance(page, dict) or page.get("kind") != "PartialObjectMetadataList":
+            raise ClusterError(f"GET {path}: expected a PartialObjectMetadataList, got "
+                               f"{page.get('kind') if isinstance(page, dict) else type(page).__name__}")
+        return page
 
     def delete_state(self, namespace: str, service: str) -> None:
         """Delete the ConfigMap offhours-state-<service>; a missing one is success."""

@@ -96,8 +96,10 @@ def _read_job(wf: dict[str, Any], service: str | None) -> Job | None:
     # parked (or created parked) is parked; anything else not admitted runs without admission: counted
     # against nothing, adopted or stopped like any other.
     # `argo suspend` starts no new step but leaves running pods running: suspended with a pod still
-    # pending or running is a workflow that holds GPUs, whatever its label says.
-    if spec.get("suspend") and state in (None, STATE_PARKED) and not _pods_live(status):
+    # pending or running is a workflow that holds GPUs, whatever its label says. Suspended with none, it
+    # holds nothing, even labelled admitted (an admission that never landed, a tenant's label, an owner's
+    # suspend between steps): it waits in the queue, and what it was lent is serving's again.
+    if spec.get("suspend") and state in (None, STATE_PARKED, STATE_ADMITTED) and not _pods_live(status):
         state = PARKED
     elif state != STATE_ADMITTED:
         state = UNMANAGED

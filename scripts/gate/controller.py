@@ -164,6 +164,9 @@ class _Tick:
     reclaim_only: bool = False
     only: frozenset[str] | None = None  # the services of this pass; None: every service
     readings: Mapping[str, Reading] | None = None  # the load the reclaim check read; None: read it now
+    # Record and advisory writes of failed services, held while serving writes of the tick are still to come
+    # (observing and the serving phase); None once they are all written: then at once.
+    deferred: list[Callable[[], None]] | None = None
 
 
 @dataclass
@@ -245,6 +248,7 @@ class Gate:
         now = self.clock()
         services = [p for p in self.config.services if t.only is None or p.name in t.only]
         outcomes = {p.name: ServiceOutcome(p.name) for p in services}
+        t.deferred = []
         observed: list[Observed] = []
         for policy in services:
             try:
@@ -278,6 +282,10 @@ class Gate:
                 except Exception as err:  # noqa: BLE001 - any fault of one service is that service's failed tick
                     del acting[name]
                     self._fail(t, obs.policy, outcomes[name], f"{_describe(err)}", now, obs)
+            if phase == "serving":  # every raise is written: now the failed services' records and Events
+                held, t.deferred = t.deferred or [], None
+                for write in held:
+                    write()
         if not t.reclaim_only:
             self._release_removed(t)  # after every configured service's serving writes
         for outcome in outcomes.values():
@@ -633,6 +641,7 @@ class Gate:
         if t.dry_run or t.reclaim_only:  # a check is not a tick: the fail-safe counts the ticks' failures only
             return
         ns, name = self.config.namespace, policy.deployment or policy.name
+        record: ServiceRecord | None = None
         try:
             self._fence(t)
             text = obs.stored_text if obs is not None else self.cluster.read_state(ns, policy.name)
@@ -641,16 +650,39 @@ class Gate:
             record = replace(record, decision=ServiceState((), failed),
                              last_decision={"at": now, "action": "failed", "reason": error[:REASON_CHARS]})
             if failed >= self.config.failed_ticks_before_reclaim and record.baseline is not None and restore:
+                # The fail-safe's raise is a serving write: now. Its record and Event wait like any other's.
                 record, done = self._restore_baseline(t, policy, record, obs, text)
                 error += f"; {failed} failed ticks in a row: {done}"
                 outcome.error = error
-            self.cluster.write_state(ns, policy.name, record.to_json())
-            self._recorded(t, policy.name)
         except LeaseLost:
             raise
         except Exception as err:  # noqa: BLE001 - the record is best effort; the Event below still says why
             outcome.error = f"{error}; could not record the failed tick: {_describe(err)}"
-        self._event_on(policy.name, ns, name, EVENT_GATE_TICK_FAILED, outcome.error or error, warning=True)
+            record = None
+        self._after_serving(t, partial(self._record_failure, t, policy.name, name, record, outcome, error))
+
+    def _record_failure(self, t: _Tick, service: str, deployment: str, record: ServiceRecord | None,
+                        outcome: ServiceOutcome, error: str) -> None:
+        """Write a failed tick's record (if it was read) and its Event."""
+        ns = self.config.namespace
+        if record is not None:
+            try:
+                self._fence(t)
+                self.cluster.write_state(ns, service, record.to_json())
+                self._recorded(t, service)
+            except LeaseLost:
+                raise
+            except Exception as err:  # noqa: BLE001 - the record is best effort; the Event below still says why
+                outcome.error = f"{error}; could not record the failed tick: {_describe(err)}"
+        self._event_on(service, ns, deployment, EVENT_GATE_TICK_FAILED, outcome.error or error, warning=True)
+
+    @staticmethod
+    def _after_serving(t: _Tick, write: Callable[[], None]) -> None:
+        """Run a record or advisory write now, or, while the tick's serving writes are still to come, after them."""
+        if t.deferred is None:
+            write()
+        else:
+            t.deferred.append(write)
 
     def _restore_baseline(self, t: _Tick, policy: ServicePolicy, record: ServiceRecord, obs: Observed | None,
                           stored_text: str | None) -> tuple[ServiceRecord, str]:

@@ -183,9 +183,12 @@ def _duplicates(jobs: Sequence[Job]) -> tuple[Job, ...]:
     """Return the running workflows of a run that another workflow carries: one run never runs twice at once.
 
     Argo's `retry` runs a preempted workflow again, `resubmit` makes a new one of the same run, `resume`
-    starts a parked one without admission. Per run id, the admitted workflow carries the run; without one,
-    a parked workflow of it does (the gate admits it in its turn); without either, the oldest running one.
-    The others are duplicates, stopped without a copy (their work goes on in the one that carries it).
+    starts a parked one without admission. Per run id, the admitted workflow carries the run (the gate's own
+    record says so); without one, the oldest running one does (adopted, or stopped and parked again like any
+    job running without admission), and parked workflows of the run wait while it runs. Never a parked one:
+    the run-id label is tenant-written, so a parked workflow labelled with another's run id must not get
+    that run stopped without a copy. The others are duplicates, stopped without a copy (their work goes on
+    in the one that carries it).
     """
     by_run: dict[str, list[Job]] = {}
     for job in jobs:
@@ -197,8 +200,7 @@ def _duplicates(jobs: Sequence[Job]) -> tuple[Job, ...]:
                          key=lambda j: (j.state != ADMITTED, j.created, j.name))
         if len(running) < 1:
             continue
-        waiting = any(j.state == PARKED for j in group)
-        keep = running[0] if running[0].state == ADMITTED or not waiting else None
+        keep = running[0]
         out.extend(j for j in running if j is not keep and not j.finishing)
     return tuple(out)
 

@@ -28,8 +28,9 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from offhours.scripts.backstop.restore import HELD_LEASES, run_backstop
 from offhours.scripts.cluster.base import Autoscaler, ClusterError, Pod
 from offhours.scripts.cluster.memory import MemoryCluster
 from offhours.scripts.config.loader import parse_config
@@ -66,6 +67,7 @@ RPS_PER_REPLICA = 10.0
 HEADROOM = 0.25
 FAULTY, CLEAN = "code", "chat"
 START_REPLICAS = 8
+RESEARCH_WRITES = ("admit", "adopt", "stop", "park-copy", "delete-workflow", "annotate-workflow")
 WRITES = ("scale", "set-max", "write-state", "note-lease", "admit", "adopt", "stop", "park-copy", "delete-workflow",
           "annotate-workflow")
 GATE_CALLS = ("get-deployment", "get-autoscaler", "read-state", "list-workflows", "list-pods", "get-workflow", *WRITES)
@@ -151,6 +153,9 @@ class SimCluster(MemoryCluster):
     dead_lease: tuple[str | None, float] | None = None
     admitted_by_gate: dict[str, str] = field(default_factory=dict)  # workflows the gate admitted or adopted -> against which UID
     lowered: list[str] = field(default_factory=list)  # services whose serving a write lowered, this tick
+    # Workflow UIDs the gate decided to lend to: added to its record's admissions (written before the admit or
+    # adopt call, which a fault may then stop), or, where its record was lost, read from the marks.
+    decided: set[str] = field(default_factory=set)
 
     def _call(self, what: str) -> None:
         verb, _, rest = what.partition(" ")
@@ -175,6 +180,17 @@ class SimCluster(MemoryCluster):
             self.faulted.add(FAULTY if verb != "acquire-lease" else "*")
             raise queued.pop(0)
 
+
+    def write_state(self, namespace: str, service: str, text: str) -> None:
+        before = ServiceRecord.from_json(self.states.get((namespace, service))).admitted
+        super().write_state(namespace, service, text)
+        record = ServiceRecord.from_json(text)
+        new = set(record.admitted or {}) - set(before or {})
+        # Learnt afresh (no record, or an unreadable one): parked ones are admissions; running ones were read from
+        # their marks for this incarnation, the only evidence left once the gate's memory is lost.
+        known = {wf["metadata"]["uid"] for wf in self.workflows.values() if wf["spec"].get("suspend") or
+                 wf["metadata"].get("annotations", {}).get(ANNOTATION_BORROWED_FROM) == record.deployment_uid}
+        self.decided |= new if before is not None else new & known
 
     def admit(self, namespace: str, job: Any, deployment_uid: str = "", max_grace_seconds: float | None = None) -> None:
         super().admit(namespace, job, deployment_uid, max_grace_seconds)
@@ -285,6 +301,7 @@ class World:
         # baseline (the truth), and the baseline and memory before the change (from which the gate reads
         # it), until the gate's next tick settles on one reading.
         self.unsure: dict[str, tuple[int, int, ServiceRecord]] = {}
+        self.tick_calls: list[str] = []
         for s in services:
             self.cluster.add_deployment(NS, s, START_REPLICAS)
             self.ready_at[s] = [(p.name, 0.0) for p in self.cluster.pods[(NS, s)]]
@@ -355,16 +372,22 @@ class World:
         `readable`: as the gate can read them without its memory, i.e. a job whose size label a tenant forged
         counts what the label says (the truth of what was lent is only in the gate's record)."""
         uid = self.dep(service).uid
+        if readable:
+            # The gate's record of what it admitted to this incarnation (workflow UID -> replicas) is what it
+            # reads, whatever a tenant later wrote on the workflow; the marks only where it has no such record.
+            record = self.record(service)
+            if record.deployment_uid == uid and record.admitted is not None:
+                return sum(record.admitted.get(wf["metadata"]["uid"], 0) for wf in self.workflows(service)
+                           if wf["metadata"]["labels"].get(LABEL_STATE) == ADMITTED and holds_lent(wf))
         total = 0
         runs: set[str] = set()  # without its memory the gate counts one marked workflow per run, the oldest
         for wf in sorted(self.workflows(service), key=lambda wf: (wf["metadata"].get("creationTimestamp") or 0,
                                                                  wf["metadata"]["name"])):
-            meta, spec = wf["metadata"], wf["spec"]
+            meta = wf["metadata"]
             # What a workflow was submitted with: its first workflow's (copies, resubmits and reruns are named after it).
             first = re.match(r"^[a-z]+-job\d+", meta["name"])
             size = self.submitted.get(first.group(0), 0) if first else 0
-            if (meta["labels"].get(LABEL_STATE) == ADMITTED and wf.get("status", {}).get("phase") not in FINISHED_PHASES
-                    and not spec.get("shutdown") and not wf.get("status", {}).get("nodes")
+            if (meta["labels"].get(LABEL_STATE) == ADMITTED and holds_lent(wf)
                     # The truth: the gate admitted it against this incarnation; without its memory, the mark says so.
                     and (self.cluster.admitted_by_gate.get(meta["name"]) == uid if not readable
                          else meta.get("annotations", {}).get(ANNOTATION_BORROWED_FROM) == uid)):
@@ -391,6 +414,7 @@ class World:
         seen = {s: (self.lent(s), self.value(s)) for s in self.unsure}  # what the gate reads at this tick
         killed = False
         c.lowered = []
+        start = len(c.calls)
         try:
             outcomes = {o.service: o for o in gate.tick()}
         except Killed:
@@ -399,6 +423,7 @@ class World:
                 c.lease_holder, c.lease_until = c.dead_lease
             self.gate = self.new_gate()  # the next tick is another process
         c.dead_lease, c.kill_at, c.lease_taken_at = None, None, None
+        self.tick_calls = c.calls[start:]  # the gate's own calls of this tick
         if not killed:  # no write lowers serving except a lend
             for s in c.lowered:
                 o = outcomes.get(s)
@@ -490,6 +515,13 @@ def run_of(wf: dict[str, Any]) -> str:
                or meta["name"])
 
 
+def holds_lent(wf: dict[str, Any]) -> bool:
+    """Not finished, not stopped, not suspended (the campaign's workflows run no pods of their own), its work not
+    done: an admitted workflow in this shape holds what it was lent."""
+    return (wf.get("status", {}).get("phase") not in FINISHED_PHASES and not wf["spec"].get("shutdown")
+            and not wf["spec"].get("suspend") and not wf.get("status", {}).get("nodes"))
+
+
 def live(wf: dict[str, Any]) -> bool:
     """Its pods run: not finished, not stopped, not parked."""
     return (wf.get("status", {}).get("phase") not in FINISHED_PHASES and not wf["spec"].get("shutdown")
@@ -566,6 +598,7 @@ class GateCampaign(RuleBasedStateMachine):
         t.unsure = {k: v for k, v in m.unsure.items() if k == CLEAN}
         t.clean[CLEAN] = list(m.clean[CLEAN])
         t.cluster.admitted_by_gate = {n: u for n, u in m.cluster.admitted_by_gate.items() if service_of(n) == CLEAN}
+        t.cluster.decided = m.cluster.decided & {wf["metadata"]["uid"] for wf in t.cluster.workflows.values()}
         t.touched = {r for r in m.touched if service_of(r) == CLEAN}
         t.gate = t.new_gate()
 
@@ -772,6 +805,70 @@ class GateCampaign(RuleBasedStateMachine):
         forger["spec"].pop("suspend", None)
         self.main.tampered.add(run_of(forger))
 
+    @precondition(lambda self: self.jobs < 300)
+    @rule(service=SERVICE, count=st.integers(100, 250), rise=RPS)
+    def hundreds_of_parked_jobs(self, service: str, count: int, rise: float) -> None:
+        """A researcher's burst of hundreds of parked jobs on one service, for a low-load tick and a tick whose load
+        rises on both services; then what still waits of it is cancelled (deleted). In both ticks, whatever their number, every
+        serving write (scale, set-max) comes before any research-side or advisory write, and the waiting-reason
+        writes of the tick stay within the gate's per-tick budget."""
+        self._step()
+        burst = []
+        for i in range(count):
+            self.jobs += 1
+            name = f"{service}-job{self.jobs}"
+            burst.append(name)
+            for w in self.worlds(service):
+                w.cluster.add_workflow(NS, name, service, 1 + i % 2, priority=i % 3, created=w.cluster.clock)
+                w.submitted[name] = 1 + i % 2
+        for chat, code in ((0.0, 0.0), (rise, rise)):
+            self._tick(chat, code)
+            calls = [c.split(" ")[0] for c in self.main.tick_calls]
+            serving = [i for i, verb in enumerate(calls) if verb in ("scale", "set-max")]
+            research = [i for i, verb in enumerate(calls) if verb in RESEARCH_WRITES]
+            assert not serving or not research or max(serving) < min(research), (
+                f"a research-side write before a serving write: {self.main.tick_calls[:40]}")
+            annotations = calls.count("annotate-workflow")
+            assert annotations <= self.main.gate.advisory_writes_per_tick, f"{annotations} waiting-reason writes"
+        for w in self.worlds(service):
+            for name in burst:  # `argo delete` of what is still waiting; what ran goes on like any job
+                wf = w.cluster.workflows.get((NS, name))
+                if wf is not None and wf["spec"].get("suspend") and name not in w.cluster.admitted_by_gate:
+                    del w.cluster.workflows[(NS, name)]
+
+    @rule(minutes=st.integers(1, 12), chat=RPS, code=RPS)
+    def gate_stopped(self, minutes: int, chat: float, code: float) -> None:
+        """The gate is gone for `minutes` (its CronWorkflow suspended, Argo's controller down): no tick runs, only the
+        backstop's CronJob, once a minute. Once no tick has renewed a service's lending for the lease bound (twice
+        the lease when a dead gate's Lease is still held, plus the minute to the backstop's next run), serving is
+        back at the owner's baseline, unless the backstop's last call for it took a fault."""
+        self._step()
+        for w in (self.main, self.twin):
+            w.source.demand[CLEAN] = chat
+            if FAULTY in w.services:
+                w.source.demand[FAULTY] = code
+        for _ in range(minutes):
+            for w in (self.main, self.twin):
+                c = w.cluster
+                c.clock += TICK
+                c.faulted, c.writes_seen, c.calls_seen = set(), 0, 0
+                clock = c.clock
+                run_backstop(c, NS, clock=lambda: clock, out=w.log, holder="backstop/campaign")
+                w.run_autoscalers()
+                w.sync_pods()
+        for w in (self.main, self.twin):
+            for s in w.services:
+                w.clean[s] = []  # no tick saw the load meanwhile: the reaction clock starts again with the gate
+                record = w.record(s)
+                if (record.renewed_at is None or record.lease_seconds is None or s in w.pending or s in w.unsure
+                        or s in w.cluster.faulted or (record.deployment_uid, record.writes_to) != (w.dep(s).uid,
+                                                                                                w.target(s))):
+                    continue
+                if w.cluster.clock - record.renewed_at > HELD_LEASES * record.lease_seconds + TICK:
+                    assert w.value(s) >= w.baseline[s], (
+                        f"{s}: the gate gone for {w.cluster.clock - record.renewed_at:.0f} s (lease "
+                        f"{record.lease_seconds:.0f} s), serving at {w.value(s)} of its baseline {w.baseline[s]}")
+
     @rule(ticks=st.integers(1, 3), chat=RPS, code=RPS)
     def service_removed_from_the_config(self, ticks: int, chat: float, code: float) -> None:
         """The faulty service leaves the gate configuration for a few ticks, then comes back: while it is out, what the
@@ -794,9 +891,11 @@ class GateCampaign(RuleBasedStateMachine):
     # -- invariants ---------------------------------------------------------------------------
     @invariant()
     def only_the_gates_own_admissions_count(self) -> None:
-        """What the gate records as lent is what it admitted itself: never a workflow a tenant or Argo's verbs started."""
+        """What the gate records as lent is what it admitted itself, or decided to (its record is written before the
+        admit or adopt call a fault may stop): never a workflow a tenant or Argo's verbs started."""
         for w in (self.main, self.twin):
-            ours = {wf["metadata"]["uid"] for wf in w.workflows() if wf["metadata"]["name"] in w.cluster.admitted_by_gate}
+            ours = {wf["metadata"]["uid"] for wf in w.workflows()
+                    if wf["metadata"]["name"] in w.cluster.admitted_by_gate} | w.cluster.decided
             running = {wf["metadata"]["uid"] for wf in w.workflows() if live(wf)}  # recorded, not yet admitted: not running
             for s in w.services:
                 admitted = set(ServiceRecord.from_json(w.cluster.states.get((NS, s))).admitted or {}) & running
@@ -849,9 +948,12 @@ class GateCampaign(RuleBasedStateMachine):
                 self.twin_marks = len(calls)
             if self.ticked:
                 for s in w.services:
+                    # What research holds that the gate may count: its own admissions, and, once its record
+                    # is lost, what the marks say (the model's baseline then counts them too).
+                    held = max(w.lent(s), w.lent(s, readable=True))
                     if self.clean.get(s):
-                        assert w.value(s) + w.lent(s) >= w.baseline[s], (
-                            f"{s}: left at {w.value(s)} with {w.lent(s)} lent, the owner's baseline is "
+                        assert w.value(s) + held >= w.baseline[s], (
+                            f"{s}: left at {w.value(s)} with {held} lent, the owner's baseline is "
                             f"{w.baseline[s]}")
 
     @invariant()

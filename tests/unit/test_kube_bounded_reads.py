@@ -4,6 +4,7 @@ The stand-in answers the way kube-apiserver does (a page of `limit` items and a 
 label selector applied server-side); it records every request, so the test sees what was asked.
 """
 
+import json
 from typing import Any
 
 from kubernetes import client
@@ -104,3 +105,50 @@ def test_one_list_of_the_namespaces_hpas_serves_every_service_of_a_tick(monkeypa
     clock[0] = 6.0  # a later tick lists again: an HPA added since is seen
     hpas.targets.append("svc-35")
     assert cluster.autoscaler(Deployment("serving", "svc-35", "svc-35", 20)) is not None and hpas.lists == 4
+
+
+class Answer:
+    """An HTTP answer as the client library's REST layer hands it on."""
+
+    def __init__(self, body: dict[str, Any]) -> None:
+        self.data, self.status, self.reason = json.dumps(body).encode(), 200, "OK"
+
+    def getheaders(self) -> dict[str, str]:
+        return {"Content-Type": "application/json"}
+
+    def getheader(self, name: str, default: str | None = None) -> str | None:
+        return self.getheaders().get(name, default)
+
+
+class ConfigMaps:
+    """The API server's ConfigMap list: whole objects, or metadata only when the Accept header asks for it."""
+
+    def __init__(self, records: dict[str, str]) -> None:
+        self.records, self.answers = records, []  # type: ignore[var-annotated]
+
+    def request(self, method: str, url: str, query_params: Any = None, headers: Any = None, **_: Any) -> Answer:
+        query = dict(query_params or [])
+        names = sorted(self.records)
+        start = int(query.get("continue") or 0)
+        end = start + int(query.get("limit") or len(names))
+        metadata_only = "as=PartialObjectMetadataList" in str((headers or {}).get("Accept"))
+        items = [{"metadata": {"name": n, "labels": {"offhours.io/managed": "true"}},
+                  **({} if metadata_only else {"data": {"state.json": self.records[n]}})} for n in names[start:end]]
+        body = {"kind": "PartialObjectMetadataList" if metadata_only else "ConfigMapList", "apiVersion": "v1",
+                "metadata": {"continue": str(end) if end < len(names) else None}, "items": items}
+        answer = Answer(body)
+        self.answers.append(len(answer.data))
+        return answer
+
+
+def test_the_gates_list_of_its_records_reads_names_not_their_data(monkeypatch: Any) -> None:
+    """Fault: every tick listed every state ConfigMap with its data to learn which services have a record."""
+    big = json.dumps({"baseline": 8, "samples": {f"pod-{i}": [0.0, 1.0, 2.0, 3.0] for i in range(2000)}})
+    records = {f"offhours-state-svc-{i:03d}": big for i in range(25)}
+    server = ConfigMaps(records)
+    cluster = KubeCluster(client.ApiClient(client.Configuration()))
+    monkeypatch.setattr(cluster.api, "request", server.request)
+    monkeypatch.setattr(kube, "PAGE_SIZE", 10)
+    assert cluster.state_services("serving") == [f"svc-{i:03d}" for i in range(25)]
+    assert len(server.answers) == 3  # paginated
+    assert sum(server.answers) < len(big)  # all 25 names together weigh less than one record's data
