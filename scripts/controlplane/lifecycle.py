@@ -32,6 +32,9 @@ STATE = Path(os.environ.get("OFFHOURS_CLUSTER_DIR", "/tmp/offhours-cluster"))
 ARGO_CRDS = Path(os.environ.get("OFFHOURS_ARGO_CRDS", REPO.parent / "shared" / "argo" / "v4.0.5" / "crds" / "full"))
 ETCD_PORT = int(os.environ.get("OFFHOURS_ETCD_PORT", "23790"))
 API_PORT = int(os.environ.get("OFFHOURS_API_PORT", "16443"))
+# The pod runner's log server: kwok writes this port into every node's kubelet endpoint, so the API
+# server's pod log subresource (kubectl logs, offhours logs) reaches the runner as it would a kubelet.
+KUBELET_PORT = int(os.environ.get("OFFHOURS_KUBELET_PORT", "16450"))
 NODES = int(os.environ.get("OFFHOURS_KWOK_NODES", "16"))
 GPUS_PER_NODE = int(os.environ.get("OFFHOURS_GPUS_PER_NODE", "4"))
 POD_CIDR = os.environ.get("OFFHOURS_POD_CIDR", "127.200.0.1/16")
@@ -201,7 +204,7 @@ def start_all(bin_dir: Path, t0: float) -> None:
     kubectl(bin_dir, "apply", "-f", "-", stdin=nodes_manifest())
     start("kwok", [str(bin_dir / "kwok"), f"--kubeconfig={admin}", "--config", str(HERE / "kwok-stages.yaml"),
                    "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake", f"--cidr={POD_CIDR}",
-                   "--node-ip=127.0.0.1"])
+                   "--node-ip=127.0.0.1", f"--node-port={KUBELET_PORT}"])
     ready = "jsonpath={.items[*].status.conditions[?(@.type=='Ready')].status}"
     wait_for("kwok nodes", lambda: kubectl(bin_dir, "get", "nodes", "-o", ready).split().count("True") == NODES)
     kubectl(bin_dir, "apply", "-f", "-", stdin=json.dumps({
@@ -216,7 +219,9 @@ def start_all(bin_dir: Path, t0: float) -> None:
         env={**os.environ, "CGO_ENABLED": "0"})
     start("podrunner", [sys.executable, str(HERE / "podrunner.py"), "--kubeconfig", admin,
                         "--journal", str(STATE / "podrunner.jsonl"), "--pause-file", str(STATE / "podrunner.pause"),
-                        "--map", f"/offhours/bin/={STATE / 'bin'}/", "--map", f"/app/={REPO / 'examples' / 'reference-job'}/"])
+                        "--map", f"/offhours/bin/={STATE / 'bin'}/", "--map", f"/app/={REPO / 'examples' / 'reference-job'}/",
+                        "--log-dir", str(STATE / "podlogs"), "--log-port", str(KUBELET_PORT),
+                        "--tls-cert", str(pki / "apiserver.crt"), "--tls-key", str(pki / "apiserver.key")])
     wait_for("the local pod runner", lambda: "local pod runner up" in (STATE / "logs" / "podrunner.log").read_text(),
              timeout=60)
     (STATE / "env").write_text(f"KUBECONFIG={admin}\nOFFHOURS_CLUSTER_BIN={bin_dir}\n")
@@ -303,6 +308,7 @@ def down() -> None:
         path.unlink()
         log(f"stopped {name}")
     shutil.rmtree(STATE / "etcd", ignore_errors=True)
+    shutil.rmtree(STATE / "podlogs", ignore_errors=True)  # the logs of pods that went with etcd
     (STATE / "env").unlink(missing_ok=True)
 
 
