@@ -71,8 +71,16 @@ cluster-down: ## Stop every process of the local control plane
 	$(PYTHON) scripts/controlplane/lifecycle.py down
 
 .PHONY: demo
-demo: ## The whole loop live on the local control plane (make cluster-up first): offhours demo
+demo: ## The whole loop live on the local control plane (make cluster-up first): offhours demo, then a summary
 	$(PYTHON) -m offhours.scripts.cli.main demo
+
+.PHONY: sandbox
+sandbox: ## The demo kept live for your own jobs until Ctrl-C or make sandbox-stop (make cluster-up first)
+	$(PYTHON) -m offhours.scripts.cli.main demo --keep
+
+.PHONY: sandbox-stop
+sandbox-stop: ## Stop the running sandbox (from another shell); it says what it leaves on the cluster
+	$(PYTHON) -m offhours.scripts.cli.main demo --stop
 
 .PHONY: e2e
 e2e: ## Run the end-to-end tier against the local control plane (make cluster-up first)
