@@ -83,8 +83,8 @@ sandbox-stop: ## Stop the running sandbox (from another shell); it says what it 
 	$(PYTHON) -m offhours.scripts.cli.main demo --stop
 
 .PHONY: e2e
-e2e: ## Run the end-to-end tier against the local control plane (make cluster-up first)
-	$(PYTEST) -q -m "cluster and not unproven" tests/e2e
+e2e: ## Run the end-to-end tier against the local control plane (make cluster-up first); records its time
+	$(PYTHON) scripts/controlplane/measure.py run e2e_tier -- $(PYTEST) -q -m "cluster and not unproven" tests/e2e
 
 .PHONY: e2e-unproven
 e2e-unproven: ## The end-to-end tests that do not pass yet (marked unproven, each with its comment)
