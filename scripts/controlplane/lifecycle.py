@@ -229,17 +229,29 @@ def start_all(bin_dir: Path, t0: float) -> None:
     (STATE / "bin").mkdir(exist_ok=True)
     run("go", "build", "-o", str(STATE / "bin" / "offhours-launch"), ".", cwd=str(REPO / "scripts" / "launcher"),
         env={**os.environ, "CGO_ENABLED": "0"})
+    runner_log = STATE / "logs" / "podrunner.log"
+    runner_log_from = runner_log.stat().st_size if runner_log.exists() else 0  # the log is appended to
     start("podrunner", [sys.executable, str(HERE / "podrunner.py"), "--kubeconfig", admin,
                         "--journal", str(STATE / "podrunner.jsonl"), "--pause-file", str(STATE / "podrunner.pause"),
                         "--map", f"/offhours/bin/={STATE / 'bin'}/", "--map", f"/app/={REPO / 'examples' / 'reference-job'}/",
                         "--log-dir", str(STATE / "podlogs"), "--log-port", str(KUBELET_PORT),
                         "--tls-cert", str(pki / "apiserver.crt"), "--tls-key", str(pki / "apiserver.key")])
-    wait_for("the local pod runner", lambda: "local pod runner up" in (STATE / "logs" / "podrunner.log").read_text(),
-             timeout=60)
+    wait_for("the local pod runner", lambda: runner_up(runner_log_from), timeout=60)
     (STATE / "env").write_text(f"KUBECONFIG={admin}\nOFFHOURS_CLUSTER_BIN={bin_dir}\n")
     log(f"control plane up in {time.monotonic() - t0:.1f} s ({time.monotonic() - t_start:.1f} s after the build)")
     measure.record("cluster_up", time.monotonic() - t_start)
     log('for a shell: eval "$(python3 scripts/controlplane/lifecycle.py env)"  (KUBECONFIG; kubectl and argo on PATH)')
+
+
+def runner_up(log_from: int) -> bool:
+    """Tell whether the pod runner just started says it is up; raise if it has exited (its log's tail says why)."""
+    pid = live_pid(STATE / "pids" / "podrunner")
+    with (STATE / "logs" / "podrunner.log").open("rb") as f:
+        f.seek(log_from)
+        text = f.read().decode(errors="replace")
+    if pid is None:
+        raise SystemExit(f"[cluster] the local pod runner exited at start: {text.strip()[-600:]}")
+    return "local pod runner up" in text
 
 
 def shell_env() -> str:

@@ -533,7 +533,15 @@ def main(argv: list[str] | None = None) -> int:
                              pause_file=args.pause_file, path_map=path_map, log_dir=args.log_dir,
                              record_chars=JOURNAL_CHARS)
     if args.log_port is not None:
-        runner.serve_logs_on(args.tls_cert, args.tls_key, args.log_port)
+        for attempt in range(30):  # a runner stopped just before may hold the port for a moment
+            try:
+                runner.serve_logs_on(args.tls_cert, args.tls_key, args.log_port)
+                break
+            except OSError as err:
+                if attempt == 29:
+                    log.error("cannot serve pod logs on 127.0.0.1:%d: %s", args.log_port, err)
+                    return 1
+                time.sleep(0.5)
         log.info("serving pod logs as a kubelet on 127.0.0.1:%d", args.log_port)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
