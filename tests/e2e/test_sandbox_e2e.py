@@ -55,14 +55,15 @@ def sandbox(cluster_env: dict[str, str], tmp_path: Path) -> Iterator[tuple[subpr
                         "--ignore-not-found", "--wait=false"], capture_output=True, timeout=120)
 
 
-def _run(cli: Cli, run_id: str) -> dict[str, Any]:
-    out, _ = cli("jobs", "--all", "-o", "json", *NS)
+def _run(offhours: Cli, run_id: str) -> dict[str, Any]:
+    out, _ = offhours("jobs", "--all", "-o", "json", *NS)
     runs = {r["runId"]: r for r in json.loads(out)}
     return runs.get(run_id, {})
 
 
 def test_sandbox_runs_a_persons_own_jobs_through_preemption_and_resume(
-        cluster_env: dict[str, str], sandbox: tuple[subprocess.Popen[str], Path], cli: Cli, tmp_path: Path) -> None:
+        cluster_env: dict[str, str], sandbox: tuple[subprocess.Popen[str], Path], cli: Cli,  # noqa: F811
+        tmp_path: Path) -> None:
     proc, out = sandbox
     wait("the sandbox to say it stays live", lambda: "the sandbox stays live" in out.read_text() or proc.poll(),
          timeout=180)
