@@ -35,8 +35,9 @@ STATE = Path(os.environ.get("OFFHOURS_CLUSTER_DIR", "/tmp/offhours-cluster"))
 ARGO_CRDS = Path(os.environ.get("OFFHOURS_ARGO_CRDS", REPO.parent / "shared" / "argo" / "v4.0.5" / "crds" / "full"))
 ETCD_PORT = int(os.environ.get("OFFHOURS_ETCD_PORT", "23790"))
 API_PORT = int(os.environ.get("OFFHOURS_API_PORT", "16443"))
-# The pod runner's log server: kwok writes this port into every node's kubelet endpoint, so the API
-# server's pod log subresource (kubectl logs, offhours logs) reaches the runner as it would a kubelet.
+# The pod runner's log server: every node's kubelet endpoint points at it, so the API server's pod
+# log subresource (kubectl logs, offhours logs) reaches the runner as it would a kubelet. (kwok's
+# own --node-port would take the port for kwok's server, which serves only logs it is configured with.)
 KUBELET_PORT = int(os.environ.get("OFFHOURS_KUBELET_PORT", "16450"))
 NODES = int(os.environ.get("OFFHOURS_KWOK_NODES", "16"))
 GPUS_PER_NODE = int(os.environ.get("OFFHOURS_GPUS_PER_NODE", "4"))
@@ -216,7 +217,7 @@ def start_all(bin_dir: Path, t0: float) -> None:
     kubectl(bin_dir, "apply", "-f", "-", stdin=nodes_manifest())
     start("kwok", [str(bin_dir / "kwok"), f"--kubeconfig={admin}", "--config", str(HERE / "kwok-stages.yaml"),
                    "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake", f"--cidr={POD_CIDR}",
-                   "--node-ip=127.0.0.1", f"--node-port={KUBELET_PORT}"])
+                   "--node-ip=127.0.0.1"])
     ready = "jsonpath={.items[*].status.conditions[?(@.type=='Ready')].status}"
     wait_for("kwok nodes", lambda: kubectl(bin_dir, "get", "nodes", "-o", ready).split().count("True") == NODES)
     kubectl(bin_dir, "apply", "-f", "-", stdin=json.dumps({
@@ -237,6 +238,10 @@ def start_all(bin_dir: Path, t0: float) -> None:
                         "--log-dir", str(STATE / "podlogs"), "--log-port", str(KUBELET_PORT),
                         "--tls-cert", str(pki / "apiserver.crt"), "--tls-key", str(pki / "apiserver.key")])
     wait_for("the local pod runner", lambda: runner_up(runner_log_from), timeout=60)
+    # kwok's stages write the nodes' conditions, never their daemon endpoints: this stays.
+    endpoint = json.dumps({"status": {"daemonEndpoints": {"kubeletEndpoint": {"Port": KUBELET_PORT}}}})
+    for i in range(NODES):
+        kubectl(bin_dir, "patch", "node", f"gpu-{i:02d}", "--subresource=status", "--type=merge", "-p", endpoint)
     (STATE / "env").write_text(f"KUBECONFIG={admin}\nOFFHOURS_CLUSTER_BIN={bin_dir}\n")
     log(f"control plane up in {time.monotonic() - t0:.1f} s ({time.monotonic() - t_start:.1f} s after the build)")
     measure.record("cluster_up", time.monotonic() - t_start)
