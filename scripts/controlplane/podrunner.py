@@ -12,8 +12,8 @@ materialised, and a kubeconfig holding a token of the pod's ServiceAccount, so R
 a cluster. The pod's status follows the process: Running, then Succeeded or Failed with the exit
 code. A pod being deleted gets SIGTERM, then SIGKILL after its grace period. Like a kubelet, the
 runner can serve the logs of the pods it ran (`serve_logs`: the kubelet's `/containerLogs` path
-over HTTPS; the nodes' `status.daemonEndpoints.kubeletEndpoint.Port` points at it, which kwok
-writes from its `--node-port`), so `kubectl logs` and `offhours logs` read them through the API
+over HTTPS; `make cluster-up` points the nodes' `status.daemonEndpoints.kubeletEndpoint.Port`
+at it), so `kubectl logs` and `offhours logs` read them through the API
 server. With a log folder each pod's output is kept there as it comes (`NS/POD/main.log`, the
 kubelet's own layout in spirit): every runner that shares the folder serves every pod's log, and
 a runner restarted serves the logs of the pods run before.
