@@ -187,7 +187,7 @@ def wait(what: str, check: Callable[[], Any], timeout: float = 120.0, every: flo
 def pod_logs(runner: LocalPodRunner, kubectl: Callable[..., str]) -> Iterator[int]:
     """The runner serves the logs of the pods it runs, as a kubelet; every kwok node points the API server at it.
 
-    kwok runs no kubelet: its nodes point at the daemon runner's log server (kwok's --node-port).
+    kwok runs no kubelet: cluster-up points its nodes at the daemon runner's log server.
     This one serves the pods it runs from memory; afterwards the nodes point where they did.
     """
     port = runner.serve_logs(str(STATE / "pki" / "apiserver.crt"), str(STATE / "pki" / "apiserver.key"))
