@@ -306,6 +306,10 @@ def _cmd_logs(args: argparse.Namespace) -> int:
         for pod in pods:
             name = pod["metadata"]["name"]
             print(printable(attempt_header(copy.name, name, number, len(attempts), copy.state)), flush=True)
+            if (pod.get("status") or {}).get("phase") == "Pending" and not (args.follow and pod is newest[1]):
+                # Not started (unschedulable, or waiting for its node): it has no log yet, which is no failure.
+                print("(not started yet: no log)")
+                continue
             try:
                 if args.follow and pod is newest[1]:
                     stream = reader.core.read_namespaced_pod_log(name, copy.namespace, container="main",

@@ -74,26 +74,27 @@ def test_sandbox_runs_a_persons_own_jobs_through_preemption_and_resume(
                      *job_params("sandbox-argo", tmp_path / "b")).strip().split("/")[-1]
     assert argo_name
 
-    def resumed(run_id: str) -> dict[str, Any] | None:
+    def resumed(run_id: str) -> tuple[dict[str, Any], str] | None:
+        # Resumed for real: a later attempt's training started at a checkpointed step (a copy of a
+        # workflow that never ran starts at step 0), and the run counts its preemption.
         run = _run(cli, run_id)
-        return run if run.get("preemptions", 0) >= 1 and run.get("state") == "running" else None
+        if run.get("preemptions", 0) < 1 or run.get("state") != "running":
+            return None
+        text, _ = cli("logs", run_id, *NS)
+        return (run, text) if re.search(r"start at step [1-9]\d*", text) else None
 
-    # Admitted, then preempted by the evening peak, then running again as a resumed copy.
     for run_id in ("sandbox-cli", "sandbox-argo"):
-        run = wait(f"{run_id} preempted and running again", lambda r=run_id: resumed(r), timeout=480, every=5)
+        run, logs = wait(f"{run_id} admitted, preempted and resumed from a checkpoint", lambda r=run_id: resumed(r),
+                         timeout=480, every=5)
         assert len(run["workflows"]) >= 2, run  # the copy parked after the preemption is what runs now
-
         why, _ = cli("why", run_id, *NS)
         assert "preempted" in why and "parked again" in why, why
-
-        def resumed_log(r: str = run_id) -> str | None:
-            text, _ = cli("logs", r, *NS)
-            return text if re.search(r"start at step [1-9]\d*", text) else None
-        logs = wait(f"{run_id}'s resumed attempt to log its start step", resumed_log, timeout=120, every=5)
-        # Every attempt in order, marked: the first (preempted) before the one that resumed.
+        # Every attempt in order, marked: the first before the one that resumed.
         marks = re.findall(r"\(attempt (\d+) of (\d+)", logs)
         assert marks and marks[0][0] == "1" and int(marks[-1][0]) == int(marks[-1][1]) >= 2, logs
         assert "resumed from the last checkpoint" in logs, logs
+        step = int(re.findall(r"start at step (\d+)", logs)[-1])
+        assert step > 0, logs
 
     # Stopped as a person would from another shell; its last lines say what it lent and what it left.
     stop = subprocess.run([sys.executable, "-m", "offhours.scripts.cli.main", "demo", "--stop"], capture_output=True,

@@ -26,27 +26,30 @@ class _Answer:
 class _Core:
     """The pod listing and log reads of a cluster whose pods are `logs` (a log of None: the read fails)."""
 
-    def __init__(self, logs: dict[str, bytes | None]) -> None:
-        self.logs = logs
+    def __init__(self, logs: dict[str, bytes | None], pending: tuple[str, ...] = ()) -> None:
+        self.logs, self.pending = logs, pending
 
     def list_namespaced_pod(self, namespace: str, label_selector: str) -> Any:
         workflow_name = label_selector.split("=", 1)[1]
-        return SimpleNamespace(items=[{"metadata": {"name": n, "creationTimestamp": ts(10 - i)}}
+        return SimpleNamespace(items=[{"metadata": {"name": n, "creationTimestamp": ts(10 - i)},
+                                       "status": {"phase": "Pending" if n in self.pending else "Running"}}
                                       for i, n in enumerate(sorted(self.logs)) if n.rsplit("-", 2)[0] == workflow_name])
 
     def read_namespaced_pod_log(self, name: str, namespace: str, container: str, _preload_content: bool = True) -> Any:
         text = self.logs[name]
+        if name in self.pending:  # as the API server answers for a container that never started
+            raise ApiException(status=400, reason="Bad Request")
         if text is None:
             raise ApiException(status=500, reason="Internal Server Error")
         return _Answer(text)
 
 
-def _run(monkeypatch: pytest.MonkeyPatch, logs: dict[str, bytes | None]) -> int:
+def _run(monkeypatch: pytest.MonkeyPatch, logs: dict[str, bytes | None], pending: tuple[str, ...] = ()) -> int:
     original = workflow("train-z", "chat", 1, "preempted", phase="Failed", created=60, run_id="z")
     copy = workflow("train-z-p1", "chat", 1, "admitted", phase="Running", created=30, run_id="z")
     pool = build_pool([state_configmap("chat", chat_state())], [deployment("chat", 10, 10)], [original, copy],
                       SERVING, NOW)
-    reader = SimpleNamespace(research_namespace="research", core=_Core(logs),
+    reader = SimpleNamespace(research_namespace="research", core=_Core(logs, pending),
                              api=SimpleNamespace(sanitize_for_serialization=lambda p: p))
     monkeypatch.setattr(r, "_reader", lambda args: reader)
     monkeypatch.setattr(r, "read_pool", lambda args: pool)
@@ -81,3 +84,12 @@ def test_an_unreadable_log_fails_the_command_after_the_readable_ones(
     assert "start at step 450 of 900" in captured.out  # the readable log is still printed
     assert "HTTP 500" in captured.out
     assert captured.err.startswith("logs: 1 pod log(s) could not be read; the first: log of train-z-job-1")
+
+
+def test_a_pod_that_never_started_has_no_log_and_is_no_failure(monkeypatch: pytest.MonkeyPatch,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    # `argo submit` with no room: the original's pod stays Pending (unschedulable) until the gate stops it.
+    assert _run(monkeypatch, {"train-z-job-1": b"", "train-z-p1-job-2": b"start at step 0 of 900\n"},
+                pending=("train-z-job-1",)) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[:2] == ["==> train-z / train-z-job-1 (attempt 1 of 2, preempted) <==", "(not started yet: no log)"]
