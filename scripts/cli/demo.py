@@ -119,6 +119,7 @@ class TraceClock:
     start_minute: float
     speed: float
     started: float = field(default_factory=time.monotonic)
+    period_minutes: int = 0  # the trace's length: a sandbox past its end replays it from the start (0: no end)
 
     def minute(self, now: float | None = None) -> float:
         """Return the trace minute at wall-clock `now` (monotonic)."""
@@ -127,6 +128,8 @@ class TraceClock:
     def label(self, now: float | None = None) -> str:
         """Return the trace time as `day D HH:MM`."""
         m = int(self.minute(now))
+        if self.period_minutes:
+            m %= self.period_minutes
         return f"day {m // 1440 + 1} {m % 1440 // 60:02d}:{m % 60:02d}"
 
 
@@ -427,7 +430,7 @@ def demo(args: argparse.Namespace, say: Callable[[str], None] = print) -> DemoRe
     for kept in ("ckpt", "out"):
         shutil.rmtree(DEMO_DIR / kept / run_id, ignore_errors=True)
     install(env, raw, args.replicas, say)
-    clock = TraceClock(start, args.speed)
+    clock = TraceClock(start, args.speed, period_minutes=trace.minutes)
     replay = Replay(api, port, trace, clock, scale).start()
     began = time.monotonic()
     say(f"replaying the bundled trace from trace {clock.label()} at {args.speed:g}x ({minutes} trace minutes in "
@@ -464,7 +467,8 @@ def demo(args: argparse.Namespace, say: Callable[[str], None] = print) -> DemoRe
         for snap in watch(watcher, clock, replay, (lambda _: False) if keep else finished, deadline, say, began):
             result.snapshots.append((clock.label(), snap))
             result.samples.append((time.monotonic(), snap))
-            if keep and pipeline and not done_said and finished(snap):
+            ours = {n: j for n, j in snap.jobs.items() if result.workflow and n.startswith(result.workflow)}
+            if keep and pipeline and not done_said and finished(Snapshot(snap.replicas, snap.ready, None, ours)):
                 done_said = True
                 say("the demo pipeline has ended; the sandbox stays live for your own jobs")
         if not keep:

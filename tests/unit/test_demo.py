@@ -34,6 +34,9 @@ def test_clock_runs_speed_times_faster_and_labels_day_and_time() -> None:
     assert clock.minute(130.0) == 960  # 30 s at 120x: one trace hour
     assert clock.label(130.0) == "day 1 16:00"
     assert clock.label(100.0 + 9 * 30) == "day 2 00:00"
+    # A sandbox replays the trace on and on: past its last minute its clock starts over, as its load does.
+    wrapped = TraceClock(start_minute=1439, speed=60, started=0.0, period_minutes=1440)
+    assert wrapped.label(0.0) == "day 1 23:59" and wrapped.label(1.0) == "day 1 00:00"
 
 
 @given(st.lists(st.floats(1, 1e6), min_size=10, max_size=100), st.integers(2, 64), st.floats(0, 2))
