@@ -16,6 +16,7 @@ GPUS_PER_REPLICA = 4
 HEADROOM = 0.25  # the demo gate configuration's headroom: what "needs N replicas" adds to the load
 # The gate's reasons that only restate its numbers, which the gate line already says in words.
 _RESTATED = re.compile(r"load needs \d+ of \d+ replicas(; \d+ lent)?")
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
 _WALL_SECONDS = re.compile(r"for (\d+(?:\.\d+)?) s\b")
 
 
@@ -101,7 +102,7 @@ def changes(before: Snapshot | None, after: Snapshot, service: str, baseline: in
 
     The gate line appears when its action or what it lends changes (not on every tick that
     recomputes the same decision); a job line names its new status, and the gate's reason for it
-    only when that reason is new.
+    only when that reason is new in its wording (not when a tick only recomputed its numbers).
     """
     lines: list[str] = []
     if before is None or (before.replicas, before.ready) != (after.replicas, after.ready):
@@ -121,9 +122,14 @@ def changes(before: Snapshot | None, after: Snapshot, service: str, baseline: in
             if job.reason and (was is None or was.reason != job.reason):
                 line += f"; {job.reason}"
             lines.append(line)
-        elif job.reason:
+        elif job.reason and _shape(job.reason) != _shape(was.reason):
             lines.append(f"job {name}: {job.reason}")
     return lines
+
+
+def _shape(reason: str) -> str:
+    """Return a reason with its numbers blanked: the same wording with a recomputed need is no news."""
+    return _NUMBER.sub("#", reason)
 
 
 def _gist(decision: GateDecision) -> tuple[str, int | None, int | None, str]:

@@ -85,6 +85,10 @@ def test_a_job_line_names_the_gates_reason_only_when_it_is_new() -> None:
     assert _changes(before, after) == ["job a: Running, parked (was Pending, parked); "
                                        "waiting for 1 replica of chat: serving needs them"]
     assert _changes(after, Snapshot(16, 16, None, {"a": waiting})) == []
+    # The next tick's reason with its need recomputed: the same wording, no line.
+    recomputed = JobState("Running", "parked", "waiting for 1 replica of chat: load needs 21 of 16 replicas; 4 lent")
+    before_tick = JobState("Running", "parked", "waiting for 1 replica of chat: load needs 22 of 16 replicas; 4 lent")
+    assert _changes(Snapshot(16, 16, None, {"a": before_tick}), Snapshot(16, 16, None, {"a": recomputed})) == []
     moved = JobState("Running", "parked", "waiting for 1 replica of chat: 2nd in the queue")
     assert _changes(after, Snapshot(16, 16, None, {"a": moved})) == ["job a: waiting for 1 replica of chat: 2nd in the queue"]
 
