@@ -363,6 +363,10 @@ def run_demo(args: argparse.Namespace, say: Callable[[str], None] = print) -> in
     """Run the demo (`offhours demo`); exit 0 if the pipeline completed (`--keep`: once stopped)."""
     if args.stop:
         return stop_sandbox(say)
+    running = sandbox_pid()
+    if running is not None:  # a second install would reset the serving and gate the first one drives
+        say(f"offhours demo: a sandbox is already running (pid {running}): `make sandbox-stop` first")
+        return 1
     # SIGTERM (`offhours demo --stop`, `make sandbox-stop`) ends it as Ctrl-C does: the cleanup runs.
     signal.signal(signal.SIGTERM, _interrupt)
     result = demo(args, say)
@@ -373,16 +377,21 @@ def _interrupt(*_: Any) -> None:
     raise KeyboardInterrupt
 
 
-def stop_sandbox(say: Callable[[str], None]) -> int:
-    """Stop a running sandbox (its pid file names it); return 1 when none runs."""
+def sandbox_pid() -> int | None:
+    """Return the pid of the running sandbox, or None (no pid file, its process gone, or the pid reused)."""
     try:
         pid = int(PID_FILE.read_text().strip())
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
     except (OSError, ValueError):
-        say(f"offhours demo: no sandbox is running (no live process in {PID_FILE})")
-        return 1
-    if " demo" not in cmdline:  # the pid was reused by another program since the sandbox ended
-        say(f"offhours demo: no sandbox is running (pid {pid} is another program now)")
+        return None
+    return pid if " demo" in cmdline and "--keep" in cmdline and pid != os.getpid() else None
+
+
+def stop_sandbox(say: Callable[[str], None]) -> int:
+    """Stop a running sandbox (its pid file names it); return 1 when none runs."""
+    pid = sandbox_pid()
+    if pid is None:
+        say(f"offhours demo: no sandbox is running (no live sandbox process in {PID_FILE})")
         return 1
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + 120

@@ -1,10 +1,14 @@
 """The demo's pure parts: the accelerated trace clock, the load scale, and what changed between snapshots."""
 
+import os
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from offhours.scripts.cli import demo as demo_module
 from offhours.scripts.cli.demo import (
     CAPACITY_RPS,
     TraceClock,
@@ -190,3 +194,15 @@ def test_gate_durations_span_the_same_trace_time_at_any_speed(speed: float) -> N
     assert policy.stabilization_seconds * speed == 900.0
     assert (policy.cold_start_seconds or 0.0) * speed == 240.0 and policy.max_grace_seconds * speed == 120.0
     assert reaction_seconds(policy, 10.0) == 10.0 + 360.0 / speed
+
+
+def test_a_stale_or_foreign_sandbox_pid_is_no_sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # `make sandbox-stop` signals only a live sandbox: never a pid that ended or now belongs to another program.
+    pid_file = tmp_path / "sandbox.pid"
+    monkeypatch.setattr(demo_module, "PID_FILE", pid_file)
+    assert demo_module.sandbox_pid() is None  # no file
+    for text in ("not a pid", "999999999", str(os.getpid())):  # garbage, no such process, this test (no sandbox)
+        pid_file.write_text(text)
+        assert demo_module.sandbox_pid() is None
+    lines: list[str] = []
+    assert demo_module.stop_sandbox(lines.append) == 1 and "no sandbox is running" in lines[0]
