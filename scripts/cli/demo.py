@@ -248,10 +248,10 @@ def kubectl(bin_dir: str, kubeconfig: str, *args: str, stdin: str | None = None)
     return out.stdout
 
 
-def delete_gate_runs(bin_dir: str, kubeconfig: str, namespace: str) -> None:
-    """Delete the gate CronWorkflow's runs in `namespace` and wait until they are gone."""
+def delete_gate_runs(bin_dir: str, kubeconfig: str, namespace: str, wait: bool = True) -> None:
+    """Delete the gate CronWorkflow's runs in `namespace` (`wait`: until they are gone)."""
     kubectl(bin_dir, kubeconfig, "-n", namespace, "delete", "workflows", "-l",
-            f"workflows.argoproj.io/cron-workflow={GATE_CRON_WORKFLOW}", "--ignore-not-found", "--wait=true")
+            f"workflows.argoproj.io/cron-workflow={GATE_CRON_WORKFLOW}", "--ignore-not-found", f"--wait={str(wait).lower()}")
 
 
 def local_cluster() -> dict[str, str]:
@@ -356,6 +356,7 @@ class DemoResult:
 
 
 PID_FILE = DEMO_DIR / "sandbox.pid"
+STOP_SECONDS = 180  # its cleanup: the gate suspended, its runs deleted, the summary's log reads (each time-boxed)
 RESUMED = re.compile(r"start at step (\d+)")
 
 
@@ -394,11 +395,11 @@ def stop_sandbox(say: Callable[[str], None]) -> int:
         say(f"offhours demo: no sandbox is running (no live sandbox process in {PID_FILE})")
         return 1
     os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + STOP_SECONDS
     while time.monotonic() < deadline and Path(f"/proc/{pid}").exists():
         time.sleep(0.5)
     if Path(f"/proc/{pid}").exists():
-        say(f"offhours demo: the sandbox (pid {pid}) did not stop within 120 s")
+        say(f"offhours demo: the sandbox (pid {pid}) did not stop within {STOP_SECONDS} s; its output says where it is")
         return 1
     say(f"sandbox stopped (pid {pid}); its last lines say what it left on the cluster")
     return 0
@@ -409,7 +410,8 @@ def resumed_steps(core: client.CoreV1Api, jobs: dict[str, JobState]) -> dict[str
     steps: dict[str, int] = {}
     for name in jobs:
         try:
-            pods = core.list_namespaced_pod(RESEARCH, label_selector=f"workflows.argoproj.io/workflow={name}").items
+            pods = core.list_namespaced_pod(RESEARCH, label_selector=f"workflows.argoproj.io/workflow={name}",
+                                            _request_timeout=10).items
             for pod in pods:
                 text = core.read_namespaced_pod_log(pod.metadata.name, RESEARCH, container="main",
                                                     _preload_content=False, _request_timeout=10).data.decode(
@@ -485,10 +487,10 @@ def demo(args: argparse.Namespace, say: Callable[[str], None] = print) -> DemoRe
     except KeyboardInterrupt:
         say("stopping the sandbox" if keep else "interrupted")
     finally:
+        cleanup_began = time.monotonic()
         replay.stop()
-        if keep:
-            PID_FILE.unlink(missing_ok=True)
         result.left = stop_gate(env, api, args.replicas)
+        gate_stopped = time.monotonic() - cleanup_began
         last = result.snapshots[-1][1] if result.snapshots else None
         if last is not None:
             summary = summarize(result.samples, args.replicas, args.speed,
@@ -497,6 +499,9 @@ def demo(args: argparse.Namespace, say: Callable[[str], None] = print) -> DemoRe
                 say(line)
         for line in result.left:
             say(line)
+        say(f"(cleanup: the gate stopped in {gate_stopped:.0f} s, all of it in {time.monotonic() - cleanup_began:.0f} s)")
+        if keep:  # last: `offhours demo --stop` waits for this process, not for the file
+            PID_FILE.unlink(missing_ok=True)
     return result
 
 
@@ -517,8 +522,9 @@ def stop_gate(env: dict[str, str], api: client.ApiClient, baseline: int) -> list
         namespace = cron_ns["metadata"]["namespace"]
         kubectl(bin_dir, kubeconfig, "-n", namespace, "patch", "cronworkflow", GATE_CRON_WORKFLOW, "--type=merge",
                 "-p", '{"spec":{"suspend":true}}')
-        # The run in progress would tick on for up to a minute; deleted, its gate ends its tick and exits.
-        delete_gate_runs(bin_dir, kubeconfig, namespace)
+        # The run in progress would tick on for up to a minute; deleted, its gate ends its tick and exits
+        # (nothing here needs it gone: a next install waits for that).
+        delete_gate_runs(bin_dir, kubeconfig, namespace, wait=False)
         left.append(f"left on the cluster: the gate CronWorkflow {namespace}/{GATE_CRON_WORKFLOW} suspended and its "
                     "runs deleted (the emulated vLLM servers stopped with this process, so every tick would fail)")
     except (OSError, RuntimeError, subprocess.TimeoutExpired, KeyError, TypeError) as err:
