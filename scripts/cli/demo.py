@@ -207,10 +207,11 @@ class Watcher:
 
     def snapshot(self) -> Snapshot:
         """Read the serving Deployment, the gate's state ConfigMap and the research workflows."""
-        dep = self.apps.read_namespaced_deployment(SERVICE, SERVING)
+        dep = self.apps.read_namespaced_deployment(SERVICE, SERVING, _request_timeout=READ_SECONDS)
         decision = None
         try:
-            cm = self.core.read_namespaced_config_map(state_configmap_name(SERVICE), SERVING)
+            cm = self.core.read_namespaced_config_map(state_configmap_name(SERVICE), SERVING,
+                                                      _request_timeout=READ_SECONDS)
             last = json.loads((cm.data or {}).get(STATE_KEY, "{}")).get("lastDecision") or {}
             if last:
                 decision = GateDecision(str(last.get("action") or ""), _int(last.get("required")),
@@ -220,7 +221,8 @@ class Watcher:
             decision = None
         jobs: dict[str, JobState] = {}
         for wf in self.custom.list_namespaced_custom_object(ARGO_GROUP, ARGO_VERSION, RESEARCH, "workflows",
-                                                            label_selector=self.selector)["items"]:
+                                                            label_selector=self.selector,
+                                                            _request_timeout=READ_SECONDS)["items"]:
             meta = wf["metadata"]
             jobs[meta["name"]] = JobState((wf.get("status") or {}).get("phase") or "Pending",
                                           (meta.get("labels") or {}).get(LABEL_STATE, ""),
@@ -328,16 +330,21 @@ def watch(watcher: Watcher, clock: TraceClock, replay: Replay, until: Callable[[
             now = watcher.snapshot()
         except client.ApiException as err:
             say(f"cannot read the cluster: HTTP {err.status} {err.reason}")
-            time.sleep(1)
+            if STOP.wait(1):
+                return
+            continue
+        except OSError as err:  # a read that timed out or a connection refused: the next second tries again
+            say(f"cannot read the cluster: {type(err).__name__}: {err}")
+            if STOP.wait(1):
+                return
             continue
         stamp = f"[trace {clock.label()} | wall +{time.monotonic() - began:.0f} s] load {replay.rps:.1f} req/s"
         for line in changes(before, now, SERVICE, watcher.baseline, clock.speed):
             say(f"{stamp} | {line}")
         before = now
         yield now
-        if until(now):
+        if until(now) or STOP.wait(1):
             return
-        time.sleep(1)
 
 
 @dataclass
@@ -356,6 +363,8 @@ class DemoResult:
 
 
 PID_FILE = DEMO_DIR / "sandbox.pid"
+STOP = threading.Event()  # set by SIGTERM (`offhours demo --stop`): the demo ends and cleans up
+READ_SECONDS = 10  # each read of the watch loop: a hung API server is a missed second, not a hung demo
 STOP_SECONDS = 180  # its cleanup: the gate suspended, its runs deleted, the summary's log reads (each time-boxed)
 RESUMED = re.compile(r"start at step (\d+)")
 
@@ -375,7 +384,8 @@ def run_demo(args: argparse.Namespace, say: Callable[[str], None] = print) -> in
 
 
 def _interrupt(*_: Any) -> None:
-    raise KeyboardInterrupt
+    # A flag, not an exception: the watch loop ends at its next second, wherever the signal lands.
+    STOP.set()
 
 
 def sandbox_pid() -> int | None:
@@ -462,7 +472,8 @@ def demo(args: argparse.Namespace, say: Callable[[str], None] = print) -> DemoRe
             began_at = time.time()
             first_decision = time.monotonic() + 180
             while watcher.snapshot().decided_at < began_at and time.monotonic() < first_decision:
-                time.sleep(2)
+                if STOP.wait(2):
+                    break
             if watcher.snapshot().decided_at < began_at:
                 say(f"no gate decision in 180 s: see `argo -n {SERVING} list` and the gate run's logs; "
                     "submitting anyway")
@@ -482,7 +493,9 @@ def demo(args: argparse.Namespace, say: Callable[[str], None] = print) -> DemoRe
             if keep and pipeline and not done_said and finished(Snapshot(snap.replicas, snap.ready, None, ours)):
                 done_said = True
                 say("the demo pipeline has ended; the sandbox stays live for your own jobs")
-        if not keep:
+        if STOP.is_set():
+            say("stopping the sandbox" if keep else "stopped")
+        elif not keep:
             say("pipeline completed" if result.completed else "the replay ended before the pipeline completed")
     except KeyboardInterrupt:
         say("stopping the sandbox" if keep else "interrupted")
