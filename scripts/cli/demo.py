@@ -398,6 +398,15 @@ def sandbox_pid() -> int | None:
     return pid if " demo" in cmdline and "--keep" in cmdline and pid != os.getpid() else None
 
 
+def _running(pid: int) -> bool:
+    """Whether process `pid` still runs: an exited one its parent has not reaped yet (a zombie) has ended."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
 def stop_sandbox(say: Callable[[str], None]) -> int:
     """Stop a running sandbox (its pid file names it); return 1 when none runs."""
     pid = sandbox_pid()
@@ -406,9 +415,9 @@ def stop_sandbox(say: Callable[[str], None]) -> int:
         return 1
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + STOP_SECONDS
-    while time.monotonic() < deadline and Path(f"/proc/{pid}").exists():
+    while time.monotonic() < deadline and _running(pid):
         time.sleep(0.5)
-    if Path(f"/proc/{pid}").exists():
+    if _running(pid):
         say(f"offhours demo: the sandbox (pid {pid}) did not stop within {STOP_SECONDS} s; its output says where it is")
         return 1
     say(f"sandbox stopped (pid {pid}); its last lines say what it left on the cluster")
