@@ -71,12 +71,20 @@ cluster-down: ## Stop every process of the local control plane
 	$(PYTHON) scripts/controlplane/lifecycle.py down
 
 .PHONY: demo
-demo: ## The whole loop live on the local control plane (make cluster-up first): offhours demo
+demo: ## The whole loop live on the local control plane (make cluster-up first): offhours demo, then a summary
 	$(PYTHON) -m offhours.scripts.cli.main demo
 
+.PHONY: sandbox
+sandbox: ## The demo kept live for your own jobs until Ctrl-C or make sandbox-stop (make cluster-up first)
+	$(PYTHON) -m offhours.scripts.cli.main demo --keep
+
+.PHONY: sandbox-stop
+sandbox-stop: ## Stop the running sandbox (from another shell); it says what it leaves on the cluster
+	$(PYTHON) -m offhours.scripts.cli.main demo --stop
+
 .PHONY: e2e
-e2e: ## Run the end-to-end tier against the local control plane (make cluster-up first)
-	$(PYTEST) -q -m "cluster and not unproven" tests/e2e
+e2e: ## Run the end-to-end tier against the local control plane (make cluster-up first); records its time
+	$(PYTHON) scripts/controlplane/measure.py run e2e_tier -- $(PYTEST) -q -m "cluster and not unproven" tests/e2e
 
 .PHONY: e2e-unproven
 e2e-unproven: ## The end-to-end tests that do not pass yet (marked unproven, each with its comment)

@@ -16,7 +16,9 @@ The pure part, what changed between two observations (`changes`), is separate fr
 import argparse
 import json
 import os
+import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
@@ -31,6 +33,15 @@ import yaml
 from kubernetes import client
 from kubernetes import config as kube_config
 
+from offhours.scripts.cli.demo_text import (
+    GateDecision,
+    JobState,
+    Snapshot,
+    changes,
+    legend,
+    summarize,
+    summary_lines,
+)
 from offhours.scripts.metrics.emulator import EmulatedServer, Fleet
 from offhours.scripts.names import (
     ANNOTATION_WAITING_REASON,
@@ -44,6 +55,7 @@ from offhours.scripts.names import (
     LABEL_STATE,
     PIPELINE_TEMPLATE,
     STATE_KEY,
+    STATE_PREEMPTED,
     state_configmap_name,
 )
 from offhours.scripts.simulate.trace import Trace, load_trace
@@ -107,6 +119,7 @@ class TraceClock:
     start_minute: float
     speed: float
     started: float = field(default_factory=time.monotonic)
+    period_minutes: int = 0  # the trace's length: a sandbox past its end replays it from the start (0: no end)
 
     def minute(self, now: float | None = None) -> float:
         """Return the trace minute at wall-clock `now` (monotonic)."""
@@ -115,6 +128,8 @@ class TraceClock:
     def label(self, now: float | None = None) -> str:
         """Return the trace time as `day D HH:MM`."""
         m = int(self.minute(now))
+        if self.period_minutes:
+            m %= self.period_minutes
         return f"day {m // 1440 + 1} {m % 1440 // 60:02d}:{m % 60:02d}"
 
 
@@ -161,7 +176,8 @@ class Replay:
         while not self._stop.wait(1.0):
             now = time.monotonic()
             dt, self._last = now - self._last, now
-            minute = min(int(self.clock.minute(now)), self.trace.minutes - 1)
+            # Past the trace's last minute it starts over: a sandbox replays it on and on.
+            minute = int(self.clock.minute(now)) % self.trace.minutes
             self.rps = float(self.trace.requests[minute]) / 60 * self.scale
             prompt = float(self.trace.input_tokens[minute]) / 60 * self.scale
             generated = float(self.trace.output_tokens[minute]) / 60 * self.scale
@@ -182,68 +198,47 @@ class Replay:
                 self.servers[ip].feed(self.rps * dt / n, prompt * dt / n, generated * dt / n, dt, waiting=waiting)
 
 
-@dataclass(frozen=True)
-class Snapshot:
-    """What the demo watches: serving replicas, the gate's last decision, each research workflow's state."""
-
-    replicas: int
-    ready: int
-    decision: str
-    jobs: dict[str, str]
-    decided_at: float = 0.0
-
-
-def changes(before: Snapshot | None, after: Snapshot) -> list[str]:
-    """Return one plain line per change between two snapshots (all of `after` when there is no `before`)."""
-    lines: list[str] = []
-    if before is None or (before.replicas, before.ready) != (after.replicas, after.ready):
-        lines.append(f"{SERVICE}: {after.ready}/{after.replicas} replicas ready"
-                     + ("" if before is None else f" (was {before.ready}/{before.replicas})"))
-    if after.decision and (before is None or before.decision != after.decision):
-        lines.append(f"gate: {after.decision}")
-    for name, state in sorted(after.jobs.items()):
-        was = None if before is None else before.jobs.get(name)
-        if was != state:
-            lines.append(f"job {name}: {state}" + (f" (was {was})" if was else ""))
-    return lines
-
-
 class Watcher:
-    """Reads a Snapshot from the cluster: the demo's service and the workflows of its run id (copies included)."""
+    """Reads a Snapshot from the cluster: the demo's service and the research workflows `selector` picks."""
 
-    def __init__(self, api: client.ApiClient, run_id: str) -> None:
+    def __init__(self, api: client.ApiClient, selector: str, baseline: int) -> None:
         self.apps, self.core, self.custom = client.AppsV1Api(api), client.CoreV1Api(api), client.CustomObjectsApi(api)
-        self.run_id = run_id
+        self.selector, self.baseline = selector, baseline
 
     def snapshot(self) -> Snapshot:
         """Read the serving Deployment, the gate's state ConfigMap and the research workflows."""
-        dep = self.apps.read_namespaced_deployment(SERVICE, SERVING)
-        decision, decided_at = "", 0.0
+        dep = self.apps.read_namespaced_deployment(SERVICE, SERVING, _request_timeout=READ_SECONDS)
+        decision = None
         try:
-            cm = self.core.read_namespaced_config_map(state_configmap_name(SERVICE), SERVING)
+            cm = self.core.read_namespaced_config_map(state_configmap_name(SERVICE), SERVING,
+                                                      _request_timeout=READ_SECONDS)
             last = json.loads((cm.data or {}).get(STATE_KEY, "{}")).get("lastDecision") or {}
             if last:
-                decided_at = float(last.get("at") or 0.0)  # the gate's clock: seconds since the epoch
-                decision = (f"{last.get('action')}: required {last.get('required')}, lent {last.get('lent')}, "
-                            f"target {last.get('target')} ({last.get('reason')})")
-        except (client.ApiException, ValueError):
-            decision = ""
-        jobs: dict[str, str] = {}
+                decision = GateDecision(str(last.get("action") or ""), _int(last.get("required")),
+                                        _int(last.get("lent")), _int(last.get("target")),
+                                        str(last.get("reason") or ""), float(last.get("at") or 0.0))
+        except (client.ApiException, ValueError, TypeError):
+            decision = None
+        jobs: dict[str, JobState] = {}
         for wf in self.custom.list_namespaced_custom_object(ARGO_GROUP, ARGO_VERSION, RESEARCH, "workflows",
-                                                            label_selector=f"{LABEL_RUN_ID}={self.run_id}")["items"]:
-            labels = wf["metadata"].get("labels", {})
-            phase = wf.get("status", {}).get("phase") or "Pending"
-            state = labels.get(LABEL_STATE, "")
-            reason = wf["metadata"].get("annotations", {}).get(ANNOTATION_WAITING_REASON, "")
-            jobs[wf["metadata"]["name"]] = f"{phase}{', ' + state if state else ''}{': ' + reason if reason else ''}"
-        return Snapshot(dep.spec.replicas or 0, dep.status.ready_replicas or 0, decision, jobs, decided_at)
+                                                            label_selector=self.selector,
+                                                            _request_timeout=READ_SECONDS)["items"]:
+            meta = wf["metadata"]
+            jobs[meta["name"]] = JobState((wf.get("status") or {}).get("phase") or "Pending",
+                                          (meta.get("labels") or {}).get(LABEL_STATE, ""),
+                                          (meta.get("annotations") or {}).get(ANNOTATION_WAITING_REASON, ""))
+        return Snapshot(dep.spec.replicas or 0, dep.status.ready_replicas or 0, decision, jobs)
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def finished(snapshot: Snapshot) -> bool:
     """Whether the run is over: a run succeeded, or one failed on its own (not stopped by the gate)."""
-    states = snapshot.jobs.values()
-    return any(s.startswith("Succeeded") for s in states) or any(
-        s.startswith(("Failed", "Error")) and "preempted" not in s for s in states)
+    jobs = snapshot.jobs.values()
+    return any(j.phase == "Succeeded" for j in jobs) or any(
+        j.phase in ("Failed", "Error") and j.state != STATE_PREEMPTED for j in jobs)
 
 
 def kubectl(bin_dir: str, kubeconfig: str, *args: str, stdin: str | None = None) -> str:
@@ -255,10 +250,10 @@ def kubectl(bin_dir: str, kubeconfig: str, *args: str, stdin: str | None = None)
     return out.stdout
 
 
-def delete_gate_runs(bin_dir: str, kubeconfig: str, namespace: str) -> None:
-    """Delete the gate CronWorkflow's runs in `namespace` and wait until they are gone."""
+def delete_gate_runs(bin_dir: str, kubeconfig: str, namespace: str, wait: bool = True) -> None:
+    """Delete the gate CronWorkflow's runs in `namespace` (`wait`: until they are gone)."""
     kubectl(bin_dir, kubeconfig, "-n", namespace, "delete", "workflows", "-l",
-            f"workflows.argoproj.io/cron-workflow={GATE_CRON_WORKFLOW}", "--ignore-not-found", "--wait=true")
+            f"workflows.argoproj.io/cron-workflow={GATE_CRON_WORKFLOW}", "--ignore-not-found", f"--wait={str(wait).lower()}")
 
 
 def local_cluster() -> dict[str, str]:
@@ -327,7 +322,7 @@ def submit(env: dict[str, str], run_id: str, steps: int) -> str:
 
 
 def watch(watcher: Watcher, clock: TraceClock, replay: Replay, until: Callable[[Snapshot], bool], deadline: float,
-          say: Callable[[str], None]) -> Iterator[Snapshot]:
+          say: Callable[[str], None], began: float) -> Iterator[Snapshot]:
     """Print changes once a second until `until` holds or the deadline passes; yield each snapshot."""
     before: Snapshot | None = None
     while time.monotonic() < deadline:
@@ -335,37 +330,121 @@ def watch(watcher: Watcher, clock: TraceClock, replay: Replay, until: Callable[[
             now = watcher.snapshot()
         except client.ApiException as err:
             say(f"cannot read the cluster: HTTP {err.status} {err.reason}")
-            time.sleep(1)
+            if STOP.wait(1):
+                return
             continue
-        for line in changes(before, now):
-            say(f"[{clock.label()}] load {replay.rps:6.1f} req/s | {line}")
+        except OSError as err:  # a read that timed out or a connection refused: the next second tries again
+            say(f"cannot read the cluster: {type(err).__name__}: {err}")
+            if STOP.wait(1):
+                return
+            continue
+        stamp = f"[trace {clock.label()} | wall +{time.monotonic() - began:.0f} s] load {replay.rps:.1f} req/s"
+        for line in changes(before, now, SERVICE, watcher.baseline, clock.speed):
+            say(f"{stamp} | {line}")
         before = now
         yield now
-        if until(now):
+        if until(now) or STOP.wait(1):
             return
-        time.sleep(1)
 
 
 @dataclass
 class DemoResult:
-    """What the demo saw: the submitted workflow, every snapshot (with its trace time), the lines it printed."""
+    """What the demo saw: the submitted workflow, every snapshot (wall-clock second, trace time), the lines."""
 
     workflow: str = ""
     snapshots: list[tuple[str, Snapshot]] = field(default_factory=list)
+    samples: list[tuple[float, Snapshot]] = field(default_factory=list)
+    left: list[str] = field(default_factory=list)
 
     @property
     def completed(self) -> bool:
         """Whether a run of the pipeline succeeded."""
-        return bool(self.snapshots) and any(s.startswith("Succeeded") for s in self.snapshots[-1][1].jobs.values())
+        return bool(self.snapshots) and any(j.phase == "Succeeded" for j in self.snapshots[-1][1].jobs.values())
+
+
+PID_FILE = DEMO_DIR / "sandbox.pid"
+STOP = threading.Event()  # set by SIGTERM (`offhours demo --stop`): the demo ends and cleans up
+READ_SECONDS = 10  # each read of the watch loop: a hung API server is a missed second, not a hung demo
+STOP_SECONDS = 180  # its cleanup: the gate suspended, its runs deleted, the summary's log reads (each time-boxed)
+RESUMED = re.compile(r"start at step (\d+)")
 
 
 def run_demo(args: argparse.Namespace, say: Callable[[str], None] = print) -> int:
-    """Run the demo (`offhours demo`); exit 0 if the pipeline completed."""
-    return 0 if demo(args, say).completed else 1
+    """Run the demo (`offhours demo`); exit 0 if the pipeline completed (`--keep`: once stopped)."""
+    if args.stop:
+        return stop_sandbox(say)
+    running = sandbox_pid()
+    if running is not None:  # a second install would reset the serving and gate the first one drives
+        say(f"offhours demo: a sandbox is already running (pid {running}): `make sandbox-stop` first")
+        return 1
+    # SIGTERM (`offhours demo --stop`, `make sandbox-stop`) ends it as Ctrl-C does: the cleanup runs.
+    signal.signal(signal.SIGTERM, _interrupt)
+    result = demo(args, say)
+    return 0 if args.keep or result.completed else 1
+
+
+def _interrupt(*_: Any) -> None:
+    # A flag, not an exception: the watch loop ends at its next second, wherever the signal lands.
+    STOP.set()
+
+
+def sandbox_pid() -> int | None:
+    """Return the pid of the running sandbox, or None (no pid file, its process gone, or the pid reused)."""
+    try:
+        pid = int(PID_FILE.read_text().strip())
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except (OSError, ValueError):
+        return None
+    return pid if " demo" in cmdline and "--keep" in cmdline and pid != os.getpid() else None
+
+
+def _running(pid: int) -> bool:
+    """Whether process `pid` still runs: an exited one its parent has not reaped yet (a zombie) has ended."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
+def stop_sandbox(say: Callable[[str], None]) -> int:
+    """Stop a running sandbox (its pid file names it); return 1 when none runs."""
+    pid = sandbox_pid()
+    if pid is None:
+        say(f"offhours demo: no sandbox is running (no live sandbox process in {PID_FILE})")
+        return 1
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_SECONDS
+    while time.monotonic() < deadline and _running(pid):
+        time.sleep(0.5)
+    if _running(pid):
+        say(f"offhours demo: the sandbox (pid {pid}) did not stop within {STOP_SECONDS} s; its output says where it is")
+        return 1
+    say(f"sandbox stopped (pid {pid}); its last lines say what it left on the cluster")
+    return 0
+
+
+def resumed_steps(core: client.CoreV1Api, jobs: dict[str, JobState]) -> dict[str, int]:
+    """Return the step each workflow's training resumed from (its pods' logs: `start at step N`, N > 0)."""
+    steps: dict[str, int] = {}
+    for name in jobs:
+        try:
+            pods = core.list_namespaced_pod(RESEARCH, label_selector=f"workflows.argoproj.io/workflow={name}",
+                                            _request_timeout=10).items
+            for pod in pods:
+                text = core.read_namespaced_pod_log(pod.metadata.name, RESEARCH, container="main",
+                                                    _preload_content=False, _request_timeout=10).data.decode(
+                                                        errors="replace")
+                found = [int(m) for m in RESUMED.findall(text) if int(m) > 0]
+                if found:
+                    steps[name] = found[0]
+        except (client.ApiException, OSError, ValueError):
+            continue  # advisory: the summary says only what it could read
+    return steps
 
 
 def demo(args: argparse.Namespace, say: Callable[[str], None] = print) -> DemoResult:
-    """Set up the demo, run it until the pipeline completes or the replay ends; return what it saw."""
+    """Set up the demo, run it until the pipeline completes or the replay ends (`--keep`: until stopped)."""
     env = local_cluster()
     api = kube_config.new_client_from_config(env["KUBECONFIG"])
     trace = load_trace()
@@ -376,46 +455,118 @@ def demo(args: argparse.Namespace, say: Callable[[str], None] = print) -> DemoRe
     scale = load_scale(trace, start, minutes, args.replicas, 0.25)
     DEMO_DIR.mkdir(parents=True, exist_ok=True)
     run_id = args.run_id or f"demo-{int(time.time())}"
+    keep, pipeline = bool(getattr(args, "keep", False)), not getattr(args, "no_pipeline", False)
     # A fresh start for this run id: an earlier demo's checkpoints would make the job resume, not start.
     for kept in ("ckpt", "out"):
         shutil.rmtree(DEMO_DIR / kept / run_id, ignore_errors=True)
     install(env, raw, args.replicas, say)
-    clock = TraceClock(start, args.speed)
+    clock = TraceClock(start, args.speed, period_minutes=trace.minutes)
     replay = Replay(api, port, trace, clock, scale).start()
-    say(f"replaying the bundled trace from {clock.label()} at {args.speed:g}x ({minutes} trace minutes in "
-        f"{minutes * 60 / args.speed:.0f} s); peak {float(trace.requests[start:start + minutes].max()) / 60 * scale:.1f} "
-        f"req/s for {args.replicas} replicas of {CAPACITY_RPS:g} req/s")
+    began = time.monotonic()
+    say(f"replaying the bundled trace from trace {clock.label()} at {args.speed:g}x ({minutes} trace minutes in "
+        f"{minutes * 60 / args.speed:.0f} wall s{'; then on and on, from the trace start' if keep else ''}); "
+        f"peak {float(trace.requests[start:start + minutes].max()) / 60 * scale:.1f} req/s for {args.replicas} "
+        f"replicas of {CAPACITY_RPS:g} req/s")
+    for line in legend(SERVICE, args.replicas, args.speed):
+        say(line)
     result = DemoResult()
+    if keep:
+        PID_FILE.write_text(str(os.getpid()))
+    # The demo's run, or in a sandbox every offhours workflow (the person's own jobs too).
+    watcher = Watcher(api, LABEL_SERVICE if keep else f"{LABEL_RUN_ID}={run_id}", args.replicas)
     try:
-        # The first gate run starts at the next minute: submit once the gate is deciding.
-        watcher = Watcher(api, run_id)
-        say("waiting for the gate's first decision (its CronWorkflow runs every minute)")
-        began = time.time()
-        first_decision = time.monotonic() + 180
-        while watcher.snapshot().decided_at < began and time.monotonic() < first_decision:
-            time.sleep(2)
-        if watcher.snapshot().decided_at < began:
-            say(f"no gate decision in 180 s: see `argo -n {SERVING} list` and the gate run's logs; submitting anyway")
-        for error in replay.errors[:3]:
-            say(f"emulated fleet: {error}")
-        result.workflow = submit(env, run_id, args.steps)
-        say(f"submitted {result.workflow}: argo submit -n {RESEARCH} --from workflowtemplate/{PIPELINE_TEMPLATE} "
-            "(README's local parameters)")
-        deadline = time.monotonic() + minutes * 60 / args.speed
-        for snap in watch(watcher, clock, replay, finished, deadline, say):
+        if pipeline:
+            # The first gate run starts at the next minute: submit once the gate is deciding.
+            say("waiting for the gate's first decision (its CronWorkflow runs every minute)")
+            began_at = time.time()
+            first_decision = time.monotonic() + 180
+            while watcher.snapshot().decided_at < began_at and time.monotonic() < first_decision:
+                if STOP.wait(2):
+                    break
+            if watcher.snapshot().decided_at < began_at:
+                say(f"no gate decision in 180 s: see `argo -n {SERVING} list` and the gate run's logs; "
+                    "submitting anyway")
+            for error in replay.errors[:3]:
+                say(f"emulated fleet: {error}")
+            result.workflow = submit(env, run_id, args.steps)
+            say(f"submitted {result.workflow}: argo submit -n {RESEARCH} --from workflowtemplate/{PIPELINE_TEMPLATE} "
+                "(README's local parameters)")
+        if keep:
+            say(sandbox_hint())
+        deadline = time.monotonic() + (float("inf") if keep else minutes * 60 / args.speed)
+        done_said = False
+        for snap in watch(watcher, clock, replay, (lambda _: False) if keep else finished, deadline, say, began):
             result.snapshots.append((clock.label(), snap))
-        say("pipeline completed" if result.completed else "the replay ended before the pipeline completed")
-        return result
+            result.samples.append((time.monotonic(), snap))
+            ours = {n: j for n, j in snap.jobs.items() if result.workflow and n.startswith(result.workflow)}
+            if keep and pipeline and not done_said and finished(Snapshot(snap.replicas, snap.ready, None, ours)):
+                done_said = True
+                say("the demo pipeline has ended; the sandbox stays live for your own jobs")
+        if STOP.is_set():
+            say("stopping the sandbox" if keep else "stopped")
+        elif not keep:
+            say("pipeline completed" if result.completed else "the replay ended before the pipeline completed")
+    except KeyboardInterrupt:
+        say("stopping the sandbox" if keep else "interrupted")
     finally:
+        cleanup_began = time.monotonic()
         replay.stop()
-        # Without the emulated fleet the gate would only see missing metrics: stop its runs.
+        result.left = stop_gate(env, api, args.replicas)
+        gate_stopped = time.monotonic() - cleanup_began
+        last = result.snapshots[-1][1] if result.snapshots else None
+        if last is not None:
+            summary = summarize(result.samples, args.replicas, args.speed,
+                                resumed_steps(client.CoreV1Api(api), last.jobs))
+            for line in summary_lines(summary, RESEARCH, run_id if pipeline else "NAME", args.speed):
+                say(line)
+        for line in result.left:
+            say(line)
+        say(f"(cleanup: the gate stopped in {gate_stopped:.0f} s, all of it in {time.monotonic() - cleanup_began:.0f} s)")
+        if keep:  # last: `offhours demo --stop` waits for this process, not for the file
+            PID_FILE.unlink(missing_ok=True)
+    return result
+
+
+def sandbox_hint() -> str:
+    """Return what a person can do while the sandbox runs."""
+    return (f"the sandbox stays live until Ctrl-C or `make sandbox-stop`. In another shell: "
+            f'eval "$(python3 scripts/controlplane/lifecycle.py env)"; then `offhours submit offhours-job -n '
+            f"{RESEARCH} ...` or `argo submit -n {RESEARCH} --from workflowtemplate/offhours-job ...` (README: "
+            f"Try it locally), and watch with `offhours jobs -n {RESEARCH}` and `offhours why NAME -n {RESEARCH}`")
+
+
+def stop_gate(env: dict[str, str], api: client.ApiClient, baseline: int) -> list[str]:
+    """Suspend the gate and end its runs (without the emulated fleet every tick would fail); say what is left."""
+    bin_dir, kubeconfig = env["OFFHOURS_CLUSTER_BIN"], env["KUBECONFIG"]
+    left: list[str] = []
+    try:
         cron_ns = yaml.safe_load((DEMO_DIR / "manifests" / "cronworkflow-offhours-gate.yaml").read_text())
-        kubectl(env["OFFHOURS_CLUSTER_BIN"], env["KUBECONFIG"], "-n", cron_ns["metadata"]["namespace"], "patch",
-                "cronworkflow", GATE_CRON_WORKFLOW, "--type=merge", "-p", '{"spec":{"suspend":true}}')
-        # The run in progress would tick on for up to a minute; deleted, its gate ends its tick and exits.
-        delete_gate_runs(env["OFFHOURS_CLUSTER_BIN"], env["KUBECONFIG"], cron_ns["metadata"]["namespace"])
-        say(f"gate CronWorkflow suspended and its runs stopped; the research workflows stay for "
-            f"`argo list -n {RESEARCH}`")
+        namespace = cron_ns["metadata"]["namespace"]
+        kubectl(bin_dir, kubeconfig, "-n", namespace, "patch", "cronworkflow", GATE_CRON_WORKFLOW, "--type=merge",
+                "-p", '{"spec":{"suspend":true}}')
+        # The run in progress would tick on for up to a minute; deleted, its gate ends its tick and exits
+        # (nothing here needs it gone: a next install waits for that).
+        delete_gate_runs(bin_dir, kubeconfig, namespace, wait=False)
+        left.append(f"left on the cluster: the gate CronWorkflow {namespace}/{GATE_CRON_WORKFLOW} suspended and its "
+                    "runs deleted (the emulated vLLM servers stopped with this process, so every tick would fail)")
+    except (OSError, RuntimeError, subprocess.TimeoutExpired, KeyError, TypeError) as err:
+        left.append(f"could not suspend the gate CronWorkflow ({err}): it still ticks and finds no vLLM metrics")
+    try:
+        dep = client.AppsV1Api(api).read_namespaced_deployment(SERVICE, SERVING)
+        wfs = client.CustomObjectsApi(api).list_namespaced_custom_object(
+            ARGO_GROUP, ARGO_VERSION, RESEARCH, "workflows", label_selector=LABEL_SERVICE)["items"]
+        running = [w["metadata"]["name"] for w in wfs if (w.get("status") or {}).get("phase") in ("Running", None)
+                   and not (w.get("spec") or {}).get("suspend")]
+        lent = "" if (dep.spec.replicas or 0) >= baseline else (
+            f" ({baseline - (dep.spec.replicas or 0)} lent: each job's exit hook gives its replicas back when it ends)")
+        left.append(f"  serving: {SERVING}/{SERVICE} at {dep.spec.replicas} replicas{lent}")
+        left.append(f"  research: {len(wfs)} workflows in {RESEARCH}" + (
+            f", still running: {', '.join(sorted(running))}" if running else ", none running")
+            + f" (`argo list -n {RESEARCH}`)")
+    except (client.ApiException, OSError, KeyError, TypeError) as err:
+        left.append(f"  could not read what is left ({err})")
+    left.append("  `make sandbox` starts the live sandbox again (it reinstalls the gate and serving)")
+    return left
 
 
 def register(subparsers: Any) -> None:
@@ -425,10 +576,14 @@ def register(subparsers: Any) -> None:
     p.add_argument("--speed", type=float, default=60.0, help="trace seconds per wall-clock second (default 60)")
     p.add_argument("--start-hour", type=float, default=16.0, help="trace hour to start at (default 16: day 1, "
                    "16:00, before the evening peak; the night after it is low for hours: the job resumes)")
-    p.add_argument("--hours", type=float, default=14.0, help="trace hours to replay at most (default 14)")
+    p.add_argument("--hours", type=float, default=14.0, help="trace hours to replay at most (default 14; "
+                   "with --keep, the load scale's window)")
     p.add_argument("--replicas", type=int, default=16, help="serving replicas of 4 GPUs (default 16: every kwok GPU)")
     p.add_argument("--steps", type=int, default=5000, help="training steps of the reference job, 0.05 s each "
                    "(default 5000: the job runs into the evening peak)")
     p.add_argument("--run-id", help="run id of the pipeline (default: demo-<time>)")
+    p.add_argument("--keep", action="store_true", help="a sandbox: keep serving, the gate and the replay live "
+                   "(the trace on and on) until Ctrl-C or `offhours demo --stop`; your own jobs run there too")
+    p.add_argument("--no-pipeline", action="store_true", help="submit no demo pipeline (with --keep: only your jobs)")
+    p.add_argument("--stop", action="store_true", help="stop the running sandbox (`make sandbox-stop`)")
     p.set_defaults(func=run_demo)
-

@@ -271,13 +271,29 @@ def _cmd_cancel(args: argparse.Namespace) -> int:
     return 0
 
 
+def attempt_header(workflow: str, pod: str | None, attempt: int, attempts: int, state: str) -> str:
+    """Return the line above a pod's log: the workflow and pod, and which attempt of the run it is.
+
+    A run stopped for reclaim goes on as a parked copy that resumes from the checkpoint: each copy
+    is an attempt, and marking them lets a person see the resume. A run of one attempt needs no mark.
+    """
+    where = f"{workflow} / {pod}" if pod else workflow
+    if attempts == 1:
+        return f"==> {where} <=="
+    mark = f"attempt {attempt} of {attempts}, {state}"
+    if attempt > 1:
+        mark += ", resumed from the last checkpoint"
+    gone = "" if pod else ": no pods left (deleted when it was stopped; their logs went with them)"
+    return f"==> {where} ({mark}){gone} <=="
+
+
 def _cmd_logs(args: argparse.Namespace) -> int:
     from offhours.scripts.cluster.errors import describe_api_error
 
     reader = _reader(args)
     pool = read_pool(args)
     run = find_run(pool, args.name, _namespaces(args))
-    pods: list[tuple[str, dict[str, Any]]] = []
+    attempts: list[tuple[Any, list[dict[str, Any]]]] = []
     for copy in run.copies:
         try:
             found = reader.core.list_namespaced_pod(copy.namespace,
@@ -286,29 +302,42 @@ def _cmd_logs(args: argparse.Namespace) -> int:
             raise CommandError(describe_api_error(f"list pods of {copy.name}", err)) from None
         items = sorted((reader.api.sanitize_for_serialization(p) for p in found.items),
                        key=lambda p: (p.get("metadata") or {}).get("creationTimestamp") or "")
-        pods += [(copy.name, p) for p in items if step_matches(p, args.step)]
-    if not pods:
+        attempts.append((copy, [p for p in items if step_matches(p, args.step)]))
+    newest = next(((c, ps[-1]) for c, ps in reversed(attempts) if ps), None)
+    if newest is None:
         what = f" for step {args.step!r}" if args.step else ""
         raise CommandError(f"{printable(run.run_id)} has no pods{printable(what)} yet (it is {run.state})")
-    for index, (workflow, pod) in enumerate(pods):
-        name = pod["metadata"]["name"]
-        follow = args.follow and index == len(pods) - 1
-        print(f"==> {printable(workflow)} / {printable(name)} <==", flush=True)
-        try:
-            if follow:
-                stream = reader.core.read_namespaced_pod_log(name, run.namespace, container="main", follow=True,
-                                                             _preload_content=False)
-                for chunk in stream.stream():
-                    sys.stdout.write(chunk.decode(errors="replace"))
-                    sys.stdout.flush()
-            else:
-                # The log as the API server sent it: the client's own decoding would print a bytes repr (b'...').
-                answer = reader.core.read_namespaced_pod_log(name, run.namespace, container="main",
-                                                             _preload_content=False)
-                text = answer.data.decode(errors="replace")
-                sys.stdout.write(text if not text or text.endswith("\n") else text + "\n")
-        except Exception as err:  # noqa: BLE001 - one pod's missing log does not hide the others
-            print(printable(f"({describe_api_error(f'log of {name}', err)})"))
+    unread: list[str] = []
+    for number, (copy, pods) in enumerate(attempts, 1):
+        if not pods:
+            print(printable(attempt_header(copy.name, None, number, len(attempts), copy.state)), flush=True)
+        for pod in pods:
+            name = pod["metadata"]["name"]
+            print(printable(attempt_header(copy.name, name, number, len(attempts), copy.state)), flush=True)
+            if (pod.get("status") or {}).get("phase") == "Pending" and not (args.follow and pod is newest[1]):
+                # Not started (unschedulable, or waiting for its node): it has no log yet, which is no failure.
+                print("(not started yet: no log)")
+                continue
+            try:
+                if args.follow and pod is newest[1]:
+                    stream = reader.core.read_namespaced_pod_log(name, copy.namespace, container="main",
+                                                                 follow=True, _preload_content=False)
+                    for chunk in stream.stream():
+                        sys.stdout.write(chunk.decode(errors="replace"))
+                        sys.stdout.flush()
+                else:
+                    # The log as the API server sent it: the client's own decoding would print a bytes repr (b'...').
+                    answer = reader.core.read_namespaced_pod_log(name, copy.namespace, container="main",
+                                                                 _preload_content=False)
+                    text = answer.data.decode(errors="replace")
+                    sys.stdout.write(text if not text or text.endswith("\n") else text + "\n")
+            except Exception as err:  # noqa: BLE001 - one pod's unreadable log does not hide the others
+                problem = describe_api_error(f"log of {name}", err)
+                print(printable(f"({problem})"))
+                unread.append(problem)
+    if unread:
+        # Every log that could be read is printed above; a missing one still fails the command.
+        raise CommandError(f"{len(unread)} pod log(s) could not be read; the first: {unread[0]}")
     return 0
 
 

@@ -12,8 +12,11 @@ materialised, and a kubeconfig holding a token of the pod's ServiceAccount, so R
 a cluster. The pod's status follows the process: Running, then Succeeded or Failed with the exit
 code. A pod being deleted gets SIGTERM, then SIGKILL after its grace period. Like a kubelet, the
 runner can serve the logs of the pods it ran (`serve_logs`: the kubelet's `/containerLogs` path
-over HTTPS; point the nodes' `status.daemonEndpoints.kubeletEndpoint.Port` at it), so `kubectl
-logs` and `offhours logs` read them through the API server.
+over HTTPS; `make cluster-up` points the nodes' `status.daemonEndpoints.kubeletEndpoint.Port`
+at it), so `kubectl logs` and `offhours logs` read them through the API
+server. With a log folder each pod's output is kept there as it comes (`NS/POD/main.log`, the
+kubelet's own layout in spirit): every runner that shares the folder serves every pod's log, and
+a runner restarted serves the logs of the pods run before.
 
 Each pod is claimed first (an annotation written with the pod's resourceVersion as precondition),
 so two runners never run the same pod. A runner reports what goes wrong: an unreadable ConfigMap,
@@ -21,6 +24,7 @@ a token it cannot get, a program that cannot start fail the pod with the reason 
 errors are logged and kept in `errors`.
 
     python scripts/controlplane/podrunner.py --kubeconfig FILE [--journal FILE] [--pause-file FILE]
+        [--log-dir DIR --log-port PORT --tls-cert FILE --tls-key FILE]
 
 `make cluster-up` starts it as a daemon. The e2e tests run their own runner in-process (their
 checkout's code, their records) and pause the daemon meanwhile: they write their pid to the pause
@@ -32,6 +36,7 @@ import http.server
 import json
 import logging
 import os
+import re
 import signal
 import ssl
 import subprocess
@@ -55,7 +60,10 @@ SELECTORS = ("offhours.io/role in (exit-hook,gate,check-parameters,backstop)", "
 LOCAL_IMAGE_PREFIX = "offhours.local/"
 CLAIM = "offhours.io/local-runner"
 STATUS_TRIES = 10
+JOURNAL_CHARS = 20000  # what the journal keeps of each pod's output (the log folder keeps it all)
 MESSAGE_BYTES = 2048  # what the kubelet keeps of a log as a termination message
+# A namespace or pod name as Kubernetes allows them (DNS-1123): nothing else reaches the log folder.
+_OBJECT_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 log = logging.getLogger("podrunner")
 
 
@@ -94,6 +102,8 @@ class LocalPodRunner:
     ran: list[Ran] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     outputs: dict[tuple[str, str], list[str]] = field(default_factory=dict)  # (namespace, pod): its lines so far
+    log_dir: Path | None = None  # where each pod's output is kept (NS/POD/main.log); None: in memory only
+    record_chars: int | None = None  # how much of each output `ran` keeps (None: all; a daemon lives for days)
     identity: str = field(default_factory=lambda: f"{os.uname().nodename}-{os.getpid()}-{time.monotonic_ns()}")
     _stop: threading.Event = field(default_factory=threading.Event)
     _threads: list[threading.Thread] = field(default_factory=list)
@@ -121,20 +131,24 @@ class LocalPodRunner:
         The log of a pod this runner ran (or runs) is its main container's output so far; any
         other pod or container is a 404 naming why. A second call returns the same server's port.
         """
+        return self.serve_logs_on(cert_file, key_file, 0, host)
+
+    def serve_logs_on(self, cert_file: str, key_file: str, port: int, host: str = "127.0.0.1") -> int:
+        """Serve the logs (see `serve_logs`) on `port` (0: any free one); return the port."""
         if self._log_server is not None:
             return int(self._log_server.server_address[1])
-        outputs = self.outputs
+        lines_of = self.lines_of
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802 - the name http.server calls
                 url = urlsplit(self.path)
                 parts = url.path.strip("/").split("/")
-                lines = outputs.get((parts[1], parts[2])) if len(parts) == 4 and parts[0] == "containerLogs" else None
+                lines = lines_of(parts[1], parts[2]) if len(parts) == 4 and parts[0] == "containerLogs" else None
                 if lines is None or parts[3] != "main":
                     self._answer(404, f"no log of {url.path}: only the main container of a pod the local runner ran\n")
                     return
                 tail = parse_qs(url.query).get("tailLines", [""])[0]
-                shown = list(lines)[-int(tail):] if tail.isdigit() else list(lines)
+                shown = lines[-int(tail):] if tail.isdigit() and int(tail) > 0 else [] if tail == "0" else lines
                 self._answer(200, "".join(shown))
 
             def _answer(self, status: int, text: str) -> None:
@@ -148,7 +162,7 @@ class LocalPodRunner:
             def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's signature
                 log.debug("log server: " + format, *args)
 
-        server = http.server.ThreadingHTTPServer((host, 0), Handler)
+        server = http.server.ThreadingHTTPServer((host, port), Handler)
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(cert_file, key_file)
         server.socket = context.wrap_socket(server.socket, server_side=True)
@@ -156,6 +170,21 @@ class LocalPodRunner:
         thread.start()
         self._log_server = server
         return int(server.server_address[1])
+
+    def lines_of(self, namespace: str, pod: str) -> list[str] | None:
+        """Return the output of pod `namespace/pod` so far (None: no pod this runner or its log folder knows)."""
+        lines = self.outputs.get((namespace, pod))
+        if lines is not None:
+            return list(lines)
+        path = self._log_path(namespace, pod)
+        if path is None or not path.is_file():
+            return None
+        return path.read_text(errors="replace").splitlines(keepends=True)
+
+    def _log_path(self, namespace: str, pod: str) -> Path | None:
+        if self.log_dir is None or not (_OBJECT_NAME.fullmatch(namespace) and _OBJECT_NAME.fullmatch(pod)):
+            return None
+        return self.log_dir / namespace / pod / "main.log"
 
     def _error(self, message: str) -> None:
         log.error(message)
@@ -296,13 +325,17 @@ class LocalPodRunner:
                 raise PodError(f"cannot start {argv[0]}: {err.strerror or err}") from None
             log.info("%s/%s: running %s (pid %d)", ns, name, " ".join(argv)[:200], proc.pid)
             output = self.outputs.setdefault((ns, name), [])
-            reader = threading.Thread(target=lambda: output.extend(proc.stdout or []), daemon=True)
+            reader = threading.Thread(target=self._keep_output, args=(proc, output, self._log_path(ns, name)),
+                                      daemon=True)
             reader.start()
             code = self._wait(core, proc, pod)
             reader.join(timeout=10)
         text = "".join(output)
-        self.ran.append(Ran(ns, name, argv, code, text))
-        self._journal(Ran(ns, name, argv, code, text[-20000:]))
+        if self.log_dir is not None:  # kept on disk: a long-lived runner does not hold every pod's output
+            self.outputs.pop((ns, name), None)
+        kept = text if self.record_chars is None else text[-self.record_chars:]
+        self.ran.append(Ran(ns, name, argv, code, kept))
+        self._journal(Ran(ns, name, argv, code, text[-JOURNAL_CHARS:]))
         log.info("%s/%s: exit %d", ns, name, code)
         reason = None if code == 0 else (text.strip().splitlines() or [f"exit code {code}"])[-1][:500]
         # Like the kubelet: a failed container with FallbackToLogsOnError gets its log's tail as its message.
@@ -310,6 +343,20 @@ class LocalPodRunner:
                 if code and main.termination_message_policy == "FallbackToLogsOnError" else None)
         self._status(core, ns, name, "Succeeded" if code == 0 else "Failed", code, started, message=reason,
                      container_message=tail or reason)
+
+    def _keep_output(self, proc: subprocess.Popen[str], output: list[str], path: Path | None) -> None:
+        """Collect the process's output line by line, and append each line to its log file as it comes."""
+        try:
+            if path is not None:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            with (path.open("w") if path is not None else open(os.devnull, "w")) as log_file:
+                for line in proc.stdout or []:
+                    output.append(line)
+                    log_file.write(line)
+                    log_file.flush()
+        except OSError as err:  # the log file, not the pod: the pod runs on and its output is still collected
+            self._error(f"cannot keep the log at {path}: {err}")
+            output.extend(proc.stdout or [])
 
     def _wait(self, core: client.CoreV1Api, proc: subprocess.Popen[str], pod: Any) -> int:
         """Wait for the process; SIGTERM it when its pod is being deleted, SIGKILL after the grace period."""
@@ -473,11 +520,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-n", "--namespace", action="append", default=[], help="watch only these (default: all)")
     parser.add_argument("--map", action="append", default=[], metavar="POD_PATH=LOCAL_PATH",
                         help="where a path of the pod's image is on this machine (repeatable)")
+    parser.add_argument("--log-dir", type=Path, help="keep each pod's output here (NS/POD/main.log)")
+    parser.add_argument("--log-port", type=int, help="serve the logs as a kubelet on this port (HTTPS)")
+    parser.add_argument("--tls-cert", help="certificate of the log server (with --log-port)")
+    parser.add_argument("--tls-key", help="its key")
     args = parser.parse_args(argv)
+    if args.log_port is not None and not (args.tls_cert and args.tls_key):
+        parser.error("--log-port needs --tls-cert and --tls-key: the API server reaches a kubelet over HTTPS")
     path_map = dict(item.split("=", 1) for item in args.map)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     runner = from_kubeconfig(args.kubeconfig, namespaces=tuple(args.namespace), journal=args.journal,
-                             pause_file=args.pause_file, path_map=path_map)
+                             pause_file=args.pause_file, path_map=path_map, log_dir=args.log_dir,
+                             record_chars=JOURNAL_CHARS)
+    if args.log_port is not None:
+        for attempt in range(30):  # a runner stopped just before may hold the port for a moment
+            try:
+                runner.serve_logs_on(args.tls_cert, args.tls_key, args.log_port)
+                break
+            except OSError as err:
+                if attempt == 29:
+                    log.error("cannot serve pod logs on 127.0.0.1:%d: %s", args.log_port, err)
+                    return 1
+                time.sleep(0.5)
+        log.info("serving pod logs as a kubelet on 127.0.0.1:%d", args.log_port)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())

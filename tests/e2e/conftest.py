@@ -162,7 +162,9 @@ def runner(api: client.ApiClient, cluster_env: dict[str, str]) -> Iterator[Local
     take_over(STATE / "podrunner.pause", int(daemon_pid.read_text()) if daemon_pid.exists() else None)
     # As the daemon's: the launcher built by cluster-up, and the reference job as the offhours.local/ image's /app.
     path_map = {"/offhours/bin/": f"{STATE / 'bin'}/", "/app/": f"{REPO / 'examples' / 'reference-job'}/"}
-    pods = LocalPodRunner(api, cluster["server"], cluster["certificate-authority"], path_map=path_map).start()
+    # The daemon's log folder: the daemon serves the logs of the pods this runner runs too.
+    pods = LocalPodRunner(api, cluster["server"], cluster["certificate-authority"], path_map=path_map,
+                          log_dir=STATE / "podlogs").start()
     try:
         yield pods
     finally:
@@ -185,11 +187,12 @@ def wait(what: str, check: Callable[[], Any], timeout: float = 120.0, every: flo
 def pod_logs(runner: LocalPodRunner, kubectl: Callable[..., str]) -> Iterator[int]:
     """The runner serves the logs of the pods it runs, as a kubelet; every kwok node points the API server at it.
 
-    kwok runs no kubelet (its nodes' kubelet port is 0): without this, a pod log read through the
-    API server fails. Afterwards the nodes point nowhere again.
+    kwok runs no kubelet: cluster-up points its nodes at the daemon runner's log server.
+    This one serves the pods it runs from memory; afterwards the nodes point where they did.
     """
     port = runner.serve_logs(str(STATE / "pki" / "apiserver.crt"), str(STATE / "pki" / "apiserver.key"))
     nodes = kubectl("get", "nodes", "-l", "type=kwok", "-o", "name").split()
+    before = kubectl("get", nodes[0], "-o", "jsonpath={.status.daemonEndpoints.kubeletEndpoint.Port}").strip()
 
     def point(at: int) -> None:
         for node in nodes:
@@ -199,4 +202,4 @@ def pod_logs(runner: LocalPodRunner, kubectl: Callable[..., str]) -> Iterator[in
     try:
         yield port
     finally:
-        point(0)
+        point(int(before or 0))

@@ -25,8 +25,13 @@ def test_demo_lends_reclaims_resumes_and_completes(runner: LocalPodRunner, clust
     lowest = replicas.index(min(replicas))
     assert min(replicas) < 16, "the gate never lent:\n" + transcript
     assert max(replicas[lowest:]) > min(replicas), "the gate never reclaimed:\n" + transcript
-    states = [state for _, snap in result.snapshots for state in snap.jobs.values()]
-    assert any("preempted" in state for state in states), transcript
+    states = [job.state for _, snap in result.snapshots for job in snap.jobs.values()]
+    assert "preempted" in states, transcript
+    # What a person reads: changes, not the state again; the closing summary; what it left running.
+    assert max(len(line) for line in lines if line.startswith("[trace")) <= 250, transcript
+    assert re.search(r"summary: [1-9][\d.]* GPU-hours lent on the trace clock", transcript), transcript
+    assert re.search(r"preemptions: [1-9]", transcript) and "resumed from its checkpoint at step" in transcript
+    assert "left on the cluster: the gate CronWorkflow" in transcript, transcript
     train = [r for r in runner.ran if any(a.endswith("/train.py") or "/train.py" in a for a in r.argv)]
     started = [(r, int(m.group(1))) for r in train for m in [re.search(r"start at step (\d+)", r.output)] if m]
     starts = [step for _, step in started]

@@ -1,19 +1,31 @@
 """The demo's pure parts: the accelerated trace clock, the load scale, and what changed between snapshots."""
 
+import os
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from offhours.scripts.cli import demo as demo_module
 from offhours.scripts.cli.demo import (
     CAPACITY_RPS,
-    Snapshot,
     TraceClock,
-    changes,
     demo_gate_config,
     finished,
     load_scale,
     pipeline_parameters,
+)
+from offhours.scripts.cli.demo_text import (
+    GateDecision,
+    JobState,
+    Snapshot,
+    changes,
+    gate_line,
+    legend,
+    summarize,
+    summary_lines,
 )
 from offhours.scripts.config.loader import parse_config
 from offhours.scripts.policy.forecast import reaction_seconds
@@ -26,6 +38,9 @@ def test_clock_runs_speed_times_faster_and_labels_day_and_time() -> None:
     assert clock.minute(130.0) == 960  # 30 s at 120x: one trace hour
     assert clock.label(130.0) == "day 1 16:00"
     assert clock.label(100.0 + 9 * 30) == "day 2 00:00"
+    # A sandbox replays the trace on and on: past its last minute its clock starts over, as its load does.
+    wrapped = TraceClock(start_minute=1439, speed=60, started=0.0, period_minutes=1440)
+    assert wrapped.label(0.0) == "day 1 23:59" and wrapped.label(1.0) == "day 1 00:00"
 
 
 @given(st.lists(st.floats(1, 1e6), min_size=10, max_size=100), st.integers(2, 64), st.floats(0, 2))
@@ -39,16 +54,120 @@ def test_the_90th_percentile_minute_needs_all_replicas_but_half_of_one(requests:
     assert abs(level_rps * (1 + headroom) / CAPACITY_RPS - (replicas - 0.5)) < 1e-6 * replicas
 
 
+def _changes(before: Snapshot | None, after: Snapshot, speed: float = 60.0) -> list[str]:
+    return changes(before, after, "chat", 16, speed)
+
+
 def test_changes_name_each_difference_once() -> None:
-    first = Snapshot(16, 16, "", {"demo-a": "Pending, parked"})
-    assert changes(None, first) == ["chat: 16/16 replicas ready", "job demo-a: Pending, parked"]
-    second = Snapshot(14, 14, "lend: required 9, lent 2, target 14 (load low)", {"demo-a": "Running, admitted"})
-    assert changes(first, second) == [
-        "chat: 14/14 replicas ready (was 16/16)",
-        "gate: lend: required 9, lent 2, target 14 (load low)",
+    first = Snapshot(16, 16, None, {"demo-a": JobState("Pending", "parked")})
+    assert _changes(None, first) == ["chat: 16 of 16 replicas ready", "job demo-a: Pending, parked"]
+    lend = GateDecision("lend", 9, 2, 4, "load has needed at most 9 of 16 replicas for 15 s")
+    second = Snapshot(14, 14, lend, {"demo-a": JobState("Running", "admitted")})
+    assert _changes(first, second) == [
+        "chat: 14 of 14 replicas ready (was 16 of 16), 2 lent to research",
+        "gate lend: needs 9 of 16; 2 lent, up to 4 allowed "
+        "(load has needed at most 9 of 16 replicas for 15 wall s = 15 trace min)",
         "job demo-a: Running, admitted (was Pending, parked)",
     ]
-    assert changes(second, second) == []
+    assert _changes(second, second) == []
+
+
+def test_a_tick_that_recomputes_the_same_decision_prints_nothing() -> None:
+    # Each tick records its own need and its own "for N s"; the person sees a line only when what
+    # the gate does changes (its action, what it lends, what it allows), not the same hold again.
+    hold = Snapshot(12, 12, GateDecision("hold", 22, 4, 4, "load needs 22 of 16 replicas; 4 lent", at=1.0))
+    again = Snapshot(12, 12, GateDecision("hold", 21, 4, 4, "load needs 21 of 16 replicas; 4 lent", at=11.0))
+    assert _changes(hold, again) == []
+    reclaim = Snapshot(12, 12, GateDecision("reclaim", 23, 0, 0, "load needs 23 of 16 replicas", at=21.0))
+    assert _changes(again, reclaim) == ["gate reclaim: needs 23 of 16; 0 lent, up to 0 allowed"]
+
+
+def test_a_job_line_names_the_gates_reason_only_when_it_is_new() -> None:
+    waiting = JobState("Running", "parked", "waiting for 1 replica of chat: serving needs them")
+    before = Snapshot(16, 16, None, {"a": JobState("Pending", "parked")})
+    after = Snapshot(16, 16, None, {"a": waiting})
+    assert _changes(before, after) == ["job a: Running, parked (was Pending, parked); "
+                                       "waiting for 1 replica of chat: serving needs them"]
+    assert _changes(after, Snapshot(16, 16, None, {"a": waiting})) == []
+    # The next tick's reason with its need recomputed: the same wording, no line.
+    recomputed = JobState("Running", "parked", "waiting for 1 replica of chat: load needs 21 of 16 replicas; 4 lent")
+    before_tick = JobState("Running", "parked", "waiting for 1 replica of chat: load needs 22 of 16 replicas; 4 lent")
+    assert _changes(Snapshot(16, 16, None, {"a": before_tick}), Snapshot(16, 16, None, {"a": recomputed})) == []
+    moved = JobState("Running", "parked", "waiting for 1 replica of chat: 2nd in the queue")
+    assert _changes(after, Snapshot(16, 16, None, {"a": moved})) == ["job a: waiting for 1 replica of chat: 2nd in the queue"]
+
+
+_reasons = st.sampled_from(["", "load needs 9 of 16 replicas; 2 lent", "load is low but not yet for 15 s",
+                            "no load data; 3 failed ticks in a row: reclaim everything",
+                            "load has needed at most 7 of 16 replicas for 7.5 s"])
+_decisions = st.none() | st.builds(GateDecision, st.sampled_from(["lend", "hold", "reclaim", "failed"]),
+                                   st.none() | st.integers(0, 40), st.none() | st.integers(0, 16),
+                                   st.none() | st.integers(0, 16), _reasons, st.floats(0, 1e9))
+_jobs = st.dictionaries(st.sampled_from(["a", "a-p1", "b"]),
+                        st.builds(JobState, st.sampled_from(["Pending", "Running", "Succeeded", "Failed"]),
+                                  st.sampled_from(["", "parked", "admitted", "preempted"]),
+                                  st.sampled_from(["", "waiting for 1 replica of chat: serving needs them"])),
+                        max_size=3)
+_snapshots = st.builds(Snapshot, st.integers(0, 16), st.integers(0, 16), _decisions, _jobs)
+
+
+@given(_snapshots, _snapshots)
+def test_changes_say_only_what_changed_and_stay_short(before: Snapshot, after: Snapshot) -> None:
+    # Invariants: a snapshot compared with itself prints nothing; every line is about one thing
+    # that differs (serving, the gate or one job) and none repeats the whole state (short lines);
+    # a job that did not change is never named.
+    assert _changes(after, after) == []
+    lines = _changes(before, after)
+    assert all(len(line) <= 160 for line in lines), lines
+    assert len(lines) <= 2 + len(after.jobs)
+    for name, job in after.jobs.items():
+        if before.jobs.get(name) == job:
+            assert not any(line.startswith(f"job {name}:") for line in lines)
+    if (before.replicas, before.ready) == (after.replicas, after.ready):
+        assert not any(line.startswith("chat:") for line in lines)
+
+
+def test_a_duration_of_the_gate_is_named_in_wall_and_trace_time() -> None:
+    line = gate_line(GateDecision("hold", 9, 0, 0, "load is low but not yet for 7.5 s"), 16, 120.0)
+    assert line == "gate hold: needs 9 of 16; 0 lent, up to 0 allowed (load is low but not yet for 7.5 wall s = 15 trace min)"
+    assert gate_line(GateDecision("failed", None, None, None, "no pod answered"), 16, 60) == "gate tick failed: no pod answered"
+
+
+def test_the_legend_explains_the_need_above_the_fleet_and_lent_against_allowed() -> None:
+    text = " ".join(legend("chat", 16, 60.0))
+    assert "headroom" in text and "trend" in text and "exceed the 16" in text
+    assert "lent to research jobs now" in text and "would lend up to T" in text
+    assert "trace" in text and "wall" in text and "60 trace seconds per wall second" in text
+
+
+@given(st.lists(st.tuples(st.floats(0, 100), st.integers(0, 16)), min_size=1, max_size=20), st.floats(1, 600))
+def test_lent_gpu_hours_are_the_lent_replicas_gpus_over_time(steps: list[tuple[float, int]], speed: float) -> None:
+    # Invariant: each sample's lending (baseline - replicas, 4 GPUs each) counts until the next
+    # sample; the trace-clock figure is the wall-clock one times the speed; no lending, no hours.
+    samples, t = [], 0.0
+    for dt, replicas in steps:
+        samples.append((t, Snapshot(replicas, replicas)))
+        t += dt
+    summary = summarize(samples, 16, speed, {})
+    expected = sum((16 - a.replicas) * 4 * (t2 - t1) for (t1, a), (t2, _) in zip(samples, samples[1:])) / 3600
+    assert summary.lent_gpu_hours_wall == pytest.approx(expected)
+    assert summary.lent_gpu_hours_trace == pytest.approx(expected * speed)
+    assert summarize([(0.0, Snapshot(16, 16)), (50.0, Snapshot(16, 16))], 16, speed, {}).lent_gpu_hours_wall == 0
+
+
+def test_the_summary_names_preemptions_in_order_and_the_resumed_step() -> None:
+    samples = [(0.0, Snapshot(16, 16, None, {"a": JobState("Running", "admitted")})),
+               (60.0, Snapshot(14, 14, None, {"a": JobState("Running", "admitted")})),
+               (120.0, Snapshot(16, 16, None, {"a": JobState("Failed", "preempted"), "a-p1": JobState("Pending", "parked")})),
+               (180.0, Snapshot(14, 14, None, {"a": JobState("Failed", "preempted"), "a-p1": JobState("Running", "admitted")}))]
+    summary = summarize(samples, 16, 60.0, {"a-p1": 2350})
+    assert summary.preempted == ("a",)
+    assert summary.lent_gpu_hours_trace == pytest.approx(2 * 4 * 60 * 60 / 3600)  # 60 wall s of 2 replicas at 60x
+    lines = summary_lines(summary, "research", "demo-1", 60.0)
+    assert lines[0] == "summary: 8.0 GPU-hours lent on the trace clock (8.0 GPU-minutes of wall clock at 60x)"
+    assert "  preemptions: 1 (a)" in lines and "  a-p1 resumed from its checkpoint at step 2350" in lines
+    assert any("offhours logs demo-1 -n research" in line for line in lines)
+    assert any("make sandbox" in line for line in lines)
 
 
 def test_local_parameters_schedule_on_the_kwok_gpu_nodes() -> None:
@@ -59,10 +178,11 @@ def test_local_parameters_schedule_on_the_kwok_gpu_nodes() -> None:
 
 
 def test_a_run_stopped_by_the_gate_is_not_the_end() -> None:
-    stopped = Snapshot(16, 16, "", {"a": "Failed, preempted", "a-p1": "Running, parked"})
+    stopped = Snapshot(16, 16, None, {"a": JobState("Failed", "preempted"), "a-p1": JobState("Running", "parked")})
     assert not finished(stopped)
-    assert finished(Snapshot(16, 16, "", {"a": "Failed, preempted", "a-p1": "Succeeded, returned"}))
-    assert finished(Snapshot(16, 16, "", {"a": "Failed, returned"}))  # failed on its own
+    assert finished(Snapshot(16, 16, None, {"a": JobState("Failed", "preempted"),
+                                            "a-p1": JobState("Succeeded", "returned")}))
+    assert finished(Snapshot(16, 16, None, {"a": JobState("Failed", "returned")}))  # failed on its own
 
 
 @pytest.mark.parametrize("speed", [10.0, 30.0, 60.0, 120.0, 600.0])
@@ -74,3 +194,15 @@ def test_gate_durations_span_the_same_trace_time_at_any_speed(speed: float) -> N
     assert policy.stabilization_seconds * speed == 900.0
     assert (policy.cold_start_seconds or 0.0) * speed == 240.0 and policy.max_grace_seconds * speed == 120.0
     assert reaction_seconds(policy, 10.0) == 10.0 + 360.0 / speed
+
+
+def test_a_stale_or_foreign_sandbox_pid_is_no_sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # `make sandbox-stop` signals only a live sandbox: never a pid that ended or now belongs to another program.
+    pid_file = tmp_path / "sandbox.pid"
+    monkeypatch.setattr(demo_module, "PID_FILE", pid_file)
+    assert demo_module.sandbox_pid() is None  # no file
+    for text in ("not a pid", "999999999", str(os.getpid())):  # garbage, no such process, this test (no sandbox)
+        pid_file.write_text(text)
+        assert demo_module.sandbox_pid() is None
+    lines: list[str] = []
+    assert demo_module.stop_sandbox(lines.append) == 1 and "no sandbox is running" in lines[0]

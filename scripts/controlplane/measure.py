@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""Measured durations of the local control plane, kept in bench/results/controlplane.json, and README's figures from them.
+
+    python scripts/controlplane/measure.py run e2e_tier -- CMD...   # run CMD; on success record its duration
+    python scripts/controlplane/measure.py readme                  # rewrite README's figures from the file
+
+`make cluster-up` records a first build (every component built, none from the cache) and each
+start; `make e2e` records the tier. Each record names the machine's cores and load, since a shared
+2-core machine and a quiet one differ several times over. README carries each figure between
+`<!-- measured:KEY -->` and `<!-- /measured -->`; a record rewrites it there, and a unit test
+refuses a README whose figure is not the file's (a figure typed by hand goes stale).
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+RESULTS = REPO / "bench" / "results" / "controlplane.json"
+README = REPO / "README.md"
+# What each figure is, as README says it (the duration and the machine come from the record).
+WHAT = {
+    "first_build": "a first build of the control plane (every component from an empty cache)",
+    "cluster_up": "`make cluster-up` with the binaries cached",
+    "e2e_tier": "the e2e tier (`make e2e`)",
+}
+MARK = re.compile(r"<!-- measured:([a-z0-9_]+) -->(.*?)<!-- /measured -->", re.S)
+
+
+def load(path: Path = RESULTS) -> dict[str, Any]:
+    """Return the recorded measurements (empty when none was recorded)."""
+    return dict(json.loads(path.read_text())) if path.exists() else {}
+
+
+def record(key: str, seconds: float, path: Path = RESULTS, readme: Path | None = README) -> dict[str, Any]:
+    """Record `key` as taking `seconds` on this machine now; rewrite README's figures; return the record."""
+    if key not in WHAT:
+        raise ValueError(f"unknown measurement {key!r}: expected one of {', '.join(sorted(WHAT))}")
+    if not (seconds >= 0 and seconds < 1e7):
+        raise ValueError(f"{key}: {seconds!r} is no duration in seconds")
+    results = load(path)
+    entry = {"seconds": round(seconds, 1), "cores": os.cpu_count(), "loadAverage": round(os.getloadavg()[0], 1),
+             "at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    results[key] = entry
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
+    if readme is not None and readme.exists():
+        readme.write_text(rewrite(readme.read_text(), results))
+    return entry
+
+
+def phrase(key: str, results: dict[str, Any]) -> str:
+    """Return README's figure for `key`: the duration in words and where it was measured, or that it was not."""
+    entry = results.get(key)
+    if not entry:
+        return f"{WHAT[key]}: not measured yet (bench/results/controlplane.json has no `{key}`)"
+    seconds = float(entry["seconds"])
+    took = f"about {seconds / 60:.0f} minutes" if seconds >= 120 else f"about {seconds:.0f} s"
+    return (f"{WHAT[key]} took {took} on {entry['cores']} cores at load average {entry['loadAverage']:g} "
+            f"({entry['at'][:10]})")
+
+
+def rewrite(text: str, results: dict[str, Any]) -> str:
+    """Return README `text` with each marked figure replaced by the file's (an unknown key is an error)."""
+    def figure(match: re.Match[str]) -> str:
+        key = match.group(1)
+        if key not in WHAT:
+            raise ValueError(f"README marks an unknown measurement {key!r}")
+        return f"<!-- measured:{key} -->{phrase(key, results)}<!-- /measured -->"
+    return MARK.sub(figure, text)
+
+
+def main(argv: list[str]) -> int:
+    """Run the command line (see the module's text)."""
+    if argv[:1] == ["readme"] and len(argv) == 1:
+        README.write_text(rewrite(README.read_text(), load()))
+        return 0
+    if len(argv) >= 4 and argv[0] == "run" and argv[2] == "--":
+        started = time.monotonic()
+        status = subprocess.call(argv[3:])
+        if status == 0:  # a failed run stopped early: its time is not the tier's
+            entry = record(argv[1], time.monotonic() - started)
+            print(f"[measure] {argv[1]}: {entry['seconds']:.0f} s recorded in {RESULTS.relative_to(REPO)}")
+        return status
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,95 @@
+"""`offhours logs` across a run's attempts: every copy's pods in order, the attempt marked, failures failing.
+
+A run stopped for reclaim goes on as a parked copy that resumes from its checkpoint. The person
+reading the logs must see both attempts, in order, and which one resumed; an attempt whose pods
+are gone is named (not silently skipped); a log the API server would not give is an error with a
+non-zero exit, after every readable log is printed.
+"""
+
+import argparse
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+from offhours.scripts.cli import jobs as r
+from offhours.scripts.pool.model import build_pool
+from tests.support.pool_fixture import NOW, SERVING, chat_state, deployment, state_configmap, ts, workflow
+
+
+class _Answer:
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+
+class _Core:
+    """The pod listing and log reads of a cluster whose pods are `logs` (a log of None: the read fails)."""
+
+    def __init__(self, logs: dict[str, bytes | None], pending: tuple[str, ...] = ()) -> None:
+        self.logs, self.pending = logs, pending
+
+    def list_namespaced_pod(self, namespace: str, label_selector: str) -> Any:
+        workflow_name = label_selector.split("=", 1)[1]
+        return SimpleNamespace(items=[{"metadata": {"name": n, "creationTimestamp": ts(10 - i)},
+                                       "status": {"phase": "Pending" if n in self.pending else "Running"}}
+                                      for i, n in enumerate(sorted(self.logs)) if n.rsplit("-", 2)[0] == workflow_name])
+
+    def read_namespaced_pod_log(self, name: str, namespace: str, container: str, _preload_content: bool = True) -> Any:
+        text = self.logs[name]
+        if name in self.pending:  # as the API server answers for a container that never started
+            raise ApiException(status=400, reason="Bad Request")
+        if text is None:
+            raise ApiException(status=500, reason="Internal Server Error")
+        return _Answer(text)
+
+
+def _run(monkeypatch: pytest.MonkeyPatch, logs: dict[str, bytes | None], pending: tuple[str, ...] = ()) -> int:
+    original = workflow("train-z", "chat", 1, "preempted", phase="Failed", created=60, run_id="z")
+    copy = workflow("train-z-p1", "chat", 1, "admitted", phase="Running", created=30, run_id="z")
+    pool = build_pool([state_configmap("chat", chat_state())], [deployment("chat", 10, 10)], [original, copy],
+                      SERVING, NOW)
+    reader = SimpleNamespace(research_namespace="research", core=_Core(logs, pending),
+                             api=SimpleNamespace(sanitize_for_serialization=lambda p: p))
+    monkeypatch.setattr(r, "_reader", lambda args: reader)
+    monkeypatch.setattr(r, "read_pool", lambda args: pool)
+    return r._guarded(r._cmd_logs)(argparse.Namespace(name="z", step=None, follow=False, command="logs"))
+
+
+def test_both_attempts_are_listed_in_order_and_the_resumed_one_is_marked(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    assert _run(monkeypatch, {"train-z-job-1": b"start at step 0 of 900\nSIGTERM: checkpointed at step 450\n",
+                              "train-z-p1-job-2": b"start at step 450 of 900\n"}) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "==> train-z / train-z-job-1 (attempt 1 of 2, preempted) <==",
+        "start at step 0 of 900", "SIGTERM: checkpointed at step 450",
+        "==> train-z-p1 / train-z-p1-job-2 (attempt 2 of 2, running, resumed from the last checkpoint) <==",
+        "start at step 450 of 900"]
+
+
+def test_an_attempt_whose_pods_are_gone_is_named(monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    assert _run(monkeypatch, {"train-z-p1-job-2": b"start at step 450 of 900\n"}) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == ("==> train-z (attempt 1 of 2, preempted): no pods left (deleted when it was stopped; "
+                      "their logs went with them) <==")
+    assert out[1].startswith("==> train-z-p1 / train-z-p1-job-2 (attempt 2 of 2")
+
+
+def test_an_unreadable_log_fails_the_command_after_the_readable_ones(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # As on a cluster whose nodes run no kubelet: the API server answers 500 for the pod's log.
+    assert _run(monkeypatch, {"train-z-job-1": None, "train-z-p1-job-2": b"start at step 450 of 900\n"}) == 1
+    captured = capsys.readouterr()
+    assert "start at step 450 of 900" in captured.out  # the readable log is still printed
+    assert "HTTP 500" in captured.out
+    assert captured.err.startswith("logs: 1 pod log(s) could not be read; the first: log of train-z-job-1")
+
+
+def test_a_pod_that_never_started_has_no_log_and_is_no_failure(monkeypatch: pytest.MonkeyPatch,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    # `argo submit` with no room: the original's pod stays Pending (unschedulable) until the gate stops it.
+    assert _run(monkeypatch, {"train-z-job-1": b"", "train-z-p1-job-2": b"start at step 0 of 900\n"},
+                pending=("train-z-job-1",)) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[:2] == ["==> train-z / train-z-job-1 (attempt 1 of 2, preempted) <==", "(not started yet: no log)"]

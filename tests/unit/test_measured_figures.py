@@ -1,0 +1,64 @@
+"""README's figures of the local control plane are the measurement file's, never typed by hand.
+
+bench/results/controlplane.json holds what `make cluster-up` and `make e2e` measured (with the
+machine's cores and load); README carries each figure between `<!-- measured:KEY -->` markers.
+"""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from offhours.scripts.controlplane import measure
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_readme_states_every_figure_exactly_as_the_measurement_file_has_it() -> None:
+    readme = (REPO / "README.md").read_text()
+    results = measure.load(REPO / "bench" / "results" / "controlplane.json")
+    marked = dict(measure.MARK.findall(readme))
+    assert set(marked) == set(measure.WHAT), "README must mark each measured figure once: " + ", ".join(sorted(marked))
+    for key, text in marked.items():
+        assert text == measure.phrase(key, results), f"README's {key} is not the file's: run measure.py readme"
+    assert measure.rewrite(readme, results) == readme
+
+
+def test_a_figure_typed_over_is_put_back_and_a_stale_one_follows_a_new_record(tmp_path: Path) -> None:
+    results, readme = tmp_path / "controlplane.json", tmp_path / "README.md"
+    readme.write_text("CI: <!-- measured:e2e_tier -->the e2e tier took about 2 minutes<!-- /measured -->.\n")
+    measure.record("e2e_tier", 26 * 60 + 10, results, readme)
+    text = readme.read_text()
+    assert "the e2e tier (`make e2e`) took about 26 minutes on" in text and "about 2 minutes" not in text
+    assert json.loads(results.read_text())["e2e_tier"]["seconds"] == 1570.0
+    measure.record("cluster_up", 21.04, results, readme)  # another figure: this one stays as recorded
+    assert measure.phrase("cluster_up", measure.load(results)).startswith(
+        "`make cluster-up` with the binaries cached took about 21 s on ")
+    assert readme.read_text() == text
+
+
+@pytest.mark.parametrize("seconds", [-1.0, float("nan"), float("inf"), 1e9])
+def test_no_duration_is_refused_and_nothing_is_written(tmp_path: Path, seconds: float) -> None:
+    results = tmp_path / "controlplane.json"
+    with pytest.raises(ValueError, match="no duration"):
+        measure.record("e2e_tier", seconds, results, None)
+    with pytest.raises(ValueError, match="unknown measurement 'e2e'"):
+        measure.record("e2e", 10.0, results, None)
+    assert not results.exists()
+
+
+def test_a_readme_marking_an_unknown_figure_is_an_error() -> None:
+    with pytest.raises(ValueError, match="unknown measurement 'nightly'"):
+        measure.rewrite("<!-- measured:nightly -->x<!-- /measured -->", {})
+
+
+@given(st.floats(0, 1e6))
+def test_a_figure_says_minutes_from_two_minutes_on_and_its_machine(seconds: float) -> None:
+    # Invariant: the phrase names the unit it rounds to and where it was measured, from the record alone.
+    entry = {"seconds": seconds, "cores": 2, "loadAverage": 3.5, "at": "2026-12-01T17:00:00Z"}
+    text = measure.phrase("first_build", {"first_build": entry})
+    unit = "minutes" if seconds >= 120 else "s"
+    assert re.search(rf"took about \d+ {unit} on 2 cores at load average 3.5 \(2026-12-01\)$", text), text
