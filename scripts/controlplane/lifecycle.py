@@ -68,7 +68,7 @@ def build() -> Path:
     # build.sh writes a component's Go log only when it builds it: all of them new is a first build.
     logs = bin_dir.parent / "logs"
     if all((logs / f"{n}.log").exists() and (logs / f"{n}.log").stat().st_mtime >= wall0 for n in COMPONENTS):
-        measure.record("first_build", seconds)
+        measure.measured("first_build", seconds)
         log(f"a first build: {seconds:.0f} s recorded in bench/results/controlplane.json (README's figure)")
     return bin_dir
 
@@ -244,7 +244,7 @@ def start_all(bin_dir: Path, t0: float) -> None:
         kubectl(bin_dir, "patch", "node", f"gpu-{i:02d}", "--subresource=status", "--type=merge", "-p", endpoint)
     (STATE / "env").write_text(f"KUBECONFIG={admin}\nOFFHOURS_CLUSTER_BIN={bin_dir}\n")
     log(f"control plane up in {time.monotonic() - t0:.1f} s ({time.monotonic() - t_start:.1f} s after the build)")
-    measure.record("cluster_up", time.monotonic() - t_start)
+    measure.measured("cluster_up", time.monotonic() - t_start)
     log('for a shell: eval "$(python3 scripts/controlplane/lifecycle.py env)"  (KUBECONFIG; kubectl and argo on PATH)')
 
 

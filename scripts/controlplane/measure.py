@@ -4,8 +4,10 @@
     python scripts/controlplane/measure.py run e2e_tier -- CMD...   # run CMD; on success record its duration
     python scripts/controlplane/measure.py readme                  # rewrite README's figures from the file
 
-`make cluster-up` records a first build (every component built, none from the cache) and each
-start; `make e2e` records the tier. Each record names the machine's cores and load, since a shared
+`make cluster-up` measures a first build (every component built, none from the cache) and each
+start; `make e2e` measures the tier. They print the figure; they write it (the file and README) only
+with OFFHOURS_RECORD_MEASUREMENTS=1, so that starting a sandbox never changes a person's checkout.
+Each record names the machine's cores and load, since a shared
 2-core machine and a quiet one differ several times over. README carries each figure between
 `<!-- measured:KEY -->` and `<!-- /measured -->`; a record rewrites it there, and a unit test
 refuses a README whose figure is not the file's (a figure typed by hand goes stale).
@@ -36,6 +38,25 @@ MARK = re.compile(r"<!-- measured:([a-z0-9_]+) -->(.*?)<!-- /measured -->", re.S
 def load(path: Path = RESULTS) -> dict[str, Any]:
     """Return the recorded measurements (empty when none was recorded)."""
     return dict(json.loads(path.read_text())) if path.exists() else {}
+
+
+RECORD_ENV = "OFFHOURS_RECORD_MEASUREMENTS"
+
+
+def recording() -> bool:
+    """Return whether measurements are written (the maintainer's opt-in), not only printed."""
+    return os.environ.get(RECORD_ENV) == "1"
+
+
+def measured(key: str, seconds: float) -> dict[str, Any] | None:
+    """Print `key`'s measurement; record it where recording is on (see `recording`); return the record if written."""
+    if not recording():
+        print(f"[measure] {key}: {seconds:.0f} s (not recorded: set {RECORD_ENV}=1 to write it into "
+              f"{RESULTS.relative_to(REPO)} and README)", file=sys.stderr)
+        return None
+    entry = record(key, seconds)
+    print(f"[measure] {key}: {entry['seconds']:.0f} s recorded in {RESULTS.relative_to(REPO)}", file=sys.stderr)
+    return entry
 
 
 def record(key: str, seconds: float, path: Path = RESULTS, readme: Path | None = README) -> dict[str, Any]:
@@ -85,8 +106,7 @@ def main(argv: list[str]) -> int:
         started = time.monotonic()
         status = subprocess.call(argv[3:])
         if status == 0:  # a failed run stopped early: its time is not the tier's
-            entry = record(argv[1], time.monotonic() - started)
-            print(f"[measure] {argv[1]}: {entry['seconds']:.0f} s recorded in {RESULTS.relative_to(REPO)}")
+            measured(argv[1], time.monotonic() - started)
         return status
     print(__doc__, file=sys.stderr)
     return 2

@@ -14,6 +14,7 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from offhours.scripts.cli import jobs as r
+from offhours.scripts.names import ANNOTATION_ADMITTED_AT
 from offhours.scripts.pool.model import build_pool
 from tests.support.pool_fixture import NOW, SERVING, chat_state, deployment, state_configmap, ts, workflow
 
@@ -45,7 +46,9 @@ class _Core:
 
 
 def _run(monkeypatch: pytest.MonkeyPatch, logs: dict[str, bytes | None], pending: tuple[str, ...] = ()) -> int:
-    original = workflow("train-z", "chat", 1, "preempted", phase="Failed", created=60, run_id="z")
+    # The original held lent GPUs (the gate admitted it) and was stopped to give them back: preempted.
+    original = workflow("train-z", "chat", 1, "preempted", phase="Failed", created=60, run_id="z",
+                        annotations={ANNOTATION_ADMITTED_AT: ts(55)})
     copy = workflow("train-z-p1", "chat", 1, "admitted", phase="Running", created=30, run_id="z")
     pool = build_pool([state_configmap("chat", chat_state())], [deployment("chat", 10, 10)], [original, copy],
                       SERVING, NOW)

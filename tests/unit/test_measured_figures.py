@@ -62,3 +62,16 @@ def test_a_figure_says_minutes_from_two_minutes_on_and_its_machine(seconds: floa
     text = measure.phrase("first_build", {"first_build": entry})
     unit = "minutes" if seconds >= 120 else "s"
     assert re.search(rf"took about \d+ {unit} on 2 cores at load average 3.5 \(2026-12-01\)$", text), text
+
+
+def test_a_measurement_is_only_printed_unless_recording_is_asked_for(monkeypatch: pytest.MonkeyPatch,
+                                                                     tmp_path: Path) -> None:
+    # Starting a sandbox must not change a person's checkout: no write without the maintainer's opt-in.
+    results = tmp_path / "controlplane.json"
+    monkeypatch.setattr(measure, "RESULTS", results)
+    monkeypatch.setattr(measure, "REPO", tmp_path)
+    monkeypatch.delenv(measure.RECORD_ENV, raising=False)
+    assert measure.measured("cluster_up", 30.0) is None and not results.exists()
+    monkeypatch.setattr(measure, "record", lambda key, seconds: {"seconds": seconds})
+    monkeypatch.setenv(measure.RECORD_ENV, "1")
+    assert measure.measured("cluster_up", 30.0) == {"seconds": 30.0}
