@@ -347,7 +347,8 @@ class KubeCluster:
             capped = grace_capped_parameters(wf, max_grace_seconds)
             if capped is not None:
                 spec["arguments"] = {"parameters": capped}
-                metadata["resourceVersion"] = str((wf.get("metadata") or {}).get("resourceVersion") or "")
+            # Guarded whether or not it rewrites them: a grace found within the cap is checked as of this read too.
+            metadata["resourceVersion"] = str((wf.get("metadata") or {}).get("resourceVersion") or "")
         self._patch_workflow("admit", namespace, job.name, {"metadata": metadata, "spec": spec})
 
     def adopt(self, namespace: str, job: Job, deployment_uid: str = "") -> None:
