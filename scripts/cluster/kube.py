@@ -364,7 +364,9 @@ class KubeCluster:
         self._patch_workflow("stop", namespace, job.name,
                              {"metadata": {"labels": {LABEL_STATE: STATE_PREEMPTED},
                                            "annotations": {ANNOTATION_PREEMPTED_AT: _now(), **stop_notes(job)}},
-                              "spec": {"shutdown": "Stop"}})
+                              # Argo v4.0.5 never acts on a suspended workflow's shutdown (`argo suspend` of a running
+                              # one keeps its pods): the same patch unsuspends it, as `parked.stop_patch` does.
+                              "spec": {"shutdown": "Stop", "suspend": None}})
 
     def park_copy(self, namespace: str, job: Job) -> str:
         """Create the parked copy; an existing object of that name is success only if it is this job's copy."""
