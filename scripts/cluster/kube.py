@@ -347,7 +347,8 @@ class KubeCluster:
             capped = grace_capped_parameters(wf, max_grace_seconds)
             if capped is not None:
                 spec["arguments"] = {"parameters": capped}
-                metadata["resourceVersion"] = str((wf.get("metadata") or {}).get("resourceVersion") or "")
+            # Guarded whether or not it rewrites them: a grace found within the cap is checked as of this read too.
+            metadata["resourceVersion"] = str((wf.get("metadata") or {}).get("resourceVersion") or "")
         self._patch_workflow("admit", namespace, job.name, {"metadata": metadata, "spec": spec})
 
     def adopt(self, namespace: str, job: Job, deployment_uid: str = "") -> None:
@@ -363,7 +364,9 @@ class KubeCluster:
         self._patch_workflow("stop", namespace, job.name,
                              {"metadata": {"labels": {LABEL_STATE: STATE_PREEMPTED},
                                            "annotations": {ANNOTATION_PREEMPTED_AT: _now(), **stop_notes(job)}},
-                              "spec": {"shutdown": "Stop"}})
+                              # Argo v4.0.5 never acts on a suspended workflow's shutdown (`argo suspend` of a running
+                              # one keeps its pods): the same patch unsuspends it, as `parked.stop_patch` does.
+                              "spec": {"shutdown": "Stop", "suspend": None}})
 
     def park_copy(self, namespace: str, job: Job) -> str:
         """Create the parked copy; an existing object of that name is success only if it is this job's copy."""

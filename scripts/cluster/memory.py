@@ -249,6 +249,7 @@ class MemoryCluster:
         self._call(f"stop {job.name}")
         wf = self._existing(namespace, job.name, "stop")
         wf["spec"]["shutdown"] = "Stop"
+        wf["spec"].pop("suspend", None)  # as the Kubernetes adapter: Argo acts on no suspended workflow's shutdown
         wf["metadata"]["labels"][LABEL_STATE] = STATE_PREEMPTED
         wf["metadata"].setdefault("annotations", {}).update({ANNOTATION_PREEMPTED_AT: self._stamp(), **stop_notes(job)})
 

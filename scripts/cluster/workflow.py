@@ -270,7 +270,13 @@ def _work_done(name: str, status: dict[str, Any]) -> bool:
 
 
 def _pods_live(status: dict[str, Any]) -> bool:
-    """Whether any of the workflow's pods is still pending or running (Argo's Pod nodes)."""
+    """Whether any of the workflow's pods is still pending or running (Argo's Pod nodes).
+
+    A workflow whose node status Argo offloaded (`offloadNodeStatusVersion`: its nodes are in Argo's database,
+    not on the object) may have pods running that the object does not show: live, the safe side.
+    """
+    if status.get("offloadNodeStatusVersion"):
+        return True
     return any(isinstance(n, dict) and n.get("type") == "Pod" and n.get("phase") in ("Pending", "Running")
                for n in _dict(status.get("nodes")).values())
 

@@ -84,8 +84,8 @@ class TickLoop:
                             next_check = now + period
                             with stop.tick():
                                 acted = checks.run()
-                            if acted:
-                                failed = any(o.error for o in acted)
+                            # A check acts on some services only: its faults add to the last tick's, never clear them.
+                            failed = failed or any(o.error for o in acted)
                             if stop.requested:
                                 self.log.info("SIGTERM: stopped after the reclaim, the Lease given back")
                                 return 1 if failed else 0

@@ -157,9 +157,10 @@ def plan(decision: Decision, baseline: int, jobs: Sequence[Job], now: float, exp
         if not admit and not adopt and any(j.state == PARKED for j in jobs):
             notes.append(f"no parked job fits in {target - sum(j.replicas for j in admitted)} lendable replicas")
 
-    # Running without admission and not adopted: it must not hold replicas serving may need.
+    # Running without admission and not adopted: it must not hold replicas serving may need. One whose work is
+    # done (only its exit handler runs) holds none: a stop would only park a copy that runs the ended job again.
     for job in jobs:
-        if job.state not in (ADMITTED, PARKED) and job not in adopt:
+        if job.state not in (ADMITTED, PARKED) and job not in adopt and not job.finishing:
             stop.append(job)
             notes.append(f"{job.name} runs without admission and does not fit: stopped and parked again")
         elif job.state == ADMITTED and job.problem and job not in stop:
@@ -212,7 +213,7 @@ def _queue(jobs: Sequence[Job], deleted: set[str]) -> list[Job]:
     active = {j.name for j in jobs if j.state != PARKED}
     running_runs = {j.run_id for j in jobs if j.state != PARKED and j.run_id}
     admissible = [j for j in jobs if j.state != ADMITTED and j.name not in deleted and j.problem is None
-                  and j.original_done and j.parked_from not in active
+                  and not j.finishing and j.original_done and j.parked_from not in active
                   and (j.state != PARKED or j.run_id is None or j.run_id not in running_runs)]
     admissible.sort(key=lambda j: (j.state == PARKED, -j.priority, j.created, j.name))
     return admissible

@@ -216,3 +216,11 @@ def test_priority_still_comes_before_exit_time() -> None:
     jobs = [job("low-slow", 1, ADMITTED, priority=0, exit_seconds=600.0),
             job("high-fast", 1, ADMITTED, priority=5, exit_seconds=10.0)]
     assert [j.name for j in plan(decision(1, 2), 8, jobs, now=1000.0).stop] == ["low-slow"]
+
+
+def test_a_job_running_without_admission_whose_work_is_done_is_neither_stopped_nor_adopted() -> None:
+    """Fault: an argo-submitted job whose work had ended (its exit handler running) was stopped and parked again,
+    and its copy ran the ended job again, counted as a preemption; with room, it was adopted: lent for nothing."""
+    done = job("done", 2, "unmanaged", finishing=True)
+    assert plan(decision(0, 0), 8, [done], 0.0) == Plan("chat", 8)
+    assert plan(decision(4, 0), 8, [done], 0.0) == Plan("chat", 8)

@@ -1,0 +1,35 @@
+"""`argo resubmit` of a preempted workflow whose parked copy waits.
+
+Since a parked workflow no longer carries its run (946d11e), the resubmitted one is the run's only running
+workflow: it is not a duplicate, it is stopped and parked again like any job running without admission,
+and the run has two parked copies. The first runs and succeeds; the second is then admitted and runs the
+finished run again, over its outputs (README's verb table: "a duplicate of the waiting copy, stopped").
+"""
+
+import pytest
+
+from offhours.scripts.names import STATE_ADMITTED
+
+from .test_argo_verbs import FULL, LOW, argo_controller
+from .test_gate_controller import World
+
+
+@pytest.mark.xfail(strict=True, reason="argo resubmit of a preempted workflow leaves a second parked copy of the "
+                   "run, admitted again after the run succeeded")
+def test_a_resubmitted_preempted_run_is_not_run_again_after_it_succeeded() -> None:
+    w = World()
+    w.lend(1)
+    w.tick(chat=FULL)  # reclaim: job-0 stopped, parked again as job-0-p1
+    argo_controller(w.cluster)
+    w.cluster.argo_verb("resubmit", "research", "job-0")
+    for _ in range(12):
+        w.tick(chat=LOW)
+        argo_controller(w.cluster)
+    assert w.state("job-0-p1") == STATE_ADMITTED, w.log.getvalue()
+    w.cluster.finish("research", "job-0-p1", "Succeeded")  # the run is done
+    for _ in range(10):
+        w.tick(chat=LOW)
+        argo_controller(w.cluster)
+    again = [name for (_, name), wf in w.cluster.workflows.items()
+             if name != "job-0-p1" and wf["metadata"]["labels"].get("offhours.io/state") == STATE_ADMITTED]
+    assert again == [], w.log.getvalue()
