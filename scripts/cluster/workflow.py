@@ -96,10 +96,12 @@ def _read_job(wf: dict[str, Any], service: str | None) -> Job | None:
     # parked (or created parked) is parked; anything else not admitted runs without admission: counted
     # against nothing, adopted or stopped like any other.
     # `argo suspend` starts no new step but leaves running pods running: suspended with a pod still
-    # pending or running is a workflow that holds GPUs, whatever its label says. Suspended with none, it
-    # holds nothing, even labelled admitted (an admission that never landed, a tenant's label, an owner's
-    # suspend between steps): it waits in the queue, and what it was lent is serving's again.
-    if spec.get("suspend") and state in (None, STATE_PARKED, STATE_ADMITTED) and not _pods_live(status):
+    # pending or running is a workflow that holds GPUs, whatever its label says. Labelled admitted, one that
+    # never had a pod is parked (an admission that never landed, whatever a tenant labelled it): it waits in
+    # the queue and what it was lent is serving's again; one suspended after a step ran is its owner's pause,
+    # counted and stoppable, never resumed by the gate's next admission.
+    if spec.get("suspend") and (state in (None, STATE_PARKED) and not _pods_live(status)
+                                or state == STATE_ADMITTED and not _ever_ran(status)):
         state = PARKED
     elif state != STATE_ADMITTED:
         state = UNMANAGED
@@ -267,6 +269,18 @@ def _work_done(name: str, status: dict[str, Any]) -> bool:
     if root.get("phase") in ("Succeeded", "Failed", "Error", "Skipped", "Omitted"):
         return True
     return any(isinstance(n, dict) and str(n.get("name", "")) == f"{name}.onExit" for n in nodes.values())
+
+
+def _ever_ran(status: dict[str, Any]) -> bool:
+    """Whether the workflow ever had a pod: an admission that never landed has none, an owner's suspend after a step has.
+
+    Suspended and never run, it holds nothing whatever its label says (it waits, parked); suspended after a
+    step ran, its owner paused it (`argo suspend`) and it stays counted and stoppable. An offloaded node
+    status (`offloadNodeStatusVersion`) may hide its pods: it ran, the safe side.
+    """
+    if status.get("offloadNodeStatusVersion"):
+        return True
+    return any(isinstance(n, dict) and n.get("type") == "Pod" for n in _dict(status.get("nodes")).values())
 
 
 def _pods_live(status: dict[str, Any]) -> bool:
