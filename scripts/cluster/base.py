@@ -138,8 +138,11 @@ class Cluster(Protocol):
         """
         ...
 
-    def adopt(self, namespace: str, job: Job, deployment_uid: str = "") -> None:
-        """Mark a workflow that runs without admission as admitted."""
+    def adopt(self, namespace: str, job: Job, deployment_uid: str = "", max_grace_seconds: float | None = None) -> None:
+        """Mark a workflow that runs without admission as admitted; with `max_grace_seconds`, its grace capped as `admit`.
+
+        The cap reaches the pods it creates from then on; a pod already created keeps its own grace.
+        """
         ...
 
     def stop(self, namespace: str, job: Job) -> None:

@@ -340,20 +340,28 @@ class KubeCluster:
         if job.exit_learnt and job.exit_seconds is not None:
             metadata["annotations"][ANNOTATION_EXIT_SECONDS] = exit_seconds_text(job.exit_seconds)
         spec: dict[str, Any] = {"suspend": None}
-        if max_grace_seconds is not None:
-            wf = self.workflow(namespace, job.name)
-            if wf is None:
-                raise ClusterError(f"admit workflow {namespace}/{job.name}: it no longer exists")
-            capped = grace_capped_parameters(wf, max_grace_seconds)
-            if capped is not None:
-                spec["arguments"] = {"parameters": capped}
-            # Guarded whether or not it rewrites them: a grace found within the cap is checked as of this read too.
-            metadata["resourceVersion"] = str((wf.get("metadata") or {}).get("resourceVersion") or "")
+        self._cap_grace("admit", namespace, job, max_grace_seconds, metadata, spec)
         self._patch_workflow("admit", namespace, job.name, {"metadata": metadata, "spec": spec})
 
-    def adopt(self, namespace: str, job: Job, deployment_uid: str = "") -> None:
-        """Mark a running workflow admitted."""
-        self._patch_workflow("adopt", namespace, job.name, {"metadata": _admitted(deployment_uid)})
+    def adopt(self, namespace: str, job: Job, deployment_uid: str = "", max_grace_seconds: float | None = None) -> None:
+        """Mark a running workflow admitted; with a cap, the grace of its pods from now on capped as at admission."""
+        metadata, spec = _admitted(deployment_uid), {}
+        self._cap_grace("adopt", namespace, job, max_grace_seconds, metadata, spec)
+        self._patch_workflow("adopt", namespace, job.name, {"metadata": metadata, **({"spec": spec} if spec else {})})
+
+    def _cap_grace(self, what: str, namespace: str, job: Job, max_grace_seconds: float | None,
+                   metadata: dict[str, Any], spec: dict[str, Any]) -> None:
+        """Add the capped grace parameter to `spec` and the guard of the read it was computed from to `metadata`."""
+        if max_grace_seconds is None:
+            return
+        wf = self.workflow(namespace, job.name)
+        if wf is None:
+            raise ClusterError(f"{what} workflow {namespace}/{job.name}: it no longer exists")
+        capped = grace_capped_parameters(wf, max_grace_seconds)
+        if capped is not None:
+            spec["arguments"] = {"parameters": capped}
+        # Guarded whether or not it rewrites them: a grace found within the cap is checked as of this read too.
+        metadata["resourceVersion"] = str((wf.get("metadata") or {}).get("resourceVersion") or "")
 
     def list_workflows(self, namespace: str, selector: str = f"{LABEL_MANAGED}=true") -> list[dict[str, Any]]:
         """Return every workflow matching `selector`, finished ones included (for the usage report)."""

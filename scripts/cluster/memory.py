@@ -223,18 +223,18 @@ class MemoryCluster:
         """Resume and mark admitted (with the job's expected exit time, if known); with a cap, its grace capped."""
         self._call(f"admit {job.name}")
         wf = self._existing(namespace, job.name, "admit")
-        capped = None if max_grace_seconds is None else grace_capped_parameters(wf, max_grace_seconds)
-        if capped is not None:
-            wf["spec"].setdefault("arguments", {})["parameters"] = capped
+        _cap_grace(wf, max_grace_seconds)
         wf["spec"].pop("suspend", None)
         self._mark_admitted(wf, deployment_uid)
         if job.exit_learnt and job.exit_seconds is not None:
             wf["metadata"]["annotations"][ANNOTATION_EXIT_SECONDS] = exit_seconds_text(job.exit_seconds)
 
-    def adopt(self, namespace: str, job: Job, deployment_uid: str = "") -> None:
-        """Mark admitted."""
+    def adopt(self, namespace: str, job: Job, deployment_uid: str = "", max_grace_seconds: float | None = None) -> None:
+        """Mark admitted; with a cap, its grace capped."""
         self._call(f"adopt {job.name}")
-        self._mark_admitted(self._existing(namespace, job.name, "adopt"), deployment_uid)
+        wf = self._existing(namespace, job.name, "adopt")
+        _cap_grace(wf, max_grace_seconds)
+        self._mark_admitted(wf, deployment_uid)
 
     def _mark_admitted(self, wf: dict[str, Any], deployment_uid: str) -> None:
         wf["metadata"]["labels"][LABEL_STATE] = STATE_ADMITTED
@@ -378,3 +378,10 @@ class MemoryCluster:
         else:
             self.lease_annotations[LEASE_NOTE_PREFIX + service] = text
         return True
+
+
+def _cap_grace(wf: dict[str, Any], max_grace_seconds: float | None) -> None:
+    """Write the capped grace parameter into `wf`, as the Kubernetes adapter's admit and adopt do."""
+    capped = None if max_grace_seconds is None else grace_capped_parameters(wf, max_grace_seconds)
+    if capped is not None:
+        wf["spec"].setdefault("arguments", {})["parameters"] = capped

@@ -538,7 +538,7 @@ class Gate:
         # The grace cap goes into the admission itself: it bounds the pods, not only the plan.
         grace = obs.policy.max_grace_seconds
         steps += [(f"admit {j.name}", partial(self.cluster.admit, wf_ns, j, uid, grace)) for j in p.admit]
-        steps += [(f"adopt {j.name}", partial(self.cluster.adopt, wf_ns, j, uid)) for j in p.adopt]
+        steps += [(f"adopt {j.name}", partial(self.cluster.adopt, wf_ns, j, uid, grace)) for j in p.adopt]
         steps += [(f"delete {j.name}", partial(self.cluster.delete_workflow, wf_ns, j.name)) for j in p.delete]
         # The reason a job waits, on the job itself, written only when it changes and within the tick's budget
         # of advisory writes (what is left over is written by a later tick: it still differs then).

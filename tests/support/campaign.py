@@ -196,8 +196,8 @@ class SimCluster(MemoryCluster):
         super().admit(namespace, job, deployment_uid, max_grace_seconds)
         self.admitted_by_gate[job.name] = deployment_uid
 
-    def adopt(self, namespace: str, job: Any, deployment_uid: str = "") -> None:
-        super().adopt(namespace, job, deployment_uid)
+    def adopt(self, namespace: str, job: Any, deployment_uid: str = "", max_grace_seconds: float | None = None) -> None:
+        super().adopt(namespace, job, deployment_uid, max_grace_seconds)
         self.admitted_by_gate[job.name] = deployment_uid
 
     def scale(self, dep: Any, replicas: int) -> None:

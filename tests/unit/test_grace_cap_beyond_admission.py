@@ -17,8 +17,6 @@ def _grace_values(wf: dict) -> list:  # type: ignore[type-arg]
             if isinstance(p, dict) and p.get("name") == GRACE_PARAMETER]
 
 
-@pytest.mark.xfail(strict=True, reason="adopt never caps the grace parameter: a job run straight from its "
-                   "template (argo submit, or argo resume of a parked one) keeps a day of grace once adopted")
 def test_an_adopted_job_is_capped_like_an_admitted_one() -> None:
     w = World(config(maxGraceSeconds=30))
     for _ in range(6):
