@@ -516,6 +516,32 @@ def _queue(jobs: list[JobView], services: Mapping[str, ServiceView]) -> list[Job
     return out
 
 
+def _copy_order(copies: list[JobView], epoch: datetime) -> Any:
+    """Return the sort key of a run's copies: by chain (an original and its parked copies), then along the chain.
+
+    A chain is ordered by its original's creation, a copy within it by its count of stops: so a resubmission
+    of the run id (a new original, counting no preemption of its own) is newer than the old chain's parked
+    copies, however many stops they count.
+    """
+    by_uid = {c.uid: c for c in copies if c.uid}
+    by_name = {c.name: c for c in copies}
+    links = len(copies)  # read now: a list being sorted is empty to its key
+
+    def root(job: JobView) -> JobView:
+        for _ in range(links):  # a loop of tenant-written links ends here
+            parent = by_uid.get(job.copy_of or "") or by_name.get(job.parked_from or "")
+            if parent is None or parent is job:
+                break
+            job = parent
+        return job
+
+    def key(job: JobView) -> tuple[datetime, str, int, datetime, str]:
+        first = root(job)
+        return (first.created or epoch, first.name, job.preemptions, job.created or epoch, job.name)
+
+    return key
+
+
 def _runs(jobs: list[JobView]) -> list[RunView]:
     groups: dict[tuple[str, str], list[JobView]] = {}
     for job in jobs:
@@ -523,7 +549,7 @@ def _runs(jobs: list[JobView]) -> list[RunView]:
     epoch = datetime.min.replace(tzinfo=timezone.utc)
     runs = []
     for (namespace, run_id), copies in groups.items():
-        copies.sort(key=lambda c: (c.preemptions, c.created or epoch, c.name))
+        copies.sort(key=_copy_order(copies, epoch))
         # A parked copy is created by the gate, not its submitter: the run's user is its first known one.
         user = next((c.user for c in copies if c.user != UNKNOWN_USER), UNKNOWN_USER)
         copies = [dataclasses.replace(c, user=user) if c.user == UNKNOWN_USER else c for c in copies]

@@ -11,9 +11,11 @@ from offhours.scripts.cluster.parked import SubmitError, parked_workflow
 from offhours.scripts.console.app import create_app
 from offhours.scripts.console.asperson import Person, Refused
 from offhours.scripts.console.auth import Access
+from offhours.scripts.console.request_pages import queue_ahead
 from offhours.scripts.console.source import PoolSource
 from offhours.scripts.names import CONSOLE_TOKEN_COOKIE
-from tests.support.pool_fixture import workflow
+from offhours.scripts.policy.estimate import JobAhead
+from tests.support.pool_fixture import ts, workflow
 from tests.support.tenant_pool import Reader, pool_of
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
@@ -140,3 +142,21 @@ def test_a_cancel_refused_half_way_names_what_it_did_stop() -> None:
     answer = client.post("/jobs/rl-x-p1/cancel", data={"form-key": key})
     assert [name for _, name in api.stopped] == ["rl-x"]
     assert re.search(r"\brl-x\b(?!-)", answer.get_data(as_text=True)), "the page does not say rl-x was stopped"
+
+
+def test_a_resubmitted_run_is_where_its_new_workflow_is() -> None:
+    """Fault: copies were ordered by their preemptions count first, so a resubmission (count 0, same run id) sorted
+    before the old run's parked copy: the run read `cancelled` while its new workflow waited, and its timeline
+    called the resubmission "parked again after preemption 1"."""
+    orig = workflow("rl-x", "chat", 1, "preempted", "Failed", created=300, started=290, run_id="rl", finished=249,
+                    annotations={"offhours.io/admitted-at": ts(290), "offhours.io/preempted-at": ts(250)})
+    parked_copy = workflow("rl-x-p1", "chat", 1, "parked", "Failed", created=249, run_id="rl", suspend=True,
+                           finished=200, annotations={"offhours.io/preemptions": "1", "offhours.io/parked-from": "rl-x",
+                                                      "offhours.io/cancelled-at": ts(200)},
+                           labels={"offhours.io/copy-of": "uid-rl-x"})
+    again = workflow("rl-abcde", "chat", 1, "parked", created=5, run_id="rl", suspend=True)
+    run = pool_of(orig, parked_copy, again).find("rl-abcde")
+    assert run is not None and run.name == "rl-abcde"
+    assert run.state == "preempted→waiting" and run.preemptions == 1
+    assert [c.name for c in run.copies] == ["rl-x", "rl-x-p1", "rl-abcde"]
+    assert queue_ahead(pool_of(orig, parked_copy, again), "chat", 0) == [JobAhead(1, 0)]
