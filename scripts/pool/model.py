@@ -252,6 +252,8 @@ class RunView:
             if c.created is not None:
                 if index == 0:
                     what = "submitted"
+                elif c.copy_of is None and c.parked_from is None:  # no copy of another: submitted again
+                    what = f"resubmitted as {c.name}"
                 elif before is not None and before.state == STOPPED_UNADMITTED:
                     what = f"parked as {c.name} to wait for admission"
                 else:

@@ -160,3 +160,5 @@ def test_a_resubmitted_run_is_where_its_new_workflow_is() -> None:
     assert run.state == "preempted→waiting" and run.preemptions == 1
     assert [c.name for c in run.copies] == ["rl-x", "rl-x-p1", "rl-abcde"]
     assert queue_ahead(pool_of(orig, parked_copy, again), "chat", 0) == [JobAhead(1, 0)]
+    said = [e.what for e in run.timeline() if e.workflow == "rl-abcde"]
+    assert said == ["resubmitted as rl-abcde"], said
