@@ -15,6 +15,7 @@ from offhours.scripts.console.request_pages import queue_ahead
 from offhours.scripts.console.source import PoolSource
 from offhours.scripts.names import CONSOLE_TOKEN_COOKIE
 from offhours.scripts.policy.estimate import JobAhead
+from offhours.scripts.pool.usage import usage_by_month
 from tests.support.pool_fixture import ts, workflow
 from tests.support.tenant_pool import Reader, pool_of
 
@@ -162,3 +163,28 @@ def test_a_resubmitted_run_is_where_its_new_workflow_is() -> None:
     assert queue_ahead(pool_of(orig, parked_copy, again), "chat", 0) == [JobAhead(1, 0)]
     said = [e.what for e in run.timeline() if e.workflow == "rl-abcde"]
     assert said == ["resubmitted as rl-abcde"], said
+
+
+def argo_resubmitted(original: dict[str, Any], name: str, created: float) -> dict[str, Any]:
+    """What `argo resubmit` makes of `original`: its labels and annotations copied, a fresh status, no shutdown."""
+    labels = {k: v for k, v in original["metadata"]["labels"].items() if not k.startswith("workflows.argoproj.io/")}
+    wf = workflow(name, "chat", 1, labels["offhours.io/state"], "Running", created=created, started=created,
+                  run_id=labels["offhours.io/run-id"], annotations=dict(original["metadata"]["annotations"]),
+                  labels={**labels, "workflows.argoproj.io/resubmitted-from-workflow": original["metadata"]["name"]})
+    return wf
+
+
+def test_an_argo_resubmit_of_a_preempted_job_is_not_read_as_finished() -> None:
+    """`argo resubmit` copies every label and annotation: the copy carries `state=preempted` and the original's
+    admitted-at / preempted-at, from before it existed. Read as preempted (finished), it is hidden from `jobs`
+    and the console has nothing to cancel while it runs."""
+    first = workflow("ft-1", "chat", 1, "preempted", "Failed", created=300, started=290, run_id="ft", finished=200,
+                     annotations={"offhours.io/admitted-at": ts(290), "offhours.io/preempted-at": ts(201)})
+    again = argo_resubmitted(first, "ft-1-zq8rt", created=5)
+    run = pool_of(first, again).find("ft-1-zq8rt")
+    assert run is not None
+    copy = next(c for c in run.copies if c.name == "ft-1-zq8rt")
+    assert copy.state not in ("preempted", "stopped-unadmitted", "succeeded", "failed", "cancelled"), copy.state
+    assert copy.admitted is None and copy.preempted is None  # the original's marks, from before it existed
+    lent = [sum(r.lent for r in usage_by_month(pool)) for pool in (pool_of(first), pool_of(first, again))]
+    assert lent[0] > 0 and lent[1] == lent[0], f"GPU-hours lent counted twice: {lent}"
