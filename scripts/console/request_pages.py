@@ -242,13 +242,18 @@ def add_request_routes(app: Flask, person_api: PersonApi, pool: Callable[[], Poo
         if not live:
             return refused(f"{run.run_id} has nothing to cancel: it is {run.state}", 409, "nothing to cancel")
         who = person()
+        stopped: list[str] = []
         for copy in live:
             try:
                 person_api.stop(who, copy.name, stop_patch(now_text()))
-            except Refused as err:
-                return refused(str(err), 403)
-            except CallFailed as err:
-                return refused(str(err), 502, "unavailable")
+            except (Refused, CallFailed) as err:
+                if stopped:  # what was stopped stays stopped: the page says so, and the pool is read again
+                    refresh()
+                done = f" ({', '.join(stopped)} stopping: exit handlers run)" if stopped else ""
+                if isinstance(err, Refused):
+                    return refused(f"{err}{done}", 403)
+                return refused(f"{err}{done}", 502, "unavailable")
+            stopped.append(copy.name)
         refresh()
         return redirect(url_for("job_page", name=run.name))
 
