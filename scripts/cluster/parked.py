@@ -74,7 +74,7 @@ def parked_workflow(template: dict[str, Any], params: dict[str, str], namespace:
     values = {k: (params[k] if k in params else v) for k, v in declared.items()}
     # The two values the gate reads from labels first (whatever the template), then every value by its kind.
     replicas = str(values.get("replicas") or "1")
-    if not replicas.isdigit() or int(replicas) < 1:
+    if not (replicas.isascii() and replicas.isdigit()) or int(replicas) < 1:  # '²'.isdigit(), int('²') raises
         problems.append(f"replicas must be a whole number >= 1, got {replicas!r}")
     if isinstance(priority, bool) or not isinstance(priority, int) or not MIN_PRIORITY <= priority <= MAX_PRIORITY:
         problems.append(f"priority must be a whole number from {MIN_PRIORITY} to {MAX_PRIORITY}, got {priority!r}")

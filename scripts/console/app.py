@@ -6,6 +6,7 @@ With an authenticator (`offhours console --auth kubernetes`, the in-cluster inst
 """
 
 import dataclasses
+import ipaddress
 from collections.abc import Collection, Mapping
 from typing import Any
 
@@ -44,6 +45,17 @@ def page_number(text: str | None, pages: int) -> int:
     except ValueError:
         number = 1
     return min(max(1, number), max(1, pages))
+
+
+def loopback_host(host: str) -> bool:
+    """Whether a Host header (`name[:port]`, `[v6][:port]`) names this machine's loopback."""
+    name = host[1:host.find("]")] if host.startswith("[") else host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+    if name.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
 
 
 def pool_charts(source: PoolSource, names: list[str] | None = None) -> dict[str, str]:
@@ -110,6 +122,12 @@ def create_app(source: PoolSource, gpus_per_replica: Mapping[str, int] | None = 
     @app.before_request
     def authenticate() -> Any:
         g.access = None
+        if auth is None and not loopback_host(request.host):
+            # Without authentication the console acts with the operator's kubeconfig: a page whose DNS name
+            # was rebound to 127.0.0.1 would read it as its own origin (the form key too) and post as them.
+            return render_template("error.html", title="misdirected", message="this console without "
+                                   "authentication answers loopback host names only (localhost, 127.0.0.1, [::1])",
+                                   page=""), 421
         if auth is None or request.path.startswith(open_paths):
             return None
         token = bearer_token()

@@ -2,10 +2,12 @@
 
 Everything that reads templates or writes workflows goes through `PersonApi` with the person's
 identity (asperson.py); the console's own rights are never used for it. Each POST carries the
-console's form key (a random value of this process, in a hidden field): a page of another site
-cannot post a request in the person's name, not even to a console without authentication.
+console's form key (in a hidden field: an HMAC, with a random key of this process, of the person's
+token): a page of another site cannot post a request in the person's name, not even to a console
+without authentication, and one person's key never posts as another (with the token it was made for).
 """
 
+import hashlib
 import hmac
 import math
 import secrets
@@ -101,8 +103,17 @@ def actual_start_minutes(run: RunView) -> float | None:
 def add_request_routes(app: Flask, person_api: PersonApi, pool: Callable[[], Pool], refresh: Callable[[], None],
                        estimator: Estimator | None, services: Collection[str] | None, local_user: str = "") -> None:
     """Add /request, /request/<template>, and the job page's cancel and resubmit to `app`."""
-    form_key = secrets.token_urlsafe(32)
-    app.jinja_env.globals.update(form_key=form_key, CSRF_FIELD=CSRF_FIELD, minutes_text=minutes_text)
+    secret = secrets.token_bytes(32)
+    app.jinja_env.globals.update(CSRF_FIELD=CSRF_FIELD, minutes_text=minutes_text)
+
+    def form_key() -> str:
+        """Return the request's identity's form key: one person's page never holds a key that posts as another."""
+        token = bearer_token() if g.get("access") is not None else ""
+        return hmac.new(secret, hashlib.sha256(token.encode()).digest(), hashlib.sha256).hexdigest()
+
+    @app.context_processor
+    def the_form_key() -> dict[str, str]:
+        return {"form_key": form_key()}
 
     def person() -> Person:
         if g.access is None:
@@ -110,7 +121,7 @@ def add_request_routes(app: Flask, person_api: PersonApi, pool: Callable[[], Poo
         return Person(g.access.user, bearer_token())
 
     def check_form_key() -> None:
-        if not hmac.compare_digest(str(request.form.get(CSRF_FIELD, "")), form_key):
+        if not hmac.compare_digest(str(request.form.get(CSRF_FIELD, "")), form_key()):
             abort(400, description="this form is not the console's (its form key is missing or stale): reload the page")
 
     def refused(message: str, status: int, title: str = "refused") -> tuple[str, int]:
@@ -145,7 +156,7 @@ def add_request_routes(app: Flask, person_api: PersonApi, pool: Callable[[], Poo
         if estimator is None:
             return None, "no estimate: the console has no history to replay (see `offhours console --help`)", {}, None
         service, replicas = values.get("service", ""), values.get("replicas", "1")
-        if not replicas.isdigit() or int(replicas) < 1:
+        if not (replicas.isascii() and replicas.isdigit()) or int(replicas) < 1:
             return None, "no estimate until replicas is a whole number ≥ 1", {}, None
         if g.access is not None and not g.access.services:
             return None, (f"no estimate: {g.access.user or 'this identity'} may not list the serving Deployments, "
@@ -231,13 +242,18 @@ def add_request_routes(app: Flask, person_api: PersonApi, pool: Callable[[], Poo
         if not live:
             return refused(f"{run.run_id} has nothing to cancel: it is {run.state}", 409, "nothing to cancel")
         who = person()
+        stopped: list[str] = []
         for copy in live:
             try:
                 person_api.stop(who, copy.name, stop_patch(now_text()))
-            except Refused as err:
-                return refused(str(err), 403)
-            except CallFailed as err:
-                return refused(str(err), 502, "unavailable")
+            except (Refused, CallFailed) as err:
+                if stopped:  # what was stopped stays stopped: the page says so, and the pool is read again
+                    refresh()
+                done = f" ({', '.join(stopped)} stopping: exit handlers run)" if stopped else ""
+                if isinstance(err, Refused):
+                    return refused(f"{err}{done}", 403)
+                return refused(f"{err}{done}", 502, "unavailable")
+            stopped.append(copy.name)
         refresh()
         return redirect(url_for("job_page", name=run.name))
 

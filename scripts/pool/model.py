@@ -21,7 +21,7 @@ import json
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from offhours.scripts.cluster.workflow import run_id as read_run_id
@@ -252,6 +252,8 @@ class RunView:
             if c.created is not None:
                 if index == 0:
                     what = "submitted"
+                elif c.copy_of is None and c.parked_from is None:  # no copy of another: submitted again
+                    what = f"resubmitted as {c.name}"
                 elif before is not None and before.state == STOPPED_UNADMITTED:
                     what = f"parked as {c.name} to wait for admission"
                 else:
@@ -376,13 +378,16 @@ def _with_deployment(view: ServiceView, dep: Mapping[str, Any] | None) -> Servic
 
 # -- jobs -------------------------------------------------------------------------------------
 def _job_state(labels: Mapping[str, str], annotations: Mapping[str, str], spec: Mapping[str, Any], phase: str,
-               nodes: Any = None) -> str:
+               nodes: Any = None, finished: bool = False) -> str:
     offhours_state = labels.get(LABEL_STATE)
     admitted = parse_time(annotations.get(ANNOTATION_ADMITTED_AT)) is not None
-    if offhours_state == STATE_PREEMPTED:
+    # The gate's stop and a cancel both set `spec.shutdown`; `argo resubmit` copies the label and the
+    # annotations but not the shutdown: the copy runs again under them, it is not stopped.
+    stopped = bool(spec.get("shutdown")) or finished or phase in ("Succeeded", "Failed", "Error")
+    if offhours_state == STATE_PREEMPTED and stopped:
         # Stopped for a reclaim: a preemption only if the gate had lent it GPUs (admitted or adopted it).
         return PREEMPTED if admitted else STOPPED_UNADMITTED
-    if annotations.get(ANNOTATION_CANCELLED_AT) or (spec.get("shutdown") and phase in ("Failed", "Error", "")):
+    if (annotations.get(ANNOTATION_CANCELLED_AT) and stopped) or (spec.get("shutdown") and phase in ("Failed", "Error", "")):
         return CANCELLED if offhours_state != STATE_PREEMPTED else PREEMPTED
     if phase == "Succeeded":
         return SUCCEEDED
@@ -418,6 +423,15 @@ def _first_pod_start(nodes: Any) -> datetime | None:
     return min((t for t in starts if t is not None), default=None)
 
 
+_GATE_TIMES = (ANNOTATION_ADMITTED_AT, ANNOTATION_PREEMPTED_AT, ANNOTATION_RETURNED_AT, ANNOTATION_CANCELLED_AT)
+MARK_SKEW = timedelta(seconds=60)  # a gate's clock against the API server's: a mark this much early is still ours
+
+
+def _before(value: str, created: datetime | None) -> bool:
+    at = parse_time(value)
+    return at is not None and created is not None and at < created - MARK_SKEW
+
+
 def job_view(wf: Mapping[str, Any]) -> JobView | None:
     """Read one workflow; None if it is not offhours' (no service label) or has no name."""
     meta = wf.get("metadata") or {}
@@ -428,7 +442,10 @@ def job_view(wf: Mapping[str, Any]) -> JobView | None:
         return None
     spec, status = wf.get("spec") or {}, wf.get("status") or {}
     phase = str(status.get("phase") or "")
-    state = _job_state(labels, annotations, spec, phase, status.get("nodes"))
+    created = parse_time(meta.get("creationTimestamp"))
+    # A mark of the gate from before the workflow existed is a copy's (`argo resubmit` copies every annotation).
+    annotations = {k: v for k, v in annotations.items() if k not in _GATE_TIMES or not _before(v, created)}
+    state = _job_state(labels, annotations, spec, phase, status.get("nodes"), bool(status.get("finishedAt")))
     replicas, _ = tenant_replicas(labels.get(LABEL_REPLICAS))  # the gate's own reading of tenant-written values
     gpu_seconds = _float((status.get("resourcesDuration") or {}).get(GPU))
     if gpu_seconds is None:
@@ -444,7 +461,7 @@ def job_view(wf: Mapping[str, Any]) -> JobView | None:
     return JobView(
         name=str(name), namespace=str(meta.get("namespace") or ""), uid=str(meta.get("uid") or ""),
         run_id=read_run_id(dict(wf)) or str(name), service=service, replicas=replicas,
-        state=state, phase=phase, created=parse_time(meta.get("creationTimestamp")), started=started,
+        state=state, phase=phase, created=created, started=started,
         finished=parse_time(status.get("finishedAt")), admitted=admitted,
         preempted=parse_time(annotations.get(ANNOTATION_PREEMPTED_AT)),
         returned=parse_time(annotations.get(ANNOTATION_RETURNED_AT)),
@@ -516,6 +533,32 @@ def _queue(jobs: list[JobView], services: Mapping[str, ServiceView]) -> list[Job
     return out
 
 
+def _copy_order(copies: list[JobView], epoch: datetime) -> Any:
+    """Return the sort key of a run's copies: by chain (an original and its parked copies), then along the chain.
+
+    A chain is ordered by its original's creation, a copy within it by its count of stops: so a resubmission
+    of the run id (a new original, counting no preemption of its own) is newer than the old chain's parked
+    copies, however many stops they count.
+    """
+    by_uid = {c.uid: c for c in copies if c.uid}
+    by_name = {c.name: c for c in copies}
+    links = len(copies)  # read now: a list being sorted is empty to its key
+
+    def root(job: JobView) -> JobView:
+        for _ in range(links):  # a loop of tenant-written links ends here
+            parent = by_uid.get(job.copy_of or "") or by_name.get(job.parked_from or "")
+            if parent is None or parent is job:
+                break
+            job = parent
+        return job
+
+    def key(job: JobView) -> tuple[datetime, str, int, datetime, str]:
+        first = root(job)
+        return (first.created or epoch, first.name, job.preemptions, job.created or epoch, job.name)
+
+    return key
+
+
 def _runs(jobs: list[JobView]) -> list[RunView]:
     groups: dict[tuple[str, str], list[JobView]] = {}
     for job in jobs:
@@ -523,7 +566,7 @@ def _runs(jobs: list[JobView]) -> list[RunView]:
     epoch = datetime.min.replace(tzinfo=timezone.utc)
     runs = []
     for (namespace, run_id), copies in groups.items():
-        copies.sort(key=lambda c: (c.preemptions, c.created or epoch, c.name))
+        copies.sort(key=_copy_order(copies, epoch))
         # A parked copy is created by the gate, not its submitter: the run's user is its first known one.
         user = next((c.user for c in copies if c.user != UNKNOWN_USER), UNKNOWN_USER)
         copies = [dataclasses.replace(c, user=user) if c.user == UNKNOWN_USER else c for c in copies]
