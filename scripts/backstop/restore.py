@@ -30,7 +30,7 @@ from offhours.scripts.cluster.base import Cluster
 from offhours.scripts.gate.log import Logger
 from offhours.scripts.names import EVENT_LENDING_EXPIRED
 from offhours.scripts.policy.lease import expired, restore
-from offhours.scripts.policy.record import ServiceRecord, UnrecordedWrite
+from offhours.scripts.policy.record import ServiceRecord, UnrecordedWrite, fingerprint
 
 REPLICAS = "replicas"
 LEASE_SECONDS = 60  # the Lease held for one pass (a pass is a few API calls per expired service)
@@ -73,7 +73,7 @@ def run_backstop(cluster: Cluster, namespace: str, clock: Callable[[], float] = 
         for service, text in sorted(cluster.state_records(namespace).items()):
             try:
                 result = _restore_one(cluster, namespace, service, ServiceRecord.from_json(text), now, leases,
-                                      text, UnrecordedWrite.from_json(notes.get(service)))
+                                      text, UnrecordedWrite.from_json(notes.get(service)), who if held else None)
             except Exception as err:  # noqa: BLE001 - a fault stays with its service; the others are still restored
                 result = Restored(service, None, f"could not restore: {type(err).__name__}: {err}", error=True)
             if result is not None:
@@ -91,7 +91,8 @@ def run_backstop(cluster: Cluster, namespace: str, clock: Callable[[], float] = 
 
 
 def _restore_one(cluster: Cluster, namespace: str, service: str, record: ServiceRecord, now: float,
-                 leases: float, text: str | None = None, note: UnrecordedWrite | None = None) -> Restored | None:
+                 leases: float, text: str | None = None, note: UnrecordedWrite | None = None,
+                 holder: str | None = None) -> Restored | None:
     # Cheap first: a lease that has not run out needs no read of the Deployment.
     if not expired(record, now, leases):
         return None
@@ -104,18 +105,42 @@ def _restore_one(cluster: Cluster, namespace: str, service: str, record: Service
     action = restore(record, now, dep.uid, writes_to, current, leases)
     if action is None:
         return None
-    message = action.reason
+    message, intent_written = action.reason, True
     try:
         cluster.write_state(namespace, service, action.record.to_json())
     except Exception as err:  # noqa: BLE001 - serving first: the raise goes ahead without its record
         message += f" (its record could not be written first: {err})"
+        intent_written = False
     if scaler is not None:
         cluster.set_max_replicas(scaler, action.value)
     else:
         cluster.scale(dep, action.value)
     try:
         cluster.write_state(namespace, service, replace(action.record, applying_from=None).to_json())
+    except Exception as err:  # noqa: BLE001 - serving is restored; the record is a record
+        message += f" (the record after it failed: {err})"
+        if not intent_written and holder is not None:
+            message += _note_unrecorded(cluster, namespace, holder, service, action.record, dep.uid, writes_to, text)
+    try:
         cluster.record_event(namespace, "Deployment", dep.name, EVENT_LENDING_EXPIRED, message, warning=True)
-    except Exception as err:  # noqa: BLE001 - serving is restored; the record and the Event are records
-        message += f" (the record or Event after it failed: {err})"
+    except Exception as err:  # noqa: BLE001 - serving is restored; the Event is a record
+        message += f" (its Event failed: {err})"
     return Restored(service, action.value, message)
+
+
+def _note_unrecorded(cluster: Cluster, namespace: str, holder: str, service: str, record: ServiceRecord,
+                     uid: str, writes_to: str, text: str | None) -> str:
+    """Note a raise no record holds on the Lease, as the gate notes its own; return what to add to the message.
+
+    Without it the next gate tick reads the raise as an owner's change and the baseline grows by what was lent.
+    """
+    assert record.baseline is not None and record.applied is not None
+    note = UnrecordedWrite(uid, writes_to, record.baseline, record.applied,
+                           record.applying_from if record.applying_from is not None else record.applied,
+                           fingerprint(text))
+    try:
+        if cluster.note_on_lease(namespace, holder, service, note.to_json()):
+            return " (noted on the lease instead)"
+        return " (not noted on the lease either: another holder has it)"
+    except Exception as err:  # noqa: BLE001 - the raise stands; only its note is lost
+        return f" (nor noted on the lease: {err})"
