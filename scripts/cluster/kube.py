@@ -345,7 +345,7 @@ class KubeCluster:
 
     def adopt(self, namespace: str, job: Job, deployment_uid: str = "", max_grace_seconds: float | None = None) -> None:
         """Mark a running workflow admitted; with a cap, the grace of its pods from now on capped as at admission."""
-        metadata, spec = _admitted(deployment_uid), {}
+        metadata, spec = _admitted(deployment_uid), dict[str, Any]()
         self._cap_grace("adopt", namespace, job, max_grace_seconds, metadata, spec)
         self._patch_workflow("adopt", namespace, job.name, {"metadata": metadata, **({"spec": spec} if spec else {})})
 
