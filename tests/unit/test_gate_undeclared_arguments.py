@@ -15,7 +15,7 @@ Invariants, in words:
 import copy
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from offhours.scripts.cluster.base import ClusterError
@@ -132,17 +132,23 @@ def test_a_workflow_without_a_template_is_unaffected_and_costs_no_template_read(
     assert w.state("typo") == "parked" and template_reads(w) == 3
 
 
-_text = st.one_of(st.none(), st.integers(), st.text(max_size=6), st.sampled_from(["sft-gpu", "sft-gpus", "gpus"]))
-_param = st.one_of(_text, st.dictionaries(st.sampled_from(["name", "value"]), _text, max_size=2))
+_name = st.sampled_from(["sft-gpu", "sft-gpus", "gpus", "service", "replicas"])
+_text = st.one_of(st.none(), st.integers(), st.text(max_size=6), _name)
+_param = st.one_of(_text, st.fixed_dictionaries({"name": _name}, optional={"value": _text}),
+                   st.dictionaries(st.sampled_from(["name", "value"]), _text, max_size=2))
 _parameters = st.one_of(_text, st.lists(_param, max_size=4))
-_arguments = st.one_of(_text, st.dictionaries(st.just("parameters"), _parameters))
-_ref = st.one_of(_text, st.dictionaries(st.sampled_from(["name", "clusterScope"]),
-                                        st.one_of(_text, st.just(TEMPLATE), st.booleans()), max_size=2))
+_arguments = st.one_of(st.fixed_dictionaries({"parameters": _parameters}), _text,
+                       st.dictionaries(st.just("parameters"), _parameters))
+_ref = st.one_of(st.just({"name": TEMPLATE}), st.just({"name": TEMPLATE, "clusterScope": True}), _text,
+                 st.dictionaries(st.sampled_from(["name", "clusterScope"]),
+                                 st.one_of(_text, st.just(TEMPLATE), st.booleans()), max_size=2))
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(ref=_ref, arguments=_arguments, template_spec=st.one_of(_text, st.dictionaries(
-    st.just("arguments"), _arguments)))
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ref=_ref, arguments=_arguments, template_spec=st.one_of(
+    st.fixed_dictionaries({"arguments": _arguments}), _text, st.dictionaries(st.just("arguments"), _arguments)))
+@example(ref={"name": TEMPLATE}, arguments={"parameters": [{"name": "sft-gpu", "value": "4"}]},
+         template_spec={"arguments": {"parameters": [{"name": "sft-gpus", "value": "8"}]}})
 def test_any_tenant_written_shape_never_fails_the_tick(ref: Any, arguments: Any, template_spec: Any) -> None:
     # What it sets and what its template declares, read before the gate writes anything on it.
     spec = template_spec if isinstance(template_spec, dict) else {}
