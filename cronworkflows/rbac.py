@@ -85,9 +85,12 @@ def gate_serving_rules(config: GateConfig) -> list[dict[str, Any]]:
 GATE_RESEARCH_RULES: list[dict[str, Any]] = [
     {"apiGroups": [ARGO_GROUP], "resources": ["workflows"],
      "verbs": ["get", "list", "watch", "patch", "create", "delete"]},
+    # Read only: a workflow's arguments are checked against its template's before it is admitted.
+    {"apiGroups": [ARGO_GROUP], "resources": ["workflowtemplates"], "verbs": ["list"]},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
 ]
-"""The gate's rights in the research namespace: admit, park, stop and delete workflows; record events."""
+"""The gate's rights in the research namespace: admit, park, stop and delete workflows; list their templates;
+record events."""
 
 EXIT_HOOK_RULES: list[dict[str, Any]] = [
     {"apiGroups": [ARGO_GROUP], "resources": ["workflows"], "verbs": ["get", "patch"]},

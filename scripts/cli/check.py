@@ -260,6 +260,7 @@ class Checker:
         needs += [(serving, "", "configmaps", "", "list", "")]  # a removed service's record is found by listing
         needs += [(research, ARGO_GROUP, "workflows", "", v, "") for v in
                   ("get", "list", "watch", "patch", "create", "delete")]
+        needs += [(research, ARGO_GROUP, "workflowtemplates", "", "list", "")]  # arguments checked before admission
         missing = [f"{v} {r}{'/' + sub if sub else ''}{' ' + n if n else ''} in {ns}"
                    for ns, g, r, sub, v, n in needs if not self._allowed(gate, ns, g, r, v, sub, n)]
         yield Check(f"RBAC {serving}/{GATE_SA}", not missing,

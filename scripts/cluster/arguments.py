@@ -9,7 +9,7 @@ naming them, nothing lent); `offhours submit` makes the same one before it creat
 (`scripts.cluster.parked`). Everything read here is tenant-written: any shape is read defensively.
 """
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from offhours.scripts.runtime.parameters import unknown_parameters
@@ -37,6 +37,26 @@ def template_name(workflow: Mapping[str, Any]) -> str | None:
     return name if isinstance(name, str) and name else None
 
 
+def namespaced_template_name(workflow: Mapping[str, Any]) -> str | None:
+    """Return the WorkflowTemplate of the workflow's own namespace it runs; None for none or a ClusterWorkflowTemplate.
+
+    A `clusterScope` reference names a ClusterWorkflowTemplate: a namespaced template of the same name
+    declares other arguments, so it must not be read for it.
+    """
+    spec = workflow.get("spec")
+    ref = spec.get("workflowTemplateRef") if isinstance(spec, Mapping) else None
+    if isinstance(ref, Mapping) and ref.get("clusterScope"):
+        return None
+    return template_name(workflow)
+
+
+def declared_arguments(template: Mapping[str, Any]) -> tuple[str, ...]:
+    """Return the parameter names a WorkflowTemplate declares in `spec.arguments.parameters`."""
+    spec = template.get("spec")
+    arguments = spec.get("arguments") if isinstance(spec, Mapping) else None
+    return tuple(_names(arguments.get("parameters") if isinstance(arguments, Mapping) else None))
+
+
 def undeclared_arguments(workflow: Mapping[str, Any], template: Mapping[str, Any]) -> list[str]:
     """Return one line per argument `workflow` sets that `template` does not declare, with its near misses.
 
@@ -44,16 +64,22 @@ def undeclared_arguments(workflow: Mapping[str, Any], template: Mapping[str, Any
     """
     if template_name(workflow) is None:
         return []
-    spec = template.get("spec")
-    arguments = spec.get("arguments") if isinstance(spec, Mapping) else None
-    declared = _names(arguments.get("parameters") if isinstance(arguments, Mapping) else None)
-    return unknown_parameters(submitted_arguments(workflow), declared)
+    return unknown_parameters(submitted_arguments(workflow), declared_arguments(template))
+
+
+def undeclared_problem(template: str, submitted: Collection[str], declared: Collection[str]) -> str | None:
+    """Return why a workflow running `template` with `submitted` argument names may not run, or None if it may."""
+    lines = unknown_parameters(submitted, declared)
+    if not lines:
+        return None
+    return (f"its template {template} has " + "; ".join(lines) +
+            "; it would run with the defaults: resubmit with the right names")
 
 
 def refusal(workflow: Mapping[str, Any], template: Mapping[str, Any]) -> str | None:
     """Return the one line a refused admission says (an Event, the waiting reason), or None to admit."""
-    lines = undeclared_arguments(workflow, template)
-    if not lines:
+    name = template_name(workflow)
+    if name is None:
         return None
-    return (f"not admitted: its template {template_name(workflow)} has " + "; ".join(lines) +
-            "; it would run with the defaults: resubmit with the right names")
+    problem = undeclared_problem(name, submitted_arguments(workflow), declared_arguments(template))
+    return None if problem is None else f"not admitted: {problem}"

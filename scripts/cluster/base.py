@@ -130,6 +130,10 @@ class Cluster(Protocol):
         """Return a workflow object, or None if it does not exist."""
         ...
 
+    def template_arguments(self, namespace: str) -> dict[str, tuple[str, ...]]:
+        """Return each WorkflowTemplate of `namespace`, name -> the argument names it declares (one paged list)."""
+        ...
+
     def admit(self, namespace: str, job: Job, deployment_uid: str = "", max_grace_seconds: float | None = None) -> None:
         """Resume a parked workflow and mark it admitted (against that Deployment incarnation).
 

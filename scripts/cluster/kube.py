@@ -17,6 +17,7 @@ import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from offhours.scripts.cluster.arguments import declared_arguments
 from offhours.scripts.cluster.base import Autoscaler, ClusterError, Deployment, Pod, stop_notes
 from offhours.scripts.cluster.errors import failed_call
 from offhours.scripts.cluster.lease import LeaseObserver
@@ -66,6 +67,7 @@ METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v
 PAGE_SIZE = 500  # items per list page: a list's answer stays bounded however many objects there are
 HPA_LIST_SECONDS = 5.0  # one list of a namespace's HPAs serves every service asking within this window
 KEDA_PLURAL = "scaledobjects"
+TEMPLATE_PLURAL = "workflowtemplates"
 RETRIED_STATUSES = {409, 429, 500, 502, 503, 504}
 MAX_START_SECONDS = 6 * 3600.0  # a longer "start" is a pod that waited for something else (a quota, a node)
 
@@ -316,6 +318,22 @@ class KubeCluster:
             token = (page.get("metadata") or {}).get("continue")
             if not token:
                 return
+
+    def template_arguments(self, namespace: str) -> dict[str, tuple[str, ...]]:
+        """Return each WorkflowTemplate of `namespace`, name -> the argument names it declares (paginated)."""
+        out: dict[str, tuple[str, ...]] = {}
+        token: str | None = None
+        while True:
+            page = self._call(f"list workflowtemplates in {namespace}", lambda: self.custom.list_namespaced_custom_object(
+                ARGO_GROUP, ARGO_VERSION, namespace, TEMPLATE_PLURAL, limit=PAGE_SIZE,
+                **({"_continue": token} if token else {})))
+            for item in page.get("items") or []:
+                name = (item.get("metadata") or {}).get("name") if isinstance(item, dict) else None
+                if isinstance(name, str) and name:
+                    out[name] = declared_arguments(item)
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                return out
 
     def workflow(self, namespace: str, name: str) -> dict[str, Any] | None:
         """Return a workflow, or None if it is gone."""

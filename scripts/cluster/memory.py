@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from offhours.scripts.cluster.arguments import declared_arguments
 from offhours.scripts.cluster.base import Autoscaler, ClusterError, Deployment, Pod, stop_notes
 from offhours.scripts.cluster.workflow import (
     build_parked_copy,
@@ -68,6 +69,7 @@ class MemoryCluster:
     deployments: dict[tuple[str, str], Deployment] = field(default_factory=dict)
     pods: dict[tuple[str, str], list[Pod]] = field(default_factory=dict)
     workflows: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    templates: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # WorkflowTemplates by (ns, name)
     events: list[Event] = field(default_factory=list)
     calls: list[str] = field(default_factory=list)
     autoscalers: dict[tuple[str, str], Autoscaler] = field(default_factory=dict)  # by (namespace, Deployment name)
@@ -203,6 +205,11 @@ class MemoryCluster:
         self._call(f"list-workflows {service}")
         return [job for (ns, _), wf in sorted(self.workflows.items())
                 if ns == namespace and (job := workflow_job(wf, service)) is not None]
+
+    def template_arguments(self, namespace: str) -> dict[str, tuple[str, ...]]:
+        """Return each WorkflowTemplate added to `namespace`, name -> the argument names it declares."""
+        self._call("list-workflowtemplates")
+        return {name: declared_arguments(t) for (ns, name), t in sorted(self.templates.items()) if ns == namespace}
 
     def workflow(self, namespace: str, name: str) -> dict[str, Any] | None:
         """Return a workflow object."""

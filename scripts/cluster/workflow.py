@@ -11,6 +11,7 @@ import re
 from datetime import datetime
 from typing import Any
 
+from offhours.scripts.cluster.arguments import namespaced_template_name, submitted_arguments
 from offhours.scripts.cluster.base import ClusterError
 from offhours.scripts.names import (
     ANNOTATION_ADMITTED_AT,
@@ -133,6 +134,8 @@ def _read_job(wf: dict[str, Any], service: str | None) -> Job | None:
         queue_position=_whole(position),
         exit_seconds=learnt if learnt is not None else _seconds(_parameters(wf).get(GRACE_PARAMETER)),
         exit_learnt=learnt is not None,
+        template=namespaced_template_name(wf),
+        arguments=tuple(submitted_arguments(wf)),
     )
 
 

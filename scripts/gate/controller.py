@@ -28,6 +28,7 @@ from datetime import datetime, timezone
 from functools import partial
 from typing import Any, TextIO
 
+from offhours.scripts.cluster.arguments import undeclared_problem
 from offhours.scripts.cluster.base import Autoscaler, Cluster, Deployment, Pod
 from offhours.scripts.cluster.workflow import measured_exit_seconds
 from offhours.scripts.gate.log import ERROR, INFO, WARNING, Logger
@@ -167,6 +168,10 @@ class _Tick:
     # Record and advisory writes of failed services, held while serving writes of the tick are still to come
     # (observing and the serving phase); None once they are all written: then at once.
     deferred: list[Callable[[], None]] | None = None
+    # The research namespace's WorkflowTemplates, name -> declared argument names: read once, when a job that
+    # may be admitted runs one; None: not read (yet), or unreadable (then nothing is refused for its arguments).
+    templates: dict[str, tuple[str, ...]] | None = None
+    templates_read: bool = False
 
 
 @dataclass
@@ -456,6 +461,7 @@ class Gate:
         )
         outcome.decision = decision
         if t.dry_run or (t.reclaim_only and decision.target_lent >= decision.lent):
+            jobs = self._with_undeclared_arguments(t, jobs) if t.dry_run else jobs  # a dry run writes nothing
             outcome.plan = plan(decision, baseline, jobs, now, explain=not t.reclaim_only)
             outcome.basis = Basis(policy, baseline, decision.lent, obs.pods, obs.record)
             return
@@ -470,6 +476,7 @@ class Gate:
         if decision.target_lent > decision.lent:
             # A parked copy's original is read only when something may be admitted (it decides whether the copy may run).
             jobs = [self._with_original(j) for j in jobs]
+        jobs = self._with_undeclared_arguments(t, jobs)
         p = plan(decision, baseline, jobs, now)
         outcome.plan = p
         scale_to = p.scale_to if decision.action == "lend" else max(p.scale_to, obs.current)  # only a lend lowers serving
@@ -593,6 +600,31 @@ class Gate:
         return replace(job, original_done=phase in FINISHED_PHASES, original_succeeded=phase == "Succeeded",
                        exit_seconds=job.exit_seconds if measured is None else measured,
                        exit_learnt=job.exit_learnt or measured is not None)
+
+    def _with_undeclared_arguments(self, t: _Tick, jobs: list[Job]) -> list[Job]:
+        """Mark each job that may be admitted or adopted and sets an argument its template does not declare.
+
+        Argo runs such a workflow with the template's default and never reads the argument (a typo runs
+        silently): it is never admitted nor adopted, and its waiting reason names the near miss.
+        """
+        candidates = [j for j in jobs if j.state != ADMITTED and j.problem is None and j.template is not None]
+        if not candidates or t.reclaim_only:
+            return jobs
+        if not t.templates_read:
+            t.templates_read = True
+            ns = self.config.workflow_namespace
+            read = self._advisory(t, f"WorkflowTemplates of {ns}", lambda: self.cluster.template_arguments(ns),
+                                  candidates[0])
+            t.templates = read if isinstance(read, dict) else None
+        templates = t.templates
+        if templates is None:
+            return jobs  # unknown: nothing is refused for its arguments this tick
+        out = []
+        for job in jobs:
+            declared = templates.get(job.template or "") if job.state != ADMITTED and job.problem is None else None
+            problem = None if declared is None else undeclared_problem(job.template or "", job.arguments, declared)
+            out.append(job if problem is None else replace(job, problem=problem))
+        return out
 
     def _with_progress(self, t: _Tick, job: Job) -> Job:
         if job.state != ADMITTED or self.progress is None:

@@ -52,6 +52,8 @@ class Job:
     exit_seconds: float | None = None  # how long a stop takes to give its GPUs back; None: not known to the caller
     exit_learnt: bool = False  # exit_seconds was measured at the run's last stop (the gate writes it at admission)
     run_id: str | None = None  # the run it belongs to: one run never runs twice at once (it shares checkpoints)
+    template: str | None = None  # the WorkflowTemplate of its namespace it runs (`workflowTemplateRef`), if any
+    arguments: tuple[str, ...] = ()  # the argument names it sets: the gate checks them against that template's
 
 
 @dataclass(frozen=True)
@@ -154,7 +156,7 @@ def plan(decision: Decision, baseline: int, jobs: Sequence[Job], now: float, exp
                 room -= job.replicas
                 ceiling_room -= job.replicas
                 lent += job.replicas
-        if not admit and not adopt and any(j.state == PARKED for j in jobs):
+        if not admit and not adopt and any(j.state == PARKED and j.problem is None for j in jobs):
             notes.append(f"no parked job fits in {target - sum(j.replicas for j in admitted)} lendable replicas")
 
     # Running without admission and not adopted: it must not hold replicas serving may need. One whose work is
@@ -162,7 +164,8 @@ def plan(decision: Decision, baseline: int, jobs: Sequence[Job], now: float, exp
     for job in jobs:
         if job.state not in (ADMITTED, PARKED) and job not in adopt and not job.finishing:
             stop.append(job)
-            notes.append(f"{job.name} runs without admission and does not fit: stopped and parked again")
+            why = f"but {job.problem}" if job.problem else "and does not fit"
+            notes.append(f"{job.name} runs without admission {why}: stopped and parked again")
         elif job.state == ADMITTED and job.problem and job not in stop:
             # A value on it cannot be trusted any more (a tenant rewrote its label): stopped, and what it was
             # lent goes back to serving now.

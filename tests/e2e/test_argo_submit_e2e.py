@@ -121,3 +121,33 @@ def test_argo_submit_from_template_is_parked_then_admitted_by_the_gate(
     out, err = cli("usage", "--csv", *NS)
     assert out.splitlines()[0] == "service,runs,gpu_hours_used,gpu_hours_lost_to_preemption,gpu_hours_lent"
     assert out.splitlines()[1].startswith(f"chat,1,{used:.2f},0.00,") and err == ""
+
+
+def test_argo_submit_with_an_undeclared_argument_is_never_admitted_and_says_did_you_mean(
+        api: client.ApiClient, gate_setup: dict[str, Any], runner: LocalPodRunner,  # noqa: F811
+        cluster_env: dict[str, str], tmp_path: Path) -> None:
+    # The fault: `-p gpu=1` (a typo of `gpus`) would run on lent GPUs with the template's default gpus.
+    apps = client.AppsV1Api(api)
+    load = gate_setup["load"]
+    load.rps = 150.0  # nothing to lend yet: the gate stops it and parks a copy, as for any argo-submitted run
+    _tick(gate_setup)
+    name = argo(cluster_env, "submit", "-n", RESEARCH, "--from", "workflowtemplate/offhours-job", "-o", "name",
+                *job_params("argo-typo", tmp_path), "-p", "gpu=1").strip().split("/")[-1]
+    wait("the template's labelsFrom on the workflow", lambda: (get_wf(api, name)["metadata"].get("labels") or {}).get(
+        "offhours.io/service"))
+    assert {"name": "gpu", "value": "1"} in get_wf(api, name)["spec"]["arguments"]["parameters"]  # Argo kept it
+    out = _tick(gate_setup)
+    assert out.parked == [f"{name}-p1"] and not out.plan.adopt, gate_setup["log"].getvalue()
+    wait("the stopped original to end", lambda: get_wf(api, name).get("status", {}).get("phase") in ("Failed", "Error"))
+
+    load.rps = 5.0  # quiet: room to lend, and the copy is the only job
+    for _ in range(4):
+        out = _tick(gate_setup)
+        assert not out.plan.admit and not out.plan.adopt, gate_setup["log"].getvalue()
+    copy = get_wf(api, f"{name}-p1")
+    assert copy["metadata"]["labels"]["offhours.io/state"] == "parked" and copy["spec"]["suspend"] is True
+    reason = copy["metadata"]["annotations"]["offhours.io/waiting-reason"]
+    assert reason.startswith("not admitted: its template offhours-job has no parameter gpu (did you mean gpus?)"), reason
+    assert apps.read_namespaced_deployment("chat", SERVING).spec.replicas == 16  # nothing lent for it
+    # The gate's own ServiceAccount listed the templates (its Role allows it): no unreadable-templates warning.
+    assert "WorkflowTemplates of" not in gate_setup["log"].getvalue()

@@ -152,3 +152,35 @@ def test_the_gates_list_of_its_records_reads_names_not_their_data(monkeypatch: A
     assert cluster.state_services("serving") == [f"svc-{i:03d}" for i in range(25)]
     assert len(server.answers) == 3  # paginated
     assert sum(server.answers) < len(big)  # all 25 names together weigh less than one record's data
+
+
+class TemplateServer:
+    """Pages over the namespace's WorkflowTemplates the way the API server does; remembers each request."""
+
+    def __init__(self, templates: list[Any]) -> None:
+        self.templates, self.requests = templates, []  # type: ignore[var-annotated]
+
+    def list_namespaced_custom_object(self, group: str, version: str, namespace: str, plural: str,
+                                      limit: int | None = None, _continue: str | None = None) -> dict[str, Any]:
+        self.requests.append({"plural": plural, "namespace": namespace, "limit": limit, "continue": _continue})
+        start = int(_continue or 0)
+        end = start + (limit or len(self.templates))
+        return {"items": self.templates[start:end],
+                "metadata": {"continue": str(end) if end < len(self.templates) else None}}
+
+
+def test_templates_are_read_in_pages_keeping_only_their_declared_argument_names(monkeypatch: Any) -> None:
+    """Fault: a tenant's WorkflowTemplate of any shape, among many, must not fail the read of the others."""
+    good = [{"metadata": {"name": f"t-{i}"}, "spec": {"arguments": {"parameters": [{"name": "gpus", "value": "1"}]}}}
+            for i in range(23)]
+    hostile = ["not an object", {"metadata": None}, {"metadata": {"name": "no-spec"}},
+               {"metadata": {"name": "odd"}, "spec": {"arguments": {"parameters": [None, {"name": 7}, {"name": "x"}]}}}]
+    server = TemplateServer(good + hostile)
+    cluster = KubeCluster(client.ApiClient(client.Configuration()))
+    cluster.custom = server
+    monkeypatch.setattr(kube, "PAGE_SIZE", 10)
+    got = cluster.template_arguments("research")
+    assert got == {**{f"t-{i}": ("gpus",) for i in range(23)}, "no-spec": (), "odd": ("x",)}
+    assert [(r["plural"], r["namespace"], r["limit"], r["continue"]) for r in server.requests] == [
+        ("workflowtemplates", "research", 10, None), ("workflowtemplates", "research", 10, "10"),
+        ("workflowtemplates", "research", 10, "20")]
