@@ -86,8 +86,10 @@ GATE_RESEARCH_RULES: list[dict[str, Any]] = [
     {"apiGroups": [ARGO_GROUP], "resources": ["workflows"],
      "verbs": ["get", "list", "watch", "patch", "create", "delete"]},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
+    # Read only: a stopped job's pods' status is what its release time is measured from.
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
 ]
-"""The gate's rights in the research namespace: admit, park, stop and delete workflows; record events."""
+"""The gate's rights in the research namespace: admit, park, stop and delete workflows; record events; list pods."""
 
 EXIT_HOOK_RULES: list[dict[str, Any]] = [
     {"apiGroups": [ARGO_GROUP], "resources": ["workflows"], "verbs": ["get", "patch"]},
