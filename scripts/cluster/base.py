@@ -126,7 +126,8 @@ class Cluster(Protocol):
     def workflow_pods(self, namespace: str, workflows: list[str]) -> dict[str, list[PodExit]]:
         """Return the pods of each of `workflows` as their status reads (one list; a workflow without pods maps to []).
 
-        What the gate measures a stopped job's release from (`policy.release`).
+        What the gate measures a stopped job's release from (`policy.release`). A name that cannot be a
+        label value is left out (no selector can find its pods): it is not measured.
         """
         ...
 

@@ -54,8 +54,10 @@ def release_seconds(stopped_at: float, pods: Sequence[PodExit], now: float) -> f
     """
     ended: list[float] = []
     for pod in pods:
+        # Created after the stop: the exit handler, not a holder of the GPUs. Creation times are whole seconds,
+        # so one created in the stop's own second counts as a holder: its time is added, the slow side.
         if pod.created is not None and pod.created > stopped_at:
-            continue  # started after the stop: the exit handler, not a holder of the GPUs
+            continue
         if pod.finished is None:
             return None
         if pod.finished >= stopped_at:
