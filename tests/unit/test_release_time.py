@@ -195,3 +195,15 @@ def test_the_kubernetes_adapter_reads_a_release_from_real_pod_status_objects() -
     assert pod_exit(pod(1010, 1025)) == PodExit("p", 900.0, 1025.0)
     assert pod_exit(pod(1010, None)).finished is None  # the main container still runs (checkpointing)
     assert pod_exit(client.V1Pod(metadata=client.V1ObjectMeta(name="p"), status=client.V1PodStatus())).finished is None
+
+
+def test_a_reclaim_of_a_hundred_jobs_measures_its_newest_stops_within_the_records_bound() -> None:
+    # A fleet 100x larger: one reclaim stops 100 jobs. The record keeps MAX_RELEASING of them being measured
+    # (the rest go unmeasured: their prior stays), so the record's size stays bounded whatever the fleet.
+    from offhours.scripts.policy.release import MAX_RELEASING
+
+    jobs = [Job(f"wf-{i}", "chat", 1, ADMITTED, run_id=f"run-{i}") for i in range(100)]
+    releasing = with_stops((("wf-old", "run-old", STOP - 60),), jobs, STOP)
+    assert len(releasing) == MAX_RELEASING and releasing[-1] == ("wf-99", "run-99", STOP)
+    text = ServiceRecord(baseline=8, releasing=releasing).to_json()
+    assert ServiceRecord.from_json(text).releasing == releasing
