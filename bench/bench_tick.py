@@ -131,7 +131,7 @@ def _setup(admin: client.ApiClient) -> dict[str, list[str]]:
         apps.create_namespaced_deployment(SERVING, _deployment(f"svc-{s}"))
         custom.create_namespaced_custom_object("argoproj.io", "v1alpha1", RESEARCH, "workflows",
                                                _queued_job(f"svc-{s}"))
-    deadline = time.monotonic() + 180
+    deadline = time.monotonic() + max(180, 0.5 * SERVICES * REPLICAS)  # kwok readies 1,000 pods in minutes on 2 cores
     while time.monotonic() < deadline:
         ips = {f"svc-{s}": _ready_ips(core, f"svc-{s}") for s in range(SERVICES)}
         if all(len(v) == REPLICAS for v in ips.values()):

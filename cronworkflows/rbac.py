@@ -88,9 +88,11 @@ GATE_RESEARCH_RULES: list[dict[str, Any]] = [
     # Read only: a workflow's arguments are checked against its template's before it is admitted.
     {"apiGroups": [ARGO_GROUP], "resources": ["workflowtemplates"], "verbs": ["list"]},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
+    # Read only: a stopped job's pods' status is what its release time is measured from.
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
 ]
-"""The gate's rights in the research namespace: admit, park, stop and delete workflows; list their templates;
-record events."""
+"""The gate's rights in the research namespace: admit, park, stop and delete workflows; list their templates
+and their pods; record events."""
 
 EXIT_HOOK_RULES: list[dict[str, Any]] = [
     {"apiGroups": [ARGO_GROUP], "resources": ["workflows"], "verbs": ["get", "patch"]},

@@ -22,6 +22,8 @@ ARGO_RESUBMITTED_LABEL = "workflows.argoproj.io/resubmitted-from-workflow"
 KEDA_GROUP, KEDA_VERSION = "keda.sh", "v1alpha1"
 """KEDA's ScaledObjects: with one present, lending caps its maxReplicas."""
 ARGO_COMPLETED_LABEL = "workflows.argoproj.io/completed"
+ARGO_WORKFLOW_LABEL = "workflows.argoproj.io/workflow"
+"""Set by Argo on every pod of a workflow, to the workflow's name: how the gate finds a stopped job's pods."""
 """Set to "true" by the Argo controller on a workflow that has ended: list selectors leave those out."""
 FINISHED_PHASES = ("Succeeded", "Failed", "Error")
 """Argo phases of a workflow that has ended."""

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from offhours.scripts.names import ANNOTATION_PROGRESS
 from offhours.scripts.policy.plan import Job
+from offhours.scripts.policy.release import PodExit
 
 
 def stop_notes(job: Job) -> dict[str, str]:
@@ -120,6 +121,14 @@ class Cluster(Protocol):
 
     def ready_pods(self, dep: Deployment) -> list[Pod]:
         """Return the Deployment's ready pods."""
+        ...
+
+    def workflow_pods(self, namespace: str, workflows: list[str]) -> dict[str, list[PodExit]]:
+        """Return the pods of each of `workflows` as their status reads (one list; a workflow without pods maps to []).
+
+        What the gate measures a stopped job's release from (`policy.release`). A name that cannot be a
+        label value is left out (no selector can find its pods): it is not measured.
+        """
         ...
 
     def jobs(self, namespace: str, service: str) -> list[Job]:

@@ -41,6 +41,7 @@ from offhours.scripts.names import (
     ARGO_COMPLETED_LABEL,
     ARGO_GROUP,
     ARGO_VERSION,
+    ARGO_WORKFLOW_LABEL,
     EVENT_SOURCE,
     FINISHED_PHASES,
     KEDA_GROUP,
@@ -60,6 +61,7 @@ from offhours.scripts.names import (
     state_configmap_name,
 )
 from offhours.scripts.policy.plan import Job
+from offhours.scripts.policy.release import PodExit
 
 T = TypeVar("T")
 # Kubernetes' metadata-only answer to a list (as kube-controller-manager's metadata informers ask for it).
@@ -298,6 +300,21 @@ class KubeCluster:
                 ready.append(Pod(pod.metadata.name, pod.status.pod_ip, start_seconds(pod.metadata.creation_timestamp,
                                                                                     cond.last_transition_time)))
         return sorted(ready, key=lambda p: p.name)
+
+    def workflow_pods(self, namespace: str, workflows: list[str]) -> dict[str, list[PodExit]]:
+        """Return each workflow's pods (Argo labels them with their workflow's name), read in one list."""
+        names = sorted({w for w in workflows if _label_value(w)})
+        out: dict[str, list[PodExit]] = {w: [] for w in names}
+        if not names:
+            return out
+        selector = f"{ARGO_WORKFLOW_LABEL} in ({','.join(names)})"
+        pods = self._call(f"list pods {selector}", lambda: self.core.list_namespaced_pod(
+            namespace, label_selector=selector)).items
+        for pod in pods:
+            owner = (pod.metadata.labels or {}).get(ARGO_WORKFLOW_LABEL)
+            if owner in out:
+                out[owner].append(pod_exit(pod))
+        return out
 
     # -- Workflows --------------------------------------------------------------------------
     def jobs(self, namespace: str, service: str) -> list[Job]:
@@ -567,6 +584,25 @@ def start_seconds(created: datetime | None, ready_since: datetime | None) -> flo
         return None
     seconds = (ready_since - created).total_seconds()
     return seconds if 0 <= seconds <= MAX_START_SECONDS else None
+
+
+def pod_exit(pod: Any) -> PodExit:
+    """Read one pod's release from its status: the latest container `finishedAt` once every container has terminated."""
+    statuses = [*(pod.status.init_container_statuses or []), *(pod.status.container_statuses or [])] \
+        if pod.status is not None else []
+    running = [s for s in statuses if s.state is None or s.state.terminated is None]
+    ends = [s.state.terminated.finished_at for s in statuses if s.state is not None and s.state.terminated is not None]
+    finished = None
+    if statuses and not running and all(isinstance(e, datetime) for e in ends):
+        finished = max(e.timestamp() for e in ends)
+    created = pod.metadata.creation_timestamp
+    return PodExit(pod.metadata.name, created.timestamp() if isinstance(created, datetime) else None, finished)
+
+
+def _label_value(text: str) -> bool:
+    """Whether `text` can be a label value (a workflow name longer than 63 characters cannot: its pods go unmeasured)."""
+    return 0 < len(text) <= 63 and all(c.isalnum() or c in "-_." for c in text) and text[0].isalnum() \
+        and text[-1].isalnum()
 
 
 def _now() -> str:

@@ -47,6 +47,7 @@ from offhours.scripts.names import (
     STATE_RETURNED,
 )
 from offhours.scripts.policy.plan import Job
+from offhours.scripts.policy.release import PodExit
 
 
 @dataclass
@@ -71,6 +72,7 @@ class MemoryCluster:
     workflows: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     templates: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # WorkflowTemplates by (ns, name)
     events: list[Event] = field(default_factory=list)
+    research_pods: dict[tuple[str, str], list[PodExit]] = field(default_factory=dict)  # by (ns, workflow name)
     calls: list[str] = field(default_factory=list)
     autoscalers: dict[tuple[str, str], Autoscaler] = field(default_factory=dict)  # by (namespace, Deployment name)
     states: dict[tuple[str, str], str] = field(default_factory=dict)  # the state ConfigMaps' text by (ns, service)
@@ -194,6 +196,15 @@ class MemoryCluster:
         self._call(f"find-deployment {name}")
         dep = self.deployments.get((namespace, name))
         return copy.deepcopy(dep) if dep else None
+
+    def workflow_pods(self, namespace: str, workflows: list[str]) -> dict[str, list[PodExit]]:
+        """Return each workflow's pods as set with `set_workflow_pods` (none: [])."""
+        self._call(f"list-workflow-pods {','.join(sorted(workflows))}")
+        return {w: list(self.research_pods.get((namespace, w), [])) for w in workflows}
+
+    def set_workflow_pods(self, namespace: str, workflow: str, pods: list[PodExit]) -> None:
+        """Test helper: what a workflow's pods' status says (the pod runner's part on a real cluster)."""
+        self.research_pods[(namespace, workflow)] = list(pods)
 
     def ready_pods(self, dep: Deployment) -> list[Pod]:
         """Return the Deployment's ready pods (as many as its replicas)."""

@@ -60,6 +60,7 @@ from offhours.scripts.policy.record import (
     own_baseline,
     with_need,
 )
+from offhours.scripts.policy.release import measured, with_release_estimates, with_stops
 from offhours.scripts.policy.window import lending_allowed
 
 REPLICAS = "replicas"
@@ -432,11 +433,9 @@ class Gate:
                  outcome: ServiceOutcome) -> Iterator[None]:
         """One service's tick in three steps (`_tick` runs each step for every service before the next step)."""
         policy, dep = obs.policy, obs.dep
-        # A job's exit time is capped by the service's grace (what it takes past that is not serving's wait);
-        # one that declares none may take the whole grace.
-        jobs = [replace(j, exit_seconds=min(
-            policy.max_grace_seconds if j.exit_seconds is None else j.exit_seconds, policy.max_grace_seconds))
-            for j in counted_jobs(obs.jobs, obs.record, dep.uid)]
+        # A job's exit time: what its run's recent stops measured, else its declared grace, within the service's cap.
+        jobs = with_release_estimates(counted_jobs(obs.jobs, obs.record, dep.uid), obs.record.releases,
+                                      policy.max_grace_seconds)
         lent = sum(j.replicas for j in jobs if j.state == ADMITTED)
         owned = own_baseline(obs.record, dep.uid, obs.writes_to, obs.current, lent)
         baseline, record = owned.baseline, replace(owned.record, deployment=dep.name)
@@ -473,6 +472,8 @@ class Gate:
             self._event(policy.name, dep, EVENT_REPLICAS_ADOPTED, owned.adopted)
         if decision.target_lent < decision.lent and self.progress is not None:
             jobs = [self._with_progress(t, j) for j in jobs]  # advisory: only when a stop is coming
+        if not t.reclaim_only and record.releasing:
+            record, jobs = self._measure_releases(t, obs, record, jobs, now)  # advisory, after serving's raise
         if decision.target_lent > decision.lent:
             # A parked copy's original is read only when something may be admitted (it decides whether the copy may run).
             jobs = [self._with_original(j) for j in jobs]
@@ -488,7 +489,8 @@ class Gate:
         record = replace(record, decision=decision.state, samples=reading.samples or record.samples,
                          last_decision=_last_decision(decision, p, now), deployment=dep.name,
                          admitted={**{j.uid: j.replicas for j in jobs if j.state == ADMITTED and j.uid},
-                                   **{j.uid: j.replicas for j in granted if j.uid}})
+                                   **{j.uid: j.replicas for j in granted if j.uid}},
+                         releasing=with_stops(record.releasing, p.stop, now))
         record = renewed(record, now, self.lease_duration)  # lending is a lease: this tick renews it
         self._fence(t)
         self.cluster.write_state(self.config.namespace, policy.name, record.to_json())
@@ -625,6 +627,18 @@ class Gate:
             problem = None if declared is None else undeclared_problem(job.template or "", job.arguments, declared)
             out.append(job if problem is None else replace(job, problem=problem))
         return out
+
+    def _measure_releases(self, t: _Tick, obs: Observed, record: ServiceRecord, jobs: list[Job],
+                          now: float) -> tuple[ServiceRecord, list[Job]]:
+        """Read the pods of the jobs stopped earlier, record the releases that ended, plan with them (advisory)."""
+        names = [name for name, _, _ in record.releasing]
+        probe = Job(name=names[0], service=obs.policy.name, replicas=0, state=UNMANAGED)  # what the log names
+        pods = self._advisory(t, f"pods of {len(names)} stopped job(s)",
+                              partial(self.cluster.workflow_pods, self.config.workflow_namespace, names), probe)
+        releasing, releases = measured(record.releasing, record.releases, pods if isinstance(pods, dict) else {}, now,
+                                       obs.policy.max_grace_seconds)
+        record = replace(record, releasing=releasing, releases=releases)
+        return record, with_release_estimates(jobs, releases, obs.policy.max_grace_seconds)
 
     def _with_progress(self, t: _Tick, job: Job) -> Job:
         if job.state != ADMITTED or self.progress is None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from offhours.scripts.policy.decide import ServiceState
+from offhours.scripts.policy.release import MAX_RELEASES, MAX_RELEASING, Release, Releasing
 from offhours.scripts.policy.samples import CounterSample
 
 MAX_REPLICAS = 100_000  # a stored number beyond this is corruption, not a fleet
@@ -23,6 +24,7 @@ MAX_REPLICAS = 100_000  # a stored number beyond this is corruption, not a fleet
 MAX_NEED_BUCKETS = 4096
 MAX_EXACT_NEEDS = 20_000
 MAX_BUCKET_COUNT = 10_000  # entries one stored bucket may stand for (more is a tampered record)
+MAX_RELEASE_SECONDS = 86_400.0  # a stored release longer than a day is a tampered record
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,9 @@ class ServiceRecord:
     # lent (a tenant can copy any mark a workflow carries, never this). None: a record written before the
     # gate kept it, or none at all (the workflows' marks are then the only evidence left).
     admitted: dict[str, int] | None = None
+    # How long recent stops took to free their pods (`policy.release`), and the stops still being measured.
+    releases: tuple[Release, ...] = ()
+    releasing: tuple[Releasing, ...] = ()
 
     @property
     def lent(self) -> int:
@@ -80,6 +85,8 @@ class ServiceRecord:
             "renewedAt": None if self.renewed_at is None else round(self.renewed_at, 3),
             "leaseSeconds": self.lease_seconds,
             **({"admitted": dict(sorted(self.admitted.items()))} if self.admitted is not None else {}),
+            **({"releases": [[k, round(at, 3), round(s, 3)] for k, at, s in self.releases]} if self.releases else {}),
+            **({"releasing": [[n, k, round(at, 3)] for n, k, at in self.releasing]} if self.releasing else {}),
         }, separators=(",", ":"))
 
     @classmethod
@@ -114,6 +121,8 @@ class ServiceRecord:
                 renewed_at=_optional_finite(raw.get("renewedAt")),
                 lease_seconds=_optional_finite(raw.get("leaseSeconds")),
                 admitted=None if raw.get("admitted") is None else {str(k): _count(v) for k, v in raw["admitted"].items()},
+                releases=_read_releases(raw.get("releases")),
+                releasing=_read_releasing(raw.get("releasing")),
             )
         except (ValueError, TypeError, IndexError, AttributeError, KeyError):
             return cls()
@@ -199,6 +208,32 @@ def _read_needs(raw: dict[str, Any]) -> tuple[tuple[float, float], ...]:
     return tuple(out)
 
 
+def _read_releases(raw: Any) -> tuple[Release, ...]:
+    """Read the measured releases back: (run key, when, seconds), as many as the gate keeps, seconds within a day."""
+    entries = raw or []
+    if not isinstance(entries, list) or len(entries) > MAX_RELEASES:
+        raise ValueError("more release measurements than the gate keeps")
+    out: list[Release] = []
+    for key, at, seconds in entries:
+        if not isinstance(key, str) or not 0 <= _finite(seconds) <= MAX_RELEASE_SECONDS:
+            raise ValueError(f"not a release measurement: {key!r}, {seconds!r}")
+        out.append((key, _finite(at), _finite(seconds)))
+    return tuple(out)
+
+
+def _read_releasing(raw: Any) -> tuple[Releasing, ...]:
+    """Read the stops being measured back: (workflow name, run key, when stopped)."""
+    entries = raw or []
+    if not isinstance(entries, list) or len(entries) > MAX_RELEASING:
+        raise ValueError("more stops being measured than the gate keeps")
+    out: list[Releasing] = []
+    for name, key, at in entries:
+        if not isinstance(name, str) or not isinstance(key, str):
+            raise ValueError(f"not a stop being measured: {name!r}, {key!r}")
+        out.append((name, key, _finite(at)))
+    return tuple(out)
+
+
 def fingerprint(stored_text: str | None) -> str:
     """Identify one stored record: every write of the gate's changes it (each carries its tick's decision)."""
     return hashlib.sha256((stored_text or "").encode("utf-8", "replace")).hexdigest()[:16]
@@ -256,7 +291,9 @@ def own_baseline(record: ServiceRecord, uid: str, writes_to: str, observed: int,
         same = record.deployment_uid == uid
         base = ServiceRecord(deployment_uid=uid, writes_to=writes_to, baseline=observed + lent, applied=observed,
                              samples=record.samples if same else {}, deployment=record.deployment,
-                             admitted=record.admitted if same else ({} if record.deployment_uid else None))
+                             admitted=record.admitted if same else ({} if record.deployment_uid else None),
+                             # What research jobs take to stop is theirs, not the Deployment incarnation's.
+                             releases=record.releases, releasing=record.releasing)
         return Ownership(observed + lent, base, note)
     assert record.baseline is not None
     if record.applied is None or observed in (record.applied, record.applying_from):

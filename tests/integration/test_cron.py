@@ -84,7 +84,8 @@ def test_rbac_is_exactly_the_contract() -> None:
             | _rows("argoproj.io", "workflowtaskresults", "create patch")),
         ("serving/offhours-gate", "research"): (
             _rows("argoproj.io", "workflows", "get list watch patch create delete")
-            | _rows("argoproj.io", "workflowtemplates", "list") | _rows("", "events", "create")),
+            | _rows("argoproj.io", "workflowtemplates", "list") | _rows("", "events", "create")
+            | _rows("", "pods", "list")),  # read only: a stopped job's release is measured from its pods' status
         ("research/offhours-exit-hook", "research"): (
             _rows("argoproj.io", "workflows", "get patch") | _rows("argoproj.io", "workflowtaskresults", "create patch")),
         ("research/offhours-research", "research"): _rows("argoproj.io", "workflowtaskresults", "create patch"),
