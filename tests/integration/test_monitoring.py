@@ -54,6 +54,7 @@ class StagedCluster:
             state = chat_state(required=6, lent=2)
             state["lastDecision"].update(at=ts(self.reclaim_at), action="reclaim", target=2)
             rl["metadata"]["labels"]["offhours.io/state"] = "preempted"
+            rl["spec"]["shutdown"] = "Stop"  # as the gate's stop writes it (a copied label alone is no stop)
             rl["metadata"]["annotations"]["offhours.io/preempted-at"] = ts(self.reclaim_at)
             copy = workflow("rl-d-x7-p1", "chat", 2, "parked", suspend=True, run_id="rl-d",
                             annotations={"offhours.io/preemptions": "1"})
