@@ -256,7 +256,8 @@ def test_nothing_a_tenant_wrote_on_the_old_workflow_reaches_the_new_one_unchecke
     old = workflow("ft-3", "chat", 2, "admitted", "Failed", created=90, started=85, finished=30, run_id="run-1",
                    labels={k: v for k, v in labels.items() if k != "offhours.io/state"}, annotations=annotations)
     old["spec"]["workflowTemplateRef"] = template_ref
-    old["spec"]["arguments"] = {"parameters": [{"name": k, "value": v} for k, v in {**PARAMS, "run-id": run_id, **params}.items()]}
+    written = {**PARAMS, "run-id": run_id, **params}
+    old["spec"]["arguments"] = {"parameters": [{"name": k, "value": v} for k, v in written.items()]}
     store = Store(live, old)
     client = client_of(store)
     run = store.read().find("ft-3")
