@@ -29,7 +29,7 @@ from offhours.scripts.console.form import (
     fields_of,
     submitted_values,
 )
-from offhours.scripts.names import ANNOTATION_ESTIMATE, ANNOTATION_PRIORITY, ARGO_CREATOR_LABEL
+from offhours.scripts.names import ANNOTATION_ESTIMATE, ANNOTATION_PRIORITY, ARGO_CREATOR_LABEL, LABEL_RUN_ID
 from offhours.scripts.policy.estimate import (
     Estimate,
     EstimateError,
@@ -292,6 +292,13 @@ def add_request_routes(app: Flask, person_api: PersonApi, pool: Callable[[], Poo
             problems = "; ".join(f"{k}: {v}" for k, v in checked.problems.items())
             return refused(f"{template_name} no longer accepts this job's values: {checked.general or problems}", 400,
                            "cannot resubmit")
+        # The new workflow's run id is its run-id parameter, which a tenant may have changed on the old workflow:
+        # checked again here, or a resubmission joins another live run as its duplicate.
+        new_run_id = str(checked.body["metadata"]["labels"][LABEL_RUN_ID])
+        others = live_copies(pool(), new_run_id)
+        if others:
+            return refused(f"{new_run_id} is live ({', '.join(others)}): resubmitting {run.run_id} with run id "
+                           f"{new_run_id} would make a second live workflow of it", 409, "cannot resubmit")
         stamp_person(checked.body, who)
         kept = parse_estimate_record(annotations.get(ANNOTATION_ESTIMATE))
         if kept is not None and estimator is not None:
@@ -307,6 +314,12 @@ def add_request_routes(app: Flask, person_api: PersonApi, pool: Callable[[], Poo
             return refused(str(err), 502, "unavailable")
         refresh()
         return redirect(url_for("job_page", name=created))
+
+
+def live_copies(pool: Pool, run_id: str) -> list[str]:
+    """Return the names of the workflows of `run_id` that are not finished."""
+    run = next((r for r in pool.runs if r.run_id == run_id), None)
+    return [] if run is None else [c.name for c in run.copies if c.state not in FINISHED]
 
 
 def fields_as_defaults(template: dict[str, Any]) -> dict[str, str]:
