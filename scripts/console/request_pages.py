@@ -238,7 +238,7 @@ def add_request_routes(app: Flask, person_api: PersonApi, pool: Callable[[], Poo
         run = pool().find(name)
         if run is None:
             abort(404, description=f"no offhours job {name!r}")
-        live = [c for c in run.copies if c.state not in FINISHED]
+        live = unfinished(run)
         if not live:
             return refused(f"{run.run_id} has nothing to cancel: it is {run.state}", 409, "nothing to cancel")
         who = person()
@@ -263,7 +263,7 @@ def add_request_routes(app: Flask, person_api: PersonApi, pool: Callable[[], Poo
         run = pool().find(name)
         if run is None:
             abort(404, description=f"no offhours job {name!r}")
-        live = [c.name for c in run.copies if c.state not in FINISHED]
+        live = [c.name for c in unfinished(run)]
         if live:  # two live workflows of one run id: the gate would stop one of them as a duplicate
             return refused(f"{run.run_id} is {run.state} ({', '.join(live)}): cancel it before resubmitting", 409,
                            "cannot resubmit")
@@ -316,10 +316,15 @@ def add_request_routes(app: Flask, person_api: PersonApi, pool: Callable[[], Poo
         return redirect(url_for("job_page", name=created))
 
 
+def unfinished(run: Any) -> list[Any]:
+    """Return the copies of `run` that are not finished (what a cancel stops, what a resubmit must wait for)."""
+    return [c for c in run.copies if c.state not in FINISHED]
+
+
 def live_copies(pool: Pool, run_id: str) -> list[str]:
     """Return the names of the workflows of `run_id` that are not finished."""
     run = next((r for r in pool.runs if r.run_id == run_id), None)
-    return [] if run is None else [c.name for c in run.copies if c.state not in FINISHED]
+    return [] if run is None else [c.name for c in unfinished(run)]
 
 
 def fields_as_defaults(template: dict[str, Any]) -> dict[str, str]:
