@@ -92,10 +92,6 @@ def test_an_admitted_jobs_pod_gets_the_services_grace_cap_not_its_own(api: clien
     assert {p.spec.termination_grace_period_seconds for p in pods()} == {25}
 
 
-# Unproven: its first run on the local control plane failed on the test's own wait (it took the parameter
-# check's pod for the research step's; the gate's ServiceAccount did list the pods and read their status);
-# the wait is fixed to the step's pod, not yet run again.
-@pytest.mark.unproven
 def test_the_gate_reads_a_stopped_jobs_release_from_its_pods_status_as_its_own_service_account(
         api: client.ApiClient, kube_harness: KubeHarness, runner: LocalPodRunner, cluster_env: dict[str, str]) -> None:
     """What a stop does to the pods, read as the gate reads it: its ServiceAccount, one list, the pods' status.
