@@ -18,7 +18,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from offhours.scripts.cluster.arguments import declared_arguments
-from offhours.scripts.cluster.base import Autoscaler, ClusterError, Deployment, Pod, stop_notes
+from offhours.scripts.cluster.base import MAX_WORKFLOW_PODS, Autoscaler, ClusterError, Deployment, Pod, stop_notes
 from offhours.scripts.cluster.errors import failed_call
 from offhours.scripts.cluster.lease import LeaseObserver
 from offhours.scripts.cluster.workflow import (
@@ -302,18 +302,22 @@ class KubeCluster:
         return sorted(ready, key=lambda p: p.name)
 
     def workflow_pods(self, namespace: str, workflows: list[str]) -> dict[str, list[PodExit]]:
-        """Return each workflow's pods (Argo labels them with their workflow's name), read in one list."""
-        names = sorted({w for w in workflows if _label_value(w)})
-        out: dict[str, list[PodExit]] = {w: [] for w in names}
-        if not names:
-            return out
-        selector = f"{ARGO_WORKFLOW_LABEL} in ({','.join(names)})"
-        pods = self._call(f"list pods {selector}", lambda: self.core.list_namespaced_pod(
-            namespace, label_selector=selector)).items
-        for pod in pods:
-            owner = (pod.metadata.labels or {}).get(ARGO_WORKFLOW_LABEL)
-            if owner in out:
-                out[owner].append(pod_exit(pod))
+        """Return each workflow's pods (Argo labels them with their workflow's name), each workflow read on its own, in pages.
+
+        A workflow with more than MAX_WORKFLOW_PODS pods is left out (not measured this tick): its read stops
+        there, so one job's thousands of pods bound neither the answer nor keep the other jobs unmeasured.
+        """
+        out: dict[str, list[PodExit]] = {}
+        for name in sorted({w for w in workflows if _label_value(w)}):
+            selector = f"{ARGO_WORKFLOW_LABEL}={name}"
+            pods: list[PodExit] = []
+            for pod in self._pages(f"list pods {selector}", partial(self.core.list_namespaced_pod, namespace,
+                                                                    label_selector=selector)):
+                if len(pods) >= MAX_WORKFLOW_PODS:
+                    break
+                pods.append(pod_exit(pod))
+            else:
+                out[name] = pods
         return out
 
     # -- Workflows --------------------------------------------------------------------------
