@@ -48,7 +48,7 @@ STABILIZATION = (1.0, 2.0)  # times the configured stabilizationSeconds
 SHARE_TOLERANCE = 0.02  # fitting-days shares closer than this are not told apart: the safer setting wins
 LOOK_AHEAD_SAFETY = {"none": 0, "trend": 1, "trend+volatility": 2}
 VOLATILITY = {"volatility_headroom_max": 1.0, "volatility_lookback_seconds": 21600.0}
-LEVEL_FLOOR = 0.05  # a rise from below 5% of the median need has no meaningful ratio
+LEVEL_FLOOR = 0.05  # a rise from below 5% of the median need (while it serves any) has no meaningful ratio
 RISE_MARGIN = 1.5  # a headroom without the volatility term must cover half as much again as the fitting days' largest rise
 
 
@@ -159,7 +159,10 @@ def largest_rise(trace: Trace, spec: ServiceSpec, fleet: Fleet) -> Rise:
         return Rise(0.0, 0, reaction)
     ahead = np.lib.stride_tricks.sliding_window_view(need[1:], horizon).max(axis=1)[: n - horizon]
     level = need[: n - horizon]
-    floor = LEVEL_FLOOR * max(float(np.median(need)), 1e-12)
+    # The median of the minutes with any need: a service idle most of the day has a median of zero, and
+    # a handful of requests would then be a level (the day's first minute a rise of thousands of percent).
+    serving = need[need > 0]
+    floor = LEVEL_FLOOR * max(float(np.median(serving)) if serving.size else 0.0, 1e-12)
     ratio = np.where(level > floor, ahead / np.maximum(level, floor) - 1.0, 0.0)
     at = int(np.argmax(ratio))
     return Rise(max(0.0, float(ratio[at])), at, reaction)
