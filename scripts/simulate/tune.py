@@ -182,8 +182,9 @@ def choose(candidates: Sequence[Candidate], max_delay_minutes: int,
 
     The margins: the budget kept with the cold start doubled, and a headroom that `covers` a rise
     larger than the fitting days' largest (`fit_rise`, relative to the level). Of those, the safest
-    within `SHARE_TOLERANCE` of the most lending. Without a candidate within the budget under both
-    margins, the same among those within it under the cold-start one, then among those within it;
+    within `SHARE_TOLERANCE` of the most lending. Where no headroom covers the rise, those of the widest
+    headroom within the budget under the cold-start margin stand for it. Without a candidate within the
+    budget under the cold-start margin, the same among those within it;
     without any within the budget, the least delayed (and the second value is False).
     """
     def safest(pool: list[Candidate]) -> Candidate:
@@ -196,10 +197,12 @@ def choose(candidates: Sequence[Candidate], max_delay_minutes: int,
     within = [c for c in candidates if c.fit.delay_minutes <= max_delay_minutes]
     robust = [c for c in within if c.margin_delay_minutes is not None and c.margin_delay_minutes <= max_delay_minutes]
     covered = [c for c in robust if covers(c.knobs, fit_rise)]
+    if not covered and robust:
+        # No headroom covers the margin: the widest comes closest (a larger rise must never choose a leaner one).
+        widest = max(c.knobs.headroom for c in robust)
+        covered = [c for c in robust if c.knobs.headroom >= widest - 1e-9]
     if covered:
         return safest(covered), True
-    if robust:
-        return safest(robust), True
     if within:
         return safest(within), True
     return min(candidates, key=lambda c: (c.fit.delay_minutes, c.fit.slo_minutes, -c.fit.share_of_reference)), False
