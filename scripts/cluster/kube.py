@@ -52,6 +52,7 @@ from offhours.scripts.names import (
     LABEL_STATE,
     LEASE_NAME,
     LEASE_NOTE_PREFIX,
+    POD_ENDED_PHASES,
     STATE_ADMITTED,
     STATE_CONFIGMAP_PREFIX,
     STATE_KEY,
@@ -597,9 +598,16 @@ def pod_exit(pod: Any) -> PodExit:
     running = [s for s in statuses if s.state is None or s.state.terminated is None]
     ends = [s.state.terminated.finished_at for s in statuses if s.state is not None and s.state.terminated is not None]
     finished = None
+    created = pod.metadata.creation_timestamp
     if statuses and not running and all(isinstance(e, datetime) for e in ends):
         finished = max(e.timestamp() for e in ends)
-    created = pod.metadata.creation_timestamp
+    elif pod.status is not None and pod.status.phase in POD_ENDED_PHASES:
+        # Ended by the kubelet though its containers never said so (refused at admission: OutOfnvidia.com/gpu,
+        # UnexpectedAdmissionError): nothing runs in it. Dated by what its status knows, its creation at the least.
+        known = [e for e in ends if isinstance(e, datetime)] + [
+            c.last_transition_time for c in pod.status.conditions or [] if isinstance(c.last_transition_time, datetime)]
+        if known or isinstance(created, datetime):
+            finished = max(e.timestamp() for e in known) if known else created.timestamp()
     return PodExit(pod.metadata.name, created.timestamp() if isinstance(created, datetime) else None, finished)
 
 
