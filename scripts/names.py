@@ -26,6 +26,7 @@ ARGO_WORKFLOW_LABEL = "workflows.argoproj.io/workflow"
 """Set by Argo on every pod of a workflow, to the workflow's name: how the gate finds a stopped job's pods."""
 """Set to "true" by the Argo controller on a workflow that has ended: list selectors leave those out."""
 FINISHED_PHASES = ("Succeeded", "Failed", "Error")
+POD_ENDED_PHASES = ("Succeeded", "Failed")  # a Pod's status.phase once the kubelet has stopped all its containers
 """Argo phases of a workflow that has ended."""
 ARGO_SHUTDOWN_STRATEGIES = ("Stop", "Terminate")
 """The spec.shutdown values Argo acts on; under any other its pods run on as if there were none."""

@@ -17,6 +17,9 @@ from offhours.scripts.names import ANNOTATION_PROGRESS
 from offhours.scripts.policy.plan import Job
 from offhours.scripts.policy.release import PodExit
 
+# The pods read of one stopped workflow: one with more (a fan-out, retries kept until pod GC) is not measured.
+MAX_WORKFLOW_PODS = 1000
+
 
 def stop_notes(job: Job) -> dict[str, str]:
     """Annotations a stop writes besides its mark: the job's last checkpoint, when the gate read one.
@@ -124,10 +127,11 @@ class Cluster(Protocol):
         ...
 
     def workflow_pods(self, namespace: str, workflows: list[str]) -> dict[str, list[PodExit]]:
-        """Return the pods of each of `workflows` as their status reads (one list; a workflow without pods maps to []).
+        """Return the pods of each of `workflows` as their status reads (a workflow without pods maps to []).
 
         What the gate measures a stopped job's release from (`policy.release`). A name that cannot be a
-        label value is left out (no selector can find its pods): it is not measured.
+        label value is left out (no selector can find its pods): it is not measured; so is a workflow with
+        more than `MAX_WORKFLOW_PODS` pods (the read of one job stays bounded whatever it left behind).
         """
         ...
 

@@ -18,7 +18,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from offhours.scripts.cluster.arguments import declared_arguments
-from offhours.scripts.cluster.base import Autoscaler, ClusterError, Deployment, Pod, stop_notes
+from offhours.scripts.cluster.base import MAX_WORKFLOW_PODS, Autoscaler, ClusterError, Deployment, Pod, stop_notes
 from offhours.scripts.cluster.errors import failed_call
 from offhours.scripts.cluster.lease import LeaseObserver
 from offhours.scripts.cluster.workflow import (
@@ -52,6 +52,7 @@ from offhours.scripts.names import (
     LABEL_STATE,
     LEASE_NAME,
     LEASE_NOTE_PREFIX,
+    POD_ENDED_PHASES,
     STATE_ADMITTED,
     STATE_CONFIGMAP_PREFIX,
     STATE_KEY,
@@ -302,18 +303,22 @@ class KubeCluster:
         return sorted(ready, key=lambda p: p.name)
 
     def workflow_pods(self, namespace: str, workflows: list[str]) -> dict[str, list[PodExit]]:
-        """Return each workflow's pods (Argo labels them with their workflow's name), read in one list."""
-        names = sorted({w for w in workflows if _label_value(w)})
-        out: dict[str, list[PodExit]] = {w: [] for w in names}
-        if not names:
-            return out
-        selector = f"{ARGO_WORKFLOW_LABEL} in ({','.join(names)})"
-        pods = self._call(f"list pods {selector}", lambda: self.core.list_namespaced_pod(
-            namespace, label_selector=selector)).items
-        for pod in pods:
-            owner = (pod.metadata.labels or {}).get(ARGO_WORKFLOW_LABEL)
-            if owner in out:
-                out[owner].append(pod_exit(pod))
+        """Return each workflow's pods (Argo labels them with their workflow's name), each workflow read on its own, in pages.
+
+        A workflow with more than MAX_WORKFLOW_PODS pods is left out (not measured this tick): its read stops
+        there, so one job's thousands of pods bound neither the answer nor keep the other jobs unmeasured.
+        """
+        out: dict[str, list[PodExit]] = {}
+        for name in sorted({w for w in workflows if _label_value(w)}):
+            selector = f"{ARGO_WORKFLOW_LABEL}={name}"
+            pods: list[PodExit] = []
+            for pod in self._pages(f"list pods {selector}", partial(self.core.list_namespaced_pod, namespace,
+                                                                    label_selector=selector)):
+                if len(pods) >= MAX_WORKFLOW_PODS:
+                    break
+                pods.append(pod_exit(pod))
+            else:
+                out[name] = pods
         return out
 
     # -- Workflows --------------------------------------------------------------------------
@@ -593,9 +598,16 @@ def pod_exit(pod: Any) -> PodExit:
     running = [s for s in statuses if s.state is None or s.state.terminated is None]
     ends = [s.state.terminated.finished_at for s in statuses if s.state is not None and s.state.terminated is not None]
     finished = None
+    created = pod.metadata.creation_timestamp
     if statuses and not running and all(isinstance(e, datetime) for e in ends):
         finished = max(e.timestamp() for e in ends)
-    created = pod.metadata.creation_timestamp
+    elif pod.status is not None and pod.status.phase in POD_ENDED_PHASES:
+        # Ended by the kubelet though its containers never said so (refused at admission: OutOfnvidia.com/gpu,
+        # UnexpectedAdmissionError): nothing runs in it. Dated by what its status knows, its creation at the least.
+        known = [e for e in ends if isinstance(e, datetime)] + [
+            c.last_transition_time for c in pod.status.conditions or [] if isinstance(c.last_transition_time, datetime)]
+        if known or isinstance(created, datetime):
+            finished = max(e.timestamp() for e in known) if known else created.timestamp()
     return PodExit(pod.metadata.name, created.timestamp() if isinstance(created, datetime) else None, finished)
 
 

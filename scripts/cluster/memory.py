@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from offhours.scripts.cluster.arguments import declared_arguments
-from offhours.scripts.cluster.base import Autoscaler, ClusterError, Deployment, Pod, stop_notes
+from offhours.scripts.cluster.base import MAX_WORKFLOW_PODS, Autoscaler, ClusterError, Deployment, Pod, stop_notes
 from offhours.scripts.cluster.workflow import (
     build_parked_copy,
     elsewhere,
@@ -198,9 +198,10 @@ class MemoryCluster:
         return copy.deepcopy(dep) if dep else None
 
     def workflow_pods(self, namespace: str, workflows: list[str]) -> dict[str, list[PodExit]]:
-        """Return each workflow's pods as set with `set_workflow_pods` (none: [])."""
+        """Return each workflow's pods as set with `set_workflow_pods` (none: []); one with too many is left out."""
         self._call(f"list-workflow-pods {','.join(sorted(workflows))}")
-        return {w: list(self.research_pods.get((namespace, w), [])) for w in workflows}
+        return {w: list(pods) for w in workflows
+                if len(pods := self.research_pods.get((namespace, w), [])) <= MAX_WORKFLOW_PODS}
 
     def set_workflow_pods(self, namespace: str, workflow: str, pods: list[PodExit]) -> None:
         """Test helper: what a workflow's pods' status says (the pod runner's part on a real cluster)."""

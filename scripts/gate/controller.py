@@ -490,7 +490,9 @@ class Gate:
                          last_decision=_last_decision(decision, p, now), deployment=dep.name,
                          admitted={**{j.uid: j.replicas for j in jobs if j.state == ADMITTED and j.uid},
                                    **{j.uid: j.replicas for j in granted if j.uid}},
-                         releasing=with_stops(record.releasing, p.stop, now))
+                         # Only the gate's own admissions are measured: a workflow running without one may carry
+                         # any run id (a tenant-written label), and its stop would be measured under that run.
+                         releasing=with_stops(record.releasing, [j for j in p.stop if j.state == ADMITTED], now))
         record = renewed(record, now, self.lease_duration)  # lending is a lease: this tick renews it
         self._fence(t)
         self.cluster.write_state(self.config.namespace, policy.name, record.to_json())

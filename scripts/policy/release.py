@@ -50,7 +50,8 @@ def release_seconds(stopped_at: float, pods: Sequence[PodExit], now: float) -> f
 
     Only pods that held resources at the stop count: one created after it (an exit handler's) or whose
     containers had all ended before it (an earlier step's) is left out. A pod that is gone is released:
-    with no pod left to read, the release is dated `now`, an upper bound (the slow side).
+    with no pod left to read, the release is dated `now`, an upper bound (the slow side). A `finishedAt` is
+    the node's clock: one past `now` is that clock running ahead, and the release is dated `now` too.
     """
     ended: list[float] = []
     for pod in pods:
@@ -62,7 +63,7 @@ def release_seconds(stopped_at: float, pods: Sequence[PodExit], now: float) -> f
             return None
         if pod.finished >= stopped_at:
             ended.append(pod.finished)
-    end = max(ended) if ended else now
+    end = min(max(ended), now) if ended else now
     return max(0.0, end - stopped_at)
 
 
@@ -82,7 +83,8 @@ def measured(releasing: Sequence[Releasing], releases: Sequence[Release],
 
     `pods` holds the pods read for each workflow being measured (a workflow missing from it was not
     read this tick: it stays being measured). A stop still unreleased `OVERDUE_SECONDS` past the cap
-    is dropped unmeasured.
+    is dropped unmeasured, and so is a release that took longer (a gate away for a long while finds the
+    pods gone and could only date it `now`): the record's reader refuses what no cap allows.
     """
     waiting: list[Releasing] = []
     done = list(releases)
@@ -93,7 +95,8 @@ def measured(releasing: Sequence[Releasing], releases: Sequence[Release],
             continue
         seconds = release_seconds(stopped_at, pods[name], now)
         if seconds is not None:
-            done.append((key, now, seconds))
+            if seconds <= cap_seconds + OVERDUE_SECONDS:
+                done.append((key, now, seconds))
         elif now - stopped_at <= cap_seconds + OVERDUE_SECONDS:
             waiting.append((name, key, stopped_at))
     return tuple(waiting), _bounded(done)

@@ -48,7 +48,7 @@ STABILIZATION = (1.0, 2.0)  # times the configured stabilizationSeconds
 SHARE_TOLERANCE = 0.02  # fitting-days shares closer than this are not told apart: the safer setting wins
 LOOK_AHEAD_SAFETY = {"none": 0, "trend": 1, "trend+volatility": 2}
 VOLATILITY = {"volatility_headroom_max": 1.0, "volatility_lookback_seconds": 21600.0}
-LEVEL_FLOOR = 0.05  # a rise from below 5% of the median need has no meaningful ratio
+LEVEL_FLOOR = 0.05  # a rise from below 5% of the median need (while it serves any) has no meaningful ratio
 RISE_MARGIN = 1.5  # a headroom without the volatility term must cover half as much again as the fitting days' largest rise
 
 
@@ -159,7 +159,10 @@ def largest_rise(trace: Trace, spec: ServiceSpec, fleet: Fleet) -> Rise:
         return Rise(0.0, 0, reaction)
     ahead = np.lib.stride_tricks.sliding_window_view(need[1:], horizon).max(axis=1)[: n - horizon]
     level = need[: n - horizon]
-    floor = LEVEL_FLOOR * max(float(np.median(need)), 1e-12)
+    # The median of the minutes with any need: a service idle most of the day has a median of zero, and
+    # a handful of requests would then be a level (the day's first minute a rise of thousands of percent).
+    serving = need[need > 0]
+    floor = LEVEL_FLOOR * max(float(np.median(serving)) if serving.size else 0.0, 1e-12)
     ratio = np.where(level > floor, ahead / np.maximum(level, floor) - 1.0, 0.0)
     at = int(np.argmax(ratio))
     return Rise(max(0.0, float(ratio[at])), at, reaction)
@@ -179,8 +182,9 @@ def choose(candidates: Sequence[Candidate], max_delay_minutes: int,
 
     The margins: the budget kept with the cold start doubled, and a headroom that `covers` a rise
     larger than the fitting days' largest (`fit_rise`, relative to the level). Of those, the safest
-    within `SHARE_TOLERANCE` of the most lending. Without a candidate within the budget under both
-    margins, the same among those within it under the cold-start one, then among those within it;
+    within `SHARE_TOLERANCE` of the most lending. Where no headroom covers the rise, those of the widest
+    headroom within the budget under the cold-start margin stand for it. Without a candidate within the
+    budget under the cold-start margin, the same among those within it;
     without any within the budget, the least delayed (and the second value is False).
     """
     def safest(pool: list[Candidate]) -> Candidate:
@@ -193,10 +197,12 @@ def choose(candidates: Sequence[Candidate], max_delay_minutes: int,
     within = [c for c in candidates if c.fit.delay_minutes <= max_delay_minutes]
     robust = [c for c in within if c.margin_delay_minutes is not None and c.margin_delay_minutes <= max_delay_minutes]
     covered = [c for c in robust if covers(c.knobs, fit_rise)]
+    if not covered and robust:
+        # No headroom covers the margin: the widest comes closest (a larger rise must never choose a leaner one).
+        widest = max(c.knobs.headroom for c in robust)
+        covered = [c for c in robust if c.knobs.headroom >= widest - 1e-9]
     if covered:
         return safest(covered), True
-    if robust:
-        return safest(robust), True
     if within:
         return safest(within), True
     return min(candidates, key=lambda c: (c.fit.delay_minutes, c.fit.slo_minutes, -c.fit.share_of_reference)), False
