@@ -22,12 +22,15 @@ ARGO_RESUBMITTED_LABEL = "workflows.argoproj.io/resubmitted-from-workflow"
 KEDA_GROUP, KEDA_VERSION = "keda.sh", "v1alpha1"
 """KEDA's ScaledObjects: with one present, lending caps its maxReplicas."""
 ARGO_COMPLETED_LABEL = "workflows.argoproj.io/completed"
+"""Set to "true" by the Argo controller on a workflow that has ended: list selectors leave those out."""
 ARGO_WORKFLOW_LABEL = "workflows.argoproj.io/workflow"
 """Set by Argo on every pod of a workflow, to the workflow's name: how the gate finds a stopped job's pods."""
-"""Set to "true" by the Argo controller on a workflow that has ended: list selectors leave those out."""
 FINISHED_PHASES = ("Succeeded", "Failed", "Error")
-POD_ENDED_PHASES = ("Succeeded", "Failed")  # a Pod's status.phase once the kubelet has stopped all its containers
 """Argo phases of a workflow that has ended."""
+POD_ENDED_PHASES = ("Succeeded", "Failed")
+"""A Pod's status.phase once the kubelet has stopped all its containers."""
+GPU_RESOURCE = "nvidia.com/gpu"
+"""The extended resource a GPU pod requests (NVIDIA's device plugin): what lent replicas and research pods hold."""
 ARGO_SHUTDOWN_STRATEGIES = ("Stop", "Terminate")
 """The spec.shutdown values Argo acts on; under any other its pods run on as if there were none."""
 

@@ -44,6 +44,7 @@ from offhours.scripts.names import (
     ARGO_WORKFLOW_LABEL,
     EVENT_SOURCE,
     FINISHED_PHASES,
+    GPU_RESOURCE,
     KEDA_GROUP,
     KEDA_VERSION,
     LABEL_COPY_OF,
@@ -608,7 +609,21 @@ def pod_exit(pod: Any) -> PodExit:
             c.last_transition_time for c in pod.status.conditions or [] if isinstance(c.last_transition_time, datetime)]
         if known or isinstance(created, datetime):
             finished = max(e.timestamp() for e in known) if known else created.timestamp()
-    return PodExit(pod.metadata.name, created.timestamp() if isinstance(created, datetime) else None, finished)
+    return PodExit(pod.metadata.name, created.timestamp() if isinstance(created, datetime) else None, finished,
+                   gpus=_requests_gpus(pod))
+
+
+def _requests_gpus(pod: Any) -> bool:
+    """Whether any container of the pod asks for a GPU (requests or limits; an unreadable amount counts as one)."""
+    spec = pod.spec
+    containers = [*(spec.init_containers or []), *(spec.containers or [])] if spec is not None else []
+    for c in containers:
+        res = c.resources
+        for amounts in (res.requests, res.limits) if res is not None else ():
+            value = (amounts or {}).get(GPU_RESOURCE)
+            if value is not None and str(value).strip() not in ("0", ""):
+                return True
+    return False
 
 
 def _label_value(text: str) -> bool:

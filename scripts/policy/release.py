@@ -32,12 +32,14 @@ class PodExit:
     """One research pod as its status reads: when it was created, when its last container ended.
 
     `finished` is the latest `finishedAt` of its containers once every container has terminated;
-    None while any container is waiting or running (or its status says nothing yet).
+    None while any container is waiting or running (or its status says nothing yet). `gpus`: whether
+    its spec requests GPUs (a pod that does holds serving's GPUs whenever it was created).
     """
 
     name: str
     created: float | None
     finished: float | None
+    gpus: bool = False
 
 
 def release_key(job: Job) -> str:
@@ -48,16 +50,18 @@ def release_key(job: Job) -> str:
 def release_seconds(stopped_at: float, pods: Sequence[PodExit], now: float) -> float | None:
     """Return how long the stop at `stopped_at` took to free the workflow's pods; None while one still holds them.
 
-    Only pods that held resources at the stop count: one created after it (an exit handler's) or whose
-    containers had all ended before it (an earlier step's) is left out. A pod that is gone is released:
+    Only pods that held resources at the stop count: one whose containers had all ended before it (an
+    earlier step's) is left out, and so is one created after it that requests no GPU (an exit handler's).
+    A GPU pod created after the recorded stop counts: the stop is dated at the start of the tick that
+    planned it and written seconds later, and Argo may start a step in between. A pod that is gone is released:
     with no pod left to read, the release is dated `now`, an upper bound (the slow side). A `finishedAt` is
     the node's clock: one past `now` is that clock running ahead, and the release is dated `now` too.
     """
     ended: list[float] = []
     for pod in pods:
-        # Created after the stop: the exit handler, not a holder of the GPUs. Creation times are whole seconds,
-        # so one created in the stop's own second counts as a holder: its time is added, the slow side.
-        if pod.created is not None and pod.created > stopped_at:
+        # Created after the stop without a GPU: the exit handler, not a holder of the GPUs. Creation times are
+        # whole seconds, so one created in the stop's own second counts as a holder: its time is added, the slow side.
+        if pod.created is not None and pod.created > stopped_at and not pod.gpus:
             continue
         if pod.finished is None:
             return None

@@ -40,6 +40,7 @@ from offhours.scripts.names import (
     ANNOTATION_WAITING_REASON,
     ARGO_CREATOR_LABEL,
     CHECK_PARAMETERS,
+    GPU_RESOURCE,
     LABEL_COPY_OF,
     LABEL_REPLICAS,
     LABEL_SERVICE,
@@ -51,7 +52,7 @@ from offhours.scripts.names import (
     STATE_PREEMPTED,
 )
 
-GPU = "nvidia.com/gpu"
+GPU = GPU_RESOURCE
 
 
 # What a researcher sees, per workflow and per run. One meaning per word, in every verb and the console:

@@ -44,3 +44,19 @@ def test_a_running_pod_is_still_not_released() -> None:
     pending = client.V1Pod(metadata=client.V1ObjectMeta(name="p", creation_timestamp=_at(800)),
                            status=client.V1PodStatus(phase="Pending"))
     assert pod_exit(pending).finished is None  # not started yet: it may hold its GPUs
+
+
+def _step(name: str, gpus: object) -> client.V1Pod:
+    limits = {} if gpus is None else {"nvidia.com/gpu": gpus}
+    return client.V1Pod(metadata=client.V1ObjectMeta(name=name, creation_timestamp=_at(1005)),
+                        spec=client.V1PodSpec(containers=[client.V1Container(
+                            name="main", resources=client.V1ResourceRequirements(limits=limits))]),
+                        status=client.V1PodStatus(phase="Running", container_statuses=[_terminated(1090)]))
+
+
+def test_a_gpu_pod_created_just_after_the_recorded_stop_is_a_holder_and_a_gpu_less_one_is_not() -> None:
+    """Fault guarded: a GPU step Argo started between the tick's start (the recorded stop) and the stop's write was left out."""
+    assert [pod_exit(_step(n, g)).gpus for n, g in (("a", "8"), ("b", "0"), ("c", None), ("d", "x"))] == \
+        [True, False, False, True]  # an amount no one can read is taken as a GPU: the slow side
+    assert release_seconds(1000.0, [pod_exit(_step("step", "8"))], now=1100.0) == 90.0
+    assert release_seconds(1000.0, [pod_exit(_step("exit-handler", None))], now=1100.0) == 100.0  # none held: now
