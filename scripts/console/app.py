@@ -222,7 +222,9 @@ def create_app(source: PoolSource, gpus_per_replica: Mapping[str, int] | None = 
         return "ok"
 
     if person_api is not None:
-        add_request_routes(app, person_api, pool_for_reader, source.refresh, estimator, services, local_user)
+        # A run id is checked against every workflow the console reads, listed afresh (the cache may predate a click).
+        add_request_routes(app, person_api, pool_for_reader, source.refresh, estimator, services, local_user,
+                           read_now=lambda: source.reader.read(require_workflows=True))
 
     @app.errorhandler(400)
     def bad_request(err: Any) -> tuple[str, int]:

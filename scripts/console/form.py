@@ -90,6 +90,12 @@ def given(template: dict[str, Any], values: Mapping[str, str]) -> dict[str, str]
     return {k: v for k, v in values.items() if k in declared and (declared[k] is None or v != declared[k])}
 
 
+def _lines(message: str) -> list[str]:
+    """Return the problems of a submit's message (one, or `N problems: a; b; ...`)."""
+    head, sep, rest = message.partition(" problems: ")
+    return rest.split("; ") if sep and head.isdigit() else [message]
+
+
 @dataclass(frozen=True)
 class Checked:
     """A request after the submit's checks: the workflow to create, else the problems by field and above the form."""
@@ -115,12 +121,17 @@ def check_request(template: dict[str, Any], values: Mapping[str, str], namespace
         body = parked_workflow(template, given(template, values), namespace, priority, services)
     except SubmitError as err:
         message = str(err)
+        declared = declared_arguments(template)
         # A problem parked_workflow names by a parameter goes next to it, unless the kinds already placed one.
-        for name in declared_arguments(template):
+        for name in declared:
             if message.startswith((f"{name} ", f"parameter {name}=")) and name not in problems:
                 problems[name] = message
                 return Checked(None, problems, None)
-        return Checked(None, problems, None if problems and message.startswith("parameter ") else message)
+        # Above the form only what no field shows already (a parameter's problem once, at its field).
+        if problems and all(any(line.startswith((f"{name} ", f"parameter {name}=")) for name in problems)
+                            for line in _lines(message)):
+            return Checked(None, problems, None)
+        return Checked(None, problems, message)
     if problems:  # the same check: never reached, but a field problem always stops the request
         return Checked(None, problems, None)
     return Checked(body, {}, None)

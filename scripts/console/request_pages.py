@@ -11,6 +11,7 @@ import hashlib
 import hmac
 import math
 import secrets
+import threading
 from collections.abc import Callable, Collection
 from datetime import datetime, timezone
 from typing import Any, Protocol
@@ -43,6 +44,7 @@ from offhours.scripts.pool.model import ADMITTED, FINISHED, RUNNING, WAITING, Po
 CSRF_FIELD = "form-key"
 DEFAULT_HOURS, DEFAULT_CHECKPOINT_MINUTES = "4", "30"
 KEPT_LOOKUPS = 5  # a job page reads at most this many of the run's copies for its kept estimate
+LIVE_NAMED = 5  # a refusal names at most this many of a run's live workflows
 
 
 class Estimator(Protocol):
@@ -101,9 +103,17 @@ def actual_start_minutes(run: RunView) -> float | None:
 
 
 def add_request_routes(app: Flask, person_api: PersonApi, pool: Callable[[], Pool], refresh: Callable[[], None],
-                       estimator: Estimator | None, services: Collection[str] | None, local_user: str = "") -> None:
-    """Add /request, /request/<template>, and the job page's cancel and resubmit to `app`."""
+                       estimator: Estimator | None, services: Collection[str] | None, local_user: str = "",
+                       read_now: Callable[[], Pool] | None = None) -> None:
+    """Add /request, /request/<template>, and the job page's cancel and resubmit to `app`.
+
+    `pool`: the pool as the reader may see it (cached); `read_now`: the whole pool read afresh, raising
+    when the workflows cannot be listed (what a create checks its run id against; default: `pool`
+    after `refresh`).
+    """
     secret = secrets.token_bytes(32)
+    # One check-then-create at a time: a double click's second POST reads the pool after the first created.
+    creating = threading.Lock()
     app.jinja_env.globals.update(CSRF_FIELD=CSRF_FIELD, minutes_text=minutes_text)
 
     def form_key() -> str:
@@ -140,6 +150,21 @@ def add_request_routes(app: Flask, person_api: PersonApi, pool: Callable[[], Poo
 
     def read_template(name: str) -> dict[str, Any]:
         return person_api.template(person(), name)
+
+    def live_refusal(run_id: str) -> str | None:
+        """Return why a new workflow of `run_id` is refused (a copy of it is live, or none can be ruled out)."""
+        try:
+            if read_now is None:
+                refresh()
+            whole = read_now() if read_now is not None else pool()
+        except Exception as err:  # noqa: BLE001 - unchecked is not created: one line naming the read
+            return f"{run_id}: cannot check it for a live workflow ({str(err)[:300]}); nothing was created"
+        live = live_copies(whole, run_id)
+        if not live:
+            return None
+        if g.get("access") is not None and not g.access.jobs:  # names only what this identity may list
+            return live_run_message(run_id, [])
+        return live_run_message(run_id, live)
 
     def estimate_for(values: dict[str, str], form: Any, priority: int) -> tuple[Estimate | None, str | None,
                                                                                   dict[str, str], JobRequest | None]:
@@ -207,7 +232,15 @@ def add_request_routes(app: Flask, person_api: PersonApi, pool: Callable[[], Poo
         bad = checked.body is None or bool(extra)
         if form.get("action") == "submit" and not bad:
             assert checked.body is not None
-            return create(template, name, checked.body, estimate, job, form, values, checked, extra, no_estimate)
+            with creating:
+                why = live_refusal(str(checked.body["metadata"]["labels"][LABEL_RUN_ID]))
+                if why is None:
+                    return create(template, name, checked.body, estimate, job, form, values, checked, extra,
+                                  no_estimate)
+            return render_template("request.html", template=template, name=name,
+                                   fields=fields_of(template, values, checked.problems), form=form, extra=extra,
+                                   general=why, estimate=estimate, no_estimate=no_estimate, page="request",
+                                   source=estimator.source if estimator else None), 409
         status = 400 if bad else 200
         return render_template("request.html", template=template, name=name,
                                fields=fields_of(template, values, checked.problems), form=form, extra=extra,
@@ -292,13 +325,6 @@ def add_request_routes(app: Flask, person_api: PersonApi, pool: Callable[[], Poo
             problems = "; ".join(f"{k}: {v}" for k, v in checked.problems.items())
             return refused(f"{template_name} no longer accepts this job's values: {checked.general or problems}", 400,
                            "cannot resubmit")
-        # The new workflow's run id is its run-id parameter, which a tenant may have changed on the old workflow:
-        # checked again here, or a resubmission joins another live run as its duplicate.
-        new_run_id = str(checked.body["metadata"]["labels"][LABEL_RUN_ID])
-        others = live_copies(pool(), new_run_id)
-        if others:
-            return refused(f"{new_run_id} is live ({', '.join(others)}): resubmitting {run.run_id} with run id "
-                           f"{new_run_id} would make a second live workflow of it", 409, "cannot resubmit")
         stamp_person(checked.body, who)
         kept = parse_estimate_record(annotations.get(ANNOTATION_ESTIMATE))
         if kept is not None and estimator is not None:
@@ -306,12 +332,18 @@ def add_request_routes(app: Flask, person_api: PersonApi, pool: Callable[[], Poo
                                                         CHECKPOINT_FIELD: str(kept["checkpointMinutes"])}, priority)
             if estimate is not None and job is not None:
                 checked.body["metadata"]["annotations"][ANNOTATION_ESTIMATE] = estimate_record(estimate, job, now_text())
-        try:
-            created = person_api.create(who, checked.body)
-        except Refused as err:
-            return refused(str(err), 403)
-        except CallFailed as err:
-            return refused(str(err), 502, "unavailable")
+        # The new workflow's run id is its run-id parameter, which a tenant may have changed on the old workflow:
+        # checked again here, or a resubmission joins another live run as its duplicate.
+        with creating:
+            why = live_refusal(str(checked.body["metadata"]["labels"][LABEL_RUN_ID]))
+            if why is not None:
+                return refused(why, 409, "cannot resubmit")
+            try:
+                created = person_api.create(who, checked.body)
+            except Refused as err:
+                return refused(str(err), 403)
+            except CallFailed as err:
+                return refused(str(err), 502, "unavailable")
         refresh()
         return redirect(url_for("job_page", name=created))
 
@@ -325,6 +357,15 @@ def live_copies(pool: Pool, run_id: str) -> list[str]:
     """Return the names of the workflows of `run_id` that are not finished."""
     run = next((r for r in pool.runs if r.run_id == run_id), None)
     return [] if run is None else [c.name for c in unfinished(run)]
+
+
+def live_run_message(run_id: str, live: list[str]) -> str:
+    """Return the one refusal of a new workflow for a run id with a live one (`live`: the names it may show)."""
+    named = ", ".join(live[:LIVE_NAMED]) + (f" and {len(live) - LIVE_NAMED} more" if len(live) > LIVE_NAMED else "")
+    held = f"its live workflow {named}" if len(live) == 1 else f"its live workflows {named}" if live else \
+        "a live workflow this identity may not list"
+    return (f"run id {run_id} is still running or parked ({held}): a second workflow of it is never created; "
+            "cancel it first, or choose another run-id. Nothing was created")
 
 
 def fields_as_defaults(template: dict[str, Any]) -> dict[str, str]:

@@ -9,8 +9,13 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
+
 MAX_DAYS = 14  # outcomes: one per past day
 MAX_HOURS = 48.0  # a request longer than this is estimated over its first 48 hours
+# A hole in a service's history (no pod sampled) this long at most is bridged by a straight line; before a
+# longer one nothing is replayed: a day drawn flat across a scrape outage is a made-up day, not a recent one.
+MAX_BRIDGED_MINUTES = 15
 
 ASSUMPTIONS = (
     "the load of the coming hours is like that of one of the service's recent days at the same time of day "
@@ -76,6 +81,24 @@ def percentile(values: list[float], share: float) -> float:
     ordered = sorted(values)
     rank = max(1, math.ceil(share * len(ordered)))
     return ordered[rank - 1]
+
+
+def usable_from(known: np.ndarray, bridged: int = MAX_BRIDGED_MINUTES) -> int:
+    """Return the first minute after the history's last hole of more than `bridged` unknown minutes (0: none).
+
+    `known[m]`: some pod of the service was sampled in minute m. The history from there to its end is what a replay
+    may use; all of it unknown returns its length.
+    """
+    known = np.asarray(known, dtype=np.bool_)
+    unknown = np.flatnonzero(~known)
+    if unknown.size == 0:
+        return 0
+    # Runs of unknown minutes: where consecutive indices break.
+    breaks = np.flatnonzero(np.diff(unknown) > 1)
+    starts = np.concatenate(([unknown[0]], unknown[breaks + 1]))
+    ends = np.concatenate((unknown[breaks], [unknown[-1]]))
+    long = np.flatnonzero(ends - starts + 1 > bridged)
+    return 0 if long.size == 0 else int(ends[long[-1]]) + 1
 
 
 RECORD_BYTES = 2048  # an estimate record on a workflow is a tenant-writable annotation: longer is not ours

@@ -26,6 +26,7 @@ import numpy as np
 
 from offhours.scripts.policy.config import GateConfig, ServicePolicy
 from offhours.scripts.policy.estimate import (
+    MAX_BRIDGED_MINUTES,
     MAX_DAYS,
     MAX_HOURS,
     Estimate,
@@ -34,6 +35,7 @@ from offhours.scripts.policy.estimate import (
     JobRequest,
     Outcome,
     percentile,
+    usable_from,
 )
 from offhours.scripts.simulate.engine import GateController, ServiceSim, SimJob, service_rates
 from offhours.scripts.simulate.fleet import Fleet, JobSpec, ServiceSpec
@@ -127,14 +129,17 @@ class HistoryEstimator:
     """Estimates for the console: each service's history (from `load`) replayed with the gate configuration's policy.
 
     `load(service)` returns the service's per-minute load and the index of "now" in it; its answer is
-    kept `keep_seconds` (a history of days changes little in minutes, and reading it is the cost).
+    kept `keep_seconds` (a history of days changes little in minutes, and reading it is the cost). A
+    failed read is kept `retry_seconds`: while Prometheus hangs, one page waits its timeout, not every one.
     """
 
     def __init__(self, config: GateConfig, load: Callable[[str], tuple[Trace, int]], source: str,
-                 keep_seconds: float = 600.0, clock: Callable[[], float] = time.monotonic) -> None:
+                 keep_seconds: float = 600.0, clock: Callable[[], float] = time.monotonic,
+                 retry_seconds: float = 60.0) -> None:
         self.config, self.load, self.source = config, load, source
-        self.keep_seconds, self.clock = keep_seconds, clock
+        self.keep_seconds, self.clock, self.retry_seconds = keep_seconds, clock, retry_seconds
         self._kept: dict[str, tuple[float, tuple[Trace, int]]] = {}
+        self._failed: dict[str, tuple[float, EstimateError]] = {}
         self._lock = threading.Lock()
         self.fleet = Fleet(services=(), tick_minutes=max(1, round(config.tick_seconds / 60.0)),
                            reclaim_check_seconds=float(config.reclaim_check_seconds))
@@ -146,14 +151,20 @@ class HistoryEstimator:
             hit = self._kept.get(service)
             if hit is not None and now - hit[0] < self.keep_seconds:
                 return hit[1]
+            failed = self._failed.get(service)
+            if failed is not None and now - failed[0] < self.retry_seconds:
+                raise EstimateError(str(failed[1]))
         try:
             answer = self.load(service)
-        except EstimateError:
-            raise
         except Exception as err:  # noqa: BLE001 - an unreadable history is no estimate, never a failed page
-            raise EstimateError(f"the history of {service} cannot be read: {str(err)[:200]}") from None
+            why = err if isinstance(err, EstimateError) else EstimateError(
+                f"the history of {service} cannot be read: {str(err)[:200]}")
+            with self._lock:
+                self._failed[service] = (now, why)
+            raise why from None
         with self._lock:
             self._kept[service] = (now, answer)
+            self._failed.pop(service, None)
         return answer
 
     def estimate(self, service: str, baseline: int, request: JobRequest, ahead: list[JobAhead]) -> Estimate:
@@ -177,7 +188,12 @@ def trace_history(trace: Trace, clock: Callable[[], float] = time.time) -> Calla
 
 def prometheus_history(config: GateConfig, url: str, days: int = MAX_DAYS,
                        clock: Callable[[], float] = time.time) -> Callable[[str], tuple[Trace, int]]:
-    """Return a loader of a service's last `days` days of vLLM counters from Prometheus, per minute, "now" at the end."""
+    """Return a loader of a service's last `days` days of vLLM counters from Prometheus, per minute, "now" at the end.
+
+    Only the history after its last stretch of more than MAX_BRIDGED_MINUTES without a sample of any
+    of its pods is returned (none before a service's first sample, none across an outage, where the
+    history spreads or draws what it does not know): an estimate replays days that happened.
+    """
     from offhours.scripts.history.read import read_history
     from offhours.scripts.simulate.history import traces_from_history
 
@@ -189,6 +205,12 @@ def prometheus_history(config: GateConfig, url: str, days: int = MAX_DAYS,
         traces = traces_from_history(history)
         if service not in traces:
             raise EstimateError(f"Prometheus at {url} holds no complete vLLM history of {service}")
-        return traces[service], traces[service].minutes
+        first = usable_from(history.services[service].pods > 0)
+        if first >= steps:
+            raise EstimateError(f"Prometheus at {url} has had no vLLM samples of {service} for more than "
+                                f"{MAX_BRIDGED_MINUTES} minutes")
+        whole = traces[service]
+        trace = Trace(whole.requests[first:], whole.input_tokens[first:], whole.output_tokens[first:], whole.name)
+        return trace, trace.minutes
 
     return load

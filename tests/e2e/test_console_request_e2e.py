@@ -132,6 +132,9 @@ def test_a_researcher_requests_a_job_as_themselves_and_a_viewer_is_refused(
         assert browser.find_element(By.CSS_SELECTOR, "tr[data-param='run-id'] input").get_attribute("value") == \
             GOOD["run-id"]
         assert requested(api) == []
+        DOCS.mkdir(parents=True, exist_ok=True)
+        browser.execute_script("document.getElementById('problem-replicas').scrollIntoView({block: 'center'})")
+        browser.save_screenshot(str(DOCS / "request-field-error.png"))
 
         # A good one, estimated first: the numbers and what they assume are on the page, still nothing created.
         fill(browser, {"replicas": "1"})
@@ -141,7 +144,6 @@ def test_a_researcher_requests_a_job_as_themselves_and_a_viewer_is_refused(
         median = browser.find_element(By.CSS_SELECTOR, "#estimate [data-field='start-median']").text
         assert median and "what this estimate assumes" in browser.find_element(By.ID, "assumptions").text.lower()
         assert requested(api) == []
-        DOCS.mkdir(parents=True, exist_ok=True)
         browser.execute_script("document.getElementById('estimate').scrollIntoView()")
         browser.save_screenshot(str(DOCS / "request.png"))
 
@@ -169,6 +171,16 @@ def test_a_researcher_requests_a_job_as_themselves_and_a_viewer_is_refused(
             .startswith(median)
         browser.save_screenshot(str(DOCS / "job-request.png"))
 
+        # The same run id again while it is parked (a second click, a second tab): refused, still one workflow.
+        browser.get(url + "/request/offhours-job")
+        fill(browser, GOOD)
+        press(browser, By.ID, "submit-button")
+        again = browser.find_element(By.ID, "general-problem").text
+        assert again.startswith(f"run id {GOOD['run-id']} is still running or parked (its live workflow {name})"), \
+            again
+        assert [w["metadata"]["name"] for w in requested(api)] == [name]
+        browser.get(url + f"/jobs/{name}")
+
         # Cancel from the job page, as the person: a graceful stop.
         press(browser, By.ID, "cancel-button")
         (stopped,) = requested(api)
@@ -182,6 +194,8 @@ def test_a_researcher_requests_a_job_as_themselves_and_a_viewer_is_refused(
         refusal = browser.find_element(By.ID, "general-problem").text
         assert refusal.startswith(f"create workflow in {RESEARCH}: no rights (HTTP 403)"), refusal
         assert "nothing was changed" in refusal
+        browser.execute_script("document.getElementById('general-problem').scrollIntoView({block: 'center'})")
+        browser.save_screenshot(str(DOCS / "request-refused.png"))
         viewer_made = client.CustomObjectsApi(api).list_namespaced_custom_object(
             "argoproj.io", "v1alpha1", RESEARCH, "workflows", label_selector=f"{LABEL_RUN_ID}=e2e-console-viewer")
         assert viewer_made["items"] == []

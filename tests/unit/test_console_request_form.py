@@ -79,3 +79,14 @@ def test_the_form_accepts_exactly_what_offhours_submit_accepts(name: str, value:
         expected = None
     assert ordered(checked.body) == ordered(expected)
     assert (checked.body is None) == bool(checked.problems or checked.general)
+
+
+def test_a_problem_placed_at_its_field_is_not_said_again_above_the_form() -> None:
+    """Fault: replicas=0 showed at its field and again, as the submit words it, above the form."""
+    for bad in ({"replicas": "0"}, {"replicas": "0", "env": '{"A": 1}', "service": "nope"}):
+        checked = check_request(TEMPLATE, submitted_values(TEMPLATE, form({**GOOD, **bad})), "research", 0, ["chat"])
+        assert set(checked.problems) == set(bad) and checked.general is None, checked
+    # A problem no field shows (a required value missing) stays above the form, with the rest.
+    values = submitted_values(TEMPLATE, form({**{k: v for k, v in GOOD.items() if k != "output-uri"}, "replicas": "0"}))
+    checked = check_request(TEMPLATE, values, "research", 0, ["chat"])
+    assert set(checked.problems) == {"replicas"} and "output-uri" in (checked.general or "")
