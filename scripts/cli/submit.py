@@ -10,7 +10,7 @@ import sys
 from typing import Any
 
 from offhours.scripts.cli.namespaces import add_flags
-from offhours.scripts.names import LABEL_REPLICAS, LABEL_SERVICE
+from offhours.scripts.names import LABEL_REPLICAS, LABEL_RUN_ID, LABEL_SERVICE
 
 
 def _services(args: argparse.Namespace, core: Any, serving_namespace: str) -> set[str] | None:
@@ -28,6 +28,25 @@ def _services(args: argparse.Namespace, core: Any, serving_namespace: str) -> se
               file=sys.stderr)
         return None
     return {s.name for s in installed.services}
+
+
+def _refuse_a_live_run(run_id: str, where: Any, api: Any) -> None:
+    """Raise SubmitError if a workflow of `run_id` is still running or parked (or that cannot be ruled out).
+
+    One run never runs twice at once: the gate stops a second copy, but only after it was created and
+    perhaps admitted. Refused here, nothing is created (the console's form refuses the same way).
+    """
+    from offhours.scripts.cluster.parked import SubmitError
+    from offhours.scripts.pool.reader import PoolReader, PoolReadError
+    from offhours.scripts.pool.views import live_copies, live_run_message
+
+    try:
+        pool = PoolReader(where.serving, where.research, api).runs()
+    except PoolReadError as err:
+        raise SubmitError(f"{run_id}: cannot check it for a live workflow ({err}); nothing was created") from None
+    live = live_copies(pool, run_id)
+    if live:
+        raise SubmitError(live_run_message(run_id, live))
 
 
 def _submit(args: argparse.Namespace) -> int:
@@ -49,6 +68,7 @@ def _submit(args: argparse.Namespace) -> int:
                                                                "workflowtemplates", args.template)
         body = parked_workflow(template, params, where.research, args.priority,
                                _services(args, cluster.core, where.serving))
+        _refuse_a_live_run(str(body["metadata"]["labels"][LABEL_RUN_ID]), where, cluster.api)
     except (SubmitError, ConfigError) as err:
         print(f"submit: {err}", file=sys.stderr)
         return 2

@@ -40,11 +40,11 @@ from offhours.scripts.policy.estimate import (
     parse_estimate_record,
 )
 from offhours.scripts.pool.model import ADMITTED, FINISHED, RUNNING, WAITING, Pool, RunView
+from offhours.scripts.pool.views import live_copies, live_run_message, unfinished
 
 CSRF_FIELD = "form-key"
 DEFAULT_HOURS, DEFAULT_CHECKPOINT_MINUTES = "4", "30"
 KEPT_LOOKUPS = 5  # a job page reads at most this many of the run's copies for its kept estimate
-LIVE_NAMED = 5  # a refusal names at most this many of a run's live workflows
 
 
 class Estimator(Protocol):
@@ -346,26 +346,6 @@ def add_request_routes(app: Flask, person_api: PersonApi, pool: Callable[[], Poo
                 return refused(str(err), 502, "unavailable")
         refresh()
         return redirect(url_for("job_page", name=created))
-
-
-def unfinished(run: Any) -> list[Any]:
-    """Return the copies of `run` that are not finished (what a cancel stops, what a resubmit must wait for)."""
-    return [c for c in run.copies if c.state not in FINISHED]
-
-
-def live_copies(pool: Pool, run_id: str) -> list[str]:
-    """Return the names of the workflows of `run_id` that are not finished."""
-    run = next((r for r in pool.runs if r.run_id == run_id), None)
-    return [] if run is None else [c.name for c in unfinished(run)]
-
-
-def live_run_message(run_id: str, live: list[str]) -> str:
-    """Return the one refusal of a new workflow for a run id with a live one (`live`: the names it may show)."""
-    named = ", ".join(live[:LIVE_NAMED]) + (f" and {len(live) - LIVE_NAMED} more" if len(live) > LIVE_NAMED else "")
-    held = f"its live workflow {named}" if len(live) == 1 else f"its live workflows {named}" if live else \
-        "a live workflow this identity may not list"
-    return (f"run id {run_id} is still running or parked ({held}): a second workflow of it is never created; "
-            "cancel it first, or choose another run-id. Nothing was created")
 
 
 def fields_as_defaults(template: dict[str, Any]) -> dict[str, str]:

@@ -49,6 +49,14 @@ class PoolReader:
         return self._list(f"list workflows in {ns}", lambda: self.custom.list_namespaced_custom_object(
             ARGO_GROUP, ARGO_VERSION, ns, PLURAL, label_selector=LABEL_SERVICE), problems)
 
+    def runs(self) -> Pool:
+        """Read the research workflows alone, as a pool of runs (no service state): PoolReadError if they cannot be."""
+        problems: list[str] = []
+        workflows = self.workflows(problems)
+        if problems:
+            raise PoolReadError(problems[-1])
+        return build_pool([], [], workflows, self.serving_namespace)
+
     def read(self, now: datetime | None = None, require_workflows: bool = False) -> Pool:
         """Read everything and build the pool; failed lists become the pool's problems."""
         problems: list[str] = []

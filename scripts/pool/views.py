@@ -8,17 +8,20 @@ from datetime import datetime, timezone
 from offhours.scripts.names import STATE_CONFIGMAP_PREFIX
 from offhours.scripts.pool.model import (
     ADMITTED,
+    FINISHED,
     PREEMPTED,
     RESUMED_WAITING,
     RUNNING,
     STOPPED_UNADMITTED,
     WAITING,
+    JobView,
     Pool,
     RunView,
     gpus_of,
 )
 
 DONE_STATES = ("succeeded", "failed", "cancelled")
+LIVE_NAMED = 5  # a refusal names at most this many of a run's live workflows
 
 
 def age(since: datetime | None, now: datetime) -> str:
@@ -72,3 +75,22 @@ def sentence(run: RunView, pool: Pool) -> str:
     end = c.finished or c.cancelled
     return f"{c.state} at {stamp(end)} after {run.gpu_seconds / 3600:.2f} GPU-hours and {run.preemptions} preemption(s)"
 
+
+def unfinished(run: RunView) -> list[JobView]:
+    """Return the copies of `run` that are not finished (what a cancel stops, what a resubmit must wait for)."""
+    return [c for c in run.copies if c.state not in FINISHED]
+
+
+def live_copies(pool: Pool, run_id: str) -> list[str]:
+    """Return the names of the workflows of `run_id` that are not finished."""
+    run = next((r for r in pool.runs if r.run_id == run_id), None)
+    return [] if run is None else [c.name for c in unfinished(run)]
+
+
+def live_run_message(run_id: str, live: list[str]) -> str:
+    """Return the one refusal of a new workflow for a run id with a live one (`live`: the names it may show)."""
+    named = ", ".join(live[:LIVE_NAMED]) + (f" and {len(live) - LIVE_NAMED} more" if len(live) > LIVE_NAMED else "")
+    held = f"its live workflow {named}" if len(live) == 1 else f"its live workflows {named}" if live else \
+        "a live workflow this identity may not list"
+    return (f"run id {run_id} is still running or parked ({held}): a second workflow of it is never created; "
+            "cancel it first, or choose another run-id. Nothing was created")

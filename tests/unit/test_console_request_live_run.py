@@ -17,7 +17,7 @@ import pytest
 from offhours.scripts.console.app import create_app
 from offhours.scripts.console.asperson import Person
 from offhours.scripts.console.auth import Access
-from offhours.scripts.console.request_pages import unfinished
+from offhours.scripts.pool.views import unfinished
 from offhours.scripts.console.source import PoolSource
 from offhours.scripts.pool.model import Pool
 from offhours.scripts.pool.reader import PoolReadError

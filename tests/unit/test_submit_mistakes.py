@@ -64,15 +64,22 @@ def test_every_bad_value_is_named_at_once() -> None:
 class ClusterApi(client.ApiClient):
     """The API answers submit needs: the template, the installed gate ConfigMap (or 404), the created workflow."""
 
-    def __init__(self, installed: str | None) -> None:
+    def __init__(self, installed: str | None, workflows: list[dict[str, Any]] | None = None,
+                 list_error: int | None = None) -> None:
         super().__init__()
         self.installed = installed
+        self.workflows = workflows or []
+        self.list_error = list_error
         self.created: list[dict[str, Any]] = []
 
     def call_api(self, resource_path: str, method: str, path_params: Any = None, query_params: Any = None,
                  header_params: Any = None, body: Any = None, *args: Any, **kwargs: Any) -> Any:
         if (path_params or {}).get("plural") == "workflowtemplates":
             return TEMPLATE
+        if (path_params or {}).get("plural") == "workflows" and method == "GET":
+            if self.list_error is not None:
+                raise ApiException(status=self.list_error, reason="Forbidden")
+            return {"items": self.workflows, "metadata": {}}
         if "configmaps" in resource_path:
             if self.installed is None or path_params["name"] != GATE_CONFIG_MAP:
                 raise ApiException(status=404, reason="Not Found")
@@ -126,3 +133,37 @@ def test_an_invalid_installed_configuration_is_a_note_not_a_crash(
     api = ClusterApi("services: [not, a, map")
     assert _submit(tmp_path, monkeypatch, api, "chat") == 0
     assert "is invalid" in capsys.readouterr().err
+
+
+def _live(name: str, run_id: str, phase: str | None) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "research", "uid": f"uid-{name}",
+                         "creationTimestamp": "2026-12-01T10:00:00Z",
+                         "labels": {"offhours.io/service": "chat", "offhours.io/run-id": run_id,
+                                    "offhours.io/state": "parked", "offhours.io/replicas": "1"}},
+            "spec": {"suspend": True, "arguments": {"parameters": [{"name": "run-id", "value": run_id}]}},
+            "status": {"phase": phase} if phase else {}}
+
+
+def test_a_run_id_with_a_live_workflow_is_refused_and_nothing_is_created(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Fault: a second `offhours submit` of a run id still parked created a second workflow of that run."""
+    api = ClusterApi(GATE, workflows=[_live("llama-sft-7-abcde", "llama-sft-7", None)])
+    assert _submit(tmp_path, monkeypatch, api, "chat") == 2
+    err = capsys.readouterr().err
+    assert "run id llama-sft-7 is still running or parked (its live workflow llama-sft-7-abcde)" in err
+    assert "Nothing was created" in err and api.created == []
+
+
+def test_a_finished_run_id_may_be_submitted_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    api = ClusterApi(GATE, workflows=[_live("llama-sft-7-abcde", "llama-sft-7", "Succeeded")])
+    assert _submit(tmp_path, monkeypatch, api, "chat") == 0
+    assert len(api.created) == 1
+
+
+def test_a_run_id_that_cannot_be_checked_is_not_submitted(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Fault guarded: workflows that cannot be listed would hide a live copy; nothing is created unchecked."""
+    api = ClusterApi(GATE, list_error=403)
+    assert _submit(tmp_path, monkeypatch, api, "chat") == 2
+    assert "llama-sft-7: cannot check it for a live workflow" in capsys.readouterr().err
+    assert api.created == []
