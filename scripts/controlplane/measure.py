@@ -18,6 +18,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -48,19 +49,61 @@ def recording() -> bool:
     return os.environ.get(RECORD_ENV) == "1"
 
 
-def measured(key: str, seconds: float) -> dict[str, Any] | None:
-    """Print `key`'s measurement; record it where recording is on (see `recording`); return the record if written."""
+class LoadSampler:
+    """The 1-minute load average, sampled every `every` seconds while a measurement runs (a context manager).
+
+    A long measurement's load is its mean over the run: the load at its end says little (a 50-minute build
+    that shared the cores with tests the whole time can end on a quiet machine).
+    """
+
+    def __init__(self, every: float = 15.0) -> None:
+        self.every = every
+        self.samples: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while True:
+            self.samples.append(os.getloadavg()[0])
+            if self._stop.wait(self.every):
+                return
+
+    def __enter__(self) -> "LoadSampler":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.samples.append(os.getloadavg()[0])
+
+    @property
+    def mean(self) -> float:
+        """The mean of the samples (the load now if none was taken)."""
+        return sum(self.samples) / len(self.samples) if self.samples else os.getloadavg()[0]
+
+
+def measured(key: str, seconds: float, load: float | None = None) -> dict[str, Any] | None:
+    """Print `key`'s measurement; record it where recording is on (see `recording`); return the record if written.
+
+    `load`: the mean load average over the run (a LoadSampler's); without it, the load at the end.
+    """
     if not recording():
         print(f"[measure] {key}: {seconds:.0f} s (not recorded: set {RECORD_ENV}=1 to write it into "
               f"{RESULTS.relative_to(REPO)} and README)", file=sys.stderr)
         return None
-    entry = record(key, seconds)
+    entry = record(key, seconds, mean_load=load)
     print(f"[measure] {key}: {entry['seconds']:.0f} s recorded in {RESULTS.relative_to(REPO)}", file=sys.stderr)
     return entry
 
 
-def record(key: str, seconds: float, path: Path = RESULTS, readme: Path | None = README) -> dict[str, Any]:
-    """Record `key` as taking `seconds` on this machine now; rewrite README's figures; return the record."""
+def record(key: str, seconds: float, path: Path = RESULTS, readme: Path | None = README,
+           mean_load: float | None = None) -> dict[str, Any]:
+    """Record `key` as taking `seconds` on this machine now; rewrite README's figures; return the record.
+
+    `mean_load`: the mean load average during the run, recorded as `loadAverageMean`; `loadAverage` is
+    the load at the end.
+    """
     if key not in WHAT:
         raise ValueError(f"unknown measurement {key!r}: expected one of {', '.join(sorted(WHAT))}")
     if not (seconds >= 0 and seconds < 1e7):
@@ -68,6 +111,10 @@ def record(key: str, seconds: float, path: Path = RESULTS, readme: Path | None =
     results = load(path)
     entry = {"seconds": round(seconds, 1), "cores": os.cpu_count(), "loadAverage": round(os.getloadavg()[0], 1),
              "at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    if mean_load is not None:
+        if not (mean_load >= 0 and mean_load < 1e4):
+            raise ValueError(f"{key}: {mean_load!r} is no load average")
+        entry["loadAverageMean"] = round(mean_load, 1)
     results[key] = entry
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
@@ -83,8 +130,9 @@ def phrase(key: str, results: dict[str, Any]) -> str:
         return f"{WHAT[key]}: not measured yet (bench/results/controlplane.json has no `{key}`)"
     seconds = float(entry["seconds"])
     took = f"about {seconds / 60:.0f} minutes" if seconds >= 120 else f"about {seconds:.0f} s"
-    return (f"{WHAT[key]} took {took} on {entry['cores']} cores at load average {entry['loadAverage']:g} "
-            f"({entry['at'][:10]})")
+    load = f"a mean load average of {entry['loadAverageMean']:g}" if "loadAverageMean" in entry else \
+        f"load average {entry['loadAverage']:g}"
+    return f"{WHAT[key]} took {took} on {entry['cores']} cores at {load} ({entry['at'][:10]})"
 
 
 def rewrite(text: str, results: dict[str, Any]) -> str:
@@ -104,9 +152,10 @@ def main(argv: list[str]) -> int:
         return 0
     if len(argv) >= 4 and argv[0] == "run" and argv[2] == "--":
         started = time.monotonic()
-        status = subprocess.call(argv[3:])
+        with LoadSampler() as sampler:
+            status = subprocess.call(argv[3:])
         if status == 0:  # a failed run stopped early: its time is not the tier's
-            measured(argv[1], time.monotonic() - started)
+            measured(argv[1], time.monotonic() - started, load=sampler.mean)
         return status
     print(__doc__, file=sys.stderr)
     return 2

@@ -72,6 +72,25 @@ def test_a_measurement_is_only_printed_unless_recording_is_asked_for(monkeypatch
     monkeypatch.setattr(measure, "REPO", tmp_path)
     monkeypatch.delenv(measure.RECORD_ENV, raising=False)
     assert measure.measured("cluster_up", 30.0) is None and not results.exists()
-    monkeypatch.setattr(measure, "record", lambda key, seconds: {"seconds": seconds})
+    monkeypatch.setattr(measure, "record", lambda key, seconds, **kw: {"seconds": seconds})
     monkeypatch.setenv(measure.RECORD_ENV, "1")
     assert measure.measured("cluster_up", 30.0) == {"seconds": 30.0}
+
+
+def test_a_long_measurement_records_the_mean_load_over_its_run_not_the_load_at_its_end(tmp_path: Path) -> None:
+    """Fault: a 52-minute build that shared the cores with tests the whole time was recorded at its end's load, 4.3."""
+    results = tmp_path / "controlplane.json"
+    entry = measure.record("first_build", 3110.6, results, None, mean_load=7.25)
+    assert entry["loadAverageMean"] == 7.2 or entry["loadAverageMean"] == 7.3
+    text = measure.phrase("first_build", measure.load(results))
+    assert re.search(r"took about 52 minutes on \d+ cores at a mean load average of 7\.[23] \(", text), text
+    with pytest.raises(ValueError, match="no load average"):
+        measure.record("first_build", 10.0, results, None, mean_load=float("nan"))
+
+
+def test_the_load_sampler_samples_while_the_measurement_runs() -> None:
+    with measure.LoadSampler(every=0.01) as load:
+        import time
+
+        time.sleep(0.1)
+    assert len(load.samples) >= 3 and load.mean >= 0
