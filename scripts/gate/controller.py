@@ -41,6 +41,7 @@ from offhours.scripts.names import (
     EVENT_GATE_TICK_FAILED,
     EVENT_GPUS_LENT,
     EVENT_GPUS_RECLAIMED,
+    EVENT_GRACE_ABOVE_CAP,
     EVENT_REPLICAS_ADOPTED,
     EVENT_SERVICE_RELEASED,
     FINISHED_PHASES,
@@ -50,6 +51,7 @@ from offhours.scripts.policy import forecast
 from offhours.scripts.policy.capacity import replicas_for_rates
 from offhours.scripts.policy.config import Capacity, GateConfig, ServicePolicy
 from offhours.scripts.policy.decide import Decision, ServiceState, decide
+from offhours.scripts.policy.grace import with_grace_checks
 from offhours.scripts.policy.lease import lease_seconds, renewed
 from offhours.scripts.policy.plan import ADMITTED, PARKED, UNMANAGED, Job, Plan, plan
 from offhours.scripts.policy.record import (
@@ -58,6 +60,7 @@ from offhours.scripts.policy.record import (
     fingerprint,
     need_storage,
     own_baseline,
+    with_copies,
     with_need,
 )
 from offhours.scripts.policy.release import measured, with_release_estimates, with_stops
@@ -436,6 +439,11 @@ class Gate:
         # A job's exit time: what its run's recent stops measured, else its declared grace, within the service's cap.
         jobs = with_release_estimates(counted_jobs(obs.jobs, obs.record, dep.uid), obs.record.releases,
                                       policy.max_grace_seconds)
+        # A grace the cap does not bound (the workflow's own, or raised since its admission) is that job's problem,
+        # and an admitted one's exit time is read as what it is, not as the cap.
+        checked = with_grace_checks(jobs, policy.max_grace_seconds, policy.name)
+        over_cap = [j for j, was in zip(checked, jobs) if j.state == ADMITTED and j.problem and not was.problem]
+        jobs = checked
         lent = sum(j.replicas for j in jobs if j.state == ADMITTED)
         owned = own_baseline(obs.record, dep.uid, obs.writes_to, obs.current, lent)
         baseline, record = owned.baseline, replace(owned.record, deployment=dep.name)
@@ -490,6 +498,11 @@ class Gate:
                          last_decision=_last_decision(decision, p, now), deployment=dep.name,
                          admitted={**{j.uid: j.replicas for j in jobs if j.state == ADMITTED and j.uid},
                                    **{j.uid: j.replicas for j in granted if j.uid}},
+                         runs={j.uid: j.run_id for j in (*jobs, *granted)
+                               if j.uid and j.run_id and (j.state == ADMITTED or j in granted)},
+                         # The copies this tick's stops park are recorded before they are made, as admissions are.
+                         copies=with_copies(record.copies, [(j.uid, j.run_id) for j in p.stop],
+                                            [u for j in jobs for u in (j.uid, j.copy_of) if u], now),
                          releasing=with_stops(record.releasing, p.stop, now))
         record = renewed(record, now, self.lease_duration)  # lending is a lease: this tick renews it
         self._fence(t)
@@ -498,6 +511,10 @@ class Gate:
         outcome.basis = Basis(policy, baseline, p.lent_after, obs.pods, record)
         yield  # every service's serving writes and record are written before any research-side write
         self._research_side(t, obs, decision, p, outcome)
+        for job in over_cap:
+            self._event(policy.name, dep, EVENT_GRACE_ABOVE_CAP,
+                        f"workflow {self.config.workflow_namespace}/{job.name} was admitted but {job.problem}: "
+                        "stopped and parked again (its copy's grace is capped when it is admitted)", warning=True)
 
     def _look_ahead(self, policy: ServicePolicy, record: ServiceRecord, reading: Reading,
                     now: float) -> tuple[ServiceRecord, int | None]:
@@ -846,17 +863,26 @@ def counted_jobs(jobs: list[Job], record: ServiceRecord, uid: str) -> list[Job]:
     (by hand, or by `argo resubmit`): what counts is the record the gate keeps of what it admitted, and
     the replicas it lent then. A record from before the gate kept one (or none at all) leaves the mark
     as the only evidence. Anything else labelled admitted runs without admission: adopted or stopped.
+
+    The run of each is the gate's record too where it has one: an admitted workflow belongs to the run it
+    was admitted for, and a parked copy the gate made to its original's run (`Job.gate_copy`), whatever
+    their run-id labels say now.
     """
     out = []
     marked: set[str] = set()  # runs already counted by their mark (`argo resubmit` copies it: one per run)
+    runs = record.runs or {}
+    copies = {original: run for original, run, _ in record.copies}
     for job in sorted(jobs, key=lambda j: (j.created, j.name)):
+        if job.copy_of and job.copy_of in copies and job.state != ADMITTED:
+            job = replace(job, gate_copy=True, run_id=copies[job.copy_of])
         if job.state != ADMITTED:
             out.append(job)
         elif record.deployment_uid and record.deployment_uid != uid:
             out.append(replace(job, state=UNMANAGED))  # admitted against another incarnation: lends nothing to this one
         elif record.admitted is not None:
             lent = record.admitted.get(job.uid) if job.uid else None
-            out.append(replace(job, state=UNMANAGED) if lent is None else replace(job, replicas=lent))
+            run = runs.get(job.uid) or job.run_id
+            out.append(replace(job, state=UNMANAGED) if lent is None else replace(job, replicas=lent, run_id=run))
         elif (uid and job.borrowed_from != uid) or (job.run_id is not None and job.run_id in marked):
             out.append(replace(job, state=UNMANAGED))
         else:

@@ -5,8 +5,6 @@ admission, and it fits) and a job whose tenant rewrites the parameter after its 
 with whatever grace the tenant wrote, while the plan reads their exit time as capped.
 """
 
-import pytest
-
 from offhours.scripts.cluster.workflow import GRACE_PARAMETER
 
 from .test_gate_controller import World, config
@@ -29,8 +27,6 @@ def test_an_adopted_job_is_capped_like_an_admitted_one() -> None:
     assert _grace_values(w.wf("direct")) == ["30"]
 
 
-@pytest.mark.xfail(strict=True, reason="the cap is written once at admission: a tenant's later edit of the "
-                   "running workflow's grace parameter is never capped again nor made the job's problem")
 def test_a_grace_raised_after_admission_is_capped_or_stopped() -> None:
     w = World(config(maxGraceSeconds=30))
     w.park("greedy", replicas=2)
@@ -44,8 +40,6 @@ def test_a_grace_raised_after_admission_is_capped_or_stopped() -> None:
     assert _grace_values(w.wf("greedy")) == ["30"] or w.state("greedy") != "admitted", w.log.getvalue()
 
 
-@pytest.mark.xfail(strict=True, reason="a parked workflow of its own templates (no offhours WorkflowTemplate) is "
-                   "admitted though its pods' grace is its own: the parameter cap bounds nothing there")
 def test_a_workflow_with_its_own_pod_grace_is_not_admitted_above_the_cap() -> None:
     w = World(config(maxGraceSeconds=30))
     w.park("own", replicas=2)

@@ -6,16 +6,12 @@ and the run has two parked copies. The first runs and succeeds; the second is th
 finished run again, over its outputs (README's verb table: "a duplicate of the waiting copy, stopped").
 """
 
-import pytest
-
 from offhours.scripts.names import STATE_ADMITTED
 
 from .test_argo_verbs import FULL, LOW, argo_controller
 from .test_gate_controller import World
 
 
-@pytest.mark.xfail(strict=True, reason="argo resubmit of a preempted workflow leaves a second parked copy of the "
-                   "run, admitted again after the run succeeded")
 def test_a_resubmitted_preempted_run_is_not_run_again_after_it_succeeded() -> None:
     w = World()
     w.lend(1)
