@@ -145,6 +145,21 @@ def _read_job(wf: dict[str, Any], service: str | None) -> Job | None:
     )
 
 
+def succeeded(wf: dict[str, Any]) -> bool | None:
+    """Whether a workflow's own work succeeded: True, False (it ended otherwise or was shut down), None (still going).
+
+    Its root node says so before the workflow's phase does (while only its exit handler runs).
+    """
+    meta, spec, status = _dict(wf.get("metadata")), _dict(wf.get("spec")), _dict(wf.get("status"))
+    root = _dict(_dict(status.get("nodes")).get(str(meta.get("name", "")))).get("phase")
+    if status.get("phase") == "Succeeded" or root == "Succeeded":
+        return True
+    if status.get("phase") in FINISHED_PHASES or root in ("Failed", "Error") \
+            or spec.get("shutdown") in ARGO_SHUTDOWN_STRATEGIES:
+        return False
+    return None
+
+
 def exit_seconds_text(seconds: float) -> str:
     """Write an exit time as the annotation holds it: whole seconds."""
     return str(max(0, round(seconds)))

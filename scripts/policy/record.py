@@ -31,6 +31,8 @@ MAX_RELEASE_SECONDS = 86_400.0  # a stored release longer than a day is a tamper
 MAX_COPIES = 512
 COPY_MEMORY_SECONDS = 3600.0
 MAX_RUN_CHARS = 63  # a run id is a label value
+MAX_NAME_CHARS = 253  # a workflow's name
+MAX_DONE = 256  # runs kept as done (succeeded) per service, newest last
 MAX_UID_CHARS = 64
 
 Copy = tuple[str, str, float]  # (UID of the workflow the gate stopped and copied, its run, when it was stopped)
@@ -69,10 +71,13 @@ class ServiceRecord:
     # gate kept it, or none at all (the workflows' marks are then the only evidence left).
     admitted: dict[str, int] | None = None
     # The run each of those belongs to, as it was when the gate admitted it (a tenant may relabel a workflow since,
-    # never this). None, or a UID missing from it: unknown (a record of an older gate), the label then says.
-    runs: dict[str, str] | None = None
+    # never this), and its name (to read how it ended). None, or a UID missing from it: unknown (a record of an
+    # older gate), the label then says.
+    runs: dict[str, tuple[str, str]] | None = None
     # The parked copies the gate made (`Copy`): a parked workflow linked to one of these carries that run.
     copies: tuple[Copy, ...] = ()
+    # Runs whose workflow the gate admitted succeeded (run id, when seen): done, no copy of them runs again.
+    done: tuple[tuple[str, float], ...] = ()
     # How long recent stops took to free their pods (`policy.release`), and the stops still being measured.
     releases: tuple[Release, ...] = ()
     releasing: tuple[Releasing, ...] = ()
@@ -99,7 +104,8 @@ class ServiceRecord:
             "renewedAt": None if self.renewed_at is None else round(self.renewed_at, 3),
             "leaseSeconds": self.lease_seconds,
             **({"admitted": dict(sorted(self.admitted.items()))} if self.admitted is not None else {}),
-            **({"runs": dict(sorted(self.runs.items()))} if self.runs is not None else {}),
+            **({"runs": {u: list(rn) for u, rn in sorted(self.runs.items())}} if self.runs is not None else {}),
+            **({"done": [[r, round(at, 3)] for r, at in self.done]} if self.done else {}),
             **({"copies": [[u, r, round(at, 3)] for u, r, at in self.copies]} if self.copies else {}),
             **({"releases": [[k, round(at, 3), round(s, 3)] for k, at, s in self.releases]} if self.releases else {}),
             **({"releasing": [[n, k, round(at, 3)] for n, k, at in self.releasing]} if self.releasing else {}),
@@ -141,6 +147,7 @@ class ServiceRecord:
                 releasing=_read_releasing(raw.get("releasing")),
                 runs=_read_runs(raw.get("runs")),
                 copies=_read_copies(raw.get("copies")),
+                done=_read_done(raw.get("done")),
             )
         except (ValueError, TypeError, IndexError, AttributeError, KeyError):
             return cls()
@@ -252,18 +259,43 @@ def _read_releasing(raw: Any) -> tuple[Releasing, ...]:
     return tuple(out)
 
 
-def _read_runs(raw: Any) -> dict[str, str] | None:
-    """Read the admitted workflows' runs back: UID -> run id, as many as a record holds admissions."""
+def _read_runs(raw: Any) -> dict[str, tuple[str, str]] | None:
+    """Read the admitted workflows' runs back: UID -> (run id, workflow name), as many as a record holds admissions."""
     if raw is None:
         return None
     if not isinstance(raw, dict) or len(raw) > MAX_REPLICAS:
         raise ValueError("not a map of admitted workflows to their runs")
-    out: dict[str, str] = {}
-    for uid, run in raw.items():
-        if not isinstance(run, str) or not 0 < len(run) <= MAX_RUN_CHARS or len(str(uid)) > MAX_UID_CHARS:
-            raise ValueError(f"not a run: {uid!r}, {run!r}")
-        out[str(uid)] = run
+    out: dict[str, tuple[str, str]] = {}
+    for uid, entry in raw.items():
+        run, name = entry
+        if not (isinstance(run, str) and 0 < len(run) <= MAX_RUN_CHARS and isinstance(name, str)
+                and 0 < len(name) <= MAX_NAME_CHARS and len(str(uid)) <= MAX_UID_CHARS):
+            raise ValueError(f"not a run: {uid!r}, {entry!r}")
+        out[str(uid)] = (run, name)
     return out
+
+
+def _read_done(raw: Any) -> tuple[tuple[str, float], ...]:
+    """Read the runs that succeeded back: (run id, when), at most MAX_DONE."""
+    entries = raw or []
+    if not isinstance(entries, list) or len(entries) > MAX_DONE:
+        raise ValueError("more finished runs than the gate keeps")
+    out: list[tuple[str, float]] = []
+    for run, at in entries:
+        if not isinstance(run, str) or not 0 < len(run) <= MAX_RUN_CHARS:
+            raise ValueError(f"not a run: {run!r}")
+        out.append((run, _finite(at)))
+    return tuple(out)
+
+
+def with_done(done: tuple[tuple[str, float], ...], runs: Iterable[str], now: float) -> tuple[tuple[str, float], ...]:
+    """Add the runs that succeeded this tick to those the gate keeps as done: the newest MAX_DONE."""
+    out = {run: at for run, at in done}
+    for run in runs:
+        if run and len(run) <= MAX_RUN_CHARS:
+            out.pop(run, None)
+            out[run] = now
+    return tuple(out.items())[-MAX_DONE:]
 
 
 def _read_copies(raw: Any) -> tuple[Copy, ...]:
@@ -356,6 +388,7 @@ def own_baseline(record: ServiceRecord, uid: str, writes_to: str, observed: int,
                              samples=record.samples if same else {}, deployment=record.deployment,
                              admitted=record.admitted if same else ({} if record.deployment_uid else None),
                              runs=record.runs if same else ({} if record.deployment_uid else None), copies=record.copies,
+                             done=record.done,
                              # What research jobs take to stop is theirs, not the Deployment incarnation's.
                              releases=record.releases, releasing=record.releasing)
         return Ownership(observed + lent, base, note)
