@@ -1,8 +1,9 @@
-"""Ways a job's pods can still carry a grace above the service's `maxGraceSeconds` after the gate let it run.
+"""Ways a job's pods could still carry a grace above the service's `maxGraceSeconds` after the gate let it run.
 
-The cap is written only by `admit` (a parked job resumed). A job the gate adopts (running without
-admission, and it fits) and a job whose tenant rewrites the parameter after its admission are let run
-with whatever grace the tenant wrote, while the plan reads their exit time as capped.
+The cap is written by `admit` (a parked job resumed) and `adopt` (running without admission, and it fits).
+The faults: a tenant rewriting the parameter after the admission, and a workflow of its own templates
+setting its pods' grace itself, were let run with whatever grace they carried while the plan read their
+exit time as capped. Both are now the job's problem (`policy.grace`); more routes in test_tenant_pod_grace.py.
 """
 
 from offhours.scripts.cluster.workflow import GRACE_PARAMETER

@@ -1,9 +1,10 @@
 """`argo resubmit` of a preempted workflow whose parked copy waits.
 
-Since a parked workflow no longer carries its run (946d11e), the resubmitted one is the run's only running
-workflow: it is not a duplicate, it is stopped and parked again like any job running without admission,
-and the run has two parked copies. The first runs and succeeds; the second is then admitted and runs the
-finished run again, over its outputs (README's verb table: "a duplicate of the waiting copy, stopped").
+The fault: a parked workflow carried no run, so the resubmitted one was the run's only running workflow,
+stopped and parked again like any job running without admission: the run had two parked copies, and the
+second one ran the finished run again, over its outputs. The gate's record now says which parked copies it
+made: the one that waits carries the run, and the resubmitted workflow is its duplicate, stopped without
+another copy (README's verb table).
 """
 
 from offhours.scripts.names import STATE_ADMITTED

@@ -1,8 +1,9 @@
 """A run id is a tenant-written label: another tenant's workflow that copies mine must not cost me my run.
 
-`_duplicates` keeps, per run id, the oldest admitted workflow and stops every other running one of
-that run without a parked copy. The parked decoy was closed (946d11e); an admitted one is not: a tenant
-whose own job was admitted earlier relabels it with my run id, and my admitted run is stopped for good.
+`_duplicates` keeps, per run, the admitted workflow and stops every other running one of that run without
+a parked copy. The fault: a tenant whose own job was admitted earlier relabels it with my run id, and my
+admitted run was stopped for good. The run of an admitted workflow is now the one the gate's record holds
+from its admission, whatever its label says since.
 """
 
 from offhours.scripts.names import LABEL_COPY_OF, LABEL_RUN_ID
