@@ -25,12 +25,33 @@ UNREADABLE = math.inf
 DEFAULT_POD_GRACE = 30.0  # Kubernetes' terminationGracePeriodSeconds where a pod spec sets none
 _GRACE_KEY = "terminationgraceperiodseconds"  # compared case-insensitively: Go's JSON decoding matches so
 _PATCH_KEY = "podspecpatch"
-MAX_PATCH_CHARS = 64 * 1024  # a longer pod-spec patch is not one a person wrote: unreadable
-MAX_NODES = 20_000  # values of one workflow's spec walked at most: a larger spec reads as unreadable
+# Bounds on the work one workflow's spec may cost every tick (its grace is read while the tick observes, before
+# any serving write): past them it reads as unreadable. JSON is parsed in C; YAML costs milliseconds a KiB.
+MAX_PATCH_CHARS = 64 * 1024  # one pod-spec patch or manifest
+MAX_JSON_CHARS = 256 * 1024  # every patch and manifest of one workflow parsed as JSON
+MAX_YAML_CHARS = 4 * 1024  # every patch and manifest of one workflow that had to be parsed as YAML
+MAX_NODES = 20_000  # values of one workflow's spec walked at most
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser where the install has it
 
 
 class _Pairs(list[tuple[Any, Any]]):
     """A JSON object kept as its (key, value) pairs: a repeated key is seen, not silently replaced."""
+
+
+class _Budget:
+    """What is left of one workflow's parsing bounds (`MAX_JSON_CHARS`, `MAX_YAML_CHARS`)."""
+
+    def __init__(self) -> None:
+        self.json = MAX_JSON_CHARS
+        self.yaml = MAX_YAML_CHARS
+
+    def spend(self, kind: str, chars: int) -> bool:
+        """Take `chars` of the `kind` ("json" or "yaml") left; False (and nothing taken) if that is more than is left."""
+        left = getattr(self, kind)
+        if chars > left:
+            return False
+        setattr(self, kind, left - chars)
+        return True
 
 
 def parameter_grace(wf: dict[str, Any]) -> float | None:
@@ -70,7 +91,7 @@ def own_grace(wf: dict[str, Any]) -> tuple[float, str] | None:
             break
     runs_template = isinstance(spec.get("workflowTemplateRef"), dict)
     wide = spec.get("podSpecPatch")
-    if not runs_template and (not isinstance(wide, str) or _patch_grace(wide) is None):
+    if not runs_template and (not isinstance(wide, str) or _patch_grace(wide, _Budget()) is None):
         found.append((DEFAULT_POD_GRACE, "Kubernetes' default, on a pod whose spec sets none"))
     return max(found, key=lambda f: f[0]) if found else None
 
@@ -78,6 +99,7 @@ def own_grace(wf: dict[str, Any]) -> tuple[float, str] | None:
 def _walk(spec: dict[str, Any]) -> Iterator[tuple[float, str]]:
     """Yield (seconds, where) for every grace the spec sets: patches, manifests, any key of that name."""
     stack: list[tuple[Any, str]] = [(spec, "spec")]
+    budget = _Budget()
     seen = 0
     while stack:
         node, path = stack.pop()
@@ -94,13 +116,13 @@ def _walk(spec: dict[str, Any]) -> Iterator[tuple[float, str]]:
             name = str(key).lower()
             where = f"{path}.{str(key)[:40]}"
             if name == _PATCH_KEY:
-                seconds = _patch_grace(value) if isinstance(value, str) else UNREADABLE
+                seconds = _patch_grace(value, budget) if isinstance(value, str) else UNREADABLE
                 if seconds is not None:
                     yield seconds, where
             elif name == _GRACE_KEY:
                 yield _seconds(value), where
             elif name == "manifest" and "resource" in path.rsplit(".", 1)[-1]:
-                seconds = _manifest_grace(value)
+                seconds = _manifest_grace(value, budget)
                 if seconds is not None:
                     yield seconds, where
             elif name == "manifestfrom" and "resource" in path.rsplit(".", 1)[-1]:
@@ -124,25 +146,26 @@ def _seconds(value: Any) -> float:
     return float(value)
 
 
-def _patch_grace(text: str) -> float | None:
+def _patch_grace(text: str, budget: _Budget) -> float | None:
     """Return the grace a pod-spec patch sets (None: it sets none); `UNREADABLE` for one that cannot be read.
 
     Argo expands `{{...}}` in the patch's text before it parses it, so a parameterised patch can
     gain any key: unreadable. So is a strategic-merge directive (`$patch: replace` drops the grace).
     """
-    if len(text) > MAX_PATCH_CHARS or "{{" in text:
+    if len(text) > MAX_PATCH_CHARS or "{{" in text or not budget.spend("json", len(text)):
         return UNREADABLE
     try:
         pairs = json.loads(text, object_pairs_hook=_Pairs)
-    except ValueError:
-        return _yaml_patch_grace(text)
+    except (ValueError, RecursionError):
+        return _yaml_patch_grace(text) if budget.spend("yaml", len(text)) else UNREADABLE
     if not isinstance(pairs, _Pairs):
         return UNREADABLE
     return _top_level(list(pairs))
 
 
 def _yaml_patch_grace(text: str) -> float | None:
-    loader = yaml.SafeLoader(text)
+    """Read the top level of a YAML patch: only its keys and the grace's value are built, never the rest."""
+    loader = _LOADER(text)
     try:
         node = loader.get_single_node()
         if node is None:
@@ -153,7 +176,9 @@ def _yaml_patch_grace(text: str) -> float | None:
         for key_node, value_node in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
                 return UNREADABLE  # `<<: *anchor` merges keys in that this reading would not see
-            pairs.append((loader.construct_object(key_node, deep=True), loader.construct_object(value_node, deep=True)))
+            key = loader.construct_object(key_node, deep=True) if isinstance(key_node, yaml.ScalarNode) else None
+            grace = isinstance(key, str) and key.lower() == _GRACE_KEY
+            pairs.append((key, loader.construct_object(value_node, deep=True) if grace else None))
         return _top_level(pairs)
     except (yaml.YAMLError, TypeError, ValueError, RecursionError):
         return UNREADABLE
@@ -171,14 +196,19 @@ def _top_level(pairs: list[tuple[Any, Any]]) -> float | None:
     return max(found) if found else None
 
 
-def _manifest_grace(value: Any) -> float | None:
+def _manifest_grace(value: Any, budget: _Budget) -> float | None:
     """Return the largest grace anywhere in a resource template's manifest (None: none); unreadable if parameterised."""
-    if not isinstance(value, str) or len(value) > MAX_PATCH_CHARS or "{{" in value:
+    if not isinstance(value, str) or len(value) > MAX_PATCH_CHARS or "{{" in value or not budget.spend("json", len(value)):
         return UNREADABLE
     try:
-        docs = list(yaml.safe_load_all(value))
-    except (yaml.YAMLError, RecursionError):
-        return UNREADABLE
+        docs: list[Any] = [json.loads(value)]
+    except (ValueError, RecursionError):
+        if not budget.spend("yaml", len(value)):
+            return UNREADABLE
+        try:
+            docs = list(yaml.load_all(value, Loader=_LOADER))  # noqa: S506 - a safe loader (libyaml's, or the pure one)
+        except (yaml.YAMLError, RecursionError):
+            return UNREADABLE
     found: list[float] = []
     stack: list[Any] = list(docs)
     seen = 0

@@ -200,3 +200,20 @@ def test_a_spec_too_large_to_walk_reads_as_above_any_cap() -> None:
     wf = {"spec": {"workflowTemplateRef": {"name": "x"}, "templates": [{"name": f"t{i}"} for i in range(30_000)]}}
     found = own_grace(wf)
     assert found is not None and found[0] == float("inf")
+
+
+def test_the_yaml_a_workflow_may_make_the_gate_parse_is_bounded_and_beyond_it_reads_as_above_any_cap() -> None:
+    """Bounded work: a grace is read while the tick observes (before serving's writes), so one workflow's YAML is
+    read up to a bound: a long YAML patch, or many short ones, read as unreadable (JSON, parsed in C, is not
+    refused for its length below 64 KiB)."""
+    short = "containers: []\n"
+    long_yaml = "containers:\n" + "".join(f"- name: c{i}\n" for i in range(400))
+    assert own_grace({"spec": {"workflowTemplateRef": {"name": "x"}, "podSpecPatch": short}}) is None
+    assert own_grace({"spec": {"workflowTemplateRef": {"name": "x"}, "podSpecPatch": long_yaml}}) == (
+        float("inf"), "spec.podSpecPatch")
+    many = {"workflowTemplateRef": {"name": "x"}, "templates": [{"name": f"t{i}", "podSpecPatch": short * 20}
+                                                                 for i in range(40)]}
+    found = own_grace({"spec": many})
+    assert found is not None and found[0] == float("inf")
+    as_json = '{"containers": [' + ",".join(f'{{"name": "c{i}"}}' for i in range(2000)) + "]}"
+    assert own_grace({"spec": {"workflowTemplateRef": {"name": "x"}, "podSpecPatch": as_json}}) is None
