@@ -517,7 +517,7 @@ class Gate:
         outcome.basis = Basis(policy, baseline, p.lent_after, obs.pods, record)
         yield  # every service's serving writes and record are written before any research-side write
         self._research_side(t, obs, decision, p, outcome)
-        for job in over_cap:
+        for job in (j for j in over_cap if f"stop {j.name}: " not in (outcome.error or "")):  # said once it is done
             self._event(policy.name, dep, EVENT_GRACE_ABOVE_CAP,
                         f"workflow {self.config.workflow_namespace}/{job.name} was admitted but {job.problem}: "
                         "stopped and parked again (its copy's grace is capped when it is admitted)", warning=True)

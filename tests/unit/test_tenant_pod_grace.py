@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from offhours.scripts.cluster.grace import own_grace
-from offhours.scripts.names import ANNOTATION_WAITING_REASON, EVENT_GRACE_ABOVE_CAP, GRACE_PARAMETER
+from offhours.scripts.names import ANNOTATION_WAITING_REASON, EVENT_GRACE_ABOVE_CAP, GRACE_PARAMETER, STATE_ADMITTED
 
 from .test_gate_controller import World, config
 
@@ -217,3 +217,21 @@ def test_the_yaml_a_workflow_may_make_the_gate_parse_is_bounded_and_beyond_it_re
     assert found is not None and found[0] == float("inf")
     as_json = '{"containers": [' + ",".join(f'{{"name": "c{i}"}}' for i in range(2000)) + "]}"
     assert own_grace({"spec": {"workflowTemplateRef": {"name": "x"}, "podSpecPatch": as_json}}) is None
+
+
+def test_a_stop_for_the_grace_that_fails_is_retried_and_its_event_comes_once_it_is_done() -> None:
+    """The fault: the API refuses the stop of the job whose grace was raised; the next tick stops it, and says so once."""
+    from offhours.scripts.cluster.base import ClusterError
+
+    w = _admitted()
+    for p in w.wf("greedy")["spec"]["arguments"]["parameters"]:
+        if p.get("name") == GRACE_PARAMETER:
+            p["value"] = "86400"
+    w.cluster.fail_next["stop greedy"] = [ClusterError("stop workflow research/greedy: HTTP 503")] * 6
+    w.tick(chat=1)
+    assert w.state("greedy") == STATE_ADMITTED and w.replicas() == 8  # serving has its replicas back regardless
+    assert not [e for e in w.cluster.events if e.reason == EVENT_GRACE_ABOVE_CAP]
+    w.cluster.fail_next.clear()
+    w.tick(chat=1)
+    assert w.state("greedy") == "preempted" and len(
+        [e for e in w.cluster.events if e.reason == EVENT_GRACE_ABOVE_CAP]) == 1, w.log.getvalue()
