@@ -52,6 +52,8 @@ RETURN_GPUS = "return-gpus"
 """The exit template that gives a workflow's borrowed replicas back to the service."""
 CHECK_PARAMETERS = "check-parameters"
 """The CPU-only step that checks every workflow parameter before any GPU is used."""
+GRACE_PARAMETER = "termination-grace-seconds"
+"""The workflow parameter the research steps take their pods' grace period from: the gate caps it at admission."""
 GATE_CRON_WORKFLOW = "offhours-gate"
 """The gate's CronWorkflow, in the serving namespace."""
 BACKSTOP_CRON_JOB = "offhours-backstop"
@@ -172,8 +174,11 @@ EVENT_LENDING_EXPIRED = "LendingExpired"
 """A Warning from the backstop: no gate tick renewed the service's lending in time; serving got its baseline back."""
 EVENT_SERVICE_RELEASED = "ServiceReleased"
 """A service left the gate configuration: what the gate had lent of it was given back and its record removed."""
+EVENT_GRACE_ABOVE_CAP = "GraceAboveCap"
+"""A Warning: an admitted job's pods may now outlast the service's maxGraceSeconds (its grace raised since its
+admission): it was stopped and parked again, and its copy is capped when it is admitted."""
 EVENT_REASONS = (EVENT_GPUS_LENT, EVENT_GPUS_RECLAIMED, EVENT_GATE_HOLD, EVENT_REPLICAS_ADOPTED, EVENT_GATE_TICK_FAILED,
-                 EVENT_LENDING_EXPIRED, EVENT_SERVICE_RELEASED)
+                 EVENT_LENDING_EXPIRED, EVENT_SERVICE_RELEASED, EVENT_GRACE_ABOVE_CAP)
 """Every reason the gate records."""
 AGGREGATED_EVENT_REASONS = frozenset({EVENT_GATE_HOLD})
 """Reasons recorded as one Event per Deployment whose count rises: they repeat every tick while nothing changes."""

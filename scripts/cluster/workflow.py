@@ -13,6 +13,7 @@ from typing import Any
 
 from offhours.scripts.cluster.arguments import namespaced_template_name, submitted_arguments
 from offhours.scripts.cluster.base import ClusterError
+from offhours.scripts.cluster.grace import own_grace, parameter_grace
 from offhours.scripts.names import (
     ANNOTATION_ADMITTED_AT,
     ANNOTATION_BORROWED_FROM,
@@ -43,6 +44,7 @@ from offhours.scripts.names import (
     STATE_PREEMPTED,
     STATE_RETURNED,
 )
+from offhours.scripts.names import GRACE_PARAMETER as GRACE_PARAMETER
 from offhours.scripts.policy.plan import ADMITTED, PARKED, UNMANAGED, Job
 
 # The Workflow resource's plural in Argo's API.
@@ -113,6 +115,7 @@ def _read_job(wf: dict[str, Any], service: str | None) -> Job | None:
     problem = problem or priority_problem
     position = annotations.get(ANNOTATION_QUEUE_POSITION, "")
     learnt = _seconds(annotations.get(ANNOTATION_EXIT_SECONDS))
+    own = own_grace(wf)
     return Job(
         name=str(meta.get("name", "")),
         service=labels.get(LABEL_SERVICE, ""),
@@ -136,7 +139,25 @@ def _read_job(wf: dict[str, Any], service: str | None) -> Job | None:
         exit_learnt=learnt is not None,
         template=namespaced_template_name(wf),
         arguments=tuple(submitted_arguments(wf)),
+        grace_parameter=parameter_grace(wf),
+        own_grace=None if own is None else own[0],
+        own_grace_at=None if own is None else own[1],
     )
+
+
+def succeeded(wf: dict[str, Any]) -> bool | None:
+    """Whether a workflow's own work succeeded: True, False (it ended otherwise or was shut down), None (still going).
+
+    Its root node says so before the workflow's phase does (while only its exit handler runs).
+    """
+    meta, spec, status = _dict(wf.get("metadata")), _dict(wf.get("spec")), _dict(wf.get("status"))
+    root = _dict(_dict(status.get("nodes")).get(str(meta.get("name", "")))).get("phase")
+    if status.get("phase") == "Succeeded" or root == "Succeeded":
+        return True
+    if status.get("phase") in FINISHED_PHASES or root in ("Failed", "Error") \
+            or spec.get("shutdown") in ARGO_SHUTDOWN_STRATEGIES:
+        return False
+    return None
 
 
 def exit_seconds_text(seconds: float) -> str:
@@ -151,9 +172,6 @@ def measured_exit_seconds(wf: dict[str, Any]) -> float | None:
     if stopped is None or returned is None or not 0 <= returned - stopped <= MAX_EXIT_SECONDS:
         return None
     return returned - stopped
-
-
-GRACE_PARAMETER = "termination-grace-seconds"  # steps/contract.py: the research steps' pod grace period
 
 
 def grace_capped_parameters(wf: dict[str, Any], cap_seconds: float) -> list[Any] | None:

@@ -30,7 +30,7 @@ from typing import Any, TextIO
 
 from offhours.scripts.cluster.arguments import undeclared_problem
 from offhours.scripts.cluster.base import Autoscaler, Cluster, Deployment, Pod
-from offhours.scripts.cluster.workflow import measured_exit_seconds
+from offhours.scripts.cluster.workflow import measured_exit_seconds, succeeded
 from offhours.scripts.gate.log import ERROR, INFO, WARNING, Logger
 from offhours.scripts.metrics.sources import LoadSource, Reading, ServiceTarget
 from offhours.scripts.names import (
@@ -41,6 +41,7 @@ from offhours.scripts.names import (
     EVENT_GATE_TICK_FAILED,
     EVENT_GPUS_LENT,
     EVENT_GPUS_RECLAIMED,
+    EVENT_GRACE_ABOVE_CAP,
     EVENT_REPLICAS_ADOPTED,
     EVENT_SERVICE_RELEASED,
     FINISHED_PHASES,
@@ -50,6 +51,7 @@ from offhours.scripts.policy import forecast
 from offhours.scripts.policy.capacity import replicas_for_rates
 from offhours.scripts.policy.config import Capacity, GateConfig, ServicePolicy
 from offhours.scripts.policy.decide import Decision, ServiceState, decide
+from offhours.scripts.policy.grace import with_grace_checks
 from offhours.scripts.policy.lease import lease_seconds, renewed
 from offhours.scripts.policy.plan import ADMITTED, PARKED, UNMANAGED, Job, Plan, plan
 from offhours.scripts.policy.record import (
@@ -58,12 +60,15 @@ from offhours.scripts.policy.record import (
     fingerprint,
     need_storage,
     own_baseline,
+    with_copies,
+    with_done,
     with_need,
 )
 from offhours.scripts.policy.release import measured, with_release_estimates, with_stops
 from offhours.scripts.policy.window import lending_allowed
 
 REPLICAS = "replicas"
+MAX_PENDING_ENDS = 64  # admitted workflows still ending (or unreadable) whose end is read again next tick
 # A reason kept in the record: a load error can carry a whole answer body, and the record must stay far under 1 MiB.
 REASON_CHARS = 300
 
@@ -436,6 +441,11 @@ class Gate:
         # A job's exit time: what its run's recent stops measured, else its declared grace, within the service's cap.
         jobs = with_release_estimates(counted_jobs(obs.jobs, obs.record, dep.uid), obs.record.releases,
                                       policy.max_grace_seconds)
+        # A grace the cap does not bound (the workflow's own, or raised since its admission) is that job's problem,
+        # and an admitted one's exit time is read as what it is, not as the cap.
+        checked = with_grace_checks(jobs, policy.max_grace_seconds, policy.name)
+        over_cap = [j for j, was in zip(checked, jobs) if j.state == ADMITTED and j.problem and not was.problem]
+        jobs = checked
         lent = sum(j.replicas for j in jobs if j.state == ADMITTED)
         owned = own_baseline(obs.record, dep.uid, obs.writes_to, obs.current, lent)
         baseline, record = owned.baseline, replace(owned.record, deployment=dep.name)
@@ -474,9 +484,12 @@ class Gate:
             jobs = [self._with_progress(t, j) for j in jobs]  # advisory: only when a stop is coming
         if not t.reclaim_only and record.releasing:
             record, jobs = self._measure_releases(t, obs, record, jobs, now)  # advisory, after serving's raise
+        succeeded_runs, pending = ([], {}) if t.reclaim_only else self._ended(t, obs, now)
+        done = with_done(record.done, succeeded_runs, now)
         if decision.target_lent > decision.lent:
             # A parked copy's original is read only when something may be admitted (it decides whether the copy may run).
             jobs = [self._with_original(j) for j in jobs]
+        jobs = _with_done_runs(jobs, {run for run, _ in done})
         jobs = self._with_undeclared_arguments(t, jobs)
         p = plan(decision, baseline, jobs, now)
         outcome.plan = p
@@ -490,6 +503,12 @@ class Gate:
                          last_decision=_last_decision(decision, p, now), deployment=dep.name,
                          admitted={**{j.uid: j.replicas for j in jobs if j.state == ADMITTED and j.uid},
                                    **{j.uid: j.replicas for j in granted if j.uid}},
+                         runs={**pending, **{j.uid: (j.run_id, j.name) for j in (*jobs, *granted)
+                                             if j.uid and j.run_id and (j.state == ADMITTED or j in granted)}},
+                         done=done,
+                         # The copies this tick's stops park are recorded before they are made, as admissions are.
+                         copies=with_copies(record.copies, [(j.uid, j.run_id) for j in p.stop],
+                                            [u for j in jobs for u in (j.uid, j.copy_of) if u], now),
                          # Only the gate's own admissions are measured: a workflow running without one may carry
                          # any run id (a tenant-written label), and its stop would be measured under that run.
                          releasing=with_stops(record.releasing, [j for j in p.stop if j.state == ADMITTED], now))
@@ -500,6 +519,10 @@ class Gate:
         outcome.basis = Basis(policy, baseline, p.lent_after, obs.pods, record)
         yield  # every service's serving writes and record are written before any research-side write
         self._research_side(t, obs, decision, p, outcome)
+        for job in (j for j in over_cap if f"stop {j.name}: " not in (outcome.error or "")):  # said once it is done
+            self._event(policy.name, dep, EVENT_GRACE_ABOVE_CAP,
+                        f"workflow {self.config.workflow_namespace}/{job.name} was admitted but {job.problem}: "
+                        "stopped and parked again (its copy's grace is capped when it is admitted)", warning=True)
 
     def _look_ahead(self, policy: ServicePolicy, record: ServiceRecord, reading: Reading,
                     now: float) -> tuple[ServiceRecord, int | None]:
@@ -580,6 +603,36 @@ class Gate:
         outcome.parked.append(self.cluster.park_copy(namespace, job))
         self._fence(t)
         self.cluster.stop(namespace, job)
+
+    def _ended(self, t: _Tick, obs: Observed, now: float) -> tuple[list[str], dict[str, tuple[str, str]]]:
+        """Read how each workflow the gate admitted and no longer lists ended (advisory, once each).
+
+        Return the runs that succeeded (done: no copy of them runs again) and the workflows still ending (their
+        exit handler runs, or the read failed), kept in the record to be read again. One the gate stopped and
+        copied itself is not read: it did not succeed.
+        """
+        listed = {j.uid for j in obs.jobs}
+        copied = {uid for uid, _, _ in obs.record.copies}
+        ended = [(uid, run, name) for uid, (run, name) in (obs.record.runs or {}).items()
+                 if uid not in listed and uid not in copied]
+        done: list[str] = []
+        pending: dict[str, tuple[str, str]] = {}
+        ns = self.config.workflow_namespace
+        for uid, run, name in ended:
+            probe = Job(name=name, service=obs.policy.name, replicas=0, state=UNMANAGED)
+            read = self._advisory(t, f"how {name} ended", partial(lambda n: (self.cluster.workflow(ns, n),), name), probe)
+            if not isinstance(read, tuple):
+                pending[uid] = (run, name)  # unreadable now: read again next tick
+                continue
+            wf = read[0]
+            if not isinstance(wf, dict) or str((wf.get("metadata") or {}).get("uid") or "") != uid:
+                continue  # gone, or the name is another workflow's now: how it ended is unknown, never "done"
+            outcome = succeeded(wf)
+            if outcome:
+                done.append(run)
+            elif outcome is None and len(pending) < MAX_PENDING_ENDS:
+                pending[uid] = (run, name)
+        return done, pending
 
     def _with_original(self, job: Job) -> Job:
         """For a parked copy: whether its original is confirmed stopped, and whether it completed.
@@ -848,17 +901,27 @@ def counted_jobs(jobs: list[Job], record: ServiceRecord, uid: str) -> list[Job]:
     (by hand, or by `argo resubmit`): what counts is the record the gate keeps of what it admitted, and
     the replicas it lent then. A record from before the gate kept one (or none at all) leaves the mark
     as the only evidence. Anything else labelled admitted runs without admission: adopted or stopped.
+
+    The run of each is the gate's record too where it has one: an admitted workflow belongs to the run it
+    was admitted for, and a parked copy the gate made to its original's run (`Job.gate_copy`), whatever
+    their run-id labels say now.
     """
     out = []
     marked: set[str] = set()  # runs already counted by their mark (`argo resubmit` copies it: one per run)
+    runs = record.runs or {}
+    copies = {original: run for original, run, _ in record.copies}
     for job in sorted(jobs, key=lambda j: (j.created, j.name)):
+        if job.copy_of and job.copy_of in copies and job.state != ADMITTED:
+            job = replace(job, gate_copy=True, run_id=copies[job.copy_of])
         if job.state != ADMITTED:
             out.append(job)
         elif record.deployment_uid and record.deployment_uid != uid:
             out.append(replace(job, state=UNMANAGED))  # admitted against another incarnation: lends nothing to this one
         elif record.admitted is not None:
             lent = record.admitted.get(job.uid) if job.uid else None
-            out.append(replace(job, state=UNMANAGED) if lent is None else replace(job, replicas=lent))
+            recorded = runs.get(job.uid) if job.uid else None
+            run = recorded[0] if recorded else job.run_id
+            out.append(replace(job, state=UNMANAGED) if lent is None else replace(job, replicas=lent, run_id=run))
         elif (uid and job.borrowed_from != uid) or (job.run_id is not None and job.run_id in marked):
             out.append(replace(job, state=UNMANAGED))
         else:
@@ -867,6 +930,24 @@ def counted_jobs(jobs: list[Job], record: ServiceRecord, uid: str) -> list[Job]:
                 marked.add(job.run_id)
     order = {j.name: i for i, j in enumerate(jobs)}
     return sorted(out, key=lambda j: order.get(j.name, 0))
+
+
+def _with_done_runs(jobs: list[Job], done: set[str]) -> list[Job]:
+    """Mark what would run a run that succeeded again: the gate's own copies are deleted, any other copy refused.
+
+    Only copies (a workflow the gate made, or one that says it continues another: `argo resubmit` of a
+    parked copy carries the marks); a new submission under a finished run's id is its submitter's choice.
+    """
+    out = []
+    for job in jobs:
+        if job.state == ADMITTED or job.run_id not in done or not (job.gate_copy or job.copy_of or job.parked_from):
+            out.append(job)
+        elif job.gate_copy and job.parked_from and job.state == PARKED:
+            out.append(replace(job, original_succeeded=True))  # the plan deletes it: nothing left to run
+        else:
+            out.append(replace(job, problem=job.problem or f"its run {job.run_id} has succeeded: nothing is left to "
+                                                          "run; submit under a new run id to run it again"))
+    return out
 
 
 def _describe(err: BaseException) -> str:

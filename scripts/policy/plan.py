@@ -54,6 +54,12 @@ class Job:
     run_id: str | None = None  # the run it belongs to: one run never runs twice at once (it shares checkpoints)
     template: str | None = None  # the WorkflowTemplate of its namespace it runs (`workflowTemplateRef`), if any
     arguments: tuple[str, ...] = ()  # the argument names it sets: the gate checks them against that template's
+    # Its pods' grace period as the workflow itself sets it (math.inf: not readable as a number, above any cap):
+    # through the grace parameter a template's pods take (None: none set), and through its own spec (None: none).
+    grace_parameter: float | None = None
+    own_grace: float | None = None
+    own_grace_at: str | None = None  # where its own spec sets it, for the reason a person reads
+    gate_copy: bool = False  # a parked copy the gate's own record says it made: it carries its run
 
 
 @dataclass(frozen=True)
@@ -188,11 +194,14 @@ def _duplicates(jobs: Sequence[Job]) -> tuple[Job, ...]:
 
     Argo's `retry` runs a preempted workflow again, `resubmit` makes a new one of the same run, `resume`
     starts a parked one without admission. Per run id, the admitted workflow carries the run (the gate's own
-    record says so); without one, the oldest running one does (adopted, or stopped and parked again like any
-    job running without admission), and parked workflows of the run wait while it runs. Never a parked one:
-    the run-id label is tenant-written, so a parked workflow labelled with another's run id must not get
-    that run stopped without a copy. The others are duplicates, stopped without a copy (their work goes on
-    in the one that carries it).
+    record says which, and of which run: a relabelled workflow keeps the run it was admitted for). Without
+    one, a parked copy the gate made of the run (its record says so: `Job.gate_copy`) carries it while it
+    waits, so every workflow of the run that runs without admission is a duplicate; without either, the
+    oldest running one does (adopted, or stopped and parked again like any job running without admission),
+    and parked workflows of the run wait while it runs. Never a parked workflow the gate did not make: the
+    run-id label is tenant-written, so a workflow labelled with another's run id must not get that run
+    stopped without a copy. The others are duplicates, stopped without a copy (their work goes on in the one
+    that carries it).
     """
     by_run: dict[str, list[Job]] = {}
     for job in jobs:
@@ -204,7 +213,8 @@ def _duplicates(jobs: Sequence[Job]) -> tuple[Job, ...]:
                          key=lambda j: (j.state != ADMITTED, j.created, j.name))
         if len(running) < 1:
             continue
-        keep = running[0]
+        copied = any(j.state == PARKED and j.gate_copy for j in group)
+        keep = running[0] if running[0].state == ADMITTED or not copied else None
         out.extend(j for j in running if j is not keep and not j.finishing)
     return tuple(out)
 

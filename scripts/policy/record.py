@@ -10,6 +10,7 @@ the gate adopts it instead of undoing it (ARCHITECTURE.md, serving safety rule 7
 import hashlib
 import json
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -25,6 +26,16 @@ MAX_NEED_BUCKETS = 4096
 MAX_EXACT_NEEDS = 20_000
 MAX_BUCKET_COUNT = 10_000  # entries one stored bucket may stand for (more is a tampered record)
 MAX_RELEASE_SECONDS = 86_400.0  # a stored release longer than a day is a tampered record
+# The parked copies the gate made, by their original's UID: kept while the copy (or its original) is listed,
+# or for COPY_MEMORY_SECONDS after the stop (the copy appears in the next tick's list); at most MAX_COPIES.
+MAX_COPIES = 512
+COPY_MEMORY_SECONDS = 3600.0
+MAX_RUN_CHARS = 63  # a run id is a label value
+MAX_NAME_CHARS = 253  # a workflow's name
+MAX_DONE = 256  # runs kept as done (succeeded) per service, newest last
+MAX_UID_CHARS = 64
+
+Copy = tuple[str, str, float]  # (UID of the workflow the gate stopped and copied, its run, when it was stopped)
 
 
 @dataclass(frozen=True)
@@ -59,6 +70,14 @@ class ServiceRecord:
     # lent (a tenant can copy any mark a workflow carries, never this). None: a record written before the
     # gate kept it, or none at all (the workflows' marks are then the only evidence left).
     admitted: dict[str, int] | None = None
+    # The run each of those belongs to, as it was when the gate admitted it (a tenant may relabel a workflow since,
+    # never this), and its name (to read how it ended). None, or a UID missing from it: unknown (a record of an
+    # older gate), the label then says.
+    runs: dict[str, tuple[str, str]] | None = None
+    # The parked copies the gate made (`Copy`): a parked workflow linked to one of these carries that run.
+    copies: tuple[Copy, ...] = ()
+    # Runs whose workflow the gate admitted succeeded (run id, when seen): done, no copy of them runs again.
+    done: tuple[tuple[str, float], ...] = ()
     # How long recent stops took to free their pods (`policy.release`), and the stops still being measured.
     releases: tuple[Release, ...] = ()
     releasing: tuple[Releasing, ...] = ()
@@ -85,6 +104,9 @@ class ServiceRecord:
             "renewedAt": None if self.renewed_at is None else round(self.renewed_at, 3),
             "leaseSeconds": self.lease_seconds,
             **({"admitted": dict(sorted(self.admitted.items()))} if self.admitted is not None else {}),
+            **({"runs": {u: list(rn) for u, rn in sorted(self.runs.items())}} if self.runs is not None else {}),
+            **({"done": [[r, round(at, 3)] for r, at in self.done]} if self.done else {}),
+            **({"copies": [[u, r, round(at, 3)] for u, r, at in self.copies]} if self.copies else {}),
             **({"releases": [[k, round(at, 3), round(s, 3)] for k, at, s in self.releases]} if self.releases else {}),
             **({"releasing": [[n, k, round(at, 3)] for n, k, at in self.releasing]} if self.releasing else {}),
         }, separators=(",", ":"))
@@ -123,6 +145,9 @@ class ServiceRecord:
                 admitted=None if raw.get("admitted") is None else {str(k): _count(v) for k, v in raw["admitted"].items()},
                 releases=_read_releases(raw.get("releases")),
                 releasing=_read_releasing(raw.get("releasing")),
+                runs=_read_runs(raw.get("runs")),
+                copies=_read_copies(raw.get("copies")),
+                done=_read_done(raw.get("done")),
             )
         except (ValueError, TypeError, IndexError, AttributeError, KeyError):
             return cls()
@@ -234,6 +259,76 @@ def _read_releasing(raw: Any) -> tuple[Releasing, ...]:
     return tuple(out)
 
 
+def _read_runs(raw: Any) -> dict[str, tuple[str, str]] | None:
+    """Read the admitted workflows' runs back: UID -> (run id, workflow name), as many as a record holds admissions."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or len(raw) > MAX_REPLICAS:
+        raise ValueError("not a map of admitted workflows to their runs")
+    out: dict[str, tuple[str, str]] = {}
+    for uid, entry in raw.items():
+        run, name = entry
+        if not (isinstance(run, str) and 0 < len(run) <= MAX_RUN_CHARS and isinstance(name, str)
+                and 0 < len(name) <= MAX_NAME_CHARS and len(str(uid)) <= MAX_UID_CHARS):
+            raise ValueError(f"not a run: {uid!r}, {entry!r}")
+        out[str(uid)] = (run, name)
+    return out
+
+
+def _read_done(raw: Any) -> tuple[tuple[str, float], ...]:
+    """Read the runs that succeeded back: (run id, when), at most MAX_DONE."""
+    entries = raw or []
+    if not isinstance(entries, list) or len(entries) > MAX_DONE:
+        raise ValueError("more finished runs than the gate keeps")
+    out: list[tuple[str, float]] = []
+    for run, at in entries:
+        if not isinstance(run, str) or not 0 < len(run) <= MAX_RUN_CHARS:
+            raise ValueError(f"not a run: {run!r}")
+        out.append((run, _finite(at)))
+    return tuple(out)
+
+
+def with_done(done: tuple[tuple[str, float], ...], runs: Iterable[str], now: float) -> tuple[tuple[str, float], ...]:
+    """Add the runs that succeeded this tick to those the gate keeps as done: the newest MAX_DONE."""
+    out = {run: at for run, at in done}
+    for run in runs:
+        if run and len(run) <= MAX_RUN_CHARS:
+            out.pop(run, None)
+            out[run] = now
+    return tuple(out.items())[-MAX_DONE:]
+
+
+def _read_copies(raw: Any) -> tuple[Copy, ...]:
+    """Read the parked copies the gate made back: (original UID, run id, when stopped), at most MAX_COPIES."""
+    entries = raw or []
+    if not isinstance(entries, list) or len(entries) > MAX_COPIES:
+        raise ValueError("more parked copies than the gate keeps")
+    out: list[Copy] = []
+    for uid, run, at in entries:
+        if not (isinstance(uid, str) and 0 < len(uid) <= MAX_UID_CHARS and isinstance(run, str)
+                and 0 < len(run) <= MAX_RUN_CHARS):
+            raise ValueError(f"not a parked copy: {uid!r}, {run!r}")
+        out.append((uid, run, _finite(at)))
+    return tuple(out)
+
+
+def with_copies(copies: tuple[Copy, ...], stopped: Iterable[tuple[str, str | None]], listed: Iterable[str],
+                now: float) -> tuple[Copy, ...]:
+    """Add this tick's stops (UID, run) to the copies the gate made; forget those nothing listed links to any more.
+
+    `listed` holds the UIDs the service's workflows link to (their own, and their `copy-of`): an entry is kept
+    while one of them is its original or its copy, or for COPY_MEMORY_SECONDS after its stop; the newest
+    MAX_COPIES in all.
+    """
+    linked = set(listed)
+    out: dict[str, Copy] = {u: (u, r, at) for u, r, at in copies if u in linked or now - at <= COPY_MEMORY_SECONDS}
+    for uid, run in stopped:
+        if uid and run and len(uid) <= MAX_UID_CHARS and len(run) <= MAX_RUN_CHARS:
+            out.pop(uid, None)  # re-inserted last: the newest stop
+            out[uid] = (uid, run, now)
+    return tuple(out.values())[-MAX_COPIES:]
+
+
 def fingerprint(stored_text: str | None) -> str:
     """Identify one stored record: every write of the gate's changes it (each carries its tick's decision)."""
     return hashlib.sha256((stored_text or "").encode("utf-8", "replace")).hexdigest()[:16]
@@ -292,6 +387,8 @@ def own_baseline(record: ServiceRecord, uid: str, writes_to: str, observed: int,
         base = ServiceRecord(deployment_uid=uid, writes_to=writes_to, baseline=observed + lent, applied=observed,
                              samples=record.samples if same else {}, deployment=record.deployment,
                              admitted=record.admitted if same else ({} if record.deployment_uid else None),
+                             runs=record.runs if same else ({} if record.deployment_uid else None), copies=record.copies,
+                             done=record.done,
                              # What research jobs take to stop is theirs, not the Deployment incarnation's.
                              releases=record.releases, releasing=record.releasing)
         return Ownership(observed + lent, base, note)

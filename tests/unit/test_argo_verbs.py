@@ -127,8 +127,8 @@ def test_a_retried_preempted_workflow_is_stopped_at_the_next_reclaim_and_keeps_i
     w.cluster.argo_verb("retry", "research", "job-0")
     out = w.tick(chat=FULL)
     assert w.wf("job-0")["spec"]["shutdown"] == "Stop"
-    # It runs without admission: stopped and parked again, which finds the copy it already has (one copy).
-    assert "job-0 runs without admission and does not fit: stopped and parked again" in out["chat"].plan.notes
+    # A duplicate of the copy the gate made of its run, which waits: stopped without another copy (one copy).
+    assert "job-0 runs run job-0 that another workflow carries: stopped, not parked again" in out["chat"].plan.notes
     copies = [n for (_, n) in w.cluster.workflows if n.startswith("job-0-")]
     assert copies == ["job-0-p1"] and w.replicas() == 8
 

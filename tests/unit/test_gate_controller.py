@@ -464,14 +464,16 @@ def test_a_jobs_exit_time_is_its_declared_grace_read_defensively(grace: str | No
 @pytest.mark.parametrize("graces, stopped", [(("3600", "30"), "job-1"), (("3600", "400"), "job-0")])
 def test_the_gate_stops_the_fastest_exit_with_each_grace_capped_at_the_services(graces: tuple[str, str],
                                                                                stopped: str) -> None:
-    # Two admitted jobs declare how long they take to checkpoint on SIGTERM. The reclaim stops the one that
-    # gives its GPUs back soonest; beyond maxGraceSeconds (300) every grace counts as 300, so 3,600 and 400
-    # tie and the usual order decides (equal loss and age: by name).
+    # Two jobs declare how long they take to checkpoint on SIGTERM. The reclaim stops the one that gives its
+    # GPUs back soonest; the admission caps every grace at maxGraceSeconds (300), so 3,600 and 400 tie and the
+    # usual order decides (equal loss and age: by name).
     w = World(config(maxGraceSeconds=300))
-    w.lend(2)
     for name, grace in zip(("job-0", "job-1"), graces):
-        w.wf(name)["spec"].setdefault("arguments", {})["parameters"] = [
-            {"name": "termination-grace-seconds", "value": grace}]
+        w.park(name, replicas=2)
+        w.wf(name)["spec"]["arguments"]["parameters"].append({"name": "termination-grace-seconds", "value": grace})
+    for _ in range(7):
+        w.tick()
+    assert w.replicas() == 4, w.log.getvalue()
     out = w.tick(chat=40)["chat"]  # needs 5 of 8: one of the two 2-replica jobs is stopped
     assert out.plan is not None and [j.name for j in out.plan.stop] == [stopped]
 

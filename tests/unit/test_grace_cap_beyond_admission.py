@@ -1,11 +1,10 @@
-"""Ways a job's pods can still carry a grace above the service's `maxGraceSeconds` after the gate let it run.
+"""Ways a job's pods could still carry a grace above the service's `maxGraceSeconds` after the gate let it run.
 
-The cap is written only by `admit` (a parked job resumed). A job the gate adopts (running without
-admission, and it fits) and a job whose tenant rewrites the parameter after its admission are let run
-with whatever grace the tenant wrote, while the plan reads their exit time as capped.
+The cap is written by `admit` (a parked job resumed) and `adopt` (running without admission, and it fits).
+The faults: a tenant rewriting the parameter after the admission, and a workflow of its own templates
+setting its pods' grace itself, were let run with whatever grace they carried while the plan read their
+exit time as capped. Both are now the job's problem (`policy.grace`); more routes in test_tenant_pod_grace.py.
 """
-
-import pytest
 
 from offhours.scripts.cluster.workflow import GRACE_PARAMETER
 
@@ -29,8 +28,6 @@ def test_an_adopted_job_is_capped_like_an_admitted_one() -> None:
     assert _grace_values(w.wf("direct")) == ["30"]
 
 
-@pytest.mark.xfail(strict=True, reason="the cap is written once at admission: a tenant's later edit of the "
-                   "running workflow's grace parameter is never capped again nor made the job's problem")
 def test_a_grace_raised_after_admission_is_capped_or_stopped() -> None:
     w = World(config(maxGraceSeconds=30))
     w.park("greedy", replicas=2)
@@ -44,8 +41,6 @@ def test_a_grace_raised_after_admission_is_capped_or_stopped() -> None:
     assert _grace_values(w.wf("greedy")) == ["30"] or w.state("greedy") != "admitted", w.log.getvalue()
 
 
-@pytest.mark.xfail(strict=True, reason="a parked workflow of its own templates (no offhours WorkflowTemplate) is "
-                   "admitted though its pods' grace is its own: the parameter cap bounds nothing there")
 def test_a_workflow_with_its_own_pod_grace_is_not_admitted_above_the_cap() -> None:
     w = World(config(maxGraceSeconds=30))
     w.park("own", replicas=2)

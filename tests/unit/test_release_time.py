@@ -127,10 +127,12 @@ def test_the_gate_measures_a_stop_from_the_pods_status_and_then_stops_the_job_th
     # job-0's run. Its copy comes back with the same run; at the next reclaim job-1 (90 s declared, faster
     # than the 110 s job-0 really took) is stopped instead.
     w = World(config(maxGraceSeconds=300))
-    w.lend(2)
     for name, grace, run in (("job-0", "20", "run-0"), ("job-1", "90", "run-1")):
+        w.park(name, replicas=2, run_id=run)  # the run and the grace as submitted: admitted with them
         _grace(w, name, grace)
-        w.wf(name)["metadata"]["labels"]["offhours.io/run-id"] = run
+    for _ in range(7):
+        w.tick()
+    assert w.replicas() == 4, w.log.getvalue()
     out = w.tick(chat=40)["chat"]
     assert out.plan is not None and [j.name for j in out.plan.stop] == ["job-0"]
     stopped_at = w.now

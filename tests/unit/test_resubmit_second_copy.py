@@ -1,12 +1,11 @@
 """`argo resubmit` of a preempted workflow whose parked copy waits.
 
-Since a parked workflow no longer carries its run (946d11e), the resubmitted one is the run's only running
-workflow: it is not a duplicate, it is stopped and parked again like any job running without admission,
-and the run has two parked copies. The first runs and succeeds; the second is then admitted and runs the
-finished run again, over its outputs (README's verb table: "a duplicate of the waiting copy, stopped").
+The fault: a parked workflow carried no run, so the resubmitted one was the run's only running workflow,
+stopped and parked again like any job running without admission: the run had two parked copies, and the
+second one ran the finished run again, over its outputs. The gate's record now says which parked copies it
+made: the one that waits carries the run, and the resubmitted workflow is its duplicate, stopped without
+another copy (README's verb table).
 """
-
-import pytest
 
 from offhours.scripts.names import STATE_ADMITTED
 
@@ -14,8 +13,6 @@ from .test_argo_verbs import FULL, LOW, argo_controller
 from .test_gate_controller import World
 
 
-@pytest.mark.xfail(strict=True, reason="argo resubmit of a preempted workflow leaves a second parked copy of the "
-                   "run, admitted again after the run succeeded")
 def test_a_resubmitted_preempted_run_is_not_run_again_after_it_succeeded() -> None:
     w = World()
     w.lend(1)

@@ -1,0 +1,228 @@
+"""The grace period a workflow gives its pods, as far as the workflow itself decides it (a tenant-written object).
+
+Two routes lead to a pod's terminationGracePeriodSeconds:
+- the grace parameter of an offhours template (`termination-grace-seconds`), which the gate caps at
+  admission (`workflow.grace_capped_parameters`) and reads again on every tick (`parameter_grace`);
+- the workflow's own spec (`own_grace`): a podSpecPatch (workflow-wide, in templateDefaults, on any
+  template, inline ones included), a resource template's manifest, or, for a workflow of its own
+  templates, Kubernetes' default where nothing sets one. The gate cannot cap these: it refuses them.
+
+Everything here is untrusted input. A value that cannot be read as a whole number of seconds (a
+parameter expanded into a patch, a `$patch` directive, a YAML merge key, a float, a patch too large
+to be a patch) reads as `UNREADABLE`, which is above any cap.
+"""
+
+import json
+import math
+from collections.abc import Iterator
+from typing import Any
+
+import yaml
+
+from offhours.scripts.names import GRACE_PARAMETER
+
+UNREADABLE = math.inf
+DEFAULT_POD_GRACE = 30.0  # Kubernetes' terminationGracePeriodSeconds where a pod spec sets none
+_GRACE_KEY = "terminationgraceperiodseconds"  # compared case-insensitively: Go's JSON decoding matches so
+_PATCH_KEY = "podspecpatch"
+# Bounds on the work one workflow's spec may cost every tick (its grace is read while the tick observes, before
+# any serving write): past them it reads as unreadable. JSON is parsed in C; YAML costs milliseconds a KiB.
+MAX_PATCH_CHARS = 64 * 1024  # one pod-spec patch or manifest
+MAX_JSON_CHARS = 256 * 1024  # every patch and manifest of one workflow parsed as JSON
+MAX_YAML_CHARS = 4 * 1024  # every patch and manifest of one workflow that had to be parsed as YAML
+MAX_NODES = 20_000  # values of one workflow's spec walked at most
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser where the install has it
+
+
+class _Pairs(list[tuple[Any, Any]]):
+    """A JSON object kept as its (key, value) pairs: a repeated key is seen, not silently replaced."""
+
+
+class _Budget:
+    """What is left of one workflow's parsing bounds (`MAX_JSON_CHARS`, `MAX_YAML_CHARS`)."""
+
+    def __init__(self) -> None:
+        self.json = MAX_JSON_CHARS
+        self.yaml = MAX_YAML_CHARS
+
+    def spend(self, kind: str, chars: int) -> bool:
+        """Take `chars` of the `kind` ("json" or "yaml") left; False (and nothing taken) if that is more than is left."""
+        left = getattr(self, kind)
+        if chars > left:
+            return False
+        setattr(self, kind, left - chars)
+        return True
+
+
+def parameter_grace(wf: dict[str, Any]) -> float | None:
+    """Return the grace the workflow's arguments give a template's pods: its largest grace parameter.
+
+    None when it sets no such parameter (the template's default applies); `UNREADABLE` when one is
+    not a plain whole number (a `valueFrom`, an expression, extra keys Argo may read instead).
+    """
+    spec = wf.get("spec")
+    arguments = spec.get("arguments") if isinstance(spec, dict) else None
+    params = arguments.get("parameters") if isinstance(arguments, dict) else None
+    found: list[float] = []
+    for param in params if isinstance(params, list) else []:
+        if not (isinstance(param, dict) and param.get("name") == GRACE_PARAMETER):
+            continue
+        value = param.get("value")
+        plain = set(param) <= {"name", "value", "description"}
+        found.append(float(value) if plain and isinstance(value, str) and value.isascii() and value.isdigit()
+                     else UNREADABLE)
+    return max(found) if found else None
+
+
+def own_grace(wf: dict[str, Any]) -> tuple[float, str] | None:
+    """Return the largest grace the workflow's own spec gives any of its pods, and where it is set.
+
+    None when its spec sets none and it runs a WorkflowTemplate (its pods' grace is the template's,
+    through the grace parameter). A workflow of its own templates that sets none anywhere gets
+    Kubernetes' default for its pods (unless a workflow-wide patch sets one for all of them).
+    """
+    spec = wf.get("spec")
+    if not isinstance(spec, dict):
+        return None
+    found: list[tuple[float, str]] = []
+    for seconds, where in _walk(spec):
+        found.append((seconds, where))
+        if seconds == UNREADABLE:
+            break
+    runs_template = isinstance(spec.get("workflowTemplateRef"), dict)
+    wide = spec.get("podSpecPatch")
+    if not runs_template and (not isinstance(wide, str) or _patch_grace(wide, _Budget()) is None):
+        found.append((DEFAULT_POD_GRACE, "Kubernetes' default, on a pod whose spec sets none"))
+    return max(found, key=lambda f: f[0]) if found else None
+
+
+def _walk(spec: dict[str, Any]) -> Iterator[tuple[float, str]]:
+    """Yield (seconds, where) for every grace the spec sets: patches, manifests, any key of that name."""
+    stack: list[tuple[Any, str]] = [(spec, "spec")]
+    budget = _Budget()
+    seen = 0
+    while stack:
+        node, path = stack.pop()
+        seen += 1
+        if seen > MAX_NODES:
+            yield UNREADABLE, "spec (too large to read)"
+            return
+        if isinstance(node, list):
+            stack.extend((item, f"{path}[{_label(item, i)}]") for i, item in enumerate(node))
+            continue
+        if not isinstance(node, dict):
+            continue
+        for key, value in node.items():
+            name = str(key).lower()
+            where = f"{path}.{str(key)[:40]}"
+            if name == _PATCH_KEY:
+                seconds = _patch_grace(value, budget) if isinstance(value, str) else UNREADABLE
+                if seconds is not None:
+                    yield seconds, where
+            elif name == _GRACE_KEY:
+                yield _seconds(value), where
+            elif name == "manifest" and "resource" in path.rsplit(".", 1)[-1]:
+                seconds = _manifest_grace(value, budget)
+                if seconds is not None:
+                    yield seconds, where
+            elif name == "manifestfrom" and "resource" in path.rsplit(".", 1)[-1]:
+                yield UNREADABLE, where
+            else:
+                stack.append((value, where))
+
+
+def _label(item: Any, index: int) -> str:
+    """Name a list item in a path: its `name` if it is a short plain one (tenant-written), else its index."""
+    name = item.get("name") if isinstance(item, dict) else None
+    if isinstance(name, str) and 0 < len(name) <= 63 and name.isascii() and name.replace("-", "").isalnum():
+        return name
+    return str(index)
+
+
+def _seconds(value: Any) -> float:
+    """Read a grace value as a pod spec does: a whole number of seconds, else unreadable."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return UNREADABLE
+    return float(value)
+
+
+def _patch_grace(text: str, budget: _Budget) -> float | None:
+    """Return the grace a pod-spec patch sets (None: it sets none); `UNREADABLE` for one that cannot be read.
+
+    Argo expands `{{...}}` in the patch's text before it parses it, so a parameterised patch can
+    gain any key: unreadable. So is a strategic-merge directive (`$patch: replace` drops the grace).
+    """
+    if len(text) > MAX_PATCH_CHARS or "{{" in text or not budget.spend("json", len(text)):
+        return UNREADABLE
+    try:
+        pairs = json.loads(text, object_pairs_hook=_Pairs)
+    except (ValueError, RecursionError):
+        return _yaml_patch_grace(text) if budget.spend("yaml", len(text)) else UNREADABLE
+    if not isinstance(pairs, _Pairs):
+        return UNREADABLE
+    return _top_level(list(pairs))
+
+
+def _yaml_patch_grace(text: str) -> float | None:
+    """Read the top level of a YAML patch: only its keys and the grace's value are built, never the rest."""
+    loader = _LOADER(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        if not isinstance(node, yaml.MappingNode):
+            return UNREADABLE
+        pairs = []
+        for key_node, value_node in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                return UNREADABLE  # `<<: *anchor` merges keys in that this reading would not see
+            key = loader.construct_object(key_node, deep=True) if isinstance(key_node, yaml.ScalarNode) else None
+            grace = isinstance(key, str) and key.lower() == _GRACE_KEY
+            pairs.append((key, loader.construct_object(value_node, deep=True) if grace else None))
+        return _top_level(pairs)
+    except (yaml.YAMLError, TypeError, ValueError, RecursionError):
+        return UNREADABLE
+    finally:
+        loader.dispose()
+
+
+def _top_level(pairs: list[tuple[Any, Any]]) -> float | None:
+    found: list[float] = []
+    for key, value in pairs:
+        if not isinstance(key, str) or key.startswith("$"):
+            return UNREADABLE
+        if key.lower() == _GRACE_KEY:
+            found.append(_seconds(value))
+    return max(found) if found else None
+
+
+def _manifest_grace(value: Any, budget: _Budget) -> float | None:
+    """Return the largest grace anywhere in a resource template's manifest (None: none); unreadable if parameterised."""
+    if not isinstance(value, str) or len(value) > MAX_PATCH_CHARS or "{{" in value or not budget.spend("json", len(value)):
+        return UNREADABLE
+    try:
+        docs: list[Any] = [json.loads(value)]
+    except (ValueError, RecursionError):
+        if not budget.spend("yaml", len(value)):
+            return UNREADABLE
+        try:
+            docs = list(yaml.load_all(value, Loader=_LOADER))  # noqa: S506 - a safe loader (libyaml's, or the pure one)
+        except (yaml.YAMLError, RecursionError):
+            return UNREADABLE
+    found: list[float] = []
+    stack: list[Any] = list(docs)
+    seen = 0
+    while stack:
+        node = stack.pop()
+        seen += 1
+        if seen > MAX_NODES:
+            return UNREADABLE
+        if isinstance(node, list):
+            stack.extend(node)
+        elif isinstance(node, dict):
+            for key, item in node.items():
+                if str(key).lower() == _GRACE_KEY:
+                    found.append(_seconds(item))
+                else:
+                    stack.append(item)
+    return max(found) if found else None
