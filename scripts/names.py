@@ -29,6 +29,8 @@ FINISHED_PHASES = ("Succeeded", "Failed", "Error")
 """Argo phases of a workflow that has ended."""
 POD_ENDED_PHASES = ("Succeeded", "Failed")
 """A Pod's status.phase once the kubelet has stopped all its containers."""
+POD_GC_KEEPING_STRATEGIES = ("", "OnWorkflowCompletion", "OnWorkflowSuccess")
+"""Argo podGC strategies that delete no pod before its workflow has ended (any other may delete one as it ends)."""
 GPU_RESOURCE = "nvidia.com/gpu"
 """The extended resource a GPU pod requests (NVIDIA's device plugin): what lent replicas and research pods hold."""
 ARGO_SHUTDOWN_STRATEGIES = ("Stop", "Terminate")

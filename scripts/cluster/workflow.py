@@ -39,6 +39,7 @@ from offhours.scripts.names import (
     LABEL_SERVICE,
     LABEL_STATE,
     LABEL_USER,
+    POD_GC_KEEPING_STRATEGIES,
     STATE_ADMITTED,
     STATE_PARKED,
     STATE_PREEMPTED,
@@ -142,7 +143,24 @@ def _read_job(wf: dict[str, Any], service: str | None) -> Job | None:
         grace_parameter=parameter_grace(wf),
         own_grace=None if own is None else own[0],
         own_grace_at=None if own is None else own[1],
+        pods_kept=_pods_kept(spec, status),
     )
+
+
+def _pods_kept(spec: dict[str, Any], status: dict[str, Any]) -> bool:
+    """Whether no pod GC of the workflow (its own spec, or the template it was stored from) deletes a pod as it ends.
+
+    With `OnPodSuccess` the pod that checkpointed and exited is gone by the time the gate reads the
+    pods, and the stop would be measured from the quick ones left. An unknown strategy counts as deleting.
+    """
+    for owner in (spec, _dict(status.get("storedWorkflowTemplateSpec"))):
+        gc = owner.get("podGC")
+        if gc is None:
+            continue
+        strategy = _dict(gc).get("strategy", "") if isinstance(gc, dict) else None
+        if strategy not in POD_GC_KEEPING_STRATEGIES:
+            return False
+    return True
 
 
 def succeeded(wf: dict[str, Any]) -> bool | None:

@@ -511,7 +511,9 @@ class Gate:
                                             [u for j in jobs for u in (j.uid, j.copy_of) if u], now),
                          # Only the gate's own admissions are measured: a workflow running without one may carry
                          # any run id (a tenant-written label), and its stop would be measured under that run.
-                         releasing=with_stops(record.releasing, [j for j in p.stop if j.state == ADMITTED], now))
+                         # Nor one whose pod GC deletes pods as they end: the slowest may be gone unread.
+                         releasing=with_stops(record.releasing,
+                                              [j for j in p.stop if j.state == ADMITTED and j.pods_kept], now))
         record = renewed(record, now, self.lease_duration)  # lending is a lease: this tick renews it
         self._fence(t)
         self.cluster.write_state(self.config.namespace, policy.name, record.to_json())

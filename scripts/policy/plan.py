@@ -54,6 +54,7 @@ class Job:
     run_id: str | None = None  # the run it belongs to: one run never runs twice at once (it shares checkpoints)
     template: str | None = None  # the WorkflowTemplate of its namespace it runs (`workflowTemplateRef`), if any
     arguments: tuple[str, ...] = ()  # the argument names it sets: the gate checks them against that template's
+    pods_kept: bool = True  # False: its pod GC may delete a pod as it ends, so no stop is measured from its pods
     # Its pods' grace period as the workflow itself sets it (math.inf: not readable as a number, above any cap):
     # through the grace parameter a template's pods take (None: none set), and through its own spec (None: none).
     grace_parameter: float | None = None
