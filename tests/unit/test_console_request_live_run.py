@@ -17,10 +17,10 @@ import pytest
 from offhours.scripts.console.app import create_app
 from offhours.scripts.console.asperson import Person
 from offhours.scripts.console.auth import Access
-from offhours.scripts.pool.views import unfinished
 from offhours.scripts.console.source import PoolSource
 from offhours.scripts.pool.model import Pool
 from offhours.scripts.pool.reader import PoolReadError
+from offhours.scripts.pool.views import unfinished
 from tests.support.pool_fixture import workflow
 from tests.support.tenant_pool import pool_of
 from tests.unit.test_console_request_review import GOOD, form_key
