@@ -50,6 +50,7 @@ from offhours.scripts.names import (
     GATE_CONFIG_KEY,
     GATE_CONFIG_MAP,
     GATE_CRON_WORKFLOW,
+    GPU_RESOURCE,
     LABEL_RUN_ID,
     LABEL_SERVICE,
     LABEL_STATE,
@@ -304,8 +305,8 @@ def install(env: dict[str, str], raw_config: dict[str, Any], replicas: int, say:
                  "template": {"metadata": {"labels": labels}, "spec": {
                      "terminationGracePeriodSeconds": 5, "nodeSelector": {"offhours.io/pool": "inference"},
                      "containers": [{"name": "vllm", "image": "vllm/vllm-openai:v0.12.0",
-                                     "resources": {"requests": {"nvidia.com/gpu": "4", "cpu": "4"},
-                                                   "limits": {"nvidia.com/gpu": "4"}}}]}}}}))
+                                     "resources": {"requests": {GPU_RESOURCE: "4", "cpu": "4"},
+                                                   "limits": {GPU_RESOURCE: "4"}}}]}}}}))
     say(f"serving: Deployment {SERVICE}, {replicas} replicas x 4 GPUs (vLLM emulated on each pod's IP)")
 
 

@@ -269,11 +269,20 @@ def shell_env() -> str:
 
 
 def is_ours(pid: int) -> bool:
-    """Tell whether `pid` is a live process this cluster started: every command line names STATE (a pid may be reused)."""
-    try:
-        return str(STATE) in Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return False
+    """Tell whether `pid` is a live process this cluster started: every command line names STATE (a pid may be reused).
+
+    A process just started can show an empty command line for a moment (its exec under way): read again
+    for up to a second before taking it for gone (a zombie's stays empty).
+    """
+    for _ in range(20):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            return False
+        if cmdline:
+            return str(STATE) in cmdline.replace(b"\0", b" ").decode(errors="replace")
+        time.sleep(0.05)
+    return False
 
 
 def live_pid(path: Path) -> int | None:

@@ -26,6 +26,7 @@ from offhours.scripts.gate.log import Logger
 from offhours.scripts.names import (
     ANNOTATION_GPU_SECONDS,
     ANNOTATION_RETURNED_AT,
+    GPU_RESOURCE,
     LABEL_SERVICE,
     LABEL_STATE,
     STATE_PREEMPTED,
@@ -47,7 +48,7 @@ def gpu_seconds(workflow: dict[str, Any]) -> float | None:
     """Return the `nvidia.com/gpu` seconds Argo recorded in `status.resourcesDuration`, if any (and sane)."""
     status = workflow.get("status")
     durations = status.get("resourcesDuration") if isinstance(status, dict) else None
-    value = durations.get("nvidia.com/gpu") if isinstance(durations, dict) else None
+    value = durations.get(GPU_RESOURCE) if isinstance(durations, dict) else None
     try:
         seconds = float(value) if value is not None and not isinstance(value, bool) else None
     except (TypeError, ValueError):

@@ -76,3 +76,16 @@ def test_up_refuses_while_a_cluster_runs(cluster: ModuleType, monkeypatch: pytes
     monkeypatch.setattr(cluster, "build", lambda: pytest.fail("built although a cluster is running"))
     with pytest.raises(SystemExit, match=r"already up \(etcd, kube-apiserver running\)"):
         cluster.up()
+
+
+def test_a_process_just_started_is_the_clusters_even_before_its_command_line_is_readable(cluster: ModuleType,
+                                                                                      tmp_path: Path) -> None:
+    """Fault: right after Popen, /proc/PID/cmdline can still be empty (the exec under way): the pod runner, alive,
+    was taken for one that had exited at start, `make cluster-up` failed and left it running."""
+    for _ in range(60):
+        proc = subprocess.Popen(["sh", "-c", "sleep 5", "sh", str(cluster.STATE)], start_new_session=True)
+        try:
+            assert cluster.is_ours(proc.pid)
+        finally:
+            proc.kill()
+            proc.wait()
