@@ -23,7 +23,7 @@ from offhours.scripts.names import GRACE_PARAMETER
 
 UNREADABLE = math.inf
 DEFAULT_POD_GRACE = 30.0  # Kubernetes' terminationGracePeriodSeconds where a pod spec sets none
-_GRACE_KEY = "terminationgraceperiodseconds"  # compared case-insensitively: Go's JSON decoding matches so
+_GRACE_KEY = "terminationgraceperiodseconds"  # compared casefolded: Go's JSON matches by Unicode folding (U+017F is s)
 _PATCH_KEY = "podspecpatch"
 # Bounds on the work one workflow's spec may cost every tick (its grace is read while the tick observes, before
 # any serving write): past them it reads as unreadable. JSON is parsed in C; YAML costs milliseconds a KiB.
@@ -113,7 +113,7 @@ def _walk(spec: dict[str, Any]) -> Iterator[tuple[float, str]]:
         if not isinstance(node, dict):
             continue
         for key, value in node.items():
-            name = str(key).lower()
+            name = str(key).casefold()
             where = f"{path}.{str(key)[:40]}"
             if name == _PATCH_KEY:
                 seconds = _patch_grace(value, budget) if isinstance(value, str) else UNREADABLE
@@ -177,7 +177,7 @@ def _yaml_patch_grace(text: str) -> float | None:
             if key_node.tag == "tag:yaml.org,2002:merge":
                 return UNREADABLE  # `<<: *anchor` merges keys in that this reading would not see
             key = loader.construct_object(key_node, deep=True) if isinstance(key_node, yaml.ScalarNode) else None
-            grace = isinstance(key, str) and key.lower() == _GRACE_KEY
+            grace = isinstance(key, str) and key.casefold() == _GRACE_KEY
             pairs.append((key, loader.construct_object(value_node, deep=True) if grace else None))
         return _top_level(pairs)
     except (yaml.YAMLError, TypeError, ValueError, RecursionError):
@@ -191,7 +191,7 @@ def _top_level(pairs: list[tuple[Any, Any]]) -> float | None:
     for key, value in pairs:
         if not isinstance(key, str) or key.startswith("$"):
             return UNREADABLE
-        if key.lower() == _GRACE_KEY:
+        if key.casefold() == _GRACE_KEY:
             found.append(_seconds(value))
     return max(found) if found else None
 
@@ -221,7 +221,7 @@ def _manifest_grace(value: Any, budget: _Budget) -> float | None:
             stack.extend(node)
         elif isinstance(node, dict):
             for key, item in node.items():
-                if str(key).lower() == _GRACE_KEY:
+                if str(key).casefold() == _GRACE_KEY:
                     found.append(_seconds(item))
                 else:
                     stack.append(item)
