@@ -197,7 +197,7 @@ def _top_level(pairs: list[tuple[Any, Any]]) -> float | None:
 
 
 def _manifest_grace(value: Any, budget: _Budget) -> float | None:
-    """Return the largest grace anywhere in a resource template's manifest (None: none); unreadable if parameterised."""
+    """Return the largest grace of any pod spec in a resource template's manifest (None: none); unreadable if parameterised."""
     if not isinstance(value, str) or len(value) > MAX_PATCH_CHARS or "{{" in value or not budget.spend("json", len(value)):
         return UNREADABLE
     try:
@@ -220,6 +220,11 @@ def _manifest_grace(value: Any, budget: _Budget) -> float | None:
         if isinstance(node, list):
             stack.extend(node)
         elif isinstance(node, dict):
+            keys = {str(key).casefold(): item for key, item in node.items()}
+            if isinstance(keys.get("containers"), list) and _GRACE_KEY not in keys:
+                # A pod spec that sets none gets Kubernetes' default: no workflow-wide patch reaches a pod the
+                # manifest makes (Argo patches only the pods it creates itself).
+                found.append(DEFAULT_POD_GRACE)
             for key, item in node.items():
                 if str(key).casefold() == _GRACE_KEY:
                     found.append(_seconds(item))
