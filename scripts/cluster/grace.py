@@ -91,9 +91,49 @@ def own_grace(wf: dict[str, Any]) -> tuple[float, str] | None:
             break
     runs_template = isinstance(spec.get("workflowTemplateRef"), dict)
     wide = spec.get("podSpecPatch")
-    if not runs_template and (not isinstance(wide, str) or _patch_grace(wide, _Budget()) is None):
+    if not runs_template and _makes_pods(spec) and (not isinstance(wide, str) or _patch_grace(wide, _Budget()) is None):
         found.append((DEFAULT_POD_GRACE, "Kubernetes' default, on a pod whose spec sets none"))
     return max(found, key=lambda f: f[0]) if found else None
+
+
+_POD_LESS = ("dag", "steps", "suspend")  # template kinds that create no pod: their steps are other templates
+_TEMPLATE_KINDS = ("container", "script", "resource", "containerSet", "data", "http", "plugin", *_POD_LESS)
+
+
+def _makes_pods(spec: dict[str, Any]) -> bool:
+    """Whether a template of the workflow's own (a top-level one, or an inline one in its steps) may create a pod.
+
+    A workflow whose own templates only call others by `templateRef` (a composed pipeline of `offhours-steps`)
+    creates no pod from its own spec: its pods are those templates', as for a `workflowTemplateRef`. Anything
+    not plainly a dag, steps or suspend template counts as one that may.
+    """
+    templates = spec.get("templates")
+    stack: list[Any] = list(templates) if isinstance(templates, list) else []
+    seen = 0
+    while stack:
+        template = stack.pop()
+        seen += 1
+        if seen > MAX_NODES or not isinstance(template, dict):
+            return True
+        kinds = [k for k in _TEMPLATE_KINDS if template.get(k) is not None]
+        if not kinds or any(k not in _POD_LESS for k in kinds):
+            return True
+        steps, dag = template.get("steps"), template.get("dag")
+        tasks: list[Any] = []
+        if steps is not None:
+            if not isinstance(steps, list) or not all(isinstance(group, list) for group in steps):
+                return True
+            tasks += [step for group in steps for step in group]
+        if dag is not None:
+            if not isinstance(dag, dict) or not isinstance(dag.get("tasks", []), list):
+                return True
+            tasks += dag.get("tasks", [])
+        for task in tasks:
+            if not isinstance(task, dict):
+                return True
+            if task.get("inline") is not None:
+                stack.append(task["inline"])
+    return False
 
 
 def _walk(spec: dict[str, Any]) -> Iterator[tuple[float, str]]:
