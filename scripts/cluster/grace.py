@@ -141,6 +141,8 @@ def _walk(spec: dict[str, Any]) -> Iterator[tuple[float, str]]:
     stack: list[tuple[Any, str]] = [(spec, "spec")]
     budget = _Budget()
     seen = 0
+    arguments = spec.get("arguments")
+    capped = arguments.get("parameters") if isinstance(arguments, dict) else None  # the gate caps these at admission
     while stack:
         node, path = stack.pop()
         seen += 1
@@ -148,9 +150,17 @@ def _walk(spec: dict[str, Any]) -> Iterator[tuple[float, str]]:
             yield UNREADABLE, "spec (too large to read)"
             return
         if isinstance(node, list):
-            stack.extend((item, f"{path}[{_label(item, i)}]") for i, item in enumerate(node))
+            if node is not capped:
+                stack.extend((item, f"{path}[{_label(item, i)}]") for i, item in enumerate(node))
             continue
         if not isinstance(node, dict):
+            continue
+        if node.get("name") == GRACE_PARAMETER:
+            # A step's own argument (or input default) of the grace parameter: an offhours step's pod takes its
+            # grace from it, not from the workflow's argument the gate caps, unless it passes that one on.
+            seconds = _step_grace(node)
+            if seconds is not None:
+                yield seconds, path
             continue
         for key, value in node.items():
             name = str(key).casefold()
@@ -169,6 +179,22 @@ def _walk(spec: dict[str, Any]) -> Iterator[tuple[float, str]]:
                 yield UNREADABLE, where
             else:
                 stack.append((value, where))
+
+
+_PASSED_ON = "{{workflow.parameters." + GRACE_PARAMETER + "}}"  # the workflow's own argument, as the gate capped it
+
+
+def _step_grace(param: dict[str, Any]) -> float | None:
+    """Return the grace a step's parameter of that name gives (None: the workflow's, passed on); else unreadable."""
+    if set(param) - {"name", "value", "default", "description"}:
+        return UNREADABLE  # a valueFrom, an enum...: not a plain value
+    found: list[float] = []
+    for key in ("value", "default"):
+        value = param.get(key)
+        if value is None or value == _PASSED_ON:
+            continue
+        found.append(float(value) if isinstance(value, str) and value.isascii() and value.isdigit() else UNREADABLE)
+    return max(found) if found else None
 
 
 def _label(item: Any, index: int) -> str:
