@@ -51,3 +51,25 @@ def test_a_step_calling_a_tenants_template_that_patches_a_days_grace_is_never_ad
     for _ in range(7):
         w.tick(chat=1)
     assert w.state("mine") == "parked" and w.replicas() == 8, w.log.getvalue()
+
+
+@pytest.mark.xfail(strict=True, reason=REASON)
+def test_an_offhours_step_called_without_the_grace_argument_is_never_admitted_under_a_cap_below_its_default() -> None:
+    """The fault: a DAG task calls offhours-steps' sft and passes no grace: its pod gets the step's default, 120 s."""
+    from offhours.scripts.names import GRACE_PARAMETER
+    from offhours.workflows.compose import Pipeline
+
+    p = Pipeline("sft-pipeline")
+    p.step("sft", image="ghcr.io/lab/train:3", command=["python", "-m", "sft"], gpus=8)
+    spec = p.workflow().to_dict()["spec"]
+    for template in spec["templates"]:
+        for task in (template.get("dag") or {}).get("tasks", []):
+            args = (task.get("arguments") or {}).get("parameters", [])
+            args[:] = [a for a in args if a["name"] != GRACE_PARAMETER]
+    spec["arguments"]["parameters"] = [{"name": "service", "value": "chat"}, {"name": "replicas", "value": "2"}]
+    w = World(config(maxGraceSeconds=30))
+    w.park("defaulted", replicas=2)
+    w.wf("defaulted")["spec"] = {**spec, "suspend": True}
+    for _ in range(7):
+        w.tick(chat=1)
+    assert w.state("defaulted") == "parked" and w.replicas() == 8, w.log.getvalue()
