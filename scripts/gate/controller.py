@@ -615,8 +615,9 @@ class Gate:
         """
         listed = {j.uid for j in obs.jobs}
         copied = {uid for uid, _, _ in obs.record.copies}
+        # A name an older gate did not keep (""): how it ended cannot be read, and unknown is never "done".
         ended = [(uid, run, name) for uid, (run, name) in (obs.record.runs or {}).items()
-                 if uid not in listed and uid not in copied]
+                 if uid not in listed and uid not in copied and name]
         done: list[str] = []
         pending: dict[str, tuple[str, str]] = {}
         ns = self.config.workflow_namespace

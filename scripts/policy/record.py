@@ -71,8 +71,8 @@ class ServiceRecord:
     # gate kept it, or none at all (the workflows' marks are then the only evidence left).
     admitted: dict[str, int] | None = None
     # The run each of those belongs to, as it was when the gate admitted it (a tenant may relabel a workflow since,
-    # never this), and its name (to read how it ended). None, or a UID missing from it: unknown (a record of an
-    # older gate), the label then says.
+    # never this), and its name (to read how it ended; "" where an older gate kept the run alone). None, or a UID
+    # missing from it: unknown (a record of an older gate), the label then says.
     runs: dict[str, tuple[str, str]] | None = None
     # The parked copies the gate made (`Copy`): a parked workflow linked to one of these carries that run.
     copies: tuple[Copy, ...] = ()
@@ -267,9 +267,10 @@ def _read_runs(raw: Any) -> dict[str, tuple[str, str]] | None:
         raise ValueError("not a map of admitted workflows to their runs")
     out: dict[str, tuple[str, str]] = {}
     for uid, entry in raw.items():
-        run, name = entry
+        # An older gate kept the run alone (UID -> run id): its name is unknown (""), so how it ends is never read.
+        run, name = (entry, "") if isinstance(entry, str) else entry
         if not (isinstance(run, str) and 0 < len(run) <= MAX_RUN_CHARS and isinstance(name, str)
-                and 0 < len(name) <= MAX_NAME_CHARS and len(str(uid)) <= MAX_UID_CHARS):
+                and len(name) <= MAX_NAME_CHARS and len(str(uid)) <= MAX_UID_CHARS):
             raise ValueError(f"not a run: {uid!r}, {entry!r}")
         out[str(uid)] = (run, name)
     return out
