@@ -519,7 +519,8 @@ class Gate:
                          done=done,
                          # The copies this tick's stops park are recorded before they are made, as admissions are.
                          copies=with_copies(record.copies, [(j.uid, j.run_id) for j in p.stop],
-                                            [u for j in jobs for u in (j.uid, j.copy_of) if u], now),
+                                            [u for j in jobs for u in (j.uid, j.copy_of) if u], now,
+                                            [j.uid for j in jobs if j.state == ADMITTED and j.uid]),
                          # Only the gate's own admissions are measured: a workflow running without one may carry
                          # any run id (a tenant-written label), and its stop would be measured under that run.
                          # Nor one whose pod GC deletes pods as they end: the slowest may be gone unread.

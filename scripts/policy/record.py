@@ -314,15 +314,18 @@ def _read_copies(raw: Any) -> tuple[Copy, ...]:
 
 
 def with_copies(copies: tuple[Copy, ...], stopped: Iterable[tuple[str, str | None]], listed: Iterable[str],
-                now: float) -> tuple[Copy, ...]:
+                now: float, running: Iterable[str] = ()) -> tuple[Copy, ...]:
     """Add this tick's stops (UID, run) to the copies the gate made; forget those nothing listed links to any more.
 
     `listed` holds the UIDs the service's workflows link to (their own, and their `copy-of`): an entry is kept
     while one of them is its original or its copy, or for COPY_MEMORY_SECONDS after its stop; the newest
-    MAX_COPIES in all.
+    MAX_COPIES in all. `running` holds the UIDs of workflows still listed as admitted: the stop recorded for one
+    never landed (the gate died between its record and its stop, or the stop failed), so it is forgotten: kept,
+    it would hide how that workflow ends (a run that succeeded would never be done).
     """
-    linked = set(listed)
-    out: dict[str, Copy] = {u: (u, r, at) for u, r, at in copies if u in linked or now - at <= COPY_MEMORY_SECONDS}
+    linked, live = set(listed), set(running)
+    out: dict[str, Copy] = {u: (u, r, at) for u, r, at in copies
+                            if u not in live and (u in linked or now - at <= COPY_MEMORY_SECONDS)}
     for uid, run in stopped:
         if uid and run and len(uid) <= MAX_UID_CHARS and len(run) <= MAX_RUN_CHARS:
             out.pop(uid, None)  # re-inserted last: the newest stop
