@@ -161,7 +161,6 @@ def _walk(spec: dict[str, Any]) -> Iterator[tuple[float, str]]:
             seconds = _step_grace(node)
             if seconds is not None:
                 yield seconds, path
-            continue
         for key, value in node.items():
             name = str(key).casefold()
             where = f"{path}.{str(key)[:40]}"
