@@ -23,7 +23,7 @@ from offhours.scripts.names import GRACE_PARAMETER
 
 UNREADABLE = math.inf
 DEFAULT_POD_GRACE = 30.0  # Kubernetes' terminationGracePeriodSeconds where a pod spec sets none
-_GRACE_KEY = "terminationgraceperiodseconds"  # compared case-insensitively: Go's JSON decoding matches so
+_GRACE_KEY = "terminationgraceperiodseconds"  # compared casefolded: Go's JSON matches by Unicode folding (U+017F is s)
 _PATCH_KEY = "podspecpatch"
 # Bounds on the work one workflow's spec may cost every tick (its grace is read while the tick observes, before
 # any serving write): past them it reads as unreadable. JSON is parsed in C; YAML costs milliseconds a KiB.
@@ -91,9 +91,49 @@ def own_grace(wf: dict[str, Any]) -> tuple[float, str] | None:
             break
     runs_template = isinstance(spec.get("workflowTemplateRef"), dict)
     wide = spec.get("podSpecPatch")
-    if not runs_template and (not isinstance(wide, str) or _patch_grace(wide, _Budget()) is None):
+    if not runs_template and _makes_pods(spec) and (not isinstance(wide, str) or _patch_grace(wide, _Budget()) is None):
         found.append((DEFAULT_POD_GRACE, "Kubernetes' default, on a pod whose spec sets none"))
     return max(found, key=lambda f: f[0]) if found else None
+
+
+_POD_LESS = ("dag", "steps", "suspend")  # template kinds that create no pod: their steps are other templates
+_TEMPLATE_KINDS = ("container", "script", "resource", "containerSet", "data", "http", "plugin", *_POD_LESS)
+
+
+def _makes_pods(spec: dict[str, Any]) -> bool:
+    """Whether a template of the workflow's own (a top-level one, or an inline one in its steps) may create a pod.
+
+    A workflow whose own templates only call others by `templateRef` (a composed pipeline of `offhours-steps`)
+    creates no pod from its own spec: its pods are those templates', as for a `workflowTemplateRef`. Anything
+    not plainly a dag, steps or suspend template counts as one that may.
+    """
+    templates = spec.get("templates")
+    stack: list[Any] = list(templates) if isinstance(templates, list) else []
+    seen = 0
+    while stack:
+        template = stack.pop()
+        seen += 1
+        if seen > MAX_NODES or not isinstance(template, dict):
+            return True
+        kinds = [k for k in _TEMPLATE_KINDS if template.get(k) is not None]
+        if not kinds or any(k not in _POD_LESS for k in kinds):
+            return True
+        steps, dag = template.get("steps"), template.get("dag")
+        tasks: list[Any] = []
+        if steps is not None:
+            if not isinstance(steps, list) or not all(isinstance(group, list) for group in steps):
+                return True
+            tasks += [step for group in steps for step in group]
+        if dag is not None:
+            if not isinstance(dag, dict) or not isinstance(dag.get("tasks", []), list):
+                return True
+            tasks += dag.get("tasks", [])
+        for task in tasks:
+            if not isinstance(task, dict):
+                return True
+            if task.get("inline") is not None:
+                stack.append(task["inline"])
+    return False
 
 
 def _walk(spec: dict[str, Any]) -> Iterator[tuple[float, str]]:
@@ -101,6 +141,8 @@ def _walk(spec: dict[str, Any]) -> Iterator[tuple[float, str]]:
     stack: list[tuple[Any, str]] = [(spec, "spec")]
     budget = _Budget()
     seen = 0
+    arguments = spec.get("arguments")
+    capped = arguments.get("parameters") if isinstance(arguments, dict) else None  # the gate caps these at admission
     while stack:
         node, path = stack.pop()
         seen += 1
@@ -108,12 +150,19 @@ def _walk(spec: dict[str, Any]) -> Iterator[tuple[float, str]]:
             yield UNREADABLE, "spec (too large to read)"
             return
         if isinstance(node, list):
-            stack.extend((item, f"{path}[{_label(item, i)}]") for i, item in enumerate(node))
+            if node is not capped:
+                stack.extend((item, f"{path}[{_label(item, i)}]") for i, item in enumerate(node))
             continue
         if not isinstance(node, dict):
             continue
+        if node.get("name") == GRACE_PARAMETER:
+            # A step's own argument (or input default) of the grace parameter: an offhours step's pod takes its
+            # grace from it, not from the workflow's argument the gate caps, unless it passes that one on.
+            seconds = _step_grace(node)
+            if seconds is not None:
+                yield seconds, path
         for key, value in node.items():
-            name = str(key).lower()
+            name = str(key).casefold()
             where = f"{path}.{str(key)[:40]}"
             if name == _PATCH_KEY:
                 seconds = _patch_grace(value, budget) if isinstance(value, str) else UNREADABLE
@@ -129,6 +178,22 @@ def _walk(spec: dict[str, Any]) -> Iterator[tuple[float, str]]:
                 yield UNREADABLE, where
             else:
                 stack.append((value, where))
+
+
+_PASSED_ON = "{{workflow.parameters." + GRACE_PARAMETER + "}}"  # the workflow's own argument, as the gate capped it
+
+
+def _step_grace(param: dict[str, Any]) -> float | None:
+    """Return the grace a step's parameter of that name gives (None: the workflow's, passed on); else unreadable."""
+    if set(param) - {"name", "value", "default", "description"}:
+        return UNREADABLE  # a valueFrom, an enum...: not a plain value
+    found: list[float] = []
+    for key in ("value", "default"):
+        value = param.get(key)
+        if value is None or value == _PASSED_ON:
+            continue
+        found.append(float(value) if isinstance(value, str) and value.isascii() and value.isdigit() else UNREADABLE)
+    return max(found) if found else None
 
 
 def _label(item: Any, index: int) -> str:
@@ -177,7 +242,7 @@ def _yaml_patch_grace(text: str) -> float | None:
             if key_node.tag == "tag:yaml.org,2002:merge":
                 return UNREADABLE  # `<<: *anchor` merges keys in that this reading would not see
             key = loader.construct_object(key_node, deep=True) if isinstance(key_node, yaml.ScalarNode) else None
-            grace = isinstance(key, str) and key.lower() == _GRACE_KEY
+            grace = isinstance(key, str) and key.casefold() == _GRACE_KEY
             pairs.append((key, loader.construct_object(value_node, deep=True) if grace else None))
         return _top_level(pairs)
     except (yaml.YAMLError, TypeError, ValueError, RecursionError):
@@ -191,13 +256,13 @@ def _top_level(pairs: list[tuple[Any, Any]]) -> float | None:
     for key, value in pairs:
         if not isinstance(key, str) or key.startswith("$"):
             return UNREADABLE
-        if key.lower() == _GRACE_KEY:
+        if key.casefold() == _GRACE_KEY:
             found.append(_seconds(value))
     return max(found) if found else None
 
 
 def _manifest_grace(value: Any, budget: _Budget) -> float | None:
-    """Return the largest grace anywhere in a resource template's manifest (None: none); unreadable if parameterised."""
+    """Return the largest grace of any pod spec in a resource template's manifest (None: none); unreadable if parameterised."""
     if not isinstance(value, str) or len(value) > MAX_PATCH_CHARS or "{{" in value or not budget.spend("json", len(value)):
         return UNREADABLE
     try:
@@ -220,8 +285,13 @@ def _manifest_grace(value: Any, budget: _Budget) -> float | None:
         if isinstance(node, list):
             stack.extend(node)
         elif isinstance(node, dict):
+            keys = {str(key).casefold(): item for key, item in node.items()}
+            if isinstance(keys.get("containers"), list) and _GRACE_KEY not in keys:
+                # A pod spec that sets none gets Kubernetes' default: no workflow-wide patch reaches a pod the
+                # manifest makes (Argo patches only the pods it creates itself).
+                found.append(DEFAULT_POD_GRACE)
             for key, item in node.items():
-                if str(key).lower() == _GRACE_KEY:
+                if str(key).casefold() == _GRACE_KEY:
                     found.append(_seconds(item))
                 else:
                     stack.append(item)

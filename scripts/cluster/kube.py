@@ -28,6 +28,7 @@ from offhours.scripts.cluster.workflow import (
     exit_seconds_text,
     grace_capped_parameters,
     is_own_copy,
+    own_grace_refusal,
     workflow_job,
 )
 from offhours.scripts.names import (
@@ -398,6 +399,10 @@ class KubeCluster:
         wf = self.workflow(namespace, job.name)
         if wf is None:
             raise ClusterError(f"{what} workflow {namespace}/{job.name}: it no longer exists")
+        # The guard below covers only what comes after this read: an edit since the tick's list is in it.
+        refused = own_grace_refusal(wf, job, max_grace_seconds)
+        if refused:
+            raise ClusterError(f"{what} workflow {namespace}/{job.name}: {refused}")
         capped = grace_capped_parameters(wf, max_grace_seconds)
         if capped is not None:
             spec["arguments"] = {"parameters": capped}

@@ -18,6 +18,7 @@ from offhours.scripts.cluster.workflow import (
     exit_seconds_text,
     grace_capped_parameters,
     is_own_copy,
+    own_grace_refusal,
     workflow_job,
 )
 from offhours.scripts.names import (
@@ -242,7 +243,7 @@ class MemoryCluster:
         """Resume and mark admitted (with the job's expected exit time, if known); with a cap, its grace capped."""
         self._call(f"admit {job.name}")
         wf = self._existing(namespace, job.name, "admit")
-        _cap_grace(wf, max_grace_seconds)
+        _cap_grace(wf, job, max_grace_seconds, f"admit workflow {namespace}/{job.name}")
         wf["spec"].pop("suspend", None)
         self._mark_admitted(wf, deployment_uid)
         if job.exit_learnt and job.exit_seconds is not None:
@@ -252,7 +253,7 @@ class MemoryCluster:
         """Mark admitted; with a cap, its grace capped."""
         self._call(f"adopt {job.name}")
         wf = self._existing(namespace, job.name, "adopt")
-        _cap_grace(wf, max_grace_seconds)
+        _cap_grace(wf, job, max_grace_seconds, f"adopt workflow {namespace}/{job.name}")
         self._mark_admitted(wf, deployment_uid)
 
     def _mark_admitted(self, wf: dict[str, Any], deployment_uid: str) -> None:
@@ -399,8 +400,11 @@ class MemoryCluster:
         return True
 
 
-def _cap_grace(wf: dict[str, Any], max_grace_seconds: float | None) -> None:
-    """Write the capped grace parameter into `wf`, as the Kubernetes adapter's admit and adopt do."""
+def _cap_grace(wf: dict[str, Any], job: Job, max_grace_seconds: float | None, what: str) -> None:
+    """Write the capped grace parameter into `wf`, or refuse its own grace above the cap, as the Kubernetes adapter does."""
+    refused = None if max_grace_seconds is None else own_grace_refusal(wf, job, max_grace_seconds)
+    if refused:
+        raise ClusterError(f"{what}: {refused}")
     capped = None if max_grace_seconds is None else grace_capped_parameters(wf, max_grace_seconds)
     if capped is not None:
         wf["spec"].setdefault("arguments", {})["parameters"] = capped

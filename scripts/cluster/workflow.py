@@ -224,6 +224,20 @@ def grace_capped_parameters(wf: dict[str, Any], cap_seconds: float) -> list[Any]
     return out if changed else None
 
 
+def own_grace_refusal(wf: dict[str, Any], job: Job, cap_seconds: float) -> str | None:
+    """Why `wf` as read now may not be admitted or adopted: its own spec gives its pods more than the cap; else None.
+
+    The tick checked the workflow as it listed it; an admission reads it again to cap its parameter, and
+    whatever a tenant changed in between is in that read. A job whose work has ended is not checked (the tick
+    does not check it either: only its exit handler runs).
+    """
+    own = None if job.finishing else own_grace(wf)
+    if own is None or own[0] <= cap_seconds:
+        return None
+    shown = "not a whole number of seconds" if math.isinf(own[0]) else f"{own[0]:.0f} s"
+    return f"its pods' grace period is now its own ({own[1]}: {shown}), above the cap of {cap_seconds:g} s"
+
+
 def _seconds(value: str | None) -> float | None:
     """Return a whole number of seconds (a declared grace, an exit time) up to a day; None if it is not one."""
     seconds = _whole(value)

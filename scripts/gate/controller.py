@@ -178,6 +178,9 @@ class _Tick:
     # may be admitted runs one; None: not read (yet), or unreadable (then nothing is refused for its arguments).
     templates: dict[str, tuple[str, ...]] | None = None
     templates_read: bool = False
+    # Run id -> the services a workflow of it runs for (listed, or admitted this tick): services may share one
+    # research namespace, and one run never runs twice at once (its checkpoints are one), whichever service lends.
+    runs_running: dict[str, set[str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -267,6 +270,10 @@ class Gate:
             except Exception as err:  # noqa: BLE001 - any fault of one service is that service's failed tick
                 self._fail(t, policy, outcomes[policy.name], f"observe: {_describe(err)}", now)
         observed = self._refuse_shared_deployments(t, observed, outcomes, now)
+        for obs in observed:
+            for job in obs.jobs:
+                if job.run_id and job.state != PARKED:
+                    t.runs_running.setdefault(job.run_id, set()).add(obs.policy.name)
         readings = self._read(observed, now) if t.readings is None else t.readings
         # Serving first across services, whatever their number: every service's serving write (a reclaim's
         # raise) comes before any advisory read, the lends' scale-downs and records next, and only then any
@@ -491,7 +498,11 @@ class Gate:
             jobs = [self._with_original(j) for j in jobs]
         jobs = _with_done_runs(jobs, {run for run, _ in done})
         jobs = self._with_undeclared_arguments(t, jobs)
+        jobs = _with_runs_elsewhere(jobs, t.runs_running, policy.name)
         p = plan(decision, baseline, jobs, now)
+        for job in (*p.admit, *p.adopt):
+            if job.run_id:
+                t.runs_running.setdefault(job.run_id, set()).add(policy.name)
         outcome.plan = p
         scale_to = p.scale_to if decision.action == "lend" else max(p.scale_to, obs.current)  # only a lend lowers serving
         record = self._apply(t, obs, record, scale_to)
@@ -508,7 +519,8 @@ class Gate:
                          done=done,
                          # The copies this tick's stops park are recorded before they are made, as admissions are.
                          copies=with_copies(record.copies, [(j.uid, j.run_id) for j in p.stop],
-                                            [u for j in jobs for u in (j.uid, j.copy_of) if u], now),
+                                            [u for j in jobs for u in (j.uid, j.copy_of) if u], now,
+                                            [j.uid for j in jobs if j.state == ADMITTED and j.uid]),
                          # Only the gate's own admissions are measured: a workflow running without one may carry
                          # any run id (a tenant-written label), and its stop would be measured under that run.
                          # Nor one whose pod GC deletes pods as they end: the slowest may be gone unread.
@@ -615,8 +627,9 @@ class Gate:
         """
         listed = {j.uid for j in obs.jobs}
         copied = {uid for uid, _, _ in obs.record.copies}
+        # A name an older gate did not keep (""): how it ended cannot be read, and unknown is never "done".
         ended = [(uid, run, name) for uid, (run, name) in (obs.record.runs or {}).items()
-                 if uid not in listed and uid not in copied]
+                 if uid not in listed and uid not in copied and name]
         done: list[str] = []
         pending: dict[str, tuple[str, str]] = {}
         ns = self.config.workflow_namespace
@@ -932,6 +945,18 @@ def counted_jobs(jobs: list[Job], record: ServiceRecord, uid: str) -> list[Job]:
                 marked.add(job.run_id)
     order = {j.name: i for i, j in enumerate(jobs)}
     return sorted(out, key=lambda j: order.get(j.name, 0))
+
+
+def _with_runs_elsewhere(jobs: list[Job], running: Mapping[str, set[str]], service: str) -> list[Job]:
+    """Make a parked job whose run runs for another service (of the same research namespace) wait for it."""
+    out = []
+    for job in jobs:
+        elsewhere = sorted(running.get(job.run_id or "", set()) - {service})
+        if job.state == PARKED and job.problem is None and elsewhere:
+            job = replace(job, problem=f"its run {job.run_id} runs for service {elsewhere[0]}: one run never runs "
+                                       "twice at once, it waits for that workflow to end")
+        out.append(job)
+    return out
 
 
 def _with_done_runs(jobs: list[Job], done: set[str]) -> list[Job]:

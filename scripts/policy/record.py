@@ -71,8 +71,8 @@ class ServiceRecord:
     # gate kept it, or none at all (the workflows' marks are then the only evidence left).
     admitted: dict[str, int] | None = None
     # The run each of those belongs to, as it was when the gate admitted it (a tenant may relabel a workflow since,
-    # never this), and its name (to read how it ended). None, or a UID missing from it: unknown (a record of an
-    # older gate), the label then says.
+    # never this), and its name (to read how it ended; "" where an older gate kept the run alone). None, or a UID
+    # missing from it: unknown (a record of an older gate), the label then says.
     runs: dict[str, tuple[str, str]] | None = None
     # The parked copies the gate made (`Copy`): a parked workflow linked to one of these carries that run.
     copies: tuple[Copy, ...] = ()
@@ -267,9 +267,10 @@ def _read_runs(raw: Any) -> dict[str, tuple[str, str]] | None:
         raise ValueError("not a map of admitted workflows to their runs")
     out: dict[str, tuple[str, str]] = {}
     for uid, entry in raw.items():
-        run, name = entry
+        # An older gate kept the run alone (UID -> run id): its name is unknown (""), so how it ends is never read.
+        run, name = (entry, "") if isinstance(entry, str) else entry
         if not (isinstance(run, str) and 0 < len(run) <= MAX_RUN_CHARS and isinstance(name, str)
-                and 0 < len(name) <= MAX_NAME_CHARS and len(str(uid)) <= MAX_UID_CHARS):
+                and len(name) <= MAX_NAME_CHARS and len(str(uid)) <= MAX_UID_CHARS):
             raise ValueError(f"not a run: {uid!r}, {entry!r}")
         out[str(uid)] = (run, name)
     return out
@@ -313,15 +314,18 @@ def _read_copies(raw: Any) -> tuple[Copy, ...]:
 
 
 def with_copies(copies: tuple[Copy, ...], stopped: Iterable[tuple[str, str | None]], listed: Iterable[str],
-                now: float) -> tuple[Copy, ...]:
+                now: float, running: Iterable[str] = ()) -> tuple[Copy, ...]:
     """Add this tick's stops (UID, run) to the copies the gate made; forget those nothing listed links to any more.
 
     `listed` holds the UIDs the service's workflows link to (their own, and their `copy-of`): an entry is kept
     while one of them is its original or its copy, or for COPY_MEMORY_SECONDS after its stop; the newest
-    MAX_COPIES in all.
+    MAX_COPIES in all. `running` holds the UIDs of workflows still listed as admitted: the stop recorded for one
+    never landed (the gate died between its record and its stop, or the stop failed), so it is forgotten: kept,
+    it would hide how that workflow ends (a run that succeeded would never be done).
     """
-    linked = set(listed)
-    out: dict[str, Copy] = {u: (u, r, at) for u, r, at in copies if u in linked or now - at <= COPY_MEMORY_SECONDS}
+    linked, live = set(listed), set(running)
+    out: dict[str, Copy] = {u: (u, r, at) for u, r, at in copies
+                            if u not in live and (u in linked or now - at <= COPY_MEMORY_SECONDS)}
     for uid, run in stopped:
         if uid and run and len(uid) <= MAX_UID_CHARS and len(run) <= MAX_RUN_CHARS:
             out.pop(uid, None)  # re-inserted last: the newest stop

@@ -1,0 +1,75 @@
+"""A grace set in a WorkflowTemplate the workflow refers to, not in its own spec: the cap's reader never follows it.
+
+`own_grace` reads the workflow's spec alone and takes any `workflowTemplateRef` for an offhours template,
+whose grace is the capped parameter. A tenant can create WorkflowTemplates in the research namespace
+(composed pipelines are ones), so the template a workflow runs, or a step's `templateRef`, may set its
+pods' grace itself (a podSpecPatch, which Argo applies after the workflow's own): the pod gets a day to
+stop under a 30 s cap. Following the reference needs the template's spec read every tick (the gate lists
+WorkflowTemplates only to check arguments, and only when something may be admitted).
+"""
+
+from typing import Any
+
+import pytest
+
+from .test_gate_controller import World, config
+
+GPU = {"resources": {"limits": {"nvidia.com/gpu": "8"}}}
+DAY_PATCH = '{"terminationGracePeriodSeconds": 86400}'
+REASON = "the reader of a workflow's grace does not follow a WorkflowTemplate it refers to"
+
+
+def _tenant_template(w: World, name: str, spec: dict[str, Any]) -> None:
+    w.cluster.templates[("research", name)] = {"apiVersion": "argoproj.io/v1alpha1", "kind": "WorkflowTemplate",
+                                               "metadata": {"name": name, "namespace": "research"}, "spec": spec}
+
+
+@pytest.mark.xfail(strict=True, reason=REASON)
+def test_a_workflow_running_a_tenants_template_that_patches_a_days_grace_is_never_admitted() -> None:
+    """The fault: `workflowTemplateRef` to the tenant's own WorkflowTemplate, whose podSpecPatch gives a day's grace."""
+    w = World(config(maxGraceSeconds=30))
+    w.park("mine", replicas=2)
+    params = [{"name": p["name"]} for p in w.wf("mine")["spec"]["arguments"]["parameters"]]
+    _tenant_template(w, "long-stop", {"entrypoint": "main", "podSpecPatch": DAY_PATCH, "arguments": {"parameters": params},
+                                      "templates": [{"name": "main", "container": GPU}]})
+    w.wf("mine")["spec"]["workflowTemplateRef"] = {"name": "long-stop"}
+    for _ in range(7):
+        w.tick(chat=1)
+    assert w.state("mine") == "parked" and w.replicas() == 8, w.log.getvalue()
+
+
+@pytest.mark.xfail(strict=True, reason=REASON)
+def test_a_step_calling_a_tenants_template_that_patches_a_days_grace_is_never_admitted() -> None:
+    """The fault: a workflow of its own templates, 20 s for every pod, one step a `templateRef` to a day's grace."""
+    w = World(config(maxGraceSeconds=30))
+    w.park("mine", replicas=2)
+    _tenant_template(w, "long-stop", {"templates": [{"name": "train", "podSpecPatch": DAY_PATCH, "container": GPU}]})
+    spec = w.wf("mine")["spec"]
+    spec.pop("workflowTemplateRef")
+    spec.update({"entrypoint": "main", "podSpecPatch": '{"terminationGracePeriodSeconds": 20}', "templates": [
+        {"name": "main", "steps": [[{"name": "s", "templateRef": {"name": "long-stop", "template": "train"}}]]}]})
+    for _ in range(7):
+        w.tick(chat=1)
+    assert w.state("mine") == "parked" and w.replicas() == 8, w.log.getvalue()
+
+
+@pytest.mark.xfail(strict=True, reason=REASON)
+def test_an_offhours_step_called_without_the_grace_argument_is_never_admitted_under_a_cap_below_its_default() -> None:
+    """The fault: a DAG task calls offhours-steps' sft and passes no grace: its pod gets the step's default, 120 s."""
+    from offhours.scripts.names import GRACE_PARAMETER
+    from offhours.workflows.compose import Pipeline
+
+    p = Pipeline("sft-pipeline")
+    p.step("sft", image="ghcr.io/lab/train:3", command=["python", "-m", "sft"], gpus=8)
+    spec = p.workflow().to_dict()["spec"]
+    for template in spec["templates"]:
+        for task in (template.get("dag") or {}).get("tasks", []):
+            args = (task.get("arguments") or {}).get("parameters", [])
+            args[:] = [a for a in args if a["name"] != GRACE_PARAMETER]
+    spec["arguments"]["parameters"] = [{"name": "service", "value": "chat"}, {"name": "replicas", "value": "2"}]
+    w = World(config(maxGraceSeconds=30))
+    w.park("defaulted", replicas=2)
+    w.wf("defaulted")["spec"] = {**spec, "suspend": True}
+    for _ in range(7):
+        w.tick(chat=1)
+    assert w.state("defaulted") == "parked" and w.replicas() == 8, w.log.getvalue()
