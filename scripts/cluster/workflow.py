@@ -157,7 +157,7 @@ def _pods_kept(spec: dict[str, Any], status: dict[str, Any]) -> bool:
         gc = owner.get("podGC")
         if gc is None:
             continue
-        strategy = _dict(gc).get("strategy", "") if isinstance(gc, dict) else None
+        strategy = gc.get("strategy", "") if isinstance(gc, dict) else None
         if strategy not in POD_GC_KEEPING_STRATEGIES:
             return False
     return True

@@ -233,11 +233,17 @@ def _read_needs(raw: dict[str, Any]) -> tuple[tuple[float, float], ...]:
     return tuple(out)
 
 
+def _bounded_list(raw: Any, most: int, too_many: str) -> list[Any]:
+    """Return a stored list (absent: empty); ValueError(`too_many`) if it is no list or holds more than `most`."""
+    entries = raw or []
+    if not isinstance(entries, list) or len(entries) > most:
+        raise ValueError(too_many)
+    return entries
+
+
 def _read_releases(raw: Any) -> tuple[Release, ...]:
     """Read the measured releases back: (run key, when, seconds), as many as the gate keeps, seconds within a day."""
-    entries = raw or []
-    if not isinstance(entries, list) or len(entries) > MAX_RELEASES:
-        raise ValueError("more release measurements than the gate keeps")
+    entries = _bounded_list(raw, MAX_RELEASES, "more release measurements than the gate keeps")
     out: list[Release] = []
     for key, at, seconds in entries:
         if not isinstance(key, str) or not 0 <= _finite(seconds) <= MAX_RELEASE_SECONDS:
@@ -248,9 +254,7 @@ def _read_releases(raw: Any) -> tuple[Release, ...]:
 
 def _read_releasing(raw: Any) -> tuple[Releasing, ...]:
     """Read the stops being measured back: (workflow name, run key, when stopped)."""
-    entries = raw or []
-    if not isinstance(entries, list) or len(entries) > MAX_RELEASING:
-        raise ValueError("more stops being measured than the gate keeps")
+    entries = _bounded_list(raw, MAX_RELEASING, "more stops being measured than the gate keeps")
     out: list[Releasing] = []
     for name, key, at in entries:
         if not isinstance(name, str) or not isinstance(key, str):
@@ -278,9 +282,7 @@ def _read_runs(raw: Any) -> dict[str, tuple[str, str]] | None:
 
 def _read_done(raw: Any) -> tuple[tuple[str, float], ...]:
     """Read the runs that succeeded back: (run id, when), at most MAX_DONE."""
-    entries = raw or []
-    if not isinstance(entries, list) or len(entries) > MAX_DONE:
-        raise ValueError("more finished runs than the gate keeps")
+    entries = _bounded_list(raw, MAX_DONE, "more finished runs than the gate keeps")
     out: list[tuple[str, float]] = []
     for run, at in entries:
         if not isinstance(run, str) or not 0 < len(run) <= MAX_RUN_CHARS:
@@ -301,9 +303,7 @@ def with_done(done: tuple[tuple[str, float], ...], runs: Iterable[str], now: flo
 
 def _read_copies(raw: Any) -> tuple[Copy, ...]:
     """Read the parked copies the gate made back: (original UID, run id, when stopped), at most MAX_COPIES."""
-    entries = raw or []
-    if not isinstance(entries, list) or len(entries) > MAX_COPIES:
-        raise ValueError("more parked copies than the gate keeps")
+    entries = _bounded_list(raw, MAX_COPIES, "more parked copies than the gate keeps")
     out: list[Copy] = []
     for uid, run, at in entries:
         if not (isinstance(uid, str) and 0 < len(uid) <= MAX_UID_CHARS and isinstance(run, str)
