@@ -25,7 +25,9 @@ def test_a_series_label_with_control_characters_is_printed_escaped(tmp_path: Pat
     gate = tmp_path / "gate.yaml"
     gate.write_text(yaml.safe_dump({"services": {"chat": {"capacity": {"requestsPerSecond": 5.0}}}}))
     monkeypatch.setattr(read, "query_range", grid)
-    main(["calibrate", "--config", str(gate), "--prometheus", "http://p.invalid", "--since", "1d"])
+    # A fixed day: `--since 1d` starts at the last midnight, so a run just after one read two steps and no reset.
+    main(["calibrate", "--config", str(gate), "--prometheus", "http://p.invalid",
+          "--start", "2026-11-01T00:00Z", "--end", "2026-11-02T00:00Z"])
     err = capsys.readouterr().err
     assert "\x1b" not in err and "\x07" not in err
     assert "^[]0;owned\\x07\\nwarning: forged line" in err
