@@ -17,8 +17,6 @@ import numpy as np
 import pytest
 from kubernetes import client
 from selenium.webdriver.common.by import By
-from selenium.webdriver.support import expected_conditions
-from selenium.webdriver.support.ui import WebDriverWait
 
 from offhours.scripts.cluster.parked import parked_workflow
 from offhours.scripts.config.loader import parse_config
@@ -31,7 +29,7 @@ from offhours.scripts.names import ANNOTATION_ESTIMATE, ARGO_CREATOR_LABEL, LABE
 from offhours.scripts.pool.reader import PoolReader
 from offhours.scripts.simulate.estimate import HistoryEstimator, trace_history
 from offhours.scripts.simulate.trace import Trace, load_trace
-from tests.support.browser import chromium, serving
+from tests.support.browser import chromium, press, serving
 
 from .conftest import RESEARCH, SERVING, gate_config_raw
 from .test_console_auth_e2e import as_account, rbac, token
@@ -85,13 +83,6 @@ def fill(browser: Any, values: dict[str, str]) -> None:
         box = browser.find_element(By.CSS_SELECTOR, f"tr[data-param='{name}'] input, tr[data-param='{name}'] textarea")
         box.clear()
         box.send_keys(value)
-
-
-def press(browser: Any, by: str, what: str) -> None:
-    """Click a button that submits a form and wait for the answer's page (a click returns before it loads)."""
-    page = browser.find_element(By.TAG_NAME, "html")
-    browser.find_element(by, what).click()
-    WebDriverWait(browser, 30).until(expected_conditions.staleness_of(page))
 
 
 def sign_in(browser: Any, url: str, bearer: str) -> None:

@@ -5,6 +5,7 @@ import shutil
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from werkzeug.serving import make_server
 
@@ -43,3 +44,17 @@ def chromium() -> Iterator:  # type: ignore[type-arg]
         yield browser
     finally:
         browser.quit()
+
+
+def press(browser: Any, by: str, what: str) -> None:
+    """Click a button that submits a form and wait for the answer's page (a click returns before it loads).
+
+    Read right after the click, the old page's elements are still there, or go stale under the read.
+    """
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    page = browser.find_element(By.TAG_NAME, "html")
+    browser.find_element(by, what).click()
+    WebDriverWait(browser, 30).until(expected_conditions.staleness_of(page))
