@@ -107,6 +107,11 @@ def serving_deployment(name: str, replicas: int, gpus: int = 4) -> dict[str, Any
 def chat_service(kubectl: Callable[..., str], api: client.ApiClient) -> Iterator[Callable[[int], None]]:
     """Create the `chat` inference Deployment with n replicas (4 GPUs each); removed afterwards."""
     def create(replicas: int) -> None:
+        # A chat the demo left (it keeps serving and its state record, with replicas lent) would be the
+        # same incarnation: the test's gate would adopt its count as someone else's scale and lend from
+        # a larger baseline. Each test starts from a new Deployment and no record.
+        kubectl("-n", SERVING, "delete", "deployment", "chat", "--ignore-not-found", "--wait=true")
+        kubectl("-n", SERVING, "delete", "configmap", "offhours-state-chat", "--ignore-not-found")
         kubectl("apply", "-f", "-", stdin=json.dumps(serving_deployment("chat", replicas)))
         apps = client.AppsV1Api(api)
         wait("chat to be ready", lambda: (apps.read_namespaced_deployment("chat", SERVING).status.ready_replicas or 0)
@@ -127,6 +132,9 @@ def stop_other_gates(api: client.ApiClient, kubectl: Callable[..., str]) -> None
     for cron in custom.list_namespaced_custom_object("argoproj.io", "v1alpha1", SERVING, "cronworkflows")["items"]:
         kubectl("-n", SERVING, "patch", "cronworkflow", cron["metadata"]["name"], "--type=merge",
                 "-p", '{"spec":{"suspend":true}}')
+    # The backstop (reinstalled by the demo) restores by the records alone, between the test's ticks.
+    for job in client.BatchV1Api(api).list_namespaced_cron_job(SERVING).items:
+        kubectl("-n", SERVING, "patch", "cronjob", job.metadata.name, "--type=merge", "-p", '{"spec":{"suspend":true}}')
     # Every workflow in the serving namespace is a gate run (research workflows live in their own).
     kubectl("-n", SERVING, "delete", "workflows", "--all", "--ignore-not-found", "--wait=true")
     core, coordination = client.CoreV1Api(api), client.CoordinationV1Api(api)
