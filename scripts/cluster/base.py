@@ -9,6 +9,7 @@ Deployment: it writes replicas through the scale subresource, or an autoscaler's
 """
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Protocol
@@ -126,10 +127,12 @@ class Cluster(Protocol):
         """Return the Deployment's ready pods."""
         ...
 
-    def workflow_pods(self, namespace: str, workflows: list[str]) -> dict[str, list[PodExit]]:
-        """Return the pods of each of `workflows` as their status reads (a workflow without pods maps to []).
+    def workflow_pods(self, namespace: str, workflows: Mapping[str, str]) -> dict[str, list[PodExit]]:
+        """Return the pods each of `workflows` (name -> the Workflow's uid) owns, as their status reads (none: []).
 
-        What the gate measures a stopped job's release from (`policy.release`). A name that cannot be a
+        What the gate measures a stopped job's release from (`policy.release`). A pod counts only if its
+        owner reference names that Workflow (and its uid, when known): Argo's workflow label is any
+        tenant's to write on a pod of its own, and a pod that never ends would hold the measurement. A name that cannot be a
         label value is left out (no selector can find its pods): it is not measured; so is a workflow with
         more than `MAX_WORKFLOW_PODS` pods (the read of one job stays bounded whatever it left behind).
         """

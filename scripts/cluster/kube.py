@@ -8,7 +8,7 @@ write is idempotent, so the next tick finishes what a failed one left.
 import json
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime, timezone
 from functools import partial
 from typing import Any, TypeVar
@@ -304,21 +304,25 @@ class KubeCluster:
                                                                                     cond.last_transition_time)))
         return sorted(ready, key=lambda p: p.name)
 
-    def workflow_pods(self, namespace: str, workflows: list[str]) -> dict[str, list[PodExit]]:
-        """Return each workflow's pods (Argo labels them with their workflow's name), each workflow read on its own, in pages.
+    def workflow_pods(self, namespace: str, workflows: Mapping[str, str]) -> dict[str, list[PodExit]]:
+        """Return the pods each workflow owns (found by Argo's workflow label), each workflow read on its own, in pages.
 
-        A workflow with more than MAX_WORKFLOW_PODS pods is left out (not measured this tick): its read stops
-        there, so one job's thousands of pods bound neither the answer nor keep the other jobs unmeasured.
+        A workflow with more than MAX_WORKFLOW_PODS labelled pods is left out (not measured this tick): its
+        read stops there, so one job's thousands of pods bound neither the answer nor keep the other jobs
+        unmeasured.
         """
         out: dict[str, list[PodExit]] = {}
         for name in sorted({w for w in workflows if _label_value(w)}):
             selector = f"{ARGO_WORKFLOW_LABEL}={name}"
             pods: list[PodExit] = []
+            labelled = 0
             for pod in self._pages(f"list pods {selector}", partial(self.core.list_namespaced_pod, namespace,
                                                                     label_selector=selector)):
-                if len(pods) >= MAX_WORKFLOW_PODS:
+                labelled += 1
+                if labelled > MAX_WORKFLOW_PODS:
                     break
-                pods.append(pod_exit(pod))
+                if owned_by_workflow(pod, name, workflows[name]):
+                    pods.append(pod_exit(pod))
             else:
                 out[name] = pods
         return out
@@ -595,6 +599,15 @@ def start_seconds(created: datetime | None, ready_since: datetime | None) -> flo
         return None
     seconds = (ready_since - created).total_seconds()
     return seconds if 0 <= seconds <= MAX_START_SECONDS else None
+
+
+def owned_by_workflow(pod: Any, name: str, uid: str) -> bool:
+    """Whether the pod's owner references name the Workflow `name` (of uid `uid`, when known): Argo's own pods."""
+    for ref in pod.metadata.owner_references or []:
+        if ref.kind == "Workflow" and str(ref.api_version or "").startswith(f"{ARGO_GROUP}/") and ref.name == name \
+                and (not uid or ref.uid == uid):
+            return True
+    return False
 
 
 def pod_exit(pod: Any) -> PodExit:

@@ -6,6 +6,7 @@ answers with conflicts or server errors.
 
 import copy
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -198,7 +199,7 @@ class MemoryCluster:
         dep = self.deployments.get((namespace, name))
         return copy.deepcopy(dep) if dep else None
 
-    def workflow_pods(self, namespace: str, workflows: list[str]) -> dict[str, list[PodExit]]:
+    def workflow_pods(self, namespace: str, workflows: Mapping[str, str]) -> dict[str, list[PodExit]]:
         """Return each workflow's pods as set with `set_workflow_pods` (none: []); one with too many is left out."""
         self._call(f"list-workflow-pods {','.join(sorted(workflows))}")
         return {w: list(pods) for w in workflows

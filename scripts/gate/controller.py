@@ -701,8 +701,8 @@ class Gate:
     def _measure_releases(self, t: _Tick, obs: Observed, record: ServiceRecord, jobs: list[Job],
                           now: float) -> tuple[ServiceRecord, list[Job]]:
         """Read the pods of the jobs stopped earlier, record the releases that ended, plan with them (advisory)."""
-        names = [name for name, _, _ in record.releasing]
-        probe = Job(name=names[0], service=obs.policy.name, replicas=0, state=UNMANAGED)  # what the log names
+        names = {name: uid for name, _, _, uid in record.releasing}
+        probe = Job(name=next(iter(names)), service=obs.policy.name, replicas=0, state=UNMANAGED)  # what the log names
         pods = self._advisory(t, f"pods of {len(names)} stopped job(s)",
                               partial(self.cluster.workflow_pods, self.config.workflow_namespace, names), probe)
         releasing, releases = measured(record.releasing, record.releases, pods if isinstance(pods, dict) else {}, now,

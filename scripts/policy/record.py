@@ -108,7 +108,7 @@ class ServiceRecord:
             **({"done": [[r, round(at, 3)] for r, at in self.done]} if self.done else {}),
             **({"copies": [[u, r, round(at, 3)] for u, r, at in self.copies]} if self.copies else {}),
             **({"releases": [[k, round(at, 3), round(s, 3)] for k, at, s in self.releases]} if self.releases else {}),
-            **({"releasing": [[n, k, round(at, 3)] for n, k, at in self.releasing]} if self.releasing else {}),
+            **({"releasing": [[n, k, round(at, 3), u] for n, k, at, u in self.releasing]} if self.releasing else {}),
         }, separators=(",", ":"))
 
     @classmethod
@@ -253,13 +253,20 @@ def _read_releases(raw: Any) -> tuple[Release, ...]:
 
 
 def _read_releasing(raw: Any) -> tuple[Releasing, ...]:
-    """Read the stops being measured back: (workflow name, run key, when stopped)."""
+    """Read the stops being measured back: (workflow name, run key, when stopped, the Workflow's uid).
+
+    An older gate kept no uid (three fields): its stop is measured from the pods any Workflow of that
+    name owns.
+    """
     entries = _bounded_list(raw, MAX_RELEASING, "more stops being measured than the gate keeps")
     out: list[Releasing] = []
-    for name, key, at in entries:
-        if not isinstance(name, str) or not isinstance(key, str):
+    for entry in entries:
+        if not isinstance(entry, list) or len(entry) not in (3, 4):
+            raise ValueError(f"not a stop being measured: {entry!r}")
+        name, key, at, uid = (*entry, "") if len(entry) == 3 else entry
+        if not isinstance(name, str) or not isinstance(key, str) or not isinstance(uid, str):
             raise ValueError(f"not a stop being measured: {name!r}, {key!r}")
-        out.append((name, key, _finite(at)))
+        out.append((name, key, _finite(at), uid))
     return tuple(out)
 
 

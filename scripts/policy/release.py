@@ -24,7 +24,8 @@ RELEASE_QUANTILE = 0.9
 OVERDUE_SECONDS = 300.0
 
 Release = tuple[str, float, float]  # (run key, when measured, seconds from the stop to the last container's end)
-Releasing = tuple[str, str, float]  # (workflow name, run key, when the gate stopped it)
+# (workflow name, run key, when the gate stopped it, the Workflow's uid: its pods are the ones it owns)
+Releasing = tuple[str, str, float, str]
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,7 @@ def with_stops(releasing: Sequence[Releasing], stopped: Iterable[Job], now: floa
     out: dict[str, Releasing] = {entry[0]: entry for entry in releasing}
     for job in stopped:
         out.pop(job.name, None)  # re-inserted last: the newest stop
-        out[job.name] = (job.name, release_key(job), now)
+        out[job.name] = (job.name, release_key(job), now, job.uid)
     return tuple(out.values())[-MAX_RELEASING:]
 
 
@@ -92,17 +93,18 @@ def measured(releasing: Sequence[Releasing], releases: Sequence[Release],
     """
     waiting: list[Releasing] = []
     done = list(releases)
-    for name, key, stopped_at in releasing:
+    for entry in releasing:
+        name, key, stopped_at, _ = entry
         if name not in pods:
             if now - stopped_at <= cap_seconds + OVERDUE_SECONDS:
-                waiting.append((name, key, stopped_at))
+                waiting.append(entry)
             continue
         seconds = release_seconds(stopped_at, pods[name], now)
         if seconds is not None:
             if seconds <= cap_seconds + OVERDUE_SECONDS:
                 done.append((key, now, seconds))
         elif now - stopped_at <= cap_seconds + OVERDUE_SECONDS:
-            waiting.append((name, key, stopped_at))
+            waiting.append(entry)
     return tuple(waiting), _bounded(done)
 
 

@@ -127,16 +127,16 @@ def test_the_gate_reads_a_stopped_jobs_release_from_its_pods_status_as_its_own_s
             if (p.metadata.labels or {}).get("offhours.io/stage") and p.status.phase == "Running"]
 
     [step] = wait("the admitted job's research pod running", step_running, timeout=120)
-    assert {p.name: p.finished for p in gate.workflow_pods(RESEARCH, [name])[name]}[step] is None  # read as the gate
+    assert {p.name: p.finished for p in gate.workflow_pods(RESEARCH, {name: job.uid})[name]}[step] is None  # read as the gate
     [admitted] = [j for j in kube_harness.cluster.jobs(RESEARCH, "contract-svc6") if j.name == name]
     stopped_at = time.time()
     gate.stop(RESEARCH, admitted)
     time.sleep(5)  # Argo has acted on the stop
-    pods = gate.workflow_pods(RESEARCH, [name])
+    pods = gate.workflow_pods(RESEARCH, {name: job.uid})
     assert release_seconds(stopped_at, pods[name], time.time()) is None, pods  # kwok: no signal, still running
     for pod in core.list_namespaced_pod(RESEARCH, label_selector=f"workflows.argoproj.io/workflow={name}").items:
         core.delete_namespaced_pod(pod.metadata.name, RESEARCH)
     [released] = wait("the release, read as the gate", lambda: (lambda s: None if s is None else [s])(release_seconds(
-        stopped_at, gate.workflow_pods(RESEARCH, [name])[name], time.time())), timeout=60)
+        stopped_at, gate.workflow_pods(RESEARCH, {name: job.uid})[name], time.time())), timeout=60)
     assert 0 <= released < 60
-    assert gate.workflow_pods(RESEARCH, ["not a label value!", "x" * 64]) == {}  # never a selector of its own
+    assert gate.workflow_pods(RESEARCH, {"not a label value!": "", "x" * 64: ""}) == {}  # never a selector of its own

@@ -38,7 +38,7 @@ def test_one_pods_skewed_clock_keeps_the_services_record() -> None:
     w.lend(2)
     w.tick(chat=40)  # a reclaim: job-0 is stopped
     stopped_at = w.now
-    assert [name for name, _, _ in w.record().releasing] == ["job-0"]
+    assert [entry[0] for entry in w.record().releasing] == ["job-0"]
     w.cluster.set_workflow_pods("research", "job-0", [PodExit("job-0-step", stopped_at - 300, stopped_at + 2 * DAY)])
     w.tick(chat=40)
     record = w.record()

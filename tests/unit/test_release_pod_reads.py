@@ -37,8 +37,10 @@ class Pods:
         start = int(_continue or 0)
         end = start + limit if limit else len(items)
         at = client.V1ObjectMeta(name="x").creation_timestamp
-        page = [client.V1Pod(metadata=client.V1ObjectMeta(name=f"{owner}-{i}", labels={ARGO_WORKFLOW_LABEL: owner},
-                                                          creation_timestamp=at),
+        page = [client.V1Pod(metadata=client.V1ObjectMeta(
+            name=f"{owner}-{i}", labels={ARGO_WORKFLOW_LABEL: owner}, creation_timestamp=at,
+            owner_references=[client.V1OwnerReference(api_version="argoproj.io/v1alpha1", kind="Workflow",
+                                                      name=owner, uid=f"uid-{owner}")]),
                              status=client.V1PodStatus()) for owner, i in items[start:end]]
         return client.V1PodList(items=page, metadata=client.V1ListMeta(_continue=str(end) if end < len(items) else None))
 
@@ -49,7 +51,7 @@ def test_the_pods_of_stopped_jobs_are_read_in_pages_and_a_huge_job_leaves_the_ot
     cluster = KubeCluster(client.ApiClient(client.Configuration()))
     cluster.core = server
     monkeypatch.setattr(kube, "PAGE_SIZE", 100)
-    pods = cluster.workflow_pods("research", ["fanout", "small"])
+    pods = cluster.workflow_pods("research", {"fanout": "uid-fanout", "small": "uid-small"})
     assert all(r["limit"] == 100 for r in server.requests), server.requests  # every answer is bounded
     assert [p.name for p in pods["small"]] == ["small-0", "small-1"]
     assert "fanout" not in pods  # more pods than one read keeps: not measured this tick (its prior stays)

@@ -65,7 +65,7 @@ def test_a_stop_is_measured_once_released_and_dropped_unmeasured_when_overdue() 
 
 def test_a_job_stopped_again_is_measured_from_its_newest_stop() -> None:
     job = Job("wf-a", "chat", 2, ADMITTED, run_id="run-a")
-    assert with_stops(with_stops((), [job], STOP), [job], STOP + 60) == (("wf-a", "run-a", STOP + 60),)
+    assert with_stops(with_stops((), [job], STOP), [job], STOP + 60) == (("wf-a", "run-a", STOP + 60, ""),)
 
 
 @settings(max_examples=200, deadline=None)
@@ -75,7 +75,7 @@ def test_the_record_keeps_a_few_measurements_per_run_and_the_newest(entries: lis
     # MAX_RELEASES_PER_KEY of one run, and the newest measurement is always among them.
     releases: tuple = ()
     for key, at, seconds in entries:
-        _, releases = measured((("wf", key, at),), releases, {"wf": []}, at + seconds, cap_seconds=1e9)
+        _, releases = measured((("wf", key, at, ""),), releases, {"wf": []}, at + seconds, cap_seconds=1e9)
         assert releases[-1][:2] == (key, at + seconds) and math.isclose(releases[-1][2], seconds, abs_tol=1e-6)
     assert len(releases) <= MAX_RELEASES
     assert all(sum(1 for r in releases if r[0] == k) <= MAX_RELEASES_PER_KEY for k in "abcdefgh")
@@ -107,13 +107,17 @@ def test_the_victim_order_keeps_priority_first_and_then_the_soonest_release(
 
 
 def test_a_tampered_release_memory_drops_the_whole_record() -> None:
-    good = ServiceRecord(baseline=8, releases=(("run-a", 1.0, 25.0),), releasing=(("wf-a", "run-a", 2.0),))
+    good = ServiceRecord(baseline=8, releases=(("run-a", 1.0, 25.0),), releasing=(("wf-a", "run-a", 2.0, "uid-a"),))
     assert ServiceRecord.from_json(good.to_json()) == good
     for bad in ('"releases":[["run-a",1,-5]]', '"releases":[["run-a",1,"x"]]', '"releases":[[1,1,5]]',
                 '"releasing":[["wf",7,1]]', '"releases":' + str([["k", 1, 1]] * (MAX_RELEASES + 1)).replace("'", '"'),
-                '"releasing":"wf"', '"releases":[["run-a",1,NaN]]'):
+                '"releasing":"wf"', '"releases":[["run-a",1,NaN]]', '"releasing":[["wf","k",1,7]]',
+                '"releasing":[["wf","k",1,"u","x"]]'):
         text = good.to_json()[:-1] + "," + bad + "}"
         assert ServiceRecord.from_json(text).baseline is None, bad
+    # An older gate's stop (no uid) reads back: measured from the pods any Workflow of its name owns.
+    older = ServiceRecord(baseline=8).to_json()[:-1] + ',"releasing":[["wf-a","run-a",2.0]]}'
+    assert ServiceRecord.from_json(older).releasing == (("wf-a", "run-a", 2.0, ""),)
 
 
 def _grace(w: World, name: str, seconds: str) -> None:
@@ -136,7 +140,7 @@ def test_the_gate_measures_a_stop_from_the_pods_status_and_then_stops_the_job_th
     out = w.tick(chat=40)["chat"]
     assert out.plan is not None and [j.name for j in out.plan.stop] == ["job-0"]
     stopped_at = w.now
-    assert w.record().releasing == (("job-0", "run-0", stopped_at),)
+    assert w.record().releasing == (("job-0", "run-0", stopped_at, w.wf("job-0")["metadata"]["uid"]),)
     w.cluster.set_workflow_pods("research", "job-0", [PodExit("job-0-step", stopped_at - 300, None)])
     w.tick(chat=40)
     assert w.record().releasing and not w.record().releases  # still running: not released yet
@@ -205,7 +209,7 @@ def test_a_reclaim_of_a_hundred_jobs_measures_its_newest_stops_within_the_record
     from offhours.scripts.policy.release import MAX_RELEASING
 
     jobs = [Job(f"wf-{i}", "chat", 1, ADMITTED, run_id=f"run-{i}") for i in range(100)]
-    releasing = with_stops((("wf-old", "run-old", STOP - 60),), jobs, STOP)
-    assert len(releasing) == MAX_RELEASING and releasing[-1] == ("wf-99", "run-99", STOP)
+    releasing = with_stops((("wf-old", "run-old", STOP - 60, ""),), jobs, STOP)
+    assert len(releasing) == MAX_RELEASING and releasing[-1] == ("wf-99", "run-99", STOP, "")
     text = ServiceRecord(baseline=8, releasing=releasing).to_json()
     assert ServiceRecord.from_json(text).releasing == releasing
