@@ -647,7 +647,7 @@ class Gate:
                 errors.append(f"{what}: {_describe(err)}")
                 continue
             if about is not None and about.run_problem:
-                untrusted.append(("stopped" if what.startswith("stop ") else "held, never admitted", about))
+                untrusted.append(("stopped" if what.startswith("stop ") else "not admitted while it is so", about))
         if record is not None and made:
             try:
                 self._record_copies(t, obs, record, [j for j in p.stop if j.name in made], made)
@@ -1004,7 +1004,9 @@ def counted_jobs(jobs: list[Job], record: ServiceRecord, uid: str) -> list[Job]:
             lent = record.admitted.get(job.uid) if job.uid else None
             recorded = runs.get(job.uid) if job.uid else None
             run = recorded[0] if recorded else job.run_id
-            out.append(replace(job, state=UNMANAGED) if lent is None else replace(job, replicas=lent, run_id=run))
+            problem = job.problem or (_moved(job.run_id, run) if recorded else None)
+            out.append(replace(job, state=UNMANAGED) if lent is None else
+                       replace(job, replicas=lent, run_id=run, problem=problem))
         elif (uid and job.borrowed_from != uid) or (job.run_id is not None and job.run_id in marked):
             out.append(replace(job, state=UNMANAGED))
         else:
@@ -1070,7 +1072,8 @@ def with_lineage(jobs: list[Job], record: ServiceRecord, lineages: Mapping[str, 
     for job in jobs:
         run = member.get(job.uid) if job.uid and job.state != ADMITTED else None
         if run is not None:
-            job = replace(job, run_id=run, gate_copy=bool(job.copy_of and job.copy_of in copies))
+            job = replace(job, run_id=run, gate_copy=bool(job.copy_of and job.copy_of in copies),
+                          problem=job.problem or _moved(job.run_id, run))
         elif job.state != ADMITTED and job.run_id is not None and job.run_id in lineages and job.problem is None:
             holder = carriers.get(job.run_id)
             by = f"workflow {holder}, which" if holder else "the workflows"
@@ -1078,6 +1081,14 @@ def with_lineage(jobs: list[Job], record: ServiceRecord, lineages: Mapping[str, 
                                        "other workflow runs it while that run lives; submit under another run id")
         out.append(job)
     return out
+
+
+def _moved(run_id: str | None, run: str | None) -> str | None:
+    """Why a workflow the gate admitted or made for `run` may not run now it reads as `run_id` (None: it may)."""
+    if run_id is None or run is None or run_id == run:
+        return None
+    return (f"its run id is now {run_id}, not {run}, the run the gate admitted or parked it for: its steps would "
+            "write another run's checkpoints")
 
 
 def _with_runs_elsewhere(jobs: list[Job], running: Mapping[str, set[str]], service: str) -> list[Job]:

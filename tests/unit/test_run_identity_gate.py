@@ -63,8 +63,8 @@ def test_a_parked_workflow_whose_label_and_parameter_disagree_is_never_admitted_
     reason = w.wf("hand-1")["metadata"]["annotations"][ANNOTATION_WAITING_REASON]
     assert reason == ("not admitted: its run-id parameter 'run-1' and its label offhours.io/run-id='decoy' disagree: "
                       "its steps write the parameter's checkpoints, the gate reads the label")
-    assert _mismatches(w) == [f"workflow research/hand-1: {reason.removeprefix('not admitted: ')}: held, never "
-                              "admitted"], w.cluster.events
+    assert _mismatches(w) == [f"workflow research/hand-1: {reason.removeprefix('not admitted: ')}: not admitted "
+                              "while it is so"], w.cluster.events
 
 
 def test_a_running_workflow_whose_parameter_is_an_expression_is_stopped_and_its_copy_held() -> None:
@@ -253,3 +253,23 @@ def test_a_clone_of_my_unrecorded_copy_made_after_it_never_runs_my_run(monkeypat
     w.wf(clone)["metadata"]["annotations"]["offhours.io/priority"] = "9"
     _ticks(w, 12)
     assert w.state("alice-p1") == STATE_ADMITTED and w.state(clone) == STATE_PARKED, w.log.getvalue()
+
+
+def test_an_admitted_workflow_rewritten_to_my_run_id_is_stopped_and_its_copy_never_runs_my_run() -> None:
+    """The fault: a tenant rewrites its admitted workflow's run-id label and parameter to my run id, consistently
+    (Argo reads the parameter again for the steps to come): the gate counted it as its own run while its steps
+    wrote my checkpoints, and its copy, the gate's, would have run my run as theirs. Stopped, its copy held."""
+    w = World()
+    _preempted(w)  # my run: alice, its copy waiting
+    w.park("theirs", replicas=2)
+    _set_run_param(w, "theirs", "theirs")
+    _ticks(w, 12)
+    assert w.state("alice-p1") == STATE_ADMITTED and w.state("theirs") == STATE_ADMITTED, w.log.getvalue()
+    w.wf("theirs")["metadata"]["labels"][LABEL_RUN_ID] = "alice"
+    for param in w.wf("theirs")["spec"]["arguments"]["parameters"]:
+        param["value"] = "alice" if param["name"] == "run-id" else param["value"]
+    _ticks(w, 12)
+    assert w.wf("theirs")["spec"].get("shutdown") == "Stop", w.log.getvalue()
+    assert w.state("theirs-p1") == STATE_PARKED and w.state("alice-p1") == STATE_ADMITTED, w.log.getvalue()
+    reason = w.wf("theirs-p1")["metadata"]["annotations"][ANNOTATION_WAITING_REASON]
+    assert reason.startswith("not admitted: its run id is now alice, not theirs"), reason
