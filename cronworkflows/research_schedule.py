@@ -31,6 +31,7 @@ from typing import Any
 
 from offhours.cronworkflows.cronexpr import CronError, parse_cron, time_zone
 from offhours.scripts.cluster.parked import SubmitError, parked_workflow
+from offhours.scripts.cluster.workflow import NIGHT_EXPRESSION
 from offhours.scripts.names import ARGO_GROUP, ARGO_VERSION, LABEL_MANAGED, LABEL_RUN_ID, LABEL_SCHEDULE
 
 CONCURRENCY_POLICIES = ("Forbid", "Allow")
@@ -45,8 +46,7 @@ _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 # `workflow.scheduledTime` is RFC 3339 (Argo v4.0.5 writes UTC: "2025-01-13T12:00:00Z" for a 21:00
 # Asia/Seoul firing): its first 16 characters are the date and minute, made DNS-safe: "20250113-1200".
-NIGHT_EXPRESSION = ("sprig.replace('T', '-', sprig.replace(':', '', sprig.replace('-', '', "
-                    "sprig.substr(0, 16, workflow.scheduledTime))))")
+# The workflow codec reads the same argument back (the gate resolves it as Argo will), so it is defined there.
 
 
 class ScheduleError(ValueError):

@@ -19,6 +19,8 @@ ARGO_LABEL_DOMAIN = "workflows.argoproj.io"
 """The prefix (with a slash) of labels Argo's controller and server set on workflows (phase, completed, creator, ...)."""
 ARGO_RESUBMITTED_LABEL = "workflows.argoproj.io/resubmitted-from-workflow"
 """Set by `argo resubmit` on the workflow it creates: the name of the one it was made from."""
+ARGO_SCHEDULED_TIME_ANNOTATION = "workflows.argoproj.io/scheduled-time"
+"""Set by Argo's controller on each run a CronWorkflow creates: the firing, read by Argo as `workflow.scheduledTime`."""
 KEDA_GROUP, KEDA_VERSION = "keda.sh", "v1alpha1"
 """KEDA's ScaledObjects: with one present, lending caps its maxReplicas."""
 ARGO_COMPLETED_LABEL = "workflows.argoproj.io/completed"
@@ -143,6 +145,9 @@ ANNOTATION_ESTIMATE = "offhours.io/estimate"
 """On a workflow requested from the console: the estimate shown before it was submitted (JSON), kept for its job page."""
 ANNOTATION_ROOT = "offhours.io/first-name"
 """The name of the first workflow of a run: its copies are named after it."""
+ANNOTATION_COPY_TOKEN = "offhours.io/copy-token"
+"""On a parked copy the gate made: a random value the gate recorded before it made the copy, so that the copy is
+known as the gate's (until its UID is recorded) even where a tenant wrote the same labels on another workflow."""
 ANNOTATION_WAITING_REASON = "offhours.io/waiting-reason"
 ANNOTATION_QUEUE_POSITION = "offhours.io/queue-position"
 ANNOTATION_BORROWED_FROM = "offhours.io/borrowed-from"
@@ -179,8 +184,12 @@ EVENT_SERVICE_RELEASED = "ServiceReleased"
 EVENT_GRACE_ABOVE_CAP = "GraceAboveCap"
 """A Warning: an admitted job's pods may now outlast the service's maxGraceSeconds (its grace raised since its
 admission): it was stopped and parked again, and its copy is capped when it is admitted."""
+EVENT_RUN_ID_MISMATCH = "RunIdMismatch"
+"""A Warning: a workflow's run-id label and run-id parameter disagree, or the parameter cannot be read before it
+runs (a valueFrom, an Argo expression): where its steps write checkpoints is not the run the gate would count it
+as, so it is never admitted (and stopped if it runs). Said once, as its waiting reason is first written."""
 EVENT_REASONS = (EVENT_GPUS_LENT, EVENT_GPUS_RECLAIMED, EVENT_GATE_HOLD, EVENT_REPLICAS_ADOPTED, EVENT_GATE_TICK_FAILED,
-                 EVENT_LENDING_EXPIRED, EVENT_SERVICE_RELEASED, EVENT_GRACE_ABOVE_CAP)
+                 EVENT_LENDING_EXPIRED, EVENT_SERVICE_RELEASED, EVENT_GRACE_ABOVE_CAP, EVENT_RUN_ID_MISMATCH)
 """Every reason the gate records."""
 AGGREGATED_EVENT_REASONS = frozenset({EVENT_GATE_HOLD})
 """Reasons recorded as one Event per Deployment whose count rises: they repeat every tick while nothing changes."""

@@ -30,10 +30,17 @@ from offhours.cronworkflows.research_schedule import (
 )
 from offhours.scripts.cli.text import printable
 from offhours.scripts.cluster.parked import SubmitError, parse_params
-from offhours.scripts.names import ARGO_GROUP, ARGO_VERSION, FINISHED_PHASES, LABEL_RUN_ID, LABEL_SCHEDULE, STATE_PARKED
+from offhours.scripts.names import (
+    ARGO_GROUP,
+    ARGO_SCHEDULED_TIME_ANNOTATION,
+    ARGO_VERSION,
+    FINISHED_PHASES,
+    LABEL_RUN_ID,
+    LABEL_SCHEDULE,
+    STATE_PARKED,
+)
 
 VERBS = ("list", "suspend", "resume", "delete")
-ANNOTATION_SCHEDULED_TIME = "workflows.argoproj.io/scheduled-time"
 LAST_RUNS = 3
 
 
@@ -68,7 +75,7 @@ def run_state(wf: dict[str, Any]) -> str:
 
 def _run_key(wf: dict[str, Any]) -> str:
     meta = wf.get("metadata") or {}
-    return str((meta.get("annotations") or {}).get(ANNOTATION_SCHEDULED_TIME) or meta.get("creationTimestamp") or "")
+    return str((meta.get("annotations") or {}).get(ARGO_SCHEDULED_TIME_ANNOTATION) or meta.get("creationTimestamp") or "")
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,10 @@ Deployment: it writes replicas through the scale subresource, or an autoscaler's
 """
 
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from offhours.scripts.names import ANNOTATION_PROGRESS
 from offhours.scripts.policy.plan import Job
@@ -41,6 +41,13 @@ def stop_notes(job: Job) -> dict[str, str]:
 
 class ClusterError(RuntimeError):
     """The API answered with an error that retries did not cure; names the call and the answer."""
+
+
+class ParkedCopy(NamedTuple):
+    """The parked copy a park made or found: its name, and its UID (the API server's: the gate records it)."""
+
+    name: str
+    uid: str
 
 
 @dataclass
@@ -169,10 +176,13 @@ class Cluster(Protocol):
         """Stop a workflow (`spec.shutdown: Stop`: exit handlers run) and mark it preempted."""
         ...
 
-    def park_copy(self, namespace: str, job: Job) -> str:
-        """Create a parked (suspended) copy of a workflow; return its name.
+    def park_copy(self, namespace: str, job: Job, made: Collection[str] = (), token: str = "") -> ParkedCopy:
+        """Create a parked (suspended) copy of a workflow, carrying `token`; return its name and UID.
 
-        Idempotent: an existing object of that name is success only if it is this workflow's copy.
+        Idempotent for the copies the gate recorded making (`made`: their UIDs): an existing object under the
+        copy's name, or linked to the workflow by label, is success only if it is one of those. Anything else
+        there (a tenant can write any label) is never taken for the copy: a new one is made under a name the API
+        server makes unique.
         """
         ...
 

@@ -8,7 +8,7 @@ write is idempotent, so the next tick finishes what a failed one left.
 import json
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from datetime import datetime, timezone
 from functools import partial
 from typing import Any, TypeVar
@@ -18,7 +18,15 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from offhours.scripts.cluster.arguments import declared_arguments
-from offhours.scripts.cluster.base import MAX_WORKFLOW_PODS, Autoscaler, ClusterError, Deployment, Pod, stop_notes
+from offhours.scripts.cluster.base import (
+    MAX_WORKFLOW_PODS,
+    Autoscaler,
+    ClusterError,
+    Deployment,
+    ParkedCopy,
+    Pod,
+    stop_notes,
+)
 from offhours.scripts.cluster.errors import failed_call
 from offhours.scripts.cluster.lease import LeaseObserver
 from offhours.scripts.cluster.workflow import (
@@ -426,34 +434,35 @@ class KubeCluster:
                               # one keeps its pods): the same patch unsuspends it, as `parked.stop_patch` does.
                               "spec": {"shutdown": "Stop", "suspend": None}})
 
-    def park_copy(self, namespace: str, job: Job) -> str:
-        """Create the parked copy; an existing object of that name is success only if it is this job's copy."""
+    def park_copy(self, namespace: str, job: Job, made: Collection[str] = (), token: str = "") -> ParkedCopy:
+        """Create the parked copy; an existing object of that name, or linked to the job, is success only if made by the gate."""
         old = self.workflow(namespace, job.name)
         if old is None:
             raise ClusterError(f"park workflow {namespace}/{job.name}: it no longer exists")
-        new = build_parked_copy(old)
+        new = build_parked_copy(old, token)
         name = str(new["metadata"]["name"])
 
-        def create(body: dict[str, Any]) -> str | None:
-            made = self.custom.create_namespaced_custom_object(ARGO_GROUP, ARGO_VERSION, namespace, PLURAL, body)
-            return str(made["metadata"]["name"])
+        def create(body: dict[str, Any]) -> ParkedCopy | None:
+            answer = self.custom.create_namespaced_custom_object(ARGO_GROUP, ARGO_VERSION, namespace, PLURAL, body)
+            return ParkedCopy(str(answer["metadata"]["name"]), str(answer["metadata"].get("uid") or ""))
 
-        conflict: dict[int, str | None] = {409: None}
-        made = self._call(f"create parked copy {namespace}/{name}", partial(create, new), accept=conflict)
-        if made is not None:
-            return made
+        conflict: dict[int, ParkedCopy | None] = {409: None}
+        created = self._call(f"create parked copy {namespace}/{name}", partial(create, new), accept=conflict)
+        if created is not None:
+            return created
         existing = self.workflow(namespace, name)  # 409: a retried tick's copy, or someone else's workflow
         if existing is None:
             raise ClusterError(f"create parked copy {namespace}/{name}: conflict, then gone")
-        if is_own_copy(existing, old):
-            return name
+        if is_own_copy(existing, old, made):
+            return ParkedCopy(name, str(existing["metadata"]["uid"]))
         uid = str(old["metadata"].get("uid") or "")
-        found = [wf for wf in self.list_workflows(namespace, f"{LABEL_COPY_OF}={uid}") if is_own_copy(wf, old)] if uid else []
+        found = [wf for wf in self.list_workflows(namespace, f"{LABEL_COPY_OF}={uid}")
+                 if is_own_copy(wf, old, made)] if uid else []
         if found:
-            return str(found[0]["metadata"]["name"])
-        made = self._call(f"create parked copy {namespace}/{name}-*", partial(create, elsewhere(new)))
-        assert made is not None
-        return made
+            return ParkedCopy(str(found[0]["metadata"]["name"]), str(found[0]["metadata"]["uid"]))
+        created = self._call(f"create parked copy {namespace}/{name}-*", partial(create, elsewhere(new)))
+        assert created is not None
+        return created
 
     def delete_workflow(self, namespace: str, name: str) -> None:
         """Delete a workflow; a missing one is success."""

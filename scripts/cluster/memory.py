@@ -6,13 +6,21 @@ answers with conflicts or server errors.
 
 import copy
 import uuid
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
 from offhours.scripts.cluster.arguments import declared_arguments
-from offhours.scripts.cluster.base import MAX_WORKFLOW_PODS, Autoscaler, ClusterError, Deployment, Pod, stop_notes
+from offhours.scripts.cluster.base import (
+    MAX_WORKFLOW_PODS,
+    Autoscaler,
+    ClusterError,
+    Deployment,
+    ParkedCopy,
+    Pod,
+    stop_notes,
+)
 from offhours.scripts.cluster.workflow import (
     build_parked_copy,
     elsewhere,
@@ -274,26 +282,27 @@ class MemoryCluster:
         wf["metadata"]["labels"][LABEL_STATE] = STATE_PREEMPTED
         wf["metadata"].setdefault("annotations", {}).update({ANNOTATION_PREEMPTED_AT: self._stamp(), **stop_notes(job)})
 
-    def park_copy(self, namespace: str, job: Job) -> str:
-        """Create a parked copy; an existing object of that name is success only if it is this job's copy."""
+    def park_copy(self, namespace: str, job: Job, made: Collection[str] = (), token: str = "") -> ParkedCopy:
+        """Create a parked copy; an existing object of that name, or linked to the job, is success only if made by the gate."""
         self._call(f"park-copy {job.name}")
         old = self._existing(namespace, job.name, "park")
-        new = build_parked_copy(old)
+        new = build_parked_copy(old, token)
         name = str(new["metadata"]["name"])
         existing = self.workflows.get((namespace, name))
         if existing is not None:
-            if is_own_copy(existing, old):
-                return name
-            found = [n for (ns, n), wf in sorted(self.workflows.items()) if ns == namespace and is_own_copy(wf, old)]
+            if is_own_copy(existing, old, made):
+                return ParkedCopy(name, str(existing["metadata"]["uid"]))
+            found = [(n, wf) for (ns, n), wf in sorted(self.workflows.items()) if ns == namespace
+                     and is_own_copy(wf, old, made)]
             if found:
-                return found[0]
+                return ParkedCopy(found[0][0], str(found[0][1]["metadata"]["uid"]))
             new = elsewhere(new)
             name = f"{new['metadata'].pop('generateName')}{self._suffix()}"
             new["metadata"]["name"] = name
         new["metadata"]["creationTimestamp"] = self.clock
-        new["metadata"]["uid"] = self._uid()
+        new["metadata"]["uid"] = uid = self._uid()
         self.workflows[(namespace, name)] = new
-        return name
+        return ParkedCopy(name, uid)
 
     def delete_workflow(self, namespace: str, name: str) -> None:
         """Delete a workflow; a missing one is success."""
@@ -301,9 +310,16 @@ class MemoryCluster:
         self.workflows.pop((namespace, name), None)
 
     def finish(self, namespace: str, name: str, phase: str = "Succeeded") -> None:
-        """Test helper: Argo finished a workflow (and its exit hook marked it returned)."""
+        """Test helper: Argo finished a workflow (and its exit hook marked it returned).
+
+        As Argo's controller does, it writes the root node's phase and finish time too: what the gate reads success from.
+        """
         wf = self.workflows[(namespace, name)]
         wf["status"]["phase"] = phase
+        wf["status"]["finishedAt"] = self._stamp()
+        nodes = wf["status"].setdefault("nodes", {})
+        root = nodes.setdefault(name, {"id": name, "name": name, "type": "DAG"})
+        root.update({"phase": phase, "finishedAt": self._stamp()})
         if wf["metadata"]["labels"].get(LABEL_STATE) != STATE_PREEMPTED:
             wf["metadata"]["labels"][LABEL_STATE] = STATE_RETURNED
         wf["metadata"].setdefault("annotations", {})[ANNOTATION_RETURNED_AT] = self._stamp()

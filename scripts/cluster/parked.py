@@ -79,7 +79,7 @@ def parked_workflow(template: dict[str, Any], params: dict[str, str], namespace:
     if isinstance(priority, bool) or not isinstance(priority, int) or not MIN_PRIORITY <= priority <= MAX_PRIORITY:
         problems.append(f"priority must be a whole number from {MIN_PRIORITY} to {MAX_PRIORITY}, got {priority!r}")
     run_id = str(values.get("run-id") or "")
-    if "run-id" not in missing and (not _NAME.match(run_id) or len(run_id) > 50):
+    if "run-id" not in missing and (not _NAME.fullmatch(run_id) or len(run_id) > 50):
         problems.append(f"run-id must be a DNS label of at most 50 characters, got {run_id!r}")
     flagged = {"replicas", "run-id"} & {p.split(" ", 1)[0] for p in problems}  # named once, not again by their kind
     checked = {k: v for k, v in values.items() if v is not None and k not in flagged}

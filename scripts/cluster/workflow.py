@@ -8,15 +8,17 @@ Labels and annotations are tenant-writable, so nothing here trusts a value's typ
 import copy
 import math
 import re
+from collections.abc import Collection
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from offhours.scripts.cluster.arguments import namespaced_template_name, submitted_arguments
-from offhours.scripts.cluster.base import ClusterError
 from offhours.scripts.cluster.grace import own_grace, parameter_grace
 from offhours.scripts.names import (
     ANNOTATION_ADMITTED_AT,
     ANNOTATION_BORROWED_FROM,
+    ANNOTATION_COPY_TOKEN,
     ANNOTATION_EXIT_SECONDS,
     ANNOTATION_GPU_SECONDS,
     ANNOTATION_PARKED_FROM,
@@ -31,6 +33,7 @@ from offhours.scripts.names import (
     ARGO_API_VERSION,
     ARGO_CREATOR_LABEL,
     ARGO_LABEL_DOMAIN,
+    ARGO_SCHEDULED_TIME_ANNOTATION,
     ARGO_SHUTDOWN_STRATEGIES,
     FINISHED_PHASES,
     LABEL_COPY_OF,
@@ -52,6 +55,7 @@ from offhours.scripts.policy.plan import ADMITTED, PARKED, UNMANAGED, Job
 PLURAL = "workflows"
 MIN_PRIORITY, MAX_PRIORITY = -1000, 1000  # `offhours submit` refuses others; the gate reads them as a problem
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 MAX_EXIT_SECONDS = 86_400  # a longer stop is not a measurement: ignored
 
 
@@ -111,9 +115,11 @@ def _read_job(wf: dict[str, Any], service: str | None) -> Job | None:
         state = UNMANAGED
     else:
         state = ADMITTED
+    identity = run_identity(wf)
     replicas, problem = tenant_replicas(labels.get(LABEL_REPLICAS))
     priority, priority_problem = tenant_priority(annotations.get(ANNOTATION_PRIORITY))
-    problem = problem or priority_problem
+    # Which run it is comes first: a workflow the gate cannot place in one run is never admitted, whatever else.
+    problem = identity.problem or problem or priority_problem
     position = annotations.get(ANNOTATION_QUEUE_POSITION, "")
     learnt = _seconds(annotations.get(ANNOTATION_EXIT_SECONDS))
     own = own_grace(wf)
@@ -127,13 +133,15 @@ def _read_job(wf: dict[str, Any], service: str | None) -> Job | None:
         progress_at=_timestamp(annotations.get(ANNOTATION_PROGRESS)),
         started=_timestamp(status.get("startedAt")),
         parked_from=_object_name(annotations.get(ANNOTATION_PARKED_FROM)),
-        run_id=run_id(wf),
-        checkpoint_prefix=_checkpoint_prefix(wf),
+        run_id=identity.run_id,
+        run_problem=identity.problem,
+        checkpoint_prefix=_checkpoint_prefix(wf, identity),
         finishing=finishing,
         problem=problem,
         uid=str(meta.get("uid") or ""),
         borrowed_from=annotations.get(ANNOTATION_BORROWED_FROM) or None,
         copy_of=labels.get(LABEL_COPY_OF) or None,
+        copy_token=annotations.get(ANNOTATION_COPY_TOKEN) or None,
         waiting_reason=annotations.get(ANNOTATION_WAITING_REASON),
         queue_position=_whole(position),
         exit_seconds=learnt if learnt is not None else _seconds(_parameters(wf).get(GRACE_PARAMETER)),
@@ -166,13 +174,16 @@ def _pods_kept(spec: dict[str, Any], status: dict[str, Any]) -> bool:
 def succeeded(wf: dict[str, Any]) -> bool | None:
     """Whether a workflow's own work succeeded: True, False (it ended otherwise or was shut down), None (still going).
 
-    Its root node says so before the workflow's phase does (while only its exit handler runs).
+    Success is what Argo's controller writes on the root node: `Succeeded`, with the time it finished. It says so
+    before the workflow's phase does (while only its exit handler runs). `status.phase` alone is no evidence:
+    Argo's CRDs have no status subresource, so a tenant may write its own workflow's phase, and a workflow whose
+    node status Argo offloaded shows no root node; either reads as ended, never as succeeded.
     """
     meta, spec, status = _dict(wf.get("metadata")), _dict(wf.get("spec")), _dict(wf.get("status"))
-    root = _dict(_dict(status.get("nodes")).get(str(meta.get("name", "")))).get("phase")
-    if status.get("phase") == "Succeeded" or root == "Succeeded":
+    root = _dict(_dict(status.get("nodes")).get(str(meta.get("name", ""))))
+    if root.get("phase") == "Succeeded" and root.get("finishedAt"):
         return True
-    if status.get("phase") in FINISHED_PHASES or root in ("Failed", "Error") \
+    if status.get("phase") in FINISHED_PHASES or root.get("phase") in ("Failed", "Error") \
             or spec.get("shutdown") in ARGO_SHUTDOWN_STRATEGIES:
         return False
     return None
@@ -277,25 +288,99 @@ def tenant_priority(text: str | None) -> tuple[int, str | None]:
     return priority, None
 
 
-def run_id(wf: dict[str, Any]) -> str | None:
-    """Return the run a workflow belongs to (its checkpoints' identity): its run-id label, else parameter, if a name."""
-    labels = _dict(_dict(wf.get("metadata")).get("labels"))
+# The run-id argument of a scheduled run (`offhours schedule`): `<prefix>-{{=NIGHT_EXPRESSION}}`, which Argo
+# resolves from the run's `workflow.scheduledTime` (the scheduled-time annotation its controller writes).
+NIGHT_EXPRESSION = ("sprig.replace('T', '-', sprig.replace(':', '', sprig.replace('-', '', "
+                    "sprig.substr(0, 16, workflow.scheduledTime))))")
+_NIGHT_SUFFIX = "-{{=" + NIGHT_EXPRESSION + "}}"
+RUN_ID_PARAMETER = "run-id"
+
+
+@dataclass(frozen=True)
+class RunIdentity:
+    """Which run a workflow is: its `offhours.io/run-id` label and its `run-id` parameter, read once.
+
+    The steps write checkpoints under the parameter (`<checkpoint-uri>/<run-id>/<step>`), the gate and every
+    reader group by the label: both are tenant-written, so when they disagree, or the parameter is not a value
+    the gate can know before the steps run, the workflow is never admitted (`problem`) and answers to every id
+    it names (`ids`): a live workflow of either one is a live copy of both.
+    """
+
+    run_id: str | None  # what its checkpoints are under: the parameter if readable, else the label (None: neither)
+    label: str | None = None  # the label's value, if it is a run id
+    parameter: str | None = None  # the parameter's value as the steps read it, if it can be known and is a run id
+    problem: str | None = None  # why the run id cannot be trusted; None: one run id (or none at all)
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        """Every run id the workflow answers to (its parameter and its label, once each)."""
+        return tuple(dict.fromkeys(i for i in (self.parameter, self.label) if i))
+
+
+def run_identity(wf: dict[str, Any]) -> RunIdentity:
+    """Read a workflow's run identity (see `RunIdentity`); never raises, whatever a tenant wrote."""
+    meta = _dict(wf.get("metadata"))
+    raw_label = _dict(meta.get("labels")).get(LABEL_RUN_ID)
+    label = raw_label if isinstance(raw_label, str) and _is_name(raw_label, 63) else None
     params = _dict(_dict(wf.get("spec")).get("arguments")).get("parameters")
-    declared = [p.get("value") for p in params if isinstance(p, dict) and p.get("name") == "run-id"] \
+    declared = [p for p in params if isinstance(p, dict) and p.get("name") == RUN_ID_PARAMETER] \
         if isinstance(params, list) else []
-    for value in (labels.get(LABEL_RUN_ID), *declared[:1]):
-        if isinstance(value, str) and value and _is_name(value, 63):
-            return value
-    return None
+    if not declared:
+        return RunIdentity(label, label)
+    shown = f"{LABEL_RUN_ID}={str(raw_label)[:80]!r}" if raw_label is not None else f"no {LABEL_RUN_ID} label"
+    if len(declared) > 1:
+        return RunIdentity(label, label, problem=f"it sets the {RUN_ID_PARAMETER} parameter {len(declared)} times: "
+                                                   "which one its steps read is not known")
+    parameter, why = _run_id_parameter(declared[0], _str_map(meta.get("annotations")))
+    if parameter is None:
+        return RunIdentity(label, label, problem=f"its {RUN_ID_PARAMETER} parameter {why}: its steps' checkpoint "
+                                                   f"store is not known ({shown})")
+    if raw_label is not None and raw_label != parameter:
+        return RunIdentity(parameter, label, parameter,
+                           problem=f"its {RUN_ID_PARAMETER} parameter {parameter!r} and its label {shown} disagree: "
+                                   "its steps write the parameter's checkpoints, the gate reads the label")
+    return RunIdentity(parameter, label, parameter)
+
+
+def _run_id_parameter(param: dict[str, Any], annotations: dict[str, str]) -> tuple[str | None, str]:
+    """Return the run id a `run-id` parameter gives the steps, or None and why it cannot be known here."""
+    value = param.get("value")
+    if "valueFrom" in param:
+        return None, "is a valueFrom (read when the workflow runs)"
+    if not isinstance(value, str):
+        return None, "has no text value"
+    if value.endswith(_NIGHT_SUFFIX) and "{{" not in value[:-len(_NIGHT_SUFFIX)]:
+        # A scheduled run: Argo resolves it from the scheduled time its controller recorded, and so can the gate.
+        night = _night(annotations.get(ARGO_SCHEDULED_TIME_ANNOTATION))
+        value = f"{value[:-len(_NIGHT_SUFFIX)]}-{night}" if night is not None else ""
+        if not night:
+            return None, f"is a scheduled run's, without the {ARGO_SCHEDULED_TIME_ANNOTATION} annotation it is read from"
+    elif "{{" in value:
+        return None, f"is an Argo expression ({value[:80]!r}), resolved only when the workflow runs"
+    if not _is_name(value, 63):
+        return None, f"{value[:80]!r} is not a run id (a DNS label of at most 63 characters)"
+    return value, ""
+
+
+def _night(scheduled: str | None) -> str | None:
+    """Return what `NIGHT_EXPRESSION` gives for a scheduled time (sprig's substr keeps a shorter text whole)."""
+    if not scheduled:
+        return None
+    return scheduled[:16].replace("-", "").replace(":", "").replace("T", "-")
 
 
 def _object_name(value: str | None) -> str | None:
-    """Return a tenant-written object name if it is one (a DNS subdomain); None for anything else."""
-    return value if value and _is_name(value, 253) else None
+    """Return a tenant-written object name if it is one (a DNS subdomain); None for anything else.
+
+    As strict as the API server (each dot-separated part begins and ends with a letter or digit): the gate names
+    its copies after such a value, and a name the API server refuses would fail the park, and the stop after it.
+    """
+    return value if value and len(value) <= 253 and value.isascii() and bool(_SUBDOMAIN.fullmatch(value)) else None
 
 
 def _is_name(value: str, limit: int) -> bool:
-    return len(value) <= limit and value.isascii() and bool(_NAME.match(value))
+    # fullmatch: `$` also matches before a trailing newline, which no label value or object name may hold.
+    return len(value) <= limit and value.isascii() and bool(_NAME.fullmatch(value))
 
 
 def _signed(text: str | None) -> int | None:
@@ -355,10 +440,10 @@ def _parameters(wf: dict[str, Any]) -> dict[str, str]:
     return {str(p.get("name")): str(p.get("value")) for p in params if isinstance(p, dict) and p.get("value") is not None}
 
 
-def _checkpoint_prefix(wf: dict[str, Any]) -> str | None:
-    params = _parameters(wf)
-    uri, run_id = params.get("checkpoint-uri"), params.get("run-id")
-    return f"{str(uri).rstrip('/')}/{run_id}" if uri and run_id else None
+def _checkpoint_prefix(wf: dict[str, Any], identity: RunIdentity) -> str | None:
+    """Where the steps record progress: `<checkpoint-uri>/<run-id>`, the run id as they read it (the parameter)."""
+    uri = _parameters(wf).get("checkpoint-uri")
+    return f"{str(uri).rstrip('/')}/{identity.parameter}" if uri and identity.parameter else None
 
 
 def _int(value: str | None, default: int) -> int:
@@ -393,18 +478,24 @@ def parked_copy_name(root: str, preemptions: int) -> str:
 
     `root` is the name of the run's first workflow, carried on every copy, so names are unique by
     construction (`train-p2456` and `train-p7789` have different roots) and deterministic, so
-    parking is idempotent.
+    parking is idempotent. Cut to fit, it still ends in a letter or digit (a DNS subdomain's part must).
     """
-    return f"{root[:230]}-p{preemptions}"
+    return f"{_cut(root, 230)}-p{preemptions}"
 
 
-def build_parked_copy(old: dict[str, Any]) -> dict[str, Any]:
+def _cut(name: str, limit: int) -> str:
+    """Return the first `limit` characters of a DNS subdomain, without a trailing '.' or '-' (so more may follow)."""
+    return name[:limit].rstrip(".-") or "x"
+
+
+def build_parked_copy(old: dict[str, Any], token: str = "") -> dict[str, Any]:
     """Return a new Workflow that runs `old` again from its checkpoints: same spec and run id, parked.
 
     Only what defines the job is copied (spec, labels, annotations); status, identity and the
     records of the old run (admission, preemption, return, waiting reason) are not. The copy is
     linked to its original by label (`offhours.io/copy-of`: the original's UID) and keeps the run
-    id; the preemption count goes up by one, so preemptions are told apart from failures.
+    id; the preemption count goes up by one, so preemptions are told apart from failures. It carries
+    `token`, the value the gate recorded for this stop (none: no token).
     """
     meta = old["metadata"]
     labels = {k: v for k, v in (meta.get("labels") or {}).items() if not k.startswith(f"{ARGO_LABEL_DOMAIN}/")}
@@ -414,14 +505,22 @@ def build_parked_copy(old: dict[str, Any]) -> dict[str, Any]:
     creator = (meta.get("labels") or {}).get(ARGO_CREATOR_LABEL)
     if isinstance(creator, str) and creator and LABEL_USER not in labels:
         labels[LABEL_USER] = creator
-    run_id = _parameters(old).get("run-id")
-    if run_id and LABEL_RUN_ID not in labels:
-        labels[LABEL_RUN_ID] = run_id
+    # Its run label is the run its steps write (the parameter, as the gate reads it), else the original's label if
+    # that is a run id; never a value that is no label value: the create would fail, and the stop after it.
+    identity = run_identity(old)
+    run = identity.parameter or identity.label
+    if run:
+        labels[LABEL_RUN_ID] = run
+    else:
+        labels.pop(LABEL_RUN_ID, None)
     dropped = (ANNOTATION_ADMITTED_AT, ANNOTATION_PREEMPTED_AT, ANNOTATION_RETURNED_AT, ANNOTATION_BORROWED_FROM,
                ANNOTATION_WAITING_REASON, ANNOTATION_QUEUE_POSITION, ANNOTATION_GPU_SECONDS)
     annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k not in dropped}
     annotations[ANNOTATION_PREEMPTIONS] = str(max(0, _int(annotations.get(ANNOTATION_PREEMPTIONS), 0)) + 1)
     annotations[ANNOTATION_PARKED_FROM] = meta["name"]
+    annotations.pop(ANNOTATION_COPY_TOKEN, None)  # the original's own, if it is a copy: this copy's is another
+    if token:
+        annotations[ANNOTATION_COPY_TOKEN] = token
     # The run's first name, if it is one: a tenant's value that is no object name would make the create fail.
     annotations[ANNOTATION_ROOT] = root = _object_name(annotations.get(ANNOTATION_ROOT)) or meta["name"]
     spec = copy.deepcopy(old["spec"])
@@ -436,19 +535,15 @@ def build_parked_copy(old: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def is_own_copy(existing: dict[str, Any], original: dict[str, Any]) -> bool:
-    """Whether `existing` is `original`'s parked copy: linked by the original's UID (the API server's, not a name)."""
+def is_own_copy(existing: dict[str, Any], original: dict[str, Any], made: Collection[str]) -> bool:
+    """Whether `existing` is a parked copy of `original` the gate made (its UID is one of `made`, the gate's record).
+
+    Linked by the original's UID, and its own UID one the gate recorded making: the link is a label, which anyone
+    may write; the UID is the API server's.
+    """
     meta = _dict(existing.get("metadata"))
     uid = str(_dict(original.get("metadata")).get("uid") or "")
-    return bool(uid) and _str_map(meta.get("labels")).get(LABEL_COPY_OF) == uid
-
-
-def check_own_copy(existing: dict[str, Any], original: dict[str, Any], namespace: str) -> None:
-    """Raise unless `existing` (an object found under the copy's name) is `original`'s parked copy."""
-    if not is_own_copy(existing, original):
-        name = (existing.get("metadata") or {}).get("name")
-        raise ClusterError(f"park workflow {namespace}/{original['metadata']['name']}: the name {name} is taken by "
-                           "a workflow that is not its copy")
+    return bool(uid) and _str_map(meta.get("labels")).get(LABEL_COPY_OF) == uid and str(meta.get("uid") or "") in made
 
 
 def elsewhere(copy_: dict[str, Any]) -> dict[str, Any]:
@@ -459,5 +554,5 @@ def elsewhere(copy_: dict[str, Any]) -> dict[str, Any]:
     """
     out = copy.deepcopy(copy_)
     name = out["metadata"].pop("name")
-    out["metadata"]["generateName"] = f"{name[:240]}-"
+    out["metadata"]["generateName"] = f"{_cut(name, 240)}-"
     return out

@@ -17,19 +17,20 @@ It is written the way Kubernetes controllers are:
 """
 
 import os
+import secrets
 import socket
 import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from functools import partial
 from typing import Any, TextIO
 
 from offhours.scripts.cluster.arguments import undeclared_problem
-from offhours.scripts.cluster.base import Autoscaler, Cluster, Deployment, Pod
+from offhours.scripts.cluster.base import Autoscaler, Cluster, Deployment, ParkedCopy, Pod
 from offhours.scripts.cluster.workflow import measured_exit_seconds, succeeded
 from offhours.scripts.gate.log import ERROR, INFO, WARNING, Logger
 from offhours.scripts.metrics.sources import LoadSource, Reading, ServiceTarget
@@ -43,6 +44,7 @@ from offhours.scripts.names import (
     EVENT_GPUS_RECLAIMED,
     EVENT_GRACE_ABOVE_CAP,
     EVENT_REPLICAS_ADOPTED,
+    EVENT_RUN_ID_MISMATCH,
     EVENT_SERVICE_RELEASED,
     FINISHED_PHASES,
     state_configmap_name,
@@ -55,6 +57,7 @@ from offhours.scripts.policy.grace import with_grace_checks
 from offhours.scripts.policy.lease import lease_seconds, renewed
 from offhours.scripts.policy.plan import ADMITTED, PARKED, UNMANAGED, Job, Plan, plan
 from offhours.scripts.policy.record import (
+    MAX_LINEAGE_MEMBERS,
     ServiceRecord,
     UnrecordedWrite,
     fingerprint,
@@ -62,6 +65,7 @@ from offhours.scripts.policy.record import (
     own_baseline,
     with_copies,
     with_done,
+    with_lineages,
     with_need,
 )
 from offhours.scripts.policy.release import measured, with_release_estimates, with_stops
@@ -71,6 +75,8 @@ REPLICAS = "replicas"
 MAX_PENDING_ENDS = 64  # admitted workflows still ending (or unreadable) whose end is read again next tick
 # A reason kept in the record: a load error can carry a whole answer body, and the record must stay far under 1 MiB.
 REASON_CHARS = 300
+# How far the API server's clock (a workflow's creationTimestamp, whole seconds) may trail the gate's.
+CLOCK_SKEW_SECONDS = 2.0
 
 
 def unique_holder() -> str:
@@ -145,6 +151,7 @@ class Observed:
     jobs: list[Job]
     pods: list[Pod]
     stored_text: str | None = None  # the record as read, before any unrecorded write of the gate is applied to it
+    lineages: dict[str, tuple[str, ...]] = field(default_factory=dict)  # the record's, as `lineages_of` reads them
 
     @property
     def writes_to(self) -> str:
@@ -181,6 +188,9 @@ class _Tick:
     # Run id -> the services a workflow of it runs for (listed, or admitted this tick): services may share one
     # research namespace, and one run never runs twice at once (its checkpoints are one), whichever service lends.
     runs_running: dict[str, set[str]] = field(default_factory=dict)
+    # Run id -> the UIDs of its lineage in any service's record (`lineages_of`): only those run it, whichever service.
+    lineages: dict[str, set[str]] = field(default_factory=dict)
+    carriers: dict[str, str] = field(default_factory=dict)  # run id -> a listed workflow of its lineage (any service)
 
 
 @dataclass
@@ -205,6 +215,9 @@ class Gate:
     # The lease on lending also covers the pause between two runs of the gate's CronWorkflow (a 5-minute
     # schedule of 4-minute runs, and a pod start): a healthy gate must never look gone between runs.
     lease_slack_seconds: float = 120.0
+    # The token a stop's parked copy carries (`policy.record.Copy`): unguessable, so no workflow made before the copy
+    # can carry it.
+    token: Callable[[], str] = field(default=lambda: secrets.token_hex(12))
     # Raises written while the record could not be: remembered in this process and noted on the Lease,
     # so the next tick (of this process or another) does not take the gate's own raise for someone else's.
     _unrecorded: dict[str, UnrecordedWrite] = field(default_factory=dict)
@@ -271,6 +284,14 @@ class Gate:
                 self._fail(t, policy, outcomes[policy.name], f"observe: {_describe(err)}", now)
         observed = self._refuse_shared_deployments(t, observed, outcomes, now)
         for obs in observed:
+            obs.lineages = lineages_of(obs.record, obs.jobs)
+            for run, uids in obs.lineages.items():
+                t.lineages.setdefault(run, set()).update(uids)
+        for obs in observed:
+            member = {uid: run for run, uids in obs.lineages.items() for uid in uids}
+            for job in obs.jobs:
+                if job.uid in member:
+                    t.carriers.setdefault(member[job.uid], job.name)
             for job in obs.jobs:
                 if job.run_id and job.state != PARKED:
                     t.runs_running.setdefault(job.run_id, set()).add(obs.policy.name)
@@ -446,8 +467,8 @@ class Gate:
         """One service's tick in three steps (`_tick` runs each step for every service before the next step)."""
         policy, dep = obs.policy, obs.dep
         # A job's exit time: what its run's recent stops measured, else its declared grace, within the service's cap.
-        jobs = with_release_estimates(counted_jobs(obs.jobs, obs.record, dep.uid), obs.record.releases,
-                                      policy.max_grace_seconds)
+        jobs = with_lineage(counted_jobs(obs.jobs, obs.record, dep.uid), obs.record, t.lineages, t.carriers)
+        jobs = with_release_estimates(jobs, obs.record.releases, policy.max_grace_seconds)
         # A grace the cap does not bound (the workflow's own, or raised since its admission) is that job's problem,
         # and an admitted one's exit time is read as what it is, not as the cap.
         checked = with_grace_checks(jobs, policy.max_grace_seconds, policy.name)
@@ -491,7 +512,7 @@ class Gate:
             jobs = [self._with_progress(t, j) for j in jobs]  # advisory: only when a stop is coming
         if not t.reclaim_only and record.releasing:
             record, jobs = self._measure_releases(t, obs, record, jobs, now)  # advisory, after serving's raise
-        succeeded_runs, pending = ([], {}) if t.reclaim_only else self._ended(t, obs, now)
+        succeeded_runs, pending = ([], {}) if t.reclaim_only else self._ended(t, obs, obs.lineages, now)
         done = with_done(record.done, succeeded_runs, now)
         if decision.target_lent > decision.lent:
             # A parked copy's original is read only when something may be admitted (it decides whether the copy may run).
@@ -517,10 +538,15 @@ class Gate:
                          runs={**pending, **{j.uid: (j.run_id, j.name) for j in (*jobs, *granted)
                                              if j.uid and j.run_id and (j.state == ADMITTED or j in granted)}},
                          done=done,
+                         # A run the gate admits joins its lineage (the first admitted begins it); a copy once it is
+                         # listed (`lineages_of`). Kept while a workflow of it is listed or still ending.
+                         lineages=with_lineages(obs.lineages, [(j.run_id, j.uid) for j in granted
+                                                               if j.uid in t.lineages.get(j.run_id or "", {j.uid})],
+                                                [*(j.uid for j in obs.jobs), *pending, *(j.uid for j in granted)]),
                          # The copies this tick's stops park are recorded before they are made, as admissions are.
                          copies=with_copies(record.copies, [(j.uid, j.run_id) for j in p.stop],
                                             [u for j in jobs for u in (j.uid, j.copy_of) if u], now,
-                                            [j.uid for j in jobs if j.state == ADMITTED and j.uid]),
+                                            [j.uid for j in jobs if j.state == ADMITTED and j.uid], self.token),
                          # Only the gate's own admissions are measured: a workflow running without one may carry
                          # any run id (a tenant-written label), and its stop would be measured under that run.
                          # Nor one whose pod GC deletes pods as they end: the slowest may be gone unread.
@@ -532,7 +558,7 @@ class Gate:
         self._recorded(t, policy.name)
         outcome.basis = Basis(policy, baseline, p.lent_after, obs.pods, record)
         yield  # every service's serving writes and record are written before any research-side write
-        self._research_side(t, obs, decision, p, outcome)
+        self._research_side(t, obs, decision, p, outcome, record)
         for job in (j for j in over_cap if f"stop {j.name}: " not in (outcome.error or "")):  # said once it is done
             self._event(policy.name, dep, EVENT_GRACE_ABOVE_CAP,
                         f"workflow {self.config.workflow_namespace}/{job.name} was admitted but {job.problem}: "
@@ -575,19 +601,29 @@ class Gate:
             self.log.warning(f"could not note the unrecorded raise of {obs.policy.name} on the lease: {_describe(err)}",
                              obs.policy.name)
 
-    def _research_side(self, t: _Tick, obs: Observed, decision: Decision, p: Plan, outcome: ServiceOutcome) -> None:
-        """Park, stop, admit, delete, annotate: each job on its own; one failure never undoes serving's writes."""
+    def _research_side(self, t: _Tick, obs: Observed, decision: Decision, p: Plan, outcome: ServiceOutcome,
+                       record: ServiceRecord | None = None) -> None:
+        """Park, stop, admit, delete, annotate: each job on its own; one failure never undoes serving's writes.
+
+        `record` is the one this tick wrote: a stop's copy carries the token recorded for it there, and a copy
+        found already made is the gate's only if its UID is in the stopped run's lineage.
+        """
         wf_ns, uid, errors = self.config.workflow_namespace, obs.dep.uid, []
-        steps: list[tuple[str, Callable[[], Any]]] = []
-        steps += [(f"stop {j.name}", partial(self._park_and_stop, t, wf_ns, j, outcome)) for j in p.stop]
-        steps += [(f"stop {j.name}", partial(self.cluster.stop, wf_ns, j)) for j in p.cancel]
+        lineages = dict(record.lineages or ()) if record is not None else {}
+        tokens = {original: token for original, _, _, token in (record.copies if record is not None else ())}
+        made: dict[str, ParkedCopy] = {}  # stopped job's name -> its copy
+        steps: list[tuple[str, Callable[[], Any], Job | None]] = []
+        steps += [(f"stop {j.name}", partial(self._park_and_stop, t, wf_ns, j, outcome,
+                                             lineages.get(j.run_id or "", ()), tokens.get(j.uid, ""), made), j)
+                  for j in p.stop]
+        steps += [(f"stop {j.name}", partial(self.cluster.stop, wf_ns, j), j) for j in p.cancel]
         if t.reclaim_only:
             p = replace(p, admit=(), adopt=(), delete=(), waiting=())  # only what frees GPUs: the rest waits for a tick
         # The grace cap goes into the admission itself: it bounds the pods, not only the plan.
         grace = obs.policy.max_grace_seconds
-        steps += [(f"admit {j.name}", partial(self.cluster.admit, wf_ns, j, uid, grace)) for j in p.admit]
-        steps += [(f"adopt {j.name}", partial(self.cluster.adopt, wf_ns, j, uid, grace)) for j in p.adopt]
-        steps += [(f"delete {j.name}", partial(self.cluster.delete_workflow, wf_ns, j.name)) for j in p.delete]
+        steps += [(f"admit {j.name}", partial(self.cluster.admit, wf_ns, j, uid, grace), None) for j in p.admit]
+        steps += [(f"adopt {j.name}", partial(self.cluster.adopt, wf_ns, j, uid, grace), None) for j in p.adopt]
+        steps += [(f"delete {j.name}", partial(self.cluster.delete_workflow, wf_ns, j.name), None) for j in p.delete]
         # The reason a job waits, on the job itself, written only when it changes and within the tick's budget
         # of advisory writes (what is left over is written by a later tick: it still differs then).
         changed = [(j, position, reason) for j, position, reason in p.waiting
@@ -598,9 +634,10 @@ class Gate:
                           f"{self.advisory_writes_per_tick} a tick)", obs.policy.name)
         t.advisory_writes += min(len(changed), budget)
         steps += [(f"annotate {j.name}", partial(self.cluster.annotate_workflow, wf_ns, j.name,
-                                                 _waiting_annotations(reason, position), {}))
+                                                 _waiting_annotations(reason, position), {}), j)
                   for j, position, reason in changed[:budget]]
-        for what, step in steps:
+        untrusted: list[tuple[str, Job]] = []  # (what was done, job) for each workflow whose run id is untrusted
+        for what, step, about in steps:
             try:
                 self._fence(t)
                 step()
@@ -608,28 +645,60 @@ class Gate:
                 raise
             except Exception as err:  # noqa: BLE001 - one job's fault is that job's
                 errors.append(f"{what}: {_describe(err)}")
+                continue
+            if about is not None and about.run_problem:
+                untrusted.append(("stopped" if what.startswith("stop ") else "not admitted while it is so", about))
+        if record is not None and made:
+            try:
+                self._record_copies(t, obs, record, [j for j in p.stop if j.name in made], made)
+            except LeaseLost:
+                raise
+            except Exception as err:  # noqa: BLE001 - the next tick knows the copy by its token instead
+                errors.append(f"record the parked copies: {_describe(err)}")
         if errors:
             outcome.error = "; ".join(errors)
         self._record_tick_event(obs, decision, p, outcome)
+        for done, job in untrusted:  # once each: as its waiting reason is first written, or as it is stopped
+            self._event(obs.policy.name, obs.dep, EVENT_RUN_ID_MISMATCH,
+                        f"workflow {wf_ns}/{job.name}: {job.run_problem}: {done}", warning=True)
 
-    def _park_and_stop(self, t: _Tick, namespace: str, job: Job, outcome: ServiceOutcome) -> None:
-        # Park a copy first (idempotent), then stop: a stopped job always has its copy.
-        outcome.parked.append(self.cluster.park_copy(namespace, job))
+    def _park_and_stop(self, t: _Tick, namespace: str, job: Job, outcome: ServiceOutcome, lineage: Collection[str] = (),
+                       token: str = "", made: dict[str, ParkedCopy] | None = None) -> None:
+        # Park a copy first (idempotent: a copy the gate made before is known by its UID, in the run's `lineage`),
+        # then stop: a stopped job always has its copy.
+        parked = self.cluster.park_copy(namespace, job, lineage, token)
+        outcome.parked.append(parked.name)
+        if made is not None:
+            made[job.name] = parked
         self._fence(t)
         self.cluster.stop(namespace, job)
 
-    def _ended(self, t: _Tick, obs: Observed, now: float) -> tuple[list[str], dict[str, tuple[str, str]]]:
+    def _record_copies(self, t: _Tick, obs: Observed, record: ServiceRecord, stopped: list[Job],
+                       made: Mapping[str, ParkedCopy]) -> None:
+        """Write the copies just made into their runs' lineages: a stopped workflow of a lineage goes on in its copy."""
+        lineages = dict(record.lineages or ())
+        joined = [(j.run_id, made[j.name].uid) for j in stopped
+                  if j.run_id and made[j.name].uid and j.uid in lineages.get(j.run_id, ())
+                  and made[j.name].uid not in lineages[j.run_id]]
+        if not joined:
+            return
+        kept = with_lineages(lineages, joined, [u for uids in lineages.values() for u in uids])
+        self._fence(t)
+        self.cluster.write_state(self.config.namespace, obs.policy.name, replace(record, lineages=kept).to_json())
+
+    def _ended(self, t: _Tick, obs: Observed, lineages: Mapping[str, Collection[str]],
+               now: float) -> tuple[list[str], dict[str, tuple[str, str]]]:
         """Read how each workflow the gate admitted and no longer lists ended (advisory, once each).
 
         Return the runs that succeeded (done: no copy of them runs again) and the workflows still ending (their
         exit handler runs, or the read failed), kept in the record to be read again. One the gate stopped and
-        copied itself is not read: it did not succeed.
+        copied itself is not read: it did not succeed. Only a workflow of its run's lineage ends a run.
         """
         listed = {j.uid for j in obs.jobs}
-        copied = {uid for uid, _, _ in obs.record.copies}
+        copied = {uid for uid, _, _, _ in obs.record.copies}
         # A name an older gate did not keep (""): how it ended cannot be read, and unknown is never "done".
         ended = [(uid, run, name) for uid, (run, name) in (obs.record.runs or {}).items()
-                 if uid not in listed and uid not in copied and name]
+                 if uid not in listed and uid not in copied and name and uid in lineages.get(run, ())]
         done: list[str] = []
         pending: dict[str, tuple[str, str]] = {}
         ns = self.config.workflow_namespace
@@ -669,7 +738,10 @@ class Gate:
             return replace(job, original_done=True)  # that name now belongs to another workflow
         phase = (original.get("status") or {}).get("phase")
         measured = measured_exit_seconds(original)  # learnt from the run's history: what its last stop took
-        return replace(job, original_done=phase in FINISHED_PHASES, original_succeeded=phase == "Succeeded",
+        # Only the gate's own copy is deleted for its original's success, and only on Argo's word for it (the
+        # root node): a phase is anyone's to write.
+        completed = job.gate_copy and bool(meta.get("uid")) and succeeded(original) is True
+        return replace(job, original_done=phase in FINISHED_PHASES, original_succeeded=completed,
                        exit_seconds=job.exit_seconds if measured is None else measured,
                        exit_learnt=job.exit_learnt or measured is not None)
 
@@ -917,17 +989,13 @@ def counted_jobs(jobs: list[Job], record: ServiceRecord, uid: str) -> list[Job]:
     the replicas it lent then. A record from before the gate kept one (or none at all) leaves the mark
     as the only evidence. Anything else labelled admitted runs without admission: adopted or stopped.
 
-    The run of each is the gate's record too where it has one: an admitted workflow belongs to the run it
-    was admitted for, and a parked copy the gate made to its original's run (`Job.gate_copy`), whatever
-    their run-id labels say now.
+    The run of an admitted workflow is the gate's record too where it has one: the run it was admitted for,
+    whatever its run-id label says now (`with_lineage` does the same for the others).
     """
     out = []
     marked: set[str] = set()  # runs already counted by their mark (`argo resubmit` copies it: one per run)
     runs = record.runs or {}
-    copies = {original: run for original, run, _ in record.copies}
     for job in sorted(jobs, key=lambda j: (j.created, j.name)):
-        if job.copy_of and job.copy_of in copies and job.state != ADMITTED:
-            job = replace(job, gate_copy=True, run_id=copies[job.copy_of])
         if job.state != ADMITTED:
             out.append(job)
         elif record.deployment_uid and record.deployment_uid != uid:
@@ -936,7 +1004,9 @@ def counted_jobs(jobs: list[Job], record: ServiceRecord, uid: str) -> list[Job]:
             lent = record.admitted.get(job.uid) if job.uid else None
             recorded = runs.get(job.uid) if job.uid else None
             run = recorded[0] if recorded else job.run_id
-            out.append(replace(job, state=UNMANAGED) if lent is None else replace(job, replicas=lent, run_id=run))
+            problem = job.problem or (_moved(job.run_id, run) if recorded else None)
+            out.append(replace(job, state=UNMANAGED) if lent is None else
+                       replace(job, replicas=lent, run_id=run, problem=problem))
         elif (uid and job.borrowed_from != uid) or (job.run_id is not None and job.run_id in marked):
             out.append(replace(job, state=UNMANAGED))
         else:
@@ -945,6 +1015,80 @@ def counted_jobs(jobs: list[Job], record: ServiceRecord, uid: str) -> list[Job]:
                 marked.add(job.run_id)
     order = {j.name: i for i, j in enumerate(jobs)}
     return sorted(out, key=lambda j: order.get(j.name, 0))
+
+
+def lineages_of(record: ServiceRecord, jobs: Sequence[Job]) -> dict[str, tuple[str, ...]]:
+    """Return each run's lineage (run id -> the UIDs of its workflows the gate admitted or made), as of this listing.
+
+    The record's, and a copy the gate made but could not record (the gate died, or the write failed, between the
+    copy and its record): a listed workflow linked to a stop the gate recorded, carrying that stop's token,
+    created after the stop, whose original is the newest of its run's lineage (a copy continues it; once the copy
+    is in the lineage, its original is no longer the newest); the oldest such per stop (`argo resubmit` of a copy
+    copies its token too, and is younger; a workflow made before the stop cannot know its token, even if its
+    owner writes it on later).
+
+    A record of an older gate kept no lineage: its admissions, and the parked copies linked to the stops it
+    recorded, are then the lineage (the evidence that gate went by), once; the tick records them as lineages.
+    """
+    if record.lineages is None:
+        out: dict[str, list[str]] = {}
+        for uid, (run, _) in sorted((record.runs or {}).items()):
+            out.setdefault(run, []).append(uid)
+        legacy = {original: run for original, run, _, _ in record.copies}
+        for job in jobs:
+            if job.state != ADMITTED and job.uid and job.copy_of in legacy:
+                out.setdefault(legacy[job.copy_of], []).append(job.uid)
+        return {run: tuple(uids[-MAX_LINEAGE_MEMBERS:]) for run, uids in out.items()}
+    lineages = dict(record.lineages)
+    stops = {original: (run, at, token) for original, run, at, token in record.copies if token}
+    for job in sorted(jobs, key=lambda j: (j.created, j.name)):
+        run, at, token = stops.get(job.copy_of or "", ("", 0.0, ""))
+        if (run and job.copy_token == token and job.state != ADMITTED and job.uid
+                and job.created >= at - CLOCK_SKEW_SECONDS and lineages.get(run, ())[-1:] == (job.copy_of,)):
+            lineages[run] = (*lineages[run], job.uid)[-MAX_LINEAGE_MEMBERS:]
+    return lineages
+
+
+def with_lineage(jobs: list[Job], record: ServiceRecord, lineages: Mapping[str, Collection[str]],
+                 carriers: Mapping[str, str] | None = None) -> list[Job]:
+    """Give each workflow the gate admitted or made its run's lineage, and refuse a run to any other workflow.
+
+    `lineages` maps a run to the UIDs of its lineage (those of every service of the tick: one research namespace
+    may serve several). A workflow of a lineage belongs to that run whatever its labels say since, and is the
+    gate's own parked copy (`Job.gate_copy`) if it is linked to a stop the gate recorded. Any other workflow
+    under a run id that has a lineage is that run's only by its own word (a run id is tenant-written and has no
+    owner): it is never admitted nor adopted while the lineage lives, so it can neither run that run twice nor,
+    by succeeding (or writing that it did: Argo's status is no subresource), end it. `carriers` names a listed
+    workflow of each lineage, for the reason (default: those of `jobs`).
+    """
+    member = {uid: run for run, uids in lineages.items() for uid in uids}
+    copies = {original for original, _, _, _ in record.copies}
+    if carriers is None:
+        carriers = {}
+        for job in jobs:
+            if job.uid in member:
+                carriers.setdefault(member[job.uid], job.name)
+    out = []
+    for job in jobs:
+        run = member.get(job.uid) if job.uid and job.state != ADMITTED else None
+        if run is not None:
+            job = replace(job, run_id=run, gate_copy=bool(job.copy_of and job.copy_of in copies),
+                          problem=job.problem or _moved(job.run_id, run))
+        elif job.state != ADMITTED and job.run_id is not None and job.run_id in lineages and job.problem is None:
+            holder = carriers.get(job.run_id)
+            by = f"workflow {holder}, which" if holder else "the workflows"
+            job = replace(job, problem=f"its run {job.run_id} belongs to {by} the gate admitted or parked for it: no "
+                                       "other workflow runs it while that run lives; submit under another run id")
+        out.append(job)
+    return out
+
+
+def _moved(run_id: str | None, run: str | None) -> str | None:
+    """Why a workflow the gate admitted or made for `run` may not run now it reads as `run_id` (None: it may)."""
+    if run_id is None or run is None or run_id == run:
+        return None
+    return (f"its run id is now {run_id}, not {run}, the run the gate admitted or parked it for: its steps would "
+            "write another run's checkpoints")
 
 
 def _with_runs_elsewhere(jobs: list[Job], running: Mapping[str, set[str]], service: str) -> list[Job]:

@@ -45,6 +45,7 @@ class Job:
     uid: str = ""
     borrowed_from: str | None = None  # UID of the Deployment incarnation it was admitted against
     copy_of: str | None = None  # UID of the workflow this parked copy was made from
+    copy_token: str | None = None  # the token it carries (a copy the gate made: the one it recorded for that stop)
     waiting_reason: str | None = None  # as last written on it
     queue_position: int | None = None
     original_done: bool = True
@@ -61,6 +62,7 @@ class Job:
     own_grace: float | None = None
     own_grace_at: str | None = None  # where its own spec sets it, for the reason a person reads
     gate_copy: bool = False  # a parked copy the gate's own record says it made: it carries its run
+    run_problem: str | None = None  # why its run id cannot be trusted (also its `problem`): said in an Event
 
 
 @dataclass(frozen=True)

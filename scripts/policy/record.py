@@ -10,7 +10,7 @@ the gate adopts it instead of undoing it (ARCHITECTURE.md, serving safety rule 7
 import hashlib
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -35,7 +35,16 @@ MAX_NAME_CHARS = 253  # a workflow's name
 MAX_DONE = 256  # runs kept as done (succeeded) per service, newest last
 MAX_UID_CHARS = 64
 
-Copy = tuple[str, str, float]  # (UID of the workflow the gate stopped and copied, its run, when it was stopped)
+# (UID of the workflow the gate stopped and copied, its run, when it was stopped, the token its copy carries: a
+# random value recorded before the copy is made, so the copy is known as the gate's by more than its labels).
+Copy = tuple[str, str, float, str]
+MAX_TOKEN_CHARS = 32
+# Per run the gate admitted: the UIDs of that run's workflows the gate admitted or created (its copies), oldest
+# first: the run's lineage. Kept while one of them is listed (or still ending); at most MAX_LINEAGES runs, each
+# with its newest MAX_LINEAGE_MEMBERS workflows (a run has one live workflow, and a copy on its way, at a time).
+Lineage = tuple[str, tuple[str, ...]]
+MAX_LINEAGES = 512
+MAX_LINEAGE_MEMBERS = 3
 
 
 @dataclass(frozen=True)
@@ -78,6 +87,9 @@ class ServiceRecord:
     copies: tuple[Copy, ...] = ()
     # Runs whose workflow the gate admitted succeeded (run id, when seen): done, no copy of them runs again.
     done: tuple[tuple[str, float], ...] = ()
+    # Each run's lineage (`Lineage`): only its workflows run it, and only their success makes it done. None: a
+    # record of an older gate (its admissions and the copies linked to its stops are then the lineage).
+    lineages: tuple[Lineage, ...] | None = None
     # How long recent stops took to free their pods (`policy.release`), and the stops still being measured.
     releases: tuple[Release, ...] = ()
     releasing: tuple[Releasing, ...] = ()
@@ -106,7 +118,8 @@ class ServiceRecord:
             **({"admitted": dict(sorted(self.admitted.items()))} if self.admitted is not None else {}),
             **({"runs": {u: list(rn) for u, rn in sorted(self.runs.items())}} if self.runs is not None else {}),
             **({"done": [[r, round(at, 3)] for r, at in self.done]} if self.done else {}),
-            **({"copies": [[u, r, round(at, 3)] for u, r, at in self.copies]} if self.copies else {}),
+            **({"copies": [[u, r, round(at, 3), k] for u, r, at, k in self.copies]} if self.copies else {}),
+            **({"lineages": [[r, list(uids)] for r, uids in self.lineages]} if self.lineages is not None else {}),
             **({"releases": [[k, round(at, 3), round(s, 3)] for k, at, s in self.releases]} if self.releases else {}),
             **({"releasing": [[n, k, round(at, 3), u] for n, k, at, u in self.releasing]} if self.releasing else {}),
         }, separators=(",", ":"))
@@ -148,6 +161,7 @@ class ServiceRecord:
                 runs=_read_runs(raw.get("runs")),
                 copies=_read_copies(raw.get("copies")),
                 done=_read_done(raw.get("done")),
+                lineages=_read_lineages(raw.get("lineages")),
             )
         except (ValueError, TypeError, IndexError, AttributeError, KeyError):
             return cls()
@@ -308,35 +322,80 @@ def with_done(done: tuple[tuple[str, float], ...], runs: Iterable[str], now: flo
     return tuple(out.items())[-MAX_DONE:]
 
 
+def _read_lineages(raw: Any) -> tuple[Lineage, ...] | None:
+    """Read the runs' lineages back: (run id, its workflows' UIDs), at most MAX_LINEAGES of MAX_LINEAGE_MEMBERS."""
+    if raw is None:
+        return None
+    entries = _bounded_list(raw, MAX_LINEAGES, "more lineages than the gate keeps")
+    out: list[Lineage] = []
+    for run, uids in entries:
+        if not (isinstance(run, str) and 0 < len(run) <= MAX_RUN_CHARS and isinstance(uids, list)
+                and 0 < len(uids) <= MAX_LINEAGE_MEMBERS
+                and all(isinstance(u, str) and 0 < len(u) <= MAX_UID_CHARS for u in uids)):
+            raise ValueError(f"not a lineage: {run!r}, {uids!r}")
+        out.append((run, tuple(uids)))
+    if len({run for run, _ in out}) != len(out):
+        raise ValueError("a run with two lineages")
+    return tuple(out)
+
+
+def with_lineages(lineages: dict[str, tuple[str, ...]], joined: Iterable[tuple[str | None, str]],
+                  live: Iterable[str]) -> tuple[Lineage, ...]:
+    """Return the lineages after this tick: `joined` (run, UID) the workflows the gate admitted or created for a run.
+
+    A workflow joins a run that has no lineage (the first the gate admits for it), or the lineage of the
+    workflow it continues (the caller knows which); one whose UID is already a member only moves its run to the
+    newest. A lineage is kept while one of its workflows is in `live` (listed, or still ending), or joined now;
+    the newest MAX_LINEAGES, each its newest MAX_LINEAGE_MEMBERS.
+    """
+    alive = set(live)
+    out: dict[str, tuple[str, ...]] = {run: uids for run, uids in lineages.items() if alive & set(uids)}
+    for run, uid in joined:
+        if not run or not uid or len(run) > MAX_RUN_CHARS or len(uid) > MAX_UID_CHARS:
+            continue
+        uids = out.pop(run, lineages.get(run, ()))
+        out[run] = (*(u for u in uids if u != uid), uid)[-MAX_LINEAGE_MEMBERS:]  # re-inserted last: the newest
+    return tuple(out.items())[-MAX_LINEAGES:]
+
+
 def _read_copies(raw: Any) -> tuple[Copy, ...]:
-    """Read the parked copies the gate made back: (original UID, run id, when stopped), at most MAX_COPIES."""
+    """Read the parked copies the gate made back: (original UID, run id, when stopped, token), at most MAX_COPIES.
+
+    An older gate kept no token (three fields): its copies are then known by their link alone ("").
+    """
     entries = _bounded_list(raw, MAX_COPIES, "more parked copies than the gate keeps")
     out: list[Copy] = []
-    for uid, run, at in entries:
+    for entry in entries:
+        uid, run, at, *rest = entry
+        token = rest[0] if len(rest) == 1 else None if rest else ""
         if not (isinstance(uid, str) and 0 < len(uid) <= MAX_UID_CHARS and isinstance(run, str)
-                and 0 < len(run) <= MAX_RUN_CHARS):
-            raise ValueError(f"not a parked copy: {uid!r}, {run!r}")
-        out.append((uid, run, _finite(at)))
+                and 0 < len(run) <= MAX_RUN_CHARS and isinstance(token, str) and len(token) <= MAX_TOKEN_CHARS):
+            raise ValueError(f"not a parked copy: {entry!r}")
+        out.append((uid, run, _finite(at), token))
     return tuple(out)
 
 
 def with_copies(copies: tuple[Copy, ...], stopped: Iterable[tuple[str, str | None]], listed: Iterable[str],
-                now: float, running: Iterable[str] = ()) -> tuple[Copy, ...]:
+                now: float, running: Iterable[str] = (), token: Callable[[], str] = lambda: "") -> tuple[Copy, ...]:
     """Add this tick's stops (UID, run) to the copies the gate made; forget those nothing listed links to any more.
 
     `listed` holds the UIDs the service's workflows link to (their own, and their `copy-of`): an entry is kept
     while one of them is its original or its copy, or for COPY_MEMORY_SECONDS after its stop; the newest
     MAX_COPIES in all. `running` holds the UIDs of workflows still listed as admitted: the stop recorded for one
     never landed (the gate died between its record and its stop, or the stop failed), so it is forgotten: kept,
-    it would hide how that workflow ends (a run that succeeded would never be done).
+    it would hide how that workflow ends (a run that succeeded would never be done). A stop of a workflow with an
+    entry is the same stop tried again: it keeps its time and its token (a copy made by the earlier try carries
+    it, and was made after that time); a new one gets `token()`.
     """
     linked, live = set(listed), set(running)
-    out: dict[str, Copy] = {u: (u, r, at) for u, r, at in copies
+    earlier = {u: (at, k) for u, _, at, k in copies}
+    out: dict[str, Copy] = {u: (u, r, at, k) for u, r, at, k in copies
                             if u not in live and (u in linked or now - at <= COPY_MEMORY_SECONDS)}
     for uid, run in stopped:
         if uid and run and len(uid) <= MAX_UID_CHARS and len(run) <= MAX_RUN_CHARS:
+            at, key = earlier.get(uid) or (now, "")
             out.pop(uid, None)  # re-inserted last: the newest stop
-            out[uid] = (uid, run, now)
+            out[uid] = (uid, run, at, key or token()[:MAX_TOKEN_CHARS])
     return tuple(out.values())[-MAX_COPIES:]
 
 
@@ -399,7 +458,7 @@ def own_baseline(record: ServiceRecord, uid: str, writes_to: str, observed: int,
                              samples=record.samples if same else {}, deployment=record.deployment,
                              admitted=record.admitted if same else ({} if record.deployment_uid else None),
                              runs=record.runs if same else ({} if record.deployment_uid else None), copies=record.copies,
-                             done=record.done,
+                             done=record.done, lineages=record.lineages,
                              # What research jobs take to stop is theirs, not the Deployment incarnation's.
                              releases=record.releases, releasing=record.releasing)
         return Ownership(observed + lent, base, note)

@@ -24,8 +24,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from offhours.scripts.cluster.workflow import run_id as read_run_id
-from offhours.scripts.cluster.workflow import tenant_priority, tenant_replicas
+from offhours.scripts.cluster.workflow import run_identity, tenant_priority, tenant_replicas
 from offhours.scripts.names import (
     ANNOTATION_ADMITTED_AT,
     ANNOTATION_CANCELLED_AT,
@@ -177,6 +176,10 @@ class JobView:
     reason_computed: bool = False
     user: str = UNKNOWN_USER
     labels: Mapping[str, str] = field(default_factory=dict)
+    # Every run id it answers to (its run-id parameter, where its steps write checkpoints, and its label): a live
+    # workflow is a live copy of each. `run_id` is the one its checkpoints are under, if any (else its name).
+    run_ids: tuple[str, ...] = ()
+    run_problem: str | None = None  # why its run id cannot be trusted (the gate never admits it)
 
 
 @dataclass(frozen=True)
@@ -459,9 +462,11 @@ def job_view(wf: Mapping[str, Any]) -> JobView | None:
     if started is None:
         started = parse_time(status.get("startedAt"))
         started = max(started, admitted) if started is not None and admitted is not None else started
+    identity = run_identity(dict(wf))
     return JobView(
         name=str(name), namespace=str(meta.get("namespace") or ""), uid=str(meta.get("uid") or ""),
-        run_id=read_run_id(dict(wf)) or str(name), service=service, replicas=replicas,
+        run_id=identity.run_id or str(name), run_ids=identity.ids, run_problem=identity.problem,
+        service=service, replicas=replicas,
         state=state, phase=phase, created=created, started=started,
         finished=parse_time(status.get("finishedAt")), admitted=admitted,
         preempted=parse_time(annotations.get(ANNOTATION_PREEMPTED_AT)),
@@ -479,6 +484,8 @@ def job_view(wf: Mapping[str, Any]) -> JobView | None:
 
 def computed_reason(job: JobView, service: ServiceView | None, position: int) -> str:
     """Why a parked job waits, from the service's recorded state (when the gate wrote no reason)."""
+    if job.run_problem:  # what the gate reads the same way: it never admits this one, whatever the service lends
+        return f"not admitted: {job.run_problem}"
     where = f"{ordinal(position)} in the queue"
     if service is None:
         return f"waiting: no service {job.service} is known to the gate; {where}"

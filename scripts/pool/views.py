@@ -82,9 +82,14 @@ def unfinished(run: RunView) -> list[JobView]:
 
 
 def live_copies(pool: Pool, run_id: str) -> list[str]:
-    """Return the names of the workflows of `run_id` that are not finished."""
+    """Return the names of the workflows answering to `run_id` that are not finished: its run's, then any other.
+
+    A workflow answers to its run-id parameter (its steps write `<checkpoint-uri>/<run-id>/...`) and to its
+    run-id label alike: a live one of either is a second writer, or reader, of that run's checkpoints.
+    """
     run = next((r for r in pool.runs if r.run_id == run_id), None)
-    return [] if run is None else [c.name for c in unfinished(run)]
+    names = [] if run is None else [c.name for c in unfinished(run)]
+    return names + [c.name for r in pool.runs if r is not run for c in unfinished(r) if run_id in c.run_ids]
 
 
 def live_run_message(run_id: str, live: list[str]) -> str:

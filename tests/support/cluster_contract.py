@@ -72,25 +72,28 @@ def parking_a_copy_is_idempotent(h: Harness) -> None:
     h.add_parked("contract-b", "contract-svc3", 1)
     job = next(j for j in h.cluster.jobs(h.research, "contract-svc3") if j.name == "contract-b")
     first = h.cluster.park_copy(h.research, job)
-    second = h.cluster.park_copy(h.research, job)
-    assert first == second == "contract-b-p1"
-    copy = h.read_workflow(first)
+    second = h.cluster.park_copy(h.research, job, {first.uid})  # the gate recorded making it: found again
+    assert first == second and first.name == "contract-b-p1"
+    copy = h.read_workflow(first.name)
+    assert copy["metadata"]["uid"] == first.uid
     assert copy["spec"]["suspend"] is True and copy["metadata"]["annotations"]["offhours.io/preemptions"] == "1"
     assert copy["metadata"]["annotations"]["offhours.io/parked-from"] == "contract-b"
     assert copy["metadata"]["labels"]["offhours.io/copy-of"] == h.read_workflow("contract-b")["metadata"]["uid"]
     names = [j.name for j in h.cluster.jobs(h.research, "contract-svc3")]
     assert names.count("contract-b-p1") == 1
     # A decoy under the copy's usual name is never taken for the copy, and never fails the park: the copy
-    # goes under a name the API server makes unique; parking again finds it by its link to the original.
+    # goes under a name the API server makes unique; parking again finds it by its link and its UID. A
+    # decoy that copies the link too (labels are anyone's to write) is no copy the gate made either.
     h.add_parked("contract-c", "contract-svc3", 1)
     h.add_parked("contract-c-p1", "contract-svc3", 1)
     decoy = h.read_workflow("contract-c-p1")
     job = next(j for j in h.cluster.jobs(h.research, "contract-svc3") if j.name == "contract-c")
     made = h.cluster.park_copy(h.research, job)
-    assert made.startswith("contract-c-p1-") and h.cluster.park_copy(h.research, job) == made
-    assert h.read_workflow(made)["metadata"]["labels"]["offhours.io/copy-of"] == h.read_workflow("contract-c")["metadata"]["uid"]
+    assert made.name.startswith("contract-c-p1-") and h.cluster.park_copy(h.research, job, {made.uid}) == made
+    original_uid = h.read_workflow("contract-c")["metadata"]["uid"]
+    assert h.read_workflow(made.name)["metadata"]["labels"]["offhours.io/copy-of"] == original_uid
     assert h.read_workflow("contract-c-p1")["metadata"]["labels"] == decoy["metadata"]["labels"]
-    h.cluster.delete_workflow(h.research, made)
+    h.cluster.delete_workflow(h.research, made.name)
     h.cluster.delete_workflow(h.research, "contract-c-p1")
     h.cluster.delete_workflow(h.research, "contract-c-p1")  # deleting what is gone is success
     assert h.cluster.workflow(h.research, "contract-c-p1") is None

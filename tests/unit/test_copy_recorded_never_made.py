@@ -34,6 +34,8 @@ def test_a_run_whose_recorded_stop_never_landed_is_done_when_it_succeeds() -> No
 
 def test_a_copy_is_kept_while_its_original_is_stopped_and_forgotten_while_it_still_runs_admitted() -> None:
     """The rule itself: an entry whose original is still listed as admitted is forgotten; this tick's stop is kept."""
-    copies = (("u", "r", 0.0), ("v", "s", 0.0))
-    kept = with_copies(copies, [("w", "t")], ["u", "v", "w"], 60.0, running=["v", "w"])
-    assert [c[0] for c in kept] == ["u", "w"]
+    copies = (("u", "r", 0.0, "ku"), ("v", "s", 0.0, "kv"))
+    kept = with_copies(copies, [("w", "t"), ("v", "s")], ["u", "v", "w"], 60.0, running=["v", "w"], token=lambda: "new")
+    assert [c[0] for c in kept] == ["u", "w", "v"]
+    # A stop tried again keeps the token of its first try: a copy that try made carries it.
+    assert [c[3] for c in kept] == ["ku", "new", "kv"]

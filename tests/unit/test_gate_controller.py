@@ -597,8 +597,9 @@ def test_the_note_of_an_unrecorded_raise_is_removed_once_the_record_is_written()
     w.cluster.calls.clear()
     w.tick(chat=60)
     chat = [c for c in w.cluster.calls if c.endswith(" chat") or c.startswith("scale chat")]
+    # The last write records the stopped jobs' parked copies (by their UIDs), once they are made.
     assert chat[chat.index("write-state chat"):] == ["write-state chat", "note-lease chat", "scale chat 8",
-                                                      "write-state chat", "note-lease chat"]
+                                                      "write-state chat", "note-lease chat", "write-state chat"]
     assert w.replicas() == 8 and w.cluster.lease_annotations == {}
     assert w.cluster.lease_notes("serving") == {}
 

@@ -37,8 +37,9 @@ def world() -> World:
 
 
 def argo_submitted(w: World, name: str, params: dict[str, str], template: str = TEMPLATE, replicas: int = 2) -> None:
-    """A workflow as `argo submit --from workflowtemplate/<template> -p k=v ...` makes it: running, not admitted."""
-    w.park(name, replicas=replicas, state="")
+    """A workflow as `argo submit --from workflowtemplate/<template> -p k=v ...` makes it: running, not admitted
+    (the template's labelsFrom labels it with its run-id argument)."""
+    w.park(name, replicas=replicas, state="", run_id=params.get("run-id"))
     spec = w.wf(name)["spec"]
     spec.pop("suspend", None)
     spec["workflowTemplateRef"] = {"name": template}

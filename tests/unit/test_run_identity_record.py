@@ -13,7 +13,17 @@ import pytest
 
 from offhours.scripts.config.loader import parse_config
 from offhours.scripts.names import LABEL_COPY_OF, LABEL_RUN_ID, STATE_ADMITTED, STATE_PARKED
-from offhours.scripts.policy.record import COPY_MEMORY_SECONDS, MAX_COPIES, MAX_DONE, ServiceRecord, with_copies
+from offhours.scripts.policy.record import (
+    COPY_MEMORY_SECONDS,
+    MAX_COPIES,
+    MAX_DONE,
+    MAX_LINEAGE_MEMBERS,
+    MAX_LINEAGES,
+    MAX_TOKEN_CHARS,
+    ServiceRecord,
+    with_copies,
+    with_lineages,
+)
 
 from .test_argo_verbs import FULL, LOW, argo_controller
 from .test_gate_controller import World
@@ -53,7 +63,7 @@ def test_a_relabelled_admitted_workflow_keeps_its_run_through_a_reclaim_and_mine
     argo_controller(w.cluster)
     mine_uid, theirs_uid = w.wf("mine")["metadata"]["uid"], w.wf("theirs")["metadata"]["uid"]
     assert len(_copies_of(w, mine_uid)) == 1 and len(_copies_of(w, theirs_uid)) == 1, w.log.getvalue()
-    assert {(u, r) for u, r, _ in w.record().copies} == {(mine_uid, "mine"), (theirs_uid, "theirs")}
+    assert {(u, r) for u, r, _, _ in w.record().copies} == {(mine_uid, "mine"), (theirs_uid, "theirs")}
     for _ in range(12):
         w.tick(chat=LOW)
         argo_controller(w.cluster)
@@ -127,38 +137,65 @@ def test_a_record_of_an_older_gate_without_runs_or_copies_still_counts_its_admis
 
 def test_the_record_of_copies_is_bounded_and_forgets_what_nothing_links_to() -> None:
     """A 100x fleet (or a tenant making thousands of stopped copies): the newest MAX_COPIES, and only what is linked."""
-    copies: tuple[tuple[str, str, float], ...] = ()
+    copies: tuple[tuple[str, str, float, str], ...] = ()
     for i in range(3 * MAX_COPIES):
-        copies = with_copies(copies, [(f"{i:036d}", "r" * 63)], [], float(i))
+        copies = with_copies(copies, [(f"{i:036d}", "r" * 63)], [], float(i), token=lambda: "k" * 100)
     assert len(copies) == MAX_COPIES and copies[-1][0] == f"{3 * MAX_COPIES - 1:036d}"
+    assert {len(k) for _, _, _, k in copies} == {MAX_TOKEN_CHARS}  # a token is cut to what a record may hold
     later = with_copies(copies, [], [copies[0][0]], 3 * MAX_COPIES + COPY_MEMORY_SECONDS + 1)
-    assert [u for u, _, _ in later] == [copies[0][0]]  # still linked by a listed workflow: kept; the rest forgotten
+    assert [u for u, _, _, _ in later] == [copies[0][0]]  # still linked by a listed workflow: kept; the rest forgotten
 
 
 def test_the_record_with_every_run_copy_and_finished_run_at_their_bounds_stays_under_the_configmap_limit() -> None:
     """The largest schema-valid look-ahead history, 390 of 400 replicas lent to one-replica jobs of the longest names,
-    and as many copies and finished runs as the record keeps: under Kubernetes' 1 MiB, and read back the same."""
+    and as many copies, finished runs and lineages as the record keeps: under Kubernetes' 1 MiB, read back the same."""
     policy = parse_config(largest(largest_lookback())).services[0]
     _, needs = full_history(policy)
     uids = [f"{i:036d}" for i in range(390)]
     record = replace(stored(policy, needs), admitted=dict.fromkeys(uids, 1),
                      runs={u: ("r" * 63, "n" * 253) for u in uids},
-                     copies=tuple((f"{i:036d}", "r" * 63, 1.8e9 + i) for i in range(MAX_COPIES)),
-                     done=tuple((f"{i:063d}", 1.8e9 + i) for i in range(MAX_DONE)))
+                     copies=tuple((f"{i:036d}", "r" * 63, 1.8e9 + i, "k" * MAX_TOKEN_CHARS) for i in range(MAX_COPIES)),
+                     done=tuple((f"{i:063d}", 1.8e9 + i) for i in range(MAX_DONE)),
+                     lineages=tuple((f"{i:063d}", tuple(f"{i:032d}{j:04d}" for j in range(MAX_LINEAGE_MEMBERS)))
+                                    for i in range(MAX_LINEAGES)))
     text = record.to_json()
     assert len(text.encode()) < 0.95 * MIB, len(text)
     back = ServiceRecord.from_json(text)
-    assert (back.runs, back.copies, back.done) == (record.runs, record.copies, record.done)
+    assert (back.runs, back.copies, back.done, back.lineages) == (record.runs, record.copies, record.done,
+                                                                  record.lineages)
+
+
+def test_lineages_are_bounded_at_100x_and_only_live_ones_are_kept() -> None:
+    """A fleet 100x larger: far more runs admitted than the record keeps lineages for; the newest are kept, each
+    with its newest workflows, and a lineage none of whose workflows is listed (or still ending) is forgotten."""
+    lineages: dict[str, tuple[str, ...]] = {}
+    runs, joins = 2 * MAX_LINEAGES, MAX_LINEAGE_MEMBERS + 1
+    uids = [f"{i:036d}" for i in range(runs * joins)]
+    for i, uid in enumerate(uids):  # each run's workflows one after another: admitted, copied, copied again ...
+        lineages = dict(with_lineages(lineages, [(f"run-{i // joins}", uid)], uids))  # every one still listed
+    assert len(lineages) == MAX_LINEAGES and all(len(m) == MAX_LINEAGE_MEMBERS for m in lineages.values())
+    newest = f"run-{runs - 1}"
+    assert list(lineages)[-1] == newest and lineages[newest] == tuple(uids[-MAX_LINEAGE_MEMBERS:])
+    kept = with_lineages(lineages, [], [lineages[newest][0]])
+    assert kept == ((newest, lineages[newest]),)
+    assert with_lineages(lineages, [], []) == ()
 
 
 def test_a_tampered_run_or_copy_in_the_record_is_no_memory() -> None:
     """A hand-edited record: a copy entry or a run of the wrong shape drops the whole record (observe again)."""
-    good = ServiceRecord(baseline=8, admitted={"u": 2}, runs={"u": ("r", "n")}, copies=(("u", "r", 1.0),),
-                         done=(("r", 1.0),)).to_json()
+    good = ServiceRecord(baseline=8, admitted={"u": 2}, runs={"u": ("r", "n")}, copies=(("u", "r", 1.0, "k"),),
+                         done=(("r", 1.0),), lineages=(("r", ("u",)),)).to_json()
     assert ServiceRecord.from_json(good).baseline == 8
+    older = json.loads(good)
+    older["copies"] = [["u", "r", 1.0]]  # an older gate's entry, without a token
+    assert ServiceRecord.from_json(json.dumps(older)).copies == (("u", "r", 1.0, ""),)
     for field, value in (("copies", [["u", 5, 1.0]]), ("copies", [["u"]]), ("runs", {"u": 7}), ("runs", ["u"]),
                          ("runs", {"u": ["r"]}), ("done", [["r"]]), ("done", [["r", 1.0]] * (MAX_DONE + 1)),
-                         ("copies", [["u", "r", 1.0]] * (MAX_COPIES + 1))):
+                         ("copies", [["u", "r", 1.0]] * (MAX_COPIES + 1)), ("copies", [["u", "r", 1.0, 7]]),
+                         ("copies", [["u", "r", 1.0, "k", "x"]]), ("copies", [["u", "r", 1.0, "k" * (MAX_TOKEN_CHARS + 1)]]),
+                         ("lineages", [["r", []]]), ("lineages", [["r", ["u"] * (MAX_LINEAGE_MEMBERS + 1)]]),
+                         ("lineages", [["r", ["u"]], ["r", ["v"]]]), ("lineages", [["r", [5]]]), ("lineages", {"r": ["u"]}),
+                         ("lineages", [["r", ["u"]]] * (MAX_LINEAGES + 1)), ("lineages", [["", ["u"]]])):
         raw = json.loads(good)
         raw[field] = value
         assert ServiceRecord.from_json(json.dumps(raw)) == ServiceRecord(), (field, value)
@@ -178,7 +215,11 @@ def _resubmitted_copy(priority: int = 0) -> tuple[World, str]:
 
 @pytest.mark.parametrize("link", ["copy-of and parked-from (as argo copies them)", "parked-from only"])
 def test_a_second_parked_copy_is_never_admitted_after_its_run_succeeded(link: str) -> None:
-    """The fault: `argo resubmit` of a parked copy; the first copy runs and succeeds: the second must not rerun it."""
+    """The fault: `argo resubmit` of a parked copy; the first copy runs and succeeds: the second must not rerun it.
+
+    The second copy is no workflow the gate made (a label is anyone's to write): it waits while the run's own
+    copy runs, and once the run succeeded it is refused, told why, and left to its submitter (never deleted).
+    """
     w, second = _resubmitted_copy()
     if link == "parked-from only":
         del w.wf(second)["metadata"]["labels"][LABEL_COPY_OF]
@@ -191,26 +232,23 @@ def test_a_second_parked_copy_is_never_admitted_after_its_run_succeeded(link: st
         w.tick(chat=LOW)
         argo_controller(w.cluster)
     assert [r for r, _ in w.record().done] == ["job-0"]
-    if link == "parked-from only":  # a copy by its own word: refused, and told why
-        assert w.state(second) == STATE_PARKED, w.log.getvalue()
-        reason = w.wf(second)["metadata"]["annotations"]["offhours.io/waiting-reason"]
-        assert reason == ("not admitted: its run job-0 has succeeded: nothing is left to run; submit under a new "
-                          "run id to run it again")
-    else:  # linked to the workflow the gate stopped: the gate's copy of a finished run, deleted as such
-        assert ("research", second) not in w.cluster.workflows, w.log.getvalue()
+    assert w.state(second) == STATE_PARKED, w.log.getvalue()
+    reason = w.wf(second)["metadata"]["annotations"]["offhours.io/waiting-reason"]
+    assert reason == ("not admitted: its run job-0 has succeeded: nothing is left to run; submit under a new "
+                      "run id to run it again")
 
 
-def test_the_gates_own_copy_of_a_run_that_succeeded_elsewhere_is_deleted() -> None:
-    """The tenant's copy jumps the queue (a higher priority), runs the run and succeeds: the gate's copy is deleted."""
+def test_a_resubmitted_copy_with_a_higher_priority_never_jumps_the_runs_own_copy() -> None:
+    """The fault: the tenant's copy (a higher priority) was admitted before the gate's own copy of the run, and its
+    success (or its claim of one) then deleted the gate's copy. Only the run's lineage runs it: the gate's copy."""
     w, second = _resubmitted_copy(priority=5)
     for _ in range(12):
         w.tick(chat=LOW)
         argo_controller(w.cluster)
-    assert w.state(second) == STATE_ADMITTED and w.state("job-0-p1") == STATE_PARKED, w.log.getvalue()
-    w.cluster.finish("research", second, "Succeeded")
-    for _ in range(4):
-        w.tick(chat=LOW)
-    assert ("research", "job-0-p1") not in w.cluster.workflows, w.log.getvalue()
+    assert w.state("job-0-p1") == STATE_ADMITTED and w.state(second) == STATE_PARKED, w.log.getvalue()
+    reason = w.wf(second)["metadata"]["annotations"]["offhours.io/waiting-reason"]
+    assert reason == ("not admitted: its run job-0 belongs to workflow job-0-p1, which the gate admitted or parked for "
+                      "it: no other workflow runs it while that run lives; submit under another run id"), reason
 
 
 def test_a_run_that_failed_is_not_done_and_a_gone_workflow_is_unknown() -> None:

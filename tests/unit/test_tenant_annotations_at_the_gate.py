@@ -37,10 +37,10 @@ def test_a_workflow_that_cannot_be_read_at_all_is_its_own_problem(monkeypatch: p
     w.lend(2)
     read = workflow._checkpoint_prefix
 
-    def broken(wf: dict[str, Any]) -> str | None:
+    def broken(wf: dict[str, Any], *rest: Any) -> str | None:
         if wf["metadata"]["name"] == "job-0":
             raise RuntimeError("a value no parser foresaw")
-        return read(wf)
+        return read(wf, *rest)
 
     monkeypatch.setattr(workflow, "_checkpoint_prefix", broken)
     job = workflow_job(w.wf("job-0"), "chat")

@@ -7,11 +7,9 @@ from typing import Any
 import pytest
 
 from offhours.scripts.cluster import kube, memory, parked, workflow
-from offhours.scripts.cluster.base import ClusterError
 from offhours.scripts.cluster.memory import MemoryCluster
 from offhours.scripts.cluster.workflow import (
     build_parked_copy,
-    check_own_copy,
     exit_seconds_text,
     is_own_copy,
     measured_exit_seconds,
@@ -193,15 +191,15 @@ def test_the_copy_leaves_its_original_untouched() -> None:
     assert original == stopped_workflow()
 
 
-def test_only_the_originals_own_copy_may_hold_the_copys_name() -> None:
+def test_only_a_copy_the_gate_made_of_the_original_is_its_copy() -> None:
+    """The copy-of label is anyone's to write: a copy is the gate's only by a UID the gate recorded making."""
     original = stopped_workflow()
     copy = build_parked_copy(original)
-    check_own_copy(copy, original, "research")
-    with pytest.raises(ClusterError, match=r"^park workflow research/train: the name train-p1 is taken by a workflow "
-                                           r"that is not its copy$"):
-        check_own_copy({**copy, "metadata": {**copy["metadata"], "labels": {}}}, original, "research")
-    with pytest.raises(ClusterError):
-        check_own_copy(copy, {"metadata": {"name": "train"}}, "research")  # an original without a UID owns nothing
+    copy["metadata"]["uid"] = "u-copy"
+    assert is_own_copy(copy, original, {"u-copy"})
+    assert not is_own_copy(copy, original, ())  # the same labels, a UID the gate never made: a decoy
+    assert not is_own_copy({**copy, "metadata": {**copy["metadata"], "labels": {}}}, original, {"u-copy"})
+    assert not is_own_copy(copy, {"metadata": {"name": "train"}}, {"u-copy"})  # an original without a UID owns nothing
 
 
 def test_the_fake_parks_exactly_the_codecs_copy() -> None:
@@ -209,9 +207,13 @@ def test_the_fake_parks_exactly_the_codecs_copy() -> None:
     cluster.workflows[("research", "train")] = stopped_workflow()
     cluster.clock = 500.0
     job = Job("train", "chat", 2, "admitted")
-    assert cluster.park_copy("research", job) == "train-p1"
+    made = cluster.park_copy("research", job)
+    assert made.name == "train-p1"
     stored = dict(cluster.workflows[("research", "train-p1")])
     meta = dict(stored.pop("metadata"))
-    assert meta.pop("creationTimestamp") == 500.0 and meta.pop("uid")
+    assert meta.pop("creationTimestamp") == 500.0 and meta.pop("uid") == made.uid
     assert {**stored, "metadata": meta} == build_parked_copy(stopped_workflow())
-    assert cluster.park_copy("research", job) == "train-p1"  # again: its own copy is there, success
+    assert cluster.park_copy("research", job, {made.uid}) == made  # again: its own copy is there, success
+    # Without the gate's record of it, what holds the name is not taken for the copy: a new one, elsewhere.
+    other = cluster.park_copy("research", job)
+    assert other.name.startswith("train-p1-") and other.uid != made.uid
