@@ -24,8 +24,8 @@ class Job:
 
     `state`: parked (created suspended, waiting), admitted (resumed by the gate, holds its
     replicas) or unmanaged (running without admission, e.g. submitted straight from a template).
-    `progress_at`: time of its last complete checkpoint, if it reports one. `finishing`: its work
-    is done and only its exit handler runs (never worth a stop). `problem`: a value on it that
+    `progress_at`: time of its last complete checkpoint, if it reports one. `finishing`: its status
+    says its work is done and only its exit handler runs (never worth a copy; stopped last). `problem`: a value on it that
     could not be read (it is never admitted, and stopped if it runs). A parked copy waits until
     `original_done` (its original confirmed stopped or gone) and is deleted if `original_succeeded`.
     """
@@ -77,7 +77,8 @@ class Plan:
     lent_after: int = 0
     notes: tuple[str, ...] = field(default_factory=tuple)
     delete: tuple[Job, ...] = ()  # parked copies whose original completed: nothing left to run
-    cancel: tuple[Job, ...] = ()  # stopped without a copy: another workflow of the same run carries it on
+    # Stopped without a copy: another workflow of the same run carries it on, or its status says its work is done.
+    cancel: tuple[Job, ...] = ()
     waiting: tuple[tuple[Job, int, str], ...] = ()  # parked jobs left waiting: (job, queue position, why)
 
 
@@ -117,7 +118,8 @@ def plan(decision: Decision, baseline: int, jobs: Sequence[Job], now: float, exp
     Admission order: priority (high first), then age (old first); a job that does not fit is
     skipped for a smaller one behind it. Stop order (`victim_order`): low priority first; then the
     soonest to give its GPUs back; then the least `stop_cost`; then the young; until enough replicas
-    are freed; a job whose work is done (only its exit handler runs) is never stopped. On a reclaim the
+    are freed; a job whose status says its work is done (only its exit handler runs) is stopped last, and
+    without a copy (`cancel`): that status is tenant-written, so it never exempts a job. On a reclaim the
     replicas go to what the decision needs even if not enough can be stopped: serving first,
     the scheduler evicts research pods (low priority) for serving pods.
     """
@@ -136,6 +138,7 @@ def plan(decision: Decision, baseline: int, jobs: Sequence[Job], now: float, exp
     deleted = {j.name for j in delete}
     queue: list[Job] | None = None  # the admissible queue, sorted only when a lend or the waiting sentences need it
 
+    ended: list[Job] = []  # stopped without a copy: their work is done, as their status says
     if target < lent:
         victims = sorted((j for j in admitted if not j.finishing), key=lambda j: victim_order(j, now))
         freed = 0
@@ -144,9 +147,16 @@ def plan(decision: Decision, baseline: int, jobs: Sequence[Job], now: float, exp
                 break
             stop.append(job)
             freed += job.replicas
+        # Only its status says a job is finishing, and a tenant may write that (no status subresource): what the
+        # others do not free is freed from these too, last, with no copy (a stop lets a real exit handler run on).
+        for job in sorted((j for j in admitted if j.finishing), key=lambda j: victim_order(j, now)):
+            if lent - freed <= target:
+                break
+            ended.append(job)
+            freed += job.replicas
+            notes.append(f"{job.name} is finishing (its status says its work is done) and holds replicas serving "
+                         "needs: stopped, not parked again")
         lent -= freed
-        if lent > target:
-            notes.append(f"{lent - target} replica(s) are held by jobs that are finishing: returned when they end")
     elif target > lent:
         room, ceiling_room = target - lent, max(decision.ceiling, target) - lent
         queue = _queue(jobs, deleted)
@@ -175,6 +185,12 @@ def plan(decision: Decision, baseline: int, jobs: Sequence[Job], now: float, exp
             stop.append(job)
             why = f"but {job.problem}" if job.problem else "and does not fit"
             notes.append(f"{job.name} runs without admission {why}: stopped and parked again")
+        elif job.state not in (ADMITTED, PARKED) and job.finishing:
+            # Whether its work is done is its status's word alone: it is stopped, as anything running without
+            # admission is, but not parked again (a copy would run an ended job again).
+            ended.append(job)
+            notes.append(f"{job.name} runs without admission and its status says its work is done: stopped, "
+                         "not parked again")
         elif job.state == ADMITTED and job.problem and job not in stop:
             # A value on it cannot be trusted any more (a tenant rewrote its label): stopped, and what it was
             # lent goes back to serving now.
@@ -189,7 +205,7 @@ def plan(decision: Decision, baseline: int, jobs: Sequence[Job], now: float, exp
         waiting = _waiting(decision, jobs, queue, deleted, {j.name for j in admit}, lent)
     notes.extend(f"{j.name} runs run {j.run_id} that another workflow carries: stopped, not parked again" for j in cancel)
     return Plan(decision.service, scale_to, tuple(admit), tuple(stop), tuple(adopt), lent, tuple(notes), delete,
-                waiting=waiting, cancel=cancel)
+                waiting=waiting, cancel=(*cancel, *ended))
 
 
 def _duplicates(jobs: Sequence[Job]) -> tuple[Job, ...]:

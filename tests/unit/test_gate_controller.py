@@ -385,14 +385,17 @@ def test_a_copy_is_admitted_once_its_original_is_confirmed_stopped() -> None:
     assert w.state("job-0-p1") == "admitted"
 
 
-def test_a_workflow_whose_work_is_done_is_never_preempted() -> None:
+def test_a_workflow_whose_work_is_done_is_stopped_last_and_never_parked_again() -> None:
+    # Its status (anyone's to write) says only its exit handler runs: the other job is the first victim, and
+    # this one is stopped only for what serving still needs, with no copy to run the ended job again.
     w = World()
     w.lend(2)
     w.wf("job-0")["status"]["nodes"] = {"x": {"name": "job-0.onExit", "phase": "Running"},
                                        "job-0": {"name": "job-0", "phase": "Succeeded"}}
     out = w.tick(chat=60)
     assert out["chat"].plan is not None and [j.name for j in out["chat"].plan.stop] == ["job-1"]
-    assert w.replicas() == 8 and w.state("job-0") == "admitted"
+    assert [j.name for j in out["chat"].plan.cancel] == ["job-0"]
+    assert w.replicas() == 8 and ("research", "job-0-p1") not in w.cluster.workflows
 
 
 # -- races and the Lease ------------------------------------------------------------------------

@@ -123,16 +123,20 @@ def test_the_no_fit_note_only_when_nothing_was_taken_and_something_waits() -> No
 
 
 # -- finishing jobs and waiting reasons -------------------------------------------------------------------
-def test_a_reclaim_blocked_by_a_finishing_job_still_gives_serving_what_it_needs() -> None:
+def test_a_reclaim_a_finishing_job_blocks_stops_it_without_a_copy() -> None:
+    # Its status says its work is done, and anyone may write that status: serving's replicas are freed from it
+    # too, by a stop that parks no copy (a real exit handler runs on through Argo's stop).
     done = job("done", 4, ADMITTED, finishing=True)
     assert plan(decision(1, 4), 8, [done], 0.0) == Plan(
-        "chat", 7, lent_after=4, notes=("3 replica(s) are held by jobs that are finishing: returned when they end",))
+        "chat", 8, lent_after=0, cancel=(done,),
+        notes=("done is finishing (its status says its work is done) and holds replicas serving needs: stopped, "
+               "not parked again",))
 
 
 def test_without_a_reclaim_serving_is_the_baseline_less_what_stays_lent() -> None:
     done = job("done", 4, ADMITTED, finishing=True)  # the snapshot shows more lent than the decision saw
     p = plan(decision(2, 2), 8, [done], 0.0)
-    assert (p.scale_to, p.lent_after, p.stop) == (4, 4, ())
+    assert (p.scale_to, p.lent_after, p.stop, p.cancel) == (8, 0, (), (done,))  # 4 lent over 2: stopped, no copy
 
 
 def test_a_copy_whose_original_still_runs_waits_outside_the_queue() -> None:
@@ -218,9 +222,11 @@ def test_priority_still_comes_before_exit_time() -> None:
     assert [j.name for j in plan(decision(1, 2), 8, jobs, now=1000.0).stop] == ["low-slow"]
 
 
-def test_a_job_running_without_admission_whose_work_is_done_is_neither_stopped_nor_adopted() -> None:
+def test_a_job_running_without_admission_whose_work_is_done_is_stopped_without_a_copy_and_never_adopted() -> None:
     """Fault: an argo-submitted job whose work had ended (its exit handler running) was stopped and parked again,
-    and its copy ran the ended job again, counted as a preemption; with room, it was adopted: lent for nothing."""
+    and its copy ran the ended job again, counted as a preemption; with room, it was adopted: lent for nothing.
+    Its status is its only evidence of that (tenant-written): it is stopped, as any job running without admission."""
     done = job("done", 2, "unmanaged", finishing=True)
-    assert plan(decision(0, 0), 8, [done], 0.0) == Plan("chat", 8)
-    assert plan(decision(4, 0), 8, [done], 0.0) == Plan("chat", 8)
+    note = "done runs without admission and its status says its work is done: stopped, not parked again"
+    assert plan(decision(0, 0), 8, [done], 0.0) == Plan("chat", 8, cancel=(done,), notes=(note,))
+    assert plan(decision(4, 0), 8, [done], 0.0) == Plan("chat", 8, cancel=(done,), notes=(note,))
