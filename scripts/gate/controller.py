@@ -516,7 +516,7 @@ class Gate:
         done = with_done(record.done, succeeded_runs, now)
         if decision.target_lent > decision.lent:
             # A parked copy's original is read only when something may be admitted (it decides whether the copy may run).
-            jobs = [self._with_original(j) for j in jobs]
+            jobs = self._with_originals(t, jobs)
         jobs = _with_done_runs(jobs, {run for run, _ in done})
         jobs = self._with_undeclared_arguments(t, jobs)
         jobs = _with_runs_elsewhere(jobs, t.runs_running, policy.name)
@@ -718,19 +718,31 @@ class Gate:
                 pending[uid] = (run, name)
         return done, pending
 
-    def _with_original(self, job: Job) -> Job:
-        """For a parked copy: whether its original is confirmed stopped, and whether it completed.
+    def _with_originals(self, t: _Tick, jobs: list[Job]) -> list[Job]:
+        """Read the original of each parked copy (`_with_original`) as advisory reads, within the tick's budget.
+
+        The `parked-from` annotation is anyone's to write: one read per workflow that carries it, unbounded, made a
+        tenant's thousands of such workflows a tick as long as they liked, and the next tick (the next reclaim) that
+        much later. The gate's own copies are read first, then the rest in queue order; one left unread waits.
+        """
+        wanted = sorted((j for j in jobs if j.state in (PARKED, UNMANAGED) and j.parked_from),
+                        key=lambda j: (not j.gate_copy, j.problem is not None, j.state == PARKED, -j.priority,
+                                       j.created, j.name))
+        read: dict[str, Job] = {}
+        ns = self.config.workflow_namespace
+        for job in wanted:
+            name = job.parked_from or ""
+            answer = self._advisory(t, f"original {name} of {job.name}",
+                                    partial(lambda n: (self.cluster.workflow(ns, n),), name), job)
+            read[job.name] = self._with_original(job, answer[0]) if isinstance(answer, tuple) else \
+                replace(job, original_done=False)  # unknown: the copy waits
+        return [read.get(j.name, j) for j in jobs]
+
+    def _with_original(self, job: Job, original: dict[str, Any] | None) -> Job:
+        """For a parked copy, given its original as read: whether it is confirmed stopped, and whether it completed.
 
         Also for a copy that runs without admission (`argo resume`): it is adopted only once its original stopped.
         """
-        if job.state not in (PARKED, UNMANAGED) or not job.parked_from:
-            return job
-        try:
-            original = self.cluster.workflow(self.config.workflow_namespace, job.parked_from)
-        except Exception as err:  # noqa: BLE001 - unknown: the copy waits
-            self.log.warning(f"original {job.parked_from} of {job.name} unreadable: {_describe(err)}", job.service,
-                             job=job.name)
-            return replace(job, original_done=False)
         if original is None:
             return replace(job, original_done=True)
         meta = original.get("metadata") or {}
