@@ -28,8 +28,8 @@ def _shown(seconds: float | None) -> str:
 
 def grace_problem(job: Job, cap_seconds: float, service: str) -> str | None:
     """Return why the job's pods may outlast `cap_seconds`, and what to change; None if they may not."""
-    if job.finishing:
-        return None  # its work has ended: only its exit handler runs, and stopping it would only run it again
+    # A job whose status says its work has ended is checked too: that status is tenant-written, and a pod started
+    # above the cap keeps its grace for its life (the plan stops such a job without a copy: none runs it again).
     cap = f"{service}'s maxGraceSeconds {cap_seconds:g}"
     own = job.own_grace
     if own is not None and own > cap_seconds:

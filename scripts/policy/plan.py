@@ -191,12 +191,14 @@ def plan(decision: Decision, baseline: int, jobs: Sequence[Job], now: float, exp
             ended.append(job)
             notes.append(f"{job.name} runs without admission and its status says its work is done: stopped, "
                          "not parked again")
-        elif job.state == ADMITTED and job.problem and job not in stop:
+        elif job.state == ADMITTED and job.problem and job not in stop and job not in ended:
             # A value on it cannot be trusted any more (a tenant rewrote its label): stopped, and what it was
-            # lent goes back to serving now.
-            stop.append(job)
+            # lent goes back to serving now; parked again unless its status says its work is done.
+            (ended if job.finishing else stop).append(job)
             lent -= job.replicas
-            notes.append(f"{job.name} was admitted but {job.problem}: stopped and parked again")
+            notes.append(f"{job.name} was admitted but {job.problem}: stopped"
+                         + (", not parked again (its status says its work is done)" if job.finishing
+                            else " and parked again"))
 
     scale_to = baseline - min(lent, target) if target < decision.lent else baseline - lent
     waiting: tuple[tuple[Job, int, str], ...] = ()

@@ -8,9 +8,10 @@ workflow still at work kept its GPUs through every reclaim, admitted or not.
 
 from typing import Any
 
+from offhours.scripts.cluster.workflow import GRACE_PARAMETER
 from offhours.scripts.names import LABEL_COPY_OF
 from tests.unit.test_argo_verbs import FULL, LOW, argo_controller, running
-from tests.unit.test_gate_controller import World
+from tests.unit.test_gate_controller import World, config
 
 
 def forge_exit_handler(wf: dict[str, Any]) -> None:
@@ -82,3 +83,21 @@ def test_a_job_whose_work_really_ended_and_was_stopped_still_makes_its_run_done(
         w.tick(chat=LOW)
         argo_controller(w.cluster)
     assert w.state("job-0") != "admitted" and not [n for (_, n) in w.cluster.workflows if n.startswith("job-0-")]
+
+
+def test_a_forged_exit_handler_node_does_not_hide_a_grace_raised_after_admission() -> None:
+    """Fault: the grace check skipped a job whose status says its work is done: a tenant who raised the grace
+    parameter of an admitted job, and wrote an `.onExit` node, kept it admitted, its next pods a day's grace each."""
+    w = World(config(maxGraceSeconds=30))
+    w.park("greedy", replicas=2)
+    for _ in range(7):
+        w.tick(chat=1)
+    assert w.state("greedy") == "admitted"
+    for p in w.wf("greedy")["spec"]["arguments"]["parameters"]:
+        if p.get("name") == GRACE_PARAMETER:
+            p["value"] = "86400"
+    forge_exit_handler(w.wf("greedy"))
+    out = w.tick(chat=1)["chat"]
+    assert out.plan is not None and [j.name for j in out.plan.cancel] == ["greedy"], w.log.getvalue()
+    assert w.wf("greedy")["spec"].get("shutdown") == "Stop" and copies_of(w, "greedy") == []
+    assert w.replicas() == 8
