@@ -37,6 +37,7 @@ from offhours.scripts.cluster.workflow import (
     grace_capped_parameters,
     is_own_copy,
     own_grace_refusal,
+    same_workflow,
     workflow_job,
 )
 from offhours.scripts.names import (
@@ -439,6 +440,9 @@ class KubeCluster:
         old = self.workflow(namespace, job.name)
         if old is None:
             raise ClusterError(f"park workflow {namespace}/{job.name}: it no longer exists")
+        # Copied is the workflow the tick listed, never one made under its name since (it was never admitted).
+        if (other := same_workflow(old, job, "park")) is not None:
+            raise ClusterError(other)
         new = build_parked_copy(old, token)
         name = str(new["metadata"]["name"])
 
@@ -453,11 +457,11 @@ class KubeCluster:
         existing = self.workflow(namespace, name)  # 409: a retried tick's copy, or someone else's workflow
         if existing is None:
             raise ClusterError(f"create parked copy {namespace}/{name}: conflict, then gone")
-        if is_own_copy(existing, old, made):
+        if is_own_copy(existing, old, made, token):
             return ParkedCopy(name, str(existing["metadata"]["uid"]))
         uid = str(old["metadata"].get("uid") or "")
         found = [wf for wf in self.list_workflows(namespace, f"{LABEL_COPY_OF}={uid}")
-                 if is_own_copy(wf, old, made)] if uid else []
+                 if is_own_copy(wf, old, made, token)] if uid else []
         if found:
             return ParkedCopy(str(found[0]["metadata"]["name"]), str(found[0]["metadata"]["uid"]))
         created = self._call(f"create parked copy {namespace}/{name}-*", partial(create, elsewhere(new)))

@@ -28,6 +28,7 @@ from offhours.scripts.cluster.workflow import (
     grace_capped_parameters,
     is_own_copy,
     own_grace_refusal,
+    same_workflow,
     workflow_job,
 )
 from offhours.scripts.names import (
@@ -286,14 +287,17 @@ class MemoryCluster:
         """Create a parked copy; an existing object of that name, or linked to the job, is success only if made by the gate."""
         self._call(f"park-copy {job.name}")
         old = self._existing(namespace, job.name, "park")
+        # Copied is the workflow the tick listed, never one made under its name since (it was never admitted).
+        if (other := same_workflow(old, job, "park")) is not None:
+            raise ClusterError(other)
         new = build_parked_copy(old, token)
         name = str(new["metadata"]["name"])
         existing = self.workflows.get((namespace, name))
         if existing is not None:
-            if is_own_copy(existing, old, made):
+            if is_own_copy(existing, old, made, token):
                 return ParkedCopy(name, str(existing["metadata"]["uid"]))
             found = [(n, wf) for (ns, n), wf in sorted(self.workflows.items()) if ns == namespace
-                     and is_own_copy(wf, old, made)]
+                     and is_own_copy(wf, old, made, token)]
             if found:
                 return ParkedCopy(found[0][0], str(found[0][1]["metadata"]["uid"]))
             new = elsewhere(new)

@@ -535,15 +535,29 @@ def build_parked_copy(old: dict[str, Any], token: str = "") -> dict[str, Any]:
     }
 
 
-def is_own_copy(existing: dict[str, Any], original: dict[str, Any], made: Collection[str]) -> bool:
+def is_own_copy(existing: dict[str, Any], original: dict[str, Any], made: Collection[str], token: str = "") -> bool:
     """Whether `existing` is a parked copy of `original` the gate made (its UID is one of `made`, the gate's record).
 
     Linked by the original's UID, and its own UID one the gate recorded making: the link is a label, which anyone
-    may write; the UID is the API server's.
+    may write; the UID is the API server's. Or it carries `token`, the one recorded for this stop: a copy the gate
+    made but whose UID it never learnt (the create's answer was lost, or the gate died before recording it), known
+    as the next tick's `lineages_of` knows it. The token is random and first written by the gate's own create.
     """
     meta = _dict(existing.get("metadata"))
     uid = str(_dict(original.get("metadata")).get("uid") or "")
-    return bool(uid) and _str_map(meta.get("labels")).get(LABEL_COPY_OF) == uid and str(meta.get("uid") or "") in made
+    if not uid or _str_map(meta.get("labels")).get(LABEL_COPY_OF) != uid:
+        return False
+    return str(meta.get("uid") or "") in made or bool(token) and \
+        _str_map(meta.get("annotations")).get(ANNOTATION_COPY_TOKEN) == token
+
+
+def same_workflow(wf: dict[str, Any], job: Job, what: str) -> str | None:
+    """Why `wf`, read by `job`'s name, is not the workflow the tick listed (another UID: deleted and made again)."""
+    uid = str(_dict(wf.get("metadata")).get("uid") or "")
+    if job.uid and uid != job.uid:
+        return (f"{what} workflow {job.name}: it is another workflow now (uid {uid[:40]}, the tick listed {job.uid}): "
+                "it was deleted and made again since")
+    return None
 
 
 def elsewhere(copy_: dict[str, Any]) -> dict[str, Any]:
