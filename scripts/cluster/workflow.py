@@ -45,7 +45,6 @@ from offhours.scripts.names import (
     POD_GC_KEEPING_STRATEGIES,
     STATE_ADMITTED,
     STATE_PARKED,
-    STATE_PREEMPTED,
     STATE_RETURNED,
 )
 from offhours.scripts.names import GRACE_PARAMETER as GRACE_PARAMETER
@@ -97,7 +96,9 @@ def _read_job(wf: dict[str, Any], service: str | None) -> Job | None:
         return None
     finishing = _work_done(str(meta.get("name", "")), status)
     state = labels.get(LABEL_STATE)
-    if state in (STATE_PREEMPTED, STATE_RETURNED) and finishing:
+    # Returned: its exit hook says it gave its GPUs back. Never preempted: the gate's stop is the shutdown above, so
+    # a workflow so labelled without one runs again (`argo retry`), whatever its status (anyone's to write) says.
+    if state == STATE_RETURNED and finishing:
         return None
     # Argo's verbs leave our label as it was: `retry` or `resubmit` of a preempted (or returned) workflow
     # runs it again under that label, `suspend` of a running one keeps its pods. Only a workflow the gate

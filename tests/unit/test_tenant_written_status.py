@@ -8,6 +8,8 @@ workflow still at work kept its GPUs through every reclaim, admitted or not.
 
 from typing import Any
 
+import pytest
+
 from offhours.scripts.cluster.workflow import GRACE_PARAMETER
 from offhours.scripts.names import LABEL_COPY_OF
 from tests.unit.test_argo_verbs import FULL, LOW, argo_controller, running
@@ -101,3 +103,32 @@ def test_a_forged_exit_handler_node_does_not_hide_a_grace_raised_after_admission
     assert out.plan is not None and [j.name for j in out.plan.cancel] == ["greedy"], w.log.getvalue()
     assert w.wf("greedy")["spec"].get("shutdown") == "Stop" and copies_of(w, "greedy") == []
     assert w.replicas() == 8
+
+
+def test_a_retried_preempted_workflow_with_a_forged_exit_handler_node_is_still_stopped() -> None:
+    """Fault: `argo retry` of a preempted workflow clears its shutdown and runs it again under that label; with an
+    `.onExit` node written in its status, the codec dropped it: it ran uncounted beside its run's parked copy."""
+    w = World()
+    w.lend(1)
+    w.tick(chat=FULL)  # a reclaim: job-0 stopped, parked again as job-0-p1
+    argo_controller(w.cluster)
+    w.cluster.argo_verb("retry", "research", "job-0")
+    forge_exit_handler(w.wf("job-0"))
+    w.tick(chat=FULL)
+    assert w.wf("job-0")["spec"].get("shutdown") == "Stop" and w.state("job-0-p1") == "parked"
+    assert [n for (_, n) in w.cluster.workflows if n.startswith("job-0-")] == ["job-0-p1"]
+
+
+@pytest.mark.xfail(strict=True, reason="the codec drops a workflow labelled returned whose status says its work is "
+                   "done before the gate sees it (workflow._read_job); a fix needs it listed as running without "
+                   "admission unless the gate's record admitted it, and a stop of it that does not relabel a "
+                   "genuinely returned workflow as preempted")
+def test_a_workflow_labelled_returned_with_a_forged_exit_handler_node_is_still_stopped() -> None:
+    """Fault: submitted straight from the template, labelled `returned` with an `.onExit` node in its status, a
+    workflow is never listed: it runs on GPUs uncounted and unstopped through a full-load reclaim."""
+    w = World()
+    w.park("sneak", state="returned")
+    w.wf("sneak")["spec"].pop("suspend", None)
+    forge_exit_handler(w.wf("sneak"))
+    w.tick(chat=FULL)
+    assert w.wf("sneak")["spec"].get("shutdown") == "Stop"
