@@ -353,9 +353,9 @@ def _run_id_parameter(param: dict[str, Any], annotations: dict[str, str]) -> tup
     if value.endswith(_NIGHT_SUFFIX) and "{{" not in value[:-len(_NIGHT_SUFFIX)]:
         # A scheduled run: Argo resolves it from the scheduled time its controller recorded, and so can the gate.
         night = _night(annotations.get(ARGO_SCHEDULED_TIME_ANNOTATION))
-        value = f"{value[:-len(_NIGHT_SUFFIX)]}-{night}" if night is not None else ""
         if not night:
             return None, f"is a scheduled run's, without the {ARGO_SCHEDULED_TIME_ANNOTATION} annotation it is read from"
+        value = f"{value[:-len(_NIGHT_SUFFIX)]}-{night}"
     elif "{{" in value:
         return None, f"is an Argo expression ({value[:80]!r}), resolved only when the workflow runs"
     if not _is_name(value, 63):

@@ -288,10 +288,8 @@ class Gate:
             for run, uids in obs.lineages.items():
                 t.lineages.setdefault(run, set()).update(uids)
         for obs in observed:
-            member = {uid: run for run, uids in obs.lineages.items() for uid in uids}
-            for job in obs.jobs:
-                if job.uid in member:
-                    t.carriers.setdefault(member[job.uid], job.name)
+            for run, name in lineage_carriers(obs.jobs, obs.lineages).items():
+                t.carriers.setdefault(run, name)
             for job in obs.jobs:
                 if job.run_id and job.state != PARKED:
                     t.runs_running.setdefault(job.run_id, set()).add(obs.policy.name)
@@ -1076,10 +1074,7 @@ def with_lineage(jobs: list[Job], record: ServiceRecord, lineages: Mapping[str, 
     member = {uid: run for run, uids in lineages.items() for uid in uids}
     copies = {original for original, _, _, _ in record.copies}
     if carriers is None:
-        carriers = {}
-        for job in jobs:
-            if job.uid in member:
-                carriers.setdefault(member[job.uid], job.name)
+        carriers = lineage_carriers(jobs, lineages)
     out = []
     for job in jobs:
         run = member.get(job.uid) if job.uid and job.state != ADMITTED else None
@@ -1093,6 +1088,16 @@ def with_lineage(jobs: list[Job], record: ServiceRecord, lineages: Mapping[str, 
                                        "other workflow runs it while that run lives; submit under another run id")
         out.append(job)
     return out
+
+
+def lineage_carriers(jobs: Sequence[Job], lineages: Mapping[str, Collection[str]]) -> dict[str, str]:
+    """Return, per run, the first of `jobs` (as listed) that is of its lineage: the workflow a waiting reason names."""
+    member = {uid: run for run, uids in lineages.items() for uid in uids}
+    carriers: dict[str, str] = {}
+    for job in jobs:
+        if job.uid in member:
+            carriers.setdefault(member[job.uid], job.name)
+    return carriers
 
 
 def _moved(run_id: str | None, run: str | None) -> str | None:
