@@ -59,7 +59,7 @@ MAX_EXIT_SECONDS = 86_400  # a longer stop is not a measurement: ignored
 
 
 def workflow_job(wf: dict[str, Any], service: str | None = None) -> Job | None:
-    """Read a workflow as a `Job`, or None if it is finished, stopped, returned or not offhours'.
+    """Read a workflow as a `Job`, or None if it is finished, stopped or not offhours'.
 
     Labels and annotations are written by tenants too: every value is parsed defensively. A
     value the gate cannot trust (a replica count that is not a small positive integer) makes the
@@ -96,10 +96,11 @@ def _read_job(wf: dict[str, Any], service: str | None) -> Job | None:
         return None
     finishing = _work_done(str(meta.get("name", "")), status)
     state = labels.get(LABEL_STATE)
-    # Returned: its exit hook says it gave its GPUs back. Never preempted: the gate's stop is the shutdown above, so
-    # a workflow so labelled without one runs again (`argo retry`), whatever its status (anyone's to write) says.
-    if state == STATE_RETURNED and finishing:
-        return None
+    # Returned: its exit hook says it gave its GPUs back. Read as running without admission all the same: the label
+    # and the status are anyone's to write, so only the gate's record of what it admitted makes it returned (the
+    # gate then lists it no more). Never preempted: the gate's stop is the shutdown above, so a workflow so labelled
+    # without one runs again (`argo retry`), whatever its status says.
+    returned = state == STATE_RETURNED and finishing
     # Argo's verbs leave our label as it was: `retry` or `resubmit` of a preempted (or returned) workflow
     # runs it again under that label, `suspend` of a running one keeps its pods. Only a workflow the gate
     # parked (or created parked) is parked; anything else not admitted runs without admission: counted
@@ -153,6 +154,7 @@ def _read_job(wf: dict[str, Any], service: str | None) -> Job | None:
         own_grace=None if own is None else own[0],
         own_grace_at=None if own is None else own[1],
         pods_kept=_pods_kept(spec, status),
+        returned=returned,
     )
 
 

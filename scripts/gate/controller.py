@@ -58,6 +58,7 @@ from offhours.scripts.policy.lease import lease_seconds, renewed
 from offhours.scripts.policy.plan import ADMITTED, PARKED, UNMANAGED, Job, Plan, plan
 from offhours.scripts.policy.record import (
     MAX_LINEAGE_MEMBERS,
+    MAX_RETURNED,
     ServiceRecord,
     UnrecordedWrite,
     fingerprint,
@@ -152,6 +153,7 @@ class Observed:
     pods: list[Pod]
     stored_text: str | None = None  # the record as read, before any unrecorded write of the gate is applied to it
     lineages: dict[str, tuple[str, ...]] = field(default_factory=dict)  # the record's, as `lineages_of` reads them
+    returned: tuple[str, ...] = ()  # UIDs of the listed workflows returned by the record (`returned_by_record`)
 
     @property
     def writes_to(self) -> str:
@@ -341,6 +343,7 @@ class Gate:
         note = self._unrecorded.get(policy.name) or self._lease_note(t, policy.name)
         if note is not None:
             obs.record = note.supersede(obs.record, text, dep.uid, obs.writes_to)
+        obs.jobs, obs.returned = returned_by_record(jobs, obs.record, dep.uid)
         return obs
 
     def _lease_note(self, t: _Tick, service: str) -> UnrecordedWrite | None:
@@ -541,6 +544,7 @@ class Gate:
                          lineages=with_lineages(obs.lineages, [(j.run_id, j.uid) for j in granted
                                                                if j.uid in t.lineages.get(j.run_id or "", {j.uid})],
                                                 [*(j.uid for j in obs.jobs), *pending, *(j.uid for j in granted)]),
+                         returned=obs.returned[-MAX_RETURNED:],
                          # The copies this tick's stops park are recorded before they are made, as admissions are.
                          copies=with_copies(record.copies, [(j.uid, j.run_id) for j in p.stop],
                                             [u for j in jobs for u in (j.uid, j.copy_of) if u], now,
@@ -989,6 +993,28 @@ def with_measured_cold_start(policy: ServicePolicy, pods: list[Pod]) -> ServiceP
     if not starts:
         return policy
     return replace(policy, cold_start_seconds=forecast.cold_start_estimate(policy.cold_start_seconds, starts))
+
+
+def returned_by_record(jobs: list[Job], record: ServiceRecord, uid: str) -> tuple[list[Job], tuple[str, ...]]:
+    """Split the listed jobs: those the tick reads on, and the UIDs of those returned by the gate's record.
+
+    The `returned` label and the status that says only an exit handler runs are anyone's to write: a workflow so
+    labelled gave its GPUs back only if the gate admitted it (its UID is one of the record's admissions, or of its
+    runs: an admission still ending, or one it saw returned before). Such a one is listed no more, as it always
+    was (how it ends is read as any ended admission's). A record of an older gate that kept no admissions leaves
+    the mark of the Deployment it was admitted against as the evidence (as `counted_jobs`). Any other workflow so
+    labelled runs without admission: stopped like one (its status says its work is done: without a copy).
+    """
+    known = {*(record.admitted or {}), *(record.runs or {}), *record.returned}
+    kept: list[Job] = []
+    returned: list[str] = []
+    for job in jobs:
+        if job.returned and job.uid and (job.uid in known or record.admitted is None and bool(uid)
+                                         and job.borrowed_from == uid):
+            returned.append(job.uid)
+        else:
+            kept.append(job)
+    return kept, tuple(returned)
 
 
 def counted_jobs(jobs: list[Job], record: ServiceRecord, uid: str) -> list[Job]:

@@ -63,6 +63,9 @@ class Job:
     own_grace_at: str | None = None  # where its own spec sets it, for the reason a person reads
     gate_copy: bool = False  # a parked copy the gate's own record says it made: it carries its run
     run_problem: str | None = None  # why its run id cannot be trusted (also its `problem`): said in an Event
+    # Labelled returned, its status saying its work is done: true only of a workflow the gate's record says it
+    # admitted (the gate then lists it no more); the label and the status are anyone's to write.
+    returned: bool = False
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,8 @@ MAX_TOKEN_CHARS = 32
 Lineage = tuple[str, tuple[str, ...]]
 MAX_LINEAGES = 512
 MAX_LINEAGE_MEMBERS = 3
+# Workflows the gate admitted that it has seen labelled returned (their exit handler still runs): kept while listed so.
+MAX_RETURNED = 256
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,9 @@ class ServiceRecord:
     # Each run's lineage (`Lineage`): only its workflows run it, and only their success makes it done. None: a
     # record of an older gate (its admissions and the copies linked to its stops are then the lineage).
     lineages: tuple[Lineage, ...] | None = None
+    # The UIDs of the workflows the gate admitted that it has seen labelled returned, while they are listed so (their
+    # exit handler runs): only these are returned. Any other so labelled runs without admission, whatever it says.
+    returned: tuple[str, ...] = ()
     # How long recent stops took to free their pods (`policy.release`), and the stops still being measured.
     releases: tuple[Release, ...] = ()
     releasing: tuple[Releasing, ...] = ()
@@ -120,6 +125,7 @@ class ServiceRecord:
             **({"done": [[r, round(at, 3)] for r, at in self.done]} if self.done else {}),
             **({"copies": [[u, r, round(at, 3), k] for u, r, at, k in self.copies]} if self.copies else {}),
             **({"lineages": [[r, list(uids)] for r, uids in self.lineages]} if self.lineages is not None else {}),
+            **({"returned": list(self.returned)} if self.returned else {}),
             **({"releases": [[k, round(at, 3), round(s, 3)] for k, at, s in self.releases]} if self.releases else {}),
             **({"releasing": [[n, k, round(at, 3), u] for n, k, at, u in self.releasing]} if self.releasing else {}),
         }, separators=(",", ":"))
@@ -162,6 +168,7 @@ class ServiceRecord:
                 copies=_read_copies(raw.get("copies")),
                 done=_read_done(raw.get("done")),
                 lineages=_read_lineages(raw.get("lineages")),
+                returned=_read_returned(raw.get("returned")),
             )
         except (ValueError, TypeError, IndexError, AttributeError, KeyError):
             return cls()
@@ -339,6 +346,14 @@ def _read_lineages(raw: Any) -> tuple[Lineage, ...] | None:
     return tuple(out)
 
 
+def _read_returned(raw: Any) -> tuple[str, ...]:
+    """Read back the UIDs of the admitted workflows the gate saw returned, at most MAX_RETURNED."""
+    entries = _bounded_list(raw, MAX_RETURNED, "more returned workflows than the gate keeps")
+    if not all(isinstance(u, str) and 0 < len(u) <= MAX_UID_CHARS for u in entries):
+        raise ValueError("not a list of workflow UIDs")
+    return tuple(entries)
+
+
 def with_lineages(lineages: dict[str, tuple[str, ...]], joined: Iterable[tuple[str | None, str]],
                   live: Iterable[str]) -> tuple[Lineage, ...]:
     """Return the lineages after this tick: `joined` (run, UID) the workflows the gate admitted or created for a run.
@@ -458,7 +473,7 @@ def own_baseline(record: ServiceRecord, uid: str, writes_to: str, observed: int,
                              samples=record.samples if same else {}, deployment=record.deployment,
                              admitted=record.admitted if same else ({} if record.deployment_uid else None),
                              runs=record.runs if same else ({} if record.deployment_uid else None), copies=record.copies,
-                             done=record.done, lineages=record.lineages,
+                             done=record.done, lineages=record.lineages, returned=record.returned,
                              # What research jobs take to stop is theirs, not the Deployment incarnation's.
                              releases=record.releases, releasing=record.releasing)
         return Ownership(observed + lent, base, note)

@@ -19,6 +19,7 @@ from offhours.scripts.policy.record import (
     MAX_DONE,
     MAX_LINEAGE_MEMBERS,
     MAX_LINEAGES,
+    MAX_RETURNED,
     MAX_TOKEN_CHARS,
     ServiceRecord,
     with_copies,
@@ -157,12 +158,13 @@ def test_the_record_with_every_run_copy_and_finished_run_at_their_bounds_stays_u
                      copies=tuple((f"{i:036d}", "r" * 63, 1.8e9 + i, "k" * MAX_TOKEN_CHARS) for i in range(MAX_COPIES)),
                      done=tuple((f"{i:063d}", 1.8e9 + i) for i in range(MAX_DONE)),
                      lineages=tuple((f"{i:063d}", tuple(f"{i:032d}{j:04d}" for j in range(MAX_LINEAGE_MEMBERS)))
-                                    for i in range(MAX_LINEAGES)))
+                                    for i in range(MAX_LINEAGES)),
+                     returned=tuple(f"{i:064d}" for i in range(MAX_RETURNED)))
     text = record.to_json()
     assert len(text.encode()) < 0.95 * MIB, len(text)
     back = ServiceRecord.from_json(text)
-    assert (back.runs, back.copies, back.done, back.lineages) == (record.runs, record.copies, record.done,
-                                                                  record.lineages)
+    assert (back.runs, back.copies, back.done, back.lineages, back.returned) == (
+        record.runs, record.copies, record.done, record.lineages, record.returned)
 
 
 def test_lineages_are_bounded_at_100x_and_only_live_ones_are_kept() -> None:
@@ -184,7 +186,7 @@ def test_lineages_are_bounded_at_100x_and_only_live_ones_are_kept() -> None:
 def test_a_tampered_run_or_copy_in_the_record_is_no_memory() -> None:
     """A hand-edited record: a copy entry or a run of the wrong shape drops the whole record (observe again)."""
     good = ServiceRecord(baseline=8, admitted={"u": 2}, runs={"u": ("r", "n")}, copies=(("u", "r", 1.0, "k"),),
-                         done=(("r", 1.0),), lineages=(("r", ("u",)),)).to_json()
+                         done=(("r", 1.0),), lineages=(("r", ("u",)),), returned=("w",)).to_json()
     assert ServiceRecord.from_json(good).baseline == 8
     older = json.loads(good)
     older["copies"] = [["u", "r", 1.0]]  # an older gate's entry, without a token
@@ -195,7 +197,9 @@ def test_a_tampered_run_or_copy_in_the_record_is_no_memory() -> None:
                          ("copies", [["u", "r", 1.0, "k", "x"]]), ("copies", [["u", "r", 1.0, "k" * (MAX_TOKEN_CHARS + 1)]]),
                          ("lineages", [["r", []]]), ("lineages", [["r", ["u"] * (MAX_LINEAGE_MEMBERS + 1)]]),
                          ("lineages", [["r", ["u"]], ["r", ["v"]]]), ("lineages", [["r", [5]]]), ("lineages", {"r": ["u"]}),
-                         ("lineages", [["r", ["u"]]] * (MAX_LINEAGES + 1)), ("lineages", [["", ["u"]]])):
+                         ("lineages", [["r", ["u"]]] * (MAX_LINEAGES + 1)), ("lineages", [["", ["u"]]]),
+                         ("returned", ["w"] * (MAX_RETURNED + 1)), ("returned", [""]), ("returned", [7]),
+                         ("returned", {"w": 1})):
         raw = json.loads(good)
         raw[field] = value
         assert ServiceRecord.from_json(json.dumps(raw)) == ServiceRecord(), (field, value)

@@ -6,9 +6,8 @@ phase, or a node named `<workflow>.onExit`. A job so read was never stopped, so 
 workflow still at work kept its GPUs through every reclaim, admitted or not.
 """
 
+from dataclasses import replace
 from typing import Any
-
-import pytest
 
 from offhours.scripts.cluster.workflow import GRACE_PARAMETER
 from offhours.scripts.names import LABEL_COPY_OF
@@ -119,16 +118,66 @@ def test_a_retried_preempted_workflow_with_a_forged_exit_handler_node_is_still_s
     assert [n for (_, n) in w.cluster.workflows if n.startswith("job-0-")] == ["job-0-p1"]
 
 
-@pytest.mark.xfail(strict=True, reason="the codec drops a workflow labelled returned whose status says its work is "
-                   "done before the gate sees it (workflow._read_job); a fix needs it listed as running without "
-                   "admission unless the gate's record admitted it, and a stop of it that does not relabel a "
-                   "genuinely returned workflow as preempted")
 def test_a_workflow_labelled_returned_with_a_forged_exit_handler_node_is_still_stopped() -> None:
     """Fault: submitted straight from the template, labelled `returned` with an `.onExit` node in its status, a
-    workflow is never listed: it runs on GPUs uncounted and unstopped through a full-load reclaim."""
+    workflow was never listed: it ran on GPUs uncounted and unstopped through a full-load reclaim. Returned is
+    what the gate's record says it admitted, never a label."""
     w = World()
     w.park("sneak", state="returned")
     w.wf("sneak")["spec"].pop("suspend", None)
     forge_exit_handler(w.wf("sneak"))
+    out = w.tick(chat=FULL)["chat"]
+    assert out.plan is not None and [j.name for j in out.plan.cancel] == ["sneak"], w.log.getvalue()
+    assert w.wf("sneak")["spec"].get("shutdown") == "Stop" and copies_of(w, "sneak") == []
+    assert w.replicas() == 8 and w.record().returned == ()
+
+
+def test_the_returned_marks_of_an_admitted_workflow_copied_onto_another_do_not_make_it_returned() -> None:
+    """Fault: the label, the admission mark and the status are all a tenant's to copy from a workflow the gate
+    admitted; only that workflow's UID is in the gate's record, so the copy runs without admission: stopped."""
+    w = World()
+    w.lend(1)
+    marks = w.wf("job-0")["metadata"]
+    w.park("twin", state="returned")
+    w.wf("twin")["metadata"]["annotations"].update(marks.get("annotations") or {})
+    w.wf("twin")["spec"].pop("suspend", None)
+    forge_exit_handler(w.wf("twin"))
+    w.tick(chat=LOW)
+    assert w.wf("twin")["spec"].get("shutdown") == "Stop" and copies_of(w, "twin") == []
+    assert w.state("job-0") == "admitted" and w.wf("job-0")["spec"].get("shutdown") is None
+
+
+def test_a_workflow_the_gate_admitted_stays_returned_while_its_exit_handler_runs_and_its_run_ends_done() -> None:
+    """What survives: the exit hook's return of an admitted workflow is believed, tick after tick while its exit
+    handler runs (never stopped, never relabelled preempted, not counted as lent), and its success ends its run."""
+    w = World()
+    w.lend(1)
+    wf = w.wf("job-0")
+    wf["status"]["nodes"] = {"job-0": {"name": "job-0", "phase": "Succeeded", "finishedAt": "t"},
+                             "x": {"name": "job-0.onExit", "phase": "Running"}}
+    wf["metadata"]["labels"]["offhours.io/state"] = "returned"  # what the exit hook writes
+    uid = wf["metadata"]["uid"]
+    for _ in range(3):
+        out = w.tick(chat=FULL)["chat"]
+        assert out.plan is not None and out.plan.cancel == () and out.plan.stop == (), w.log.getvalue()
+        assert w.state("job-0") == "returned" and wf["spec"].get("shutdown") is None
+        assert w.record().returned == (uid,) and w.record().lent == 0
+    w.cluster.finish("research", "job-0", "Succeeded")
     w.tick(chat=FULL)
-    assert w.wf("sneak")["spec"].get("shutdown") == "Stop"
+    assert w.record().returned == () and "job-0" in {run for run, _ in w.record().done}
+
+
+def test_a_return_an_older_gate_recorded_only_as_an_admission_still_ending_is_believed() -> None:
+    """What survives an upgrade: an older gate listed a returned workflow no more and kept it only among the runs it
+    reads the end of (no `returned` in its record); the next gate does not take it for a forgery and stop it."""
+    w = World()
+    w.lend(1)
+    wf = w.wf("job-0")
+    forge_exit_handler(wf)  # as the exit hook leaves it: its handler runs
+    wf["metadata"]["labels"]["offhours.io/state"] = "returned"
+    uid = wf["metadata"]["uid"]
+    older = replace(w.record(), admitted={}, returned=())
+    assert uid in (older.runs or {})
+    w.cluster.states[("serving", "chat")] = older.to_json()
+    w.tick(chat=FULL)
+    assert w.state("job-0") == "returned" and wf["spec"].get("shutdown") is None and w.record().returned == (uid,)

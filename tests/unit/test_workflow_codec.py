@@ -108,9 +108,11 @@ def test_a_stopped_finished_or_foreign_workflow_is_no_job() -> None:
     del wf["spec"]["shutdown"]
     wf["status"]["phase"] = "Succeeded"
     assert workflow_job(wf) is None
+    # Labelled returned, only its exit handler running: listed all the same (the gate's record says whether it is).
     wf["status"] = {"phase": "Running", "nodes": {"n": {"name": "train.onExit"}}}
     wf["metadata"]["labels"]["offhours.io/state"] = "returned"
-    assert workflow_job(wf) is None
+    job = workflow_job(wf)
+    assert job is not None and job.returned and job.finishing and job.state == "unmanaged"
 
 
 @pytest.mark.parametrize(("replicas", "problem"), [
