@@ -114,8 +114,9 @@ class KubeCluster:
         self._hpa_lists: dict[str, tuple[float, list[Any]]] = {}
         self.lease_observer = LeaseObserver(monotonic)
 
-    def _call(self, what: str, fn: Callable[[], T], accept: dict[int, T] | None = None) -> T:
-        """Call the API, retrying transient answers; `accept` maps statuses that are a result, not an error."""
+    def _call(self, what: str, fn: Callable[[], T], accept: dict[int, T] | None = None,
+              retried: Collection[int] = RETRIED_STATUSES) -> T:
+        """Call the API, retrying transient answers (`retried`); `accept` maps statuses that are a result, not an error."""
         delay = self.backoff
         for attempt in range(self.retries + 1):
             try:
@@ -123,7 +124,7 @@ class KubeCluster:
             except ApiException as err:
                 if accept is not None and err.status in accept:
                     return accept[err.status]
-                if err.status not in RETRIED_STATUSES or attempt == self.retries:
+                if err.status not in retried or attempt == self.retries:
                     raise ClusterError(failed_call(what, err)) from None
             except urllib3.exceptions.HTTPError as err:
                 if attempt == self.retries:
@@ -380,9 +381,10 @@ class KubeCluster:
         gone: dict[int, dict[str, Any] | None] = {404: None}
         return self._call(f"get workflow {namespace}/{name}", get, accept=gone)
 
-    def _patch_workflow(self, what: str, namespace: str, name: str, body: dict[str, Any]) -> None:
+    def _patch_workflow(self, what: str, namespace: str, name: str, body: dict[str, Any],
+                        retried: Collection[int] = RETRIED_STATUSES) -> None:
         self._call(f"{what} workflow {namespace}/{name}", lambda: self.custom.patch_namespaced_custom_object(
-            ARGO_GROUP, ARGO_VERSION, namespace, PLURAL, name, body))
+            ARGO_GROUP, ARGO_VERSION, namespace, PLURAL, name, body), retried=retried)
 
     def admit(self, namespace: str, job: Job, deployment_uid: str = "", max_grace_seconds: float | None = None) -> None:
         """Resume a parked workflow (spec.suspend removed) and mark it admitted; with a cap, its grace capped too.
@@ -427,13 +429,23 @@ class KubeCluster:
         return list(self._workflow_pages(namespace, selector))
 
     def stop(self, namespace: str, job: Job) -> None:
-        """Stop (never Terminate: Stop runs the exit handlers) and mark preempted, with the last checkpoint known."""
+        """Stop (never Terminate: Stop runs the exit handlers) and mark preempted, with the last checkpoint known.
+
+        Only the workflow the tick listed: its UID in the patch is a precondition (as the kubelet's status patch
+        carries it), so the API server refuses the patch of a workflow deleted and made again under its name since
+        (a conflict is not retried: it stays another workflow), never stopping it in its place. The next tick
+        decides on the one it lists then.
+        """
+        metadata: dict[str, Any] = {"labels": {LABEL_STATE: STATE_PREEMPTED},
+                                    "annotations": {ANNOTATION_PREEMPTED_AT: _now(), **stop_notes(job)}}
+        if job.uid:
+            metadata["uid"] = job.uid
         self._patch_workflow("stop", namespace, job.name,
-                             {"metadata": {"labels": {LABEL_STATE: STATE_PREEMPTED},
-                                           "annotations": {ANNOTATION_PREEMPTED_AT: _now(), **stop_notes(job)}},
+                             {"metadata": metadata,
                               # Argo v4.0.5 never acts on a suspended workflow's shutdown (`argo suspend` of a running
                               # one keeps its pods): the same patch unsuspends it, as `parked.stop_patch` does.
-                              "spec": {"shutdown": "Stop", "suspend": None}})
+                              "spec": {"shutdown": "Stop", "suspend": None}},
+                             retried=RETRIED_STATUSES - {409} if job.uid else RETRIED_STATUSES)
 
     def park_copy(self, namespace: str, job: Job, made: Collection[str] = (), token: str = "") -> ParkedCopy:
         """Create the parked copy; an existing object of that name, or linked to the job, is success only if made by the gate."""

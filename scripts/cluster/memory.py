@@ -278,6 +278,9 @@ class MemoryCluster:
         """Stop and mark preempted."""
         self._call(f"stop {job.name}")
         wf = self._existing(namespace, job.name, "stop")
+        # As the API server's UID precondition in the Kubernetes adapter's patch: only the workflow the tick listed.
+        if (other := same_workflow(wf, job, "stop")) is not None:
+            raise ClusterError(other)
         wf["spec"]["shutdown"] = "Stop"
         wf["spec"].pop("suspend", None)  # as the Kubernetes adapter: Argo acts on no suspended workflow's shutdown
         wf["metadata"]["labels"][LABEL_STATE] = STATE_PREEMPTED

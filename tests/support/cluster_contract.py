@@ -4,11 +4,12 @@ A harness creates the objects (an inference Deployment, parked workflows) the wa
 does; the checks only use the `Cluster` interface.
 """
 
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Protocol
 
-from offhours.scripts.cluster.base import Cluster
+from offhours.scripts.cluster.base import Cluster, ClusterError
 from offhours.scripts.policy.plan import ADMITTED, PARKED
 
 
@@ -99,6 +100,31 @@ def parking_a_copy_is_idempotent(h: Harness) -> None:
     assert h.cluster.workflow(h.research, "contract-c-p1") is None
 
 
+def a_stop_is_of_the_workflow_listed_never_of_one_made_again_under_its_name(h: Harness) -> None:
+    """Deleted and made again under its name between the list and the stop: the new workflow is not stopped."""
+    h.add_parked("contract-r", "contract-svc5", 1)
+    [listed] = [j for j in h.cluster.jobs(h.research, "contract-svc5") if j.name == "contract-r"]
+    assert listed.uid
+    h.cluster.delete_workflow(h.research, "contract-r")
+    deadline = time.monotonic() + 30  # a real API server may take a moment to finish the delete
+    while h.cluster.workflow(h.research, "contract-r") is not None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    h.add_parked("contract-r", "contract-svc5", 1)
+    again = h.read_workflow("contract-r")
+    assert again["metadata"]["uid"] != listed.uid
+    try:
+        h.cluster.stop(h.research, listed)
+    except ClusterError:
+        pass  # refused: the next tick decides on the workflow it lists then
+    wf = h.read_workflow("contract-r")
+    assert wf["metadata"]["uid"] == again["metadata"]["uid"] and not wf["spec"].get("shutdown"), wf["spec"]
+    assert wf["metadata"]["labels"]["offhours.io/state"] == "parked"
+    [new] = [j for j in h.cluster.jobs(h.research, "contract-svc5") if j.name == "contract-r"]
+    h.cluster.stop(h.research, new)  # the workflow listed now is stopped
+    assert h.read_workflow("contract-r")["spec"]["shutdown"] == "Stop"
+    h.cluster.delete_workflow(h.research, "contract-r")
+
+
 def missing_workflow_is_none(h: Harness) -> None:
     assert h.cluster.workflow(h.research, "contract-no-such-workflow") is None
 
@@ -129,6 +155,7 @@ CONTRACT: list[Callable[[Harness], None]] = [
     parked_job_is_admitted_then_stopped,
     admission_caps_the_grace_in_the_same_write,
     parking_a_copy_is_idempotent,
+    a_stop_is_of_the_workflow_listed_never_of_one_made_again_under_its_name,
     missing_workflow_is_none,
     lease_admits_one_writer_at_a_time,
     lease_notes_are_written_only_by_the_holder_and_survive_renewals,
