@@ -9,8 +9,8 @@ import copy
 import math
 import re
 from collections.abc import Collection
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
 from typing import Any
 
 from offhours.scripts.cluster.arguments import namespaced_template_name, submitted_arguments
@@ -296,6 +296,9 @@ def tenant_priority(text: str | None) -> tuple[int, str | None]:
 NIGHT_EXPRESSION = ("sprig.replace('T', '-', sprig.replace(':', '', sprig.replace('-', '', "
                     "sprig.substr(0, 16, workflow.scheduledTime))))")
 _NIGHT_SUFFIX = "-{{=" + NIGHT_EXPRESSION + "}}"
+_NIGHT_ID = re.compile(r"-(\d{8})-(\d{4})$")  # what that expression gives: the firing's date and minute
+# How far the API server's clock (creationTimestamp) may trail the Argo controller's (scheduledTime).
+SCHEDULE_SKEW_SECONDS = 60.0
 RUN_ID_PARAMETER = "run-id"
 
 
@@ -321,7 +324,42 @@ class RunIdentity:
 
 
 def run_identity(wf: dict[str, Any]) -> RunIdentity:
-    """Read a workflow's run identity (see `RunIdentity`); never raises, whatever a tenant wrote."""
+    """Read a workflow's run identity (see `RunIdentity`); never raises, whatever a tenant wrote.
+
+    A run id that names a scheduled run's firing (`<prefix>-YYYYMMDD-HHMM`, UTC as Argo writes it) later than the
+    workflow's creation is not its run: a scheduled run's workflow is created as its CronWorkflow fires, and the
+    creationTimestamp is the API server's (every other mark, a tenant may write). Taken first, the id would be
+    the tenant's run: the scheduled run, once it fires, would wait behind it.
+    """
+    identity = _run_identity(wf)
+    if identity.problem is None:
+        created = _timestamp(_dict(wf.get("metadata")).get("creationTimestamp"))
+        early = next((run for run in identity.ids if before_its_night(run, created)), None)
+        if early is not None:
+            return replace(identity, problem=f"it was created before the time its run id names ({early}: a "
+                                             "scheduled run's, created when its CronWorkflow fires, never before)")
+    return identity
+
+
+def night_of(run: str) -> float | None:
+    """Return the firing a run id names if it ends as a scheduled run's does (`-YYYYMMDD-HHMM`, UTC); else None."""
+    found = _NIGHT_ID.search(run)
+    if found is None:
+        return None
+    try:
+        night = datetime.strptime(found.group(1) + found.group(2), "%Y%m%d%H%M").replace(tzinfo=timezone.utc)
+    except ValueError:
+        return None  # no date: an ordinary run id
+    return night.timestamp()
+
+
+def before_its_night(run: str, created: float | None) -> bool:
+    """Whether `run` names a scheduled run's firing later than `created` (or no creation time is known)."""
+    night = night_of(run)
+    return night is not None and (created is None or night > created + SCHEDULE_SKEW_SECONDS)
+
+
+def _run_identity(wf: dict[str, Any]) -> RunIdentity:
     meta = _dict(wf.get("metadata"))
     raw_label = _dict(meta.get("labels")).get(LABEL_RUN_ID)
     label = raw_label if isinstance(raw_label, str) and _is_name(raw_label, 63) else None

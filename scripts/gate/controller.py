@@ -31,7 +31,7 @@ from typing import Any, TextIO
 
 from offhours.scripts.cluster.arguments import undeclared_problem
 from offhours.scripts.cluster.base import Autoscaler, Cluster, Deployment, ParkedCopy, Pod
-from offhours.scripts.cluster.workflow import measured_exit_seconds, succeeded
+from offhours.scripts.cluster.workflow import before_its_night, measured_exit_seconds, night_of, succeeded
 from offhours.scripts.gate.log import ERROR, INFO, WARNING, Logger
 from offhours.scripts.metrics.sources import LoadSource, Reading, ServiceTarget
 from offhours.scripts.names import (
@@ -1101,6 +1101,7 @@ def with_lineage(jobs: list[Job], record: ServiceRecord, lineages: Mapping[str, 
     copies = {original for original, _, _, _ in record.copies}
     if carriers is None:
         carriers = lineage_carriers(jobs, lineages)
+    first = first_scheduled_claims(jobs, lineages)
     out = []
     for job in jobs:
         run = member.get(job.uid) if job.uid and job.state != ADMITTED else None
@@ -1112,7 +1113,33 @@ def with_lineage(jobs: list[Job], record: ServiceRecord, lineages: Mapping[str, 
             by = f"workflow {holder}, which" if holder else "the workflows"
             job = replace(job, problem=f"its run {job.run_id} belongs to {by} the gate admitted or parked for it: no "
                                        "other workflow runs it while that run lives; submit under another run id")
+        elif job.state != ADMITTED and job.run_id in first and first[job.run_id] != job.name and job.problem is None:
+            older = first[job.run_id] or "another workflow created in the same second"
+            job = replace(job, problem=f"its run {job.run_id} is a scheduled run's, first claimed by {older}: a "
+                                       "scheduled run is the first workflow of its id (its CronWorkflow's); submit "
+                                       "under another run id")
         out.append(job)
+    return out
+
+
+def first_scheduled_claims(jobs: Sequence[Job], lineages: Mapping[str, Collection[str]]) -> dict[str, str]:
+    """Return, per scheduled run id (`workflow.night_of`) no lineage holds yet, the first listed workflow created of it.
+
+    Its CronWorkflow creates a scheduled run's workflow as it fires; any workflow of that id created earlier is
+    refused (`workflow.run_identity`) and claims nothing, so the first created after is the scheduled run, and a
+    later one under its id never jumps it. Two created in the same second: neither is known to be first ("": none
+    may take the run).
+    """
+    claims: dict[str, list[Job]] = {}
+    for job in jobs:
+        if job.run_id and job.run_id not in lineages and night_of(job.run_id) is not None \
+                and not before_its_night(job.run_id, job.created):
+            claims.setdefault(job.run_id, []).append(job)
+    out: dict[str, str] = {}
+    for run, claimants in claims.items():
+        oldest = min(j.created for j in claimants)
+        firsts = [j.name for j in claimants if j.created == oldest]
+        out[run] = firsts[0] if len(firsts) == 1 else ""
     return out
 
 

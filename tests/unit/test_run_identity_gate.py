@@ -99,6 +99,7 @@ def test_a_relabelled_workflows_copy_carries_the_run_its_steps_write_and_runs_it
 def _scheduled(w: World, name: str, label: str) -> None:
     w.park(name, replicas=2, run_id=label)
     w.wf(name)["metadata"]["annotations"][ARGO_SCHEDULED_TIME_ANNOTATION] = "2025-01-13T12:00:00Z"
+    w.wf(name)["metadata"]["creationTimestamp"] = "2025-01-13T12:00:01Z"  # as its CronWorkflow fires
     _set_run_param(w, name, "night-{{=sprig.replace('T', '-', sprig.replace(':', '', sprig.replace('-', '', "
                             "sprig.substr(0, 16, workflow.scheduledTime))))}}")
 
