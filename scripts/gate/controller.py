@@ -397,6 +397,7 @@ class Gate:
         text = self.cluster.read_state(ns, service)
         record = ServiceRecord.from_json(text)
         dep = self.cluster.find_deployment(ns, record.deployment or service)
+        listed, _ = returned_by_record(self.cluster.jobs(wf_ns, service), record, dep.uid if dep is not None else "")
         what = "nothing to give back"
         if dep is not None:
             scaler = self.cluster.autoscaler(dep)
@@ -406,21 +407,28 @@ class Gate:
             if note is not None:
                 record = obs.record = note.supersede(record, text, dep.uid, obs.writes_to)
             # What the gate lent of this incarnation (by its record; by the marks if the record is unreadable).
-            jobs = [j for j in counted_jobs(self.cluster.jobs(wf_ns, service), record, dep.uid) if j.state == ADMITTED]
-            owned = own_baseline(record, dep.uid, obs.writes_to, obs.current, sum(j.replicas for j in jobs))
+            lent = sum(j.replicas for j in counted_jobs(listed, record, dep.uid) if j.state == ADMITTED)
+            owned = own_baseline(record, dep.uid, obs.writes_to, obs.current, lent)
             if obs.current < owned.baseline:
                 what = f"{obs.writes_to} restored from {obs.current} to its baseline {owned.baseline}"
                 self._apply(t, obs, owned.record, owned.baseline)
-            elif jobs:
+            elif lent:
                 what = f"{obs.writes_to} already at {obs.current} (baseline {owned.baseline})"
-            # Then its jobs give the GPUs back too (parked again, as in any reclaim): nothing lent is left behind
-            # to be counted again if the service comes back. A failure keeps the record for the next tick.
-            outcome = ServiceOutcome(service)
-            for job in jobs:
-                self._fence(t)
+        # Then whatever of it runs gives its GPUs back, as in any reclaim (parked again; stopped without a copy if its
+        # status says its work is done): what the gate lent, and what runs without admission, which no tick of this
+        # service stops any more. Whatever waits parked waits on. A failure keeps the record for the next tick.
+        outcome, stopped = ServiceOutcome(service), []
+        for job in (j for j in listed if j.state != PARKED):
+            self._fence(t)
+            if job.finishing:
+                self.cluster.stop(wf_ns, job)
+                stopped.append(job.name)
+            else:
                 self._park_and_stop(t, wf_ns, job, outcome)
-            if outcome.parked:
-                what += f"; stopped and parked again {', '.join(outcome.parked)}"
+        if outcome.parked:
+            what += f"; stopped and parked again {', '.join(outcome.parked)}"
+        if stopped:
+            what += f"; stopped {', '.join(stopped)}"
         self._fence(t)
         self.cluster.delete_state(ns, service)
         self._recorded(t, service)
