@@ -193,6 +193,8 @@ class _Tick:
     # Run id -> the UIDs of its lineage in any service's record (`lineages_of`): only those run it, whichever service.
     lineages: dict[str, set[str]] = field(default_factory=dict)
     carriers: dict[str, str] = field(default_factory=dict)  # run id -> a listed workflow of its lineage (any service)
+    # Scheduled run id without a lineage -> the first workflow created of it, of any service (`first_scheduled_claims`).
+    first_claims: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -295,6 +297,7 @@ class Gate:
             for job in obs.jobs:
                 if job.run_id and job.state != PARKED:
                     t.runs_running.setdefault(job.run_id, set()).add(obs.policy.name)
+        t.first_claims = first_scheduled_claims([j for obs in observed for j in obs.jobs], t.lineages)
         readings = self._read(observed, now) if t.readings is None else t.readings
         # Serving first across services, whatever their number: every service's serving write (a reclaim's
         # raise) comes before any advisory read, the lends' scale-downs and records next, and only then any
@@ -476,7 +479,8 @@ class Gate:
         """One service's tick in three steps (`_tick` runs each step for every service before the next step)."""
         policy, dep = obs.policy, obs.dep
         # A job's exit time: what its run's recent stops measured, else its declared grace, within the service's cap.
-        jobs = with_lineage(counted_jobs(obs.jobs, obs.record, dep.uid), obs.record, t.lineages, t.carriers)
+        jobs = with_lineage(counted_jobs(obs.jobs, obs.record, dep.uid), obs.record, t.lineages, t.carriers,
+                            t.first_claims)
         jobs = with_release_estimates(jobs, obs.record.releases, policy.max_grace_seconds)
         # A grace the cap does not bound (the workflow's own, or raised since its admission) is that job's problem,
         # and an admitted one's exit time is read as what it is, not as the cap.
@@ -1094,7 +1098,7 @@ def lineages_of(record: ServiceRecord, jobs: Sequence[Job]) -> dict[str, tuple[s
 
 
 def with_lineage(jobs: list[Job], record: ServiceRecord, lineages: Mapping[str, Collection[str]],
-                 carriers: Mapping[str, str] | None = None) -> list[Job]:
+                 carriers: Mapping[str, str] | None = None, first: Mapping[str, str] | None = None) -> list[Job]:
     """Give each workflow the gate admitted or made its run's lineage, and refuse a run to any other workflow.
 
     `lineages` maps a run to the UIDs of its lineage (those of every service of the tick: one research namespace
@@ -1103,13 +1107,15 @@ def with_lineage(jobs: list[Job], record: ServiceRecord, lineages: Mapping[str, 
     under a run id that has a lineage is that run's only by its own word (a run id is tenant-written and has no
     owner): it is never admitted nor adopted while the lineage lives, so it can neither run that run twice nor,
     by succeeding (or writing that it did: Argo's status is no subresource), end it. `carriers` names a listed
-    workflow of each lineage, for the reason (default: those of `jobs`).
+    workflow of each lineage, for the reason (default: those of `jobs`). A scheduled run's id no lineage holds is
+    the first workflow's created of it (`first`, of every service; default: of `jobs`): no other may begin its run.
     """
     member = {uid: run for run, uids in lineages.items() for uid in uids}
     copies = {original for original, _, _, _ in record.copies}
     if carriers is None:
         carriers = lineage_carriers(jobs, lineages)
-    first = first_scheduled_claims(jobs, lineages)
+    if first is None:
+        first = first_scheduled_claims(jobs, lineages)
     out = []
     for job in jobs:
         run = member.get(job.uid) if job.uid and job.state != ADMITTED else None
@@ -1121,7 +1127,8 @@ def with_lineage(jobs: list[Job], record: ServiceRecord, lineages: Mapping[str, 
             by = f"workflow {holder}, which" if holder else "the workflows"
             job = replace(job, problem=f"its run {job.run_id} belongs to {by} the gate admitted or parked for it: no "
                                        "other workflow runs it while that run lives; submit under another run id")
-        elif job.state != ADMITTED and job.run_id in first and first[job.run_id] != job.name and job.problem is None:
+        elif (job.state != ADMITTED and job.run_id is not None and job.run_id in first
+              and first[job.run_id] != job.name and job.problem is None):
             older = first[job.run_id] or "another workflow created in the same second"
             job = replace(job, problem=f"its run {job.run_id} is a scheduled run's, first claimed by {older}: a "
                                        "scheduled run is the first workflow of its id (its CronWorkflow's); submit "

@@ -22,7 +22,7 @@ from offhours.scripts.names import (
 )
 from offhours.scripts.policy.plan import Job
 
-from .test_argo_verbs import argo_controller
+from .test_argo_verbs import LOW, argo_controller
 from .test_gate_controller import World
 from .test_run_identity_gate import _scheduled, _set_run_param, _ticks
 
@@ -102,3 +102,18 @@ def test_a_run_id_naming_a_firing_is_checked_against_the_creation_time_alone() -
     for ordinary in ("night-99999999-9999", "night-20251301-0000", "night-2025011-1200", "night"):
         read = job(ordinary, None)
         assert read is not None and read.problem is None, (ordinary, read.problem)
+
+
+def test_a_later_workflow_under_a_scheduled_runs_id_in_another_service_never_jumps_it() -> None:
+    """Fault: the same squat through another service of the research namespace (chat, ticked before code, where the
+    scheduled run waits): each service saw one workflow of the id, and the first service to admit took the run."""
+    w = World()
+    _scheduled(w, "night-1736769600", NIGHT)
+    w.wf("night-1736769600")["metadata"]["labels"]["offhours.io/service"] = "code"
+    _created(w, "night-1736769600", "2025-01-13T12:00:00Z")
+    w.park("squat", replicas=2, run_id=NIGHT, priority=1000)
+    _set_run_param(w, "squat", NIGHT)
+    _created(w, "squat", "2025-01-13T12:00:30Z")
+    _ticks(w, 7, code=LOW)
+    assert w.state("squat") == STATE_PARKED, w.log.getvalue()
+    assert w.state("night-1736769600") == STATE_ADMITTED, w.log.getvalue()
