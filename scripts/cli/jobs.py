@@ -289,6 +289,7 @@ def attempt_header(workflow: str, pod: str | None, attempt: int, attempts: int, 
 
 def _cmd_logs(args: argparse.Namespace) -> int:
     from offhours.scripts.cluster.errors import describe_api_error
+    from offhours.scripts.cluster.kube import owned_by_workflow
 
     reader = _reader(args)
     pool = read_pool(args)
@@ -300,7 +301,9 @@ def _cmd_logs(args: argparse.Namespace) -> int:
                                                     label_selector=f"workflows.argoproj.io/workflow={copy.name}")
         except Exception as err:  # noqa: BLE001
             raise CommandError(describe_api_error(f"list pods of {copy.name}", err)) from None
-        items = sorted((reader.api.sanitize_for_serialization(p) for p in found.items),
+        # The label is anyone's to set on a pod of theirs: only the pods the copy owns (as the gate counts them) are its.
+        items = sorted((reader.api.sanitize_for_serialization(p) for p in found.items
+                        if owned_by_workflow(p, copy.name, copy.uid)),
                        key=lambda p: (p.get("metadata") or {}).get("creationTimestamp") or "")
         attempts.append((copy, [p for p in items if step_matches(p, args.step)]))
     newest = next(((c, ps[-1]) for c, ps in reversed(attempts) if ps), None)
