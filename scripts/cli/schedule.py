@@ -275,21 +275,34 @@ def act(args: argparse.Namespace, api: Any) -> int:
                                                  label_selector=LABEL_SCHEDULE)["items"]
         print(render_rows(schedule_rows(crons, runs, datetime.now(timezone.utc)), args.namespace))
         return 0
+    from kubernetes import client
+
     name = _named(args)
     try:
+        cron = api.get_namespaced_custom_object(ARGO_GROUP, ARGO_VERSION, args.namespace, "cronworkflows", name)
+        meta = cron.get("metadata") or {}
+        # Only a schedule `list` shows: any other CronWorkflow of the namespace (the gate's own, where research
+        # shares the serving namespace) is refused by name. The write is conditional on the object read.
+        if (meta.get("labels") or {}).get(LABEL_SCHEDULE) != name:
+            raise ScheduleError(f"{printable(name)!r} is not an offhours schedule of namespace {args.namespace!r} "
+                                "(`offhours schedule list` lists them): left as it is")
         if args.name == "delete":
             # Orphan: a run that is admitted finishes (and returns its GPUs through its exit hook)
             # instead of being deleted under the gate with the CronWorkflow that owns it.
             api.delete_namespaced_custom_object(ARGO_GROUP, ARGO_VERSION, args.namespace, "cronworkflows", name,
-                                                propagation_policy="Orphan")
+                                                propagation_policy="Orphan", body=client.V1DeleteOptions(
+                                                    preconditions=client.V1Preconditions(uid=meta.get("uid"))))
             print(f"{name} deleted; its runs are kept")
         else:
             api.patch_namespaced_custom_object(ARGO_GROUP, ARGO_VERSION, args.namespace, "cronworkflows", name,
-                                               {"spec": {"suspend": args.name == "suspend"}})
+                                               {"metadata": {"resourceVersion": meta.get("resourceVersion")},
+                                                "spec": {"suspend": args.name == "suspend"}})
             print(f"{name} {'suspended: it creates no runs' if args.name == 'suspend' else 'resumed'}")
     except ApiException as err:
         if err.status == 404:
             raise ScheduleError(f"no schedule {name!r} in namespace {args.namespace!r}") from None
+        if err.status == 409:
+            raise ScheduleError(f"schedule {name!r} changed while it was read; nothing was done: run it again") from None
         raise
     return 0
 
