@@ -42,6 +42,7 @@ from offhours.scripts.cli.demo_text import (
     summarize,
     summary_lines,
 )
+from offhours.scripts.cli.text import printable
 from offhours.scripts.metrics.emulator import EmulatedServer, Fleet
 from offhours.scripts.names import (
     ANNOTATION_WAITING_REASON,
@@ -370,10 +371,52 @@ STOP_SECONDS = 180  # its cleanup: the gate suspended, its runs deleted, the sum
 RESUMED = re.compile(r"start at step (\d+)")
 
 
+MAX_SPEED = 3600.0  # a trace hour per wall second: beyond it a 10 s tick spans more than a trace day
+
+
+def flag_problems(args: argparse.Namespace, trace_minutes: int) -> list[str]:
+    """Return every wrong flag of `offhours demo`, each naming what is expected (empty: all fine).
+
+    Checked before anything is installed or deleted: the run id names the folders the demo clears, and
+    the speed, window and replicas make the gate configuration and the load it replays.
+    """
+    import math
+
+    from offhours.scripts.runtime.parameters import KINDS
+
+    problems = []
+    if not (math.isfinite(args.speed) and 1 <= args.speed <= MAX_SPEED):
+        problems.append(f"--speed {args.speed:g}: expected 1 (real time) to {MAX_SPEED:g} trace seconds per wall second")
+    hours = trace_minutes / 60
+    start_ok = math.isfinite(args.start_hour) and 0 <= args.start_hour < hours
+    if not start_ok:
+        problems.append(f"--start-hour {args.start_hour:g}: expected 0 to under {hours:g} (the trace's hours)")
+    if not (math.isfinite(args.hours) and args.hours * 60 >= 1):
+        problems.append(f"--hours {args.hours:g}: expected at least one trace minute")
+    elif start_ok and int(args.start_hour * 60) + int(args.hours * 60) > trace_minutes:
+        problems.append(f"--start-hour {args.start_hour:g} --hours {args.hours:g}: past the trace's end "
+                        f"(it has {hours:g} hours)")
+    if args.replicas < 1:
+        problems.append(f"--replicas {args.replicas}: expected 1 or more serving replicas")
+    if args.steps < 1:
+        problems.append(f"--steps {args.steps}: expected 1 or more training steps")
+    if args.run_id is not None:
+        wrong = KINDS["run-id"](args.run_id)
+        if wrong:
+            problems.append(f"--run-id {printable(args.run_id)!r}: {wrong}")
+    return problems
+
+
 def run_demo(args: argparse.Namespace, say: Callable[[str], None] = print) -> int:
     """Run the demo (`offhours demo`); exit 0 if the pipeline completed (`--keep`: once stopped)."""
     if args.stop:
         return stop_sandbox(say)
+    problems = flag_problems(args, load_trace().minutes)
+    if problems:
+        import sys
+
+        print("offhours demo: " + "; ".join(problems) + "; nothing was installed", file=sys.stderr)
+        return 2
     running = sandbox_pid()
     if running is not None:  # a second install would reset the serving and gate the first one drives
         say(f"offhours demo: a sandbox is already running (pid {running}): `make sandbox-stop` first")

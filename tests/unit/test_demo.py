@@ -206,3 +206,45 @@ def test_a_stale_or_foreign_sandbox_pid_is_no_sandbox(tmp_path: Path, monkeypatc
         assert demo_module.sandbox_pid() is None
     lines: list[str] = []
     assert demo_module.stop_sandbox(lines.append) == 1 and "no sandbox is running" in lines[0]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--run-id", "../../.."], "--run-id '../../..': must be a DNS label"),
+    (["--run-id", "/home/someone/work"], "--run-id '/home/someone/work': must be a DNS label"),
+    (["--speed", "0"], "--speed 0: expected 1 (real time) to 3600"),
+    (["--speed", "nan"], "--speed nan: expected"),
+    (["--hours", "0"], "--hours 0: expected at least one trace minute"),
+    (["--start-hour", "400"], "--start-hour 400: expected 0 to under 336"),
+    (["--start-hour", "330", "--hours", "14"], "past the trace's end"),
+    (["--replicas", "0"], "--replicas 0: expected 1 or more"),
+    (["--steps", "-5"], "--steps -5: expected 1 or more"),
+])
+def test_a_wrong_flag_is_one_line_before_anything_is_cleared_or_installed(
+        argv: list[str], message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # The run id names the folders the demo clears (rmtree under its folder): `..` or an absolute path there
+    # would clear a folder outside it. Nothing may be touched, and no cluster asked, before the flags are right.
+    from offhours.scripts.cli.main import main
+
+    monkeypatch.setattr(demo_module, "DEMO_DIR", tmp_path / "demo" / "offhours-demo")
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / "file").write_text("mine")
+
+    def no_cluster() -> dict[str, str]:
+        raise AssertionError("the cluster was looked for before the flags were checked")
+
+    monkeypatch.setattr(demo_module, "local_cluster", no_cluster)
+    assert main(["demo", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err and "nothing was installed" in err, err
+    assert (kept / "file").read_text() == "mine"
+
+
+def test_every_wrong_flag_is_named_at_once(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from offhours.scripts.cli.main import main
+
+    monkeypatch.setattr(demo_module, "local_cluster", lambda: (_ for _ in ()).throw(AssertionError("cluster")))
+    assert main(["demo", "--speed", "-1", "--replicas", "0", "--run-id", "A B"]) == 2
+    err = capsys.readouterr().err
+    assert "--speed -1" in err and "--replicas 0" in err and "--run-id 'A B'" in err
