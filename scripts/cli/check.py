@@ -102,7 +102,7 @@ def metrics_fix(port: int, path: str, service: str, errors: list[str], local: bo
 
 
 def tick_fix(health: "Verdict", namespace: str, last_run: str) -> str:
-    """Return the fix of failing ticks: the gate's runs when none ticks, the metrics' when the ticks lack load data, else the gate's logs."""
+    """Return the fix of failing ticks: the gate's runs when none ticks, the metrics' without load data, else its logs."""
     if health.stale and not health.failing:
         return (f"argo -n {namespace} list shows the gate's runs: one stuck Pending or Running holds the next ones back "
                 "(concurrencyPolicy Forbid), or none starts (Argo's controller down)")

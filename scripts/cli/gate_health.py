@@ -104,7 +104,7 @@ def services_ticks(records: Mapping[str, Mapping[str, object] | None]) -> list[S
 
 
 def _seconds(value: object) -> float | None:
-    """A finite, non-negative number of the record (a hand-edited one may hold anything): else None."""
+    """Return a finite, non-negative number of the record (a hand-edited one may hold anything), else None."""
     import math
 
     if isinstance(value, bool) or not isinstance(value, (int, float)):

@@ -155,7 +155,8 @@ def test_a_gate_that_stopped_ticking_is_a_cross_though_its_last_run_succeeded() 
              "lastDecision": {"at": datetime.fromtimestamp(now - 30, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}}
     line = _line({"chat": stale, "code": fresh}, [])
     assert not line.ok, line.detail
-    assert re.search(r"chat: no tick for 2592\d\d s \(its lending lease is 195 s\)", line.detail) and "code:" not in line.detail.split("ticks fail: ", 1)[1]
+    assert re.search(r"chat: no tick for 2592\d\d s \(its lending lease is 195 s\)", line.detail)
+    assert "code:" not in line.detail.split("ticks fail: ", 1)[1]
     assert f"argo -n {CONFIG.namespace} list" in line.fix
     assert _line({"chat": fresh, "code": fresh}, []).ok  # a tick within its lease: well
 
