@@ -423,7 +423,17 @@ def run_demo(args: argparse.Namespace, say: Callable[[str], None] = print) -> in
         return 1
     # SIGTERM (`offhours demo --stop`, `make sandbox-stop`) ends it as Ctrl-C does: the cleanup runs.
     signal.signal(signal.SIGTERM, _interrupt)
-    result = demo(args, say)
+    from offhours.scripts.cli.connect import NoCluster
+
+    try:
+        result = demo(args, say)
+    except NoCluster:
+        raise  # one line with the way to get a cluster (cli/errors.py)
+    except (RuntimeError, subprocess.TimeoutExpired) as err:  # kubectl's or argo's own message, after the cleanup
+        import sys
+
+        print(f"offhours demo: {printable(str(err))}", file=sys.stderr)
+        return 1
     return 0 if args.keep or result.completed else 1
 
 
@@ -489,7 +499,12 @@ def resumed_steps(core: client.CoreV1Api, jobs: dict[str, JobState]) -> dict[str
 
 def demo(args: argparse.Namespace, say: Callable[[str], None] = print) -> DemoResult:
     """Set up the demo, run it until the pipeline completes or the replay ends (`--keep`: until stopped)."""
+    from offhours.scripts.cli.connect import connect
+
     env = local_cluster()
+    # Its env file outlives a control plane that crashed or a reboot: asked once, one that answers nothing is one
+    # line with the way to start it, before anything is installed.
+    connect(env["KUBECONFIG"])
     api = kube_config.new_client_from_config(env["KUBECONFIG"])
     trace = load_trace()
     start = int(args.start_hour * 60)

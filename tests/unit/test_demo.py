@@ -248,3 +248,55 @@ def test_every_wrong_flag_is_named_at_once(monkeypatch: pytest.MonkeyPatch, caps
     assert main(["demo", "--speed", "-1", "--replicas", "0", "--run-id", "A B"]) == 2
     err = capsys.readouterr().err
     assert "--speed -1" in err and "--replicas 0" in err and "--run-id 'A B'" in err
+
+
+def _stale_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, ...]]:
+    """A local control plane whose env file is still there (a crash or a reboot left it) but which answers nothing."""
+    monkeypatch.setattr(demo_module, "DEMO_DIR", tmp_path / "offhours-demo")
+    monkeypatch.setattr(demo_module, "PID_FILE", tmp_path / "offhours-demo" / "sandbox.pid")
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters: [{name: c, cluster: "
+                          "{server: 'https://127.0.0.1:1'}}]\nusers: [{name: u, user: {token: t}}]\n"
+                          "contexts: [{name: c, context: {cluster: c, user: u}}]\n")
+    monkeypatch.setattr(demo_module, "local_cluster", lambda: {"KUBECONFIG": str(kubeconfig),
+                                                               "OFFHOURS_CLUSTER_BIN": str(tmp_path / "bin")})
+    calls: list[tuple[str, ...]] = []
+    return calls
+
+
+def test_a_local_cluster_that_answers_nothing_is_one_line_with_the_way_to_start_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from offhours.scripts.cli import connect as connect_module
+    from offhours.scripts.cli.main import main
+
+    calls = _stale_cluster(tmp_path, monkeypatch)
+
+    def refused(*_: object, **__: object) -> None:
+        raise connect_module.NoCluster(f"no cluster: cannot reach the API server at https://127.0.0.1:1 "
+                                       f"(connection refused); {connect_module.HOW_TO_GET_ONE}")
+
+    monkeypatch.setattr(connect_module, "connect", refused)
+    monkeypatch.setattr(demo_module, "kubectl", lambda *args, **_: calls.append(args))
+    assert main(["demo"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot reach the API server" in err and "make cluster-up" in err, err
+    assert calls == []  # nothing was installed
+
+
+def test_a_kubectl_failure_while_installing_is_one_line_not_a_traceback(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from offhours.scripts.cli import connect as connect_module
+    from offhours.scripts.cli.main import main
+
+    _stale_cluster(tmp_path, monkeypatch)
+    monkeypatch.setattr(connect_module, "connect", lambda *_, **__: None)
+
+    def fails(*args: str, **_: object) -> str:
+        raise RuntimeError("kubectl apply --server-side --force-conflicts: The connection to the server "
+                           "127.0.0.1:6443 was refused")
+
+    monkeypatch.setattr(demo_module, "kubectl", fails)
+    assert main(["demo", "--keep"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("offhours demo: ") and "was refused" in err, err
+    assert not (tmp_path / "offhours-demo" / "sandbox.pid").exists()
