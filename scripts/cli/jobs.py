@@ -12,6 +12,7 @@ import io
 import json
 import re
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -21,6 +22,9 @@ from offhours.scripts.cli.text import printable
 from offhours.scripts.pool.model import FINISHED, WAITING, Pool, RunView, gpus_of
 from offhours.scripts.pool.usage import UsageRow, usage_lines
 from offhours.scripts.pool.views import age, select_runs, sentence, stamp
+
+CANCEL_ROUNDS = 3  # reads of the run after its stops, each stopping what a gate tick parked meanwhile
+CANCEL_SETTLE_SECONDS = 2.0  # a tick parks a copy and stops its original within moments: read after that
 
 
 class CommandError(RuntimeError):
@@ -187,15 +191,15 @@ def _reader(args: argparse.Namespace) -> Any:
     return PoolReader(where.serving, where.research, connect())
 
 
-def read_pool(args: argparse.Namespace) -> Pool:
-    """Read the pool (the workflows must be readable; the rest is shown with its problems)."""
+def read_pool(args: argparse.Namespace, warn: bool = True) -> Pool:
+    """Read the pool (the workflows must be readable; the rest is shown with its problems, unless not `warn`)."""
     from offhours.scripts.pool.reader import PoolReadError
 
     try:
         pool: Pool = _reader(args).read(require_workflows=True)
     except PoolReadError as err:
         raise CommandError(str(err)) from None
-    for problem in pool.problems:
+    for problem in pool.problems if warn else ():
         print(f"warning: {printable(problem)}", file=sys.stderr)
     return pool
 
@@ -261,14 +265,27 @@ def _cmd_cancel(args: argparse.Namespace) -> int:
             print("not cancelled")
             return 1
     now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    for copy in live:
-        body = stop_patch(now)
-        try:
-            reader.custom.patch_namespaced_custom_object(ARGO_GROUP, ARGO_VERSION, copy.namespace, PLURAL, copy.name, body)
-        except Exception as err:  # noqa: BLE001 - reported as one line naming the workflow
-            raise CommandError(describe_api_error(f"stop workflow {copy.namespace}/{copy.name}", err, write=True)) from None
-        print(f"{printable(copy.name)}: stopping (exit handlers run; its GPUs go back to {printable(copy.service)})")
-    return 0
+    stopped: set[str] = set()
+    # A gate tick that preempts a copy parks the next one first: read after the stops, the run may have a live copy
+    # the first read could not see. It is stopped too, until a read finds none (a few rounds: ticks are minutes apart).
+    for _ in range(CANCEL_ROUNDS):
+        for copy in live:
+            body = stop_patch(now)
+            try:
+                reader.custom.patch_namespaced_custom_object(ARGO_GROUP, ARGO_VERSION, copy.namespace, PLURAL, copy.name,
+                                                             body)
+            except Exception as err:  # noqa: BLE001 - reported as one line naming the workflow
+                raise CommandError(describe_api_error(f"stop workflow {copy.namespace}/{copy.name}", err,
+                                                      write=True)) from None
+            stopped.add(copy.uid or copy.name)
+            print(f"{printable(copy.name)}: stopping (exit handlers run; its GPUs go back to {printable(copy.service)})")
+        time.sleep(CANCEL_SETTLE_SECONDS)
+        again = read_pool(args, warn=False).find(run.run_id)  # its warnings were said once
+        live = [c for c in again.copies if c.state not in FINISHED and (c.uid or c.name) not in stopped] if again else []
+        if not live:
+            return 0
+    raise CommandError(f"{printable(run.run_id)}: still has live workflows after {CANCEL_ROUNDS} rounds of stops "
+                       f"({printable(', '.join(c.name for c in live))}): run the cancel again")
 
 
 def attempt_header(workflow: str, pod: str | None, attempt: int, attempts: int, state: str) -> str:
