@@ -230,9 +230,25 @@ def _cmd_why(args: argparse.Namespace) -> int:
     return 0
 
 
+_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_LABEL_PREFIX = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*$")
+
+
+def check_by(by: str) -> None:
+    """Refuse a `--by` that groups by nothing: not service, user or label:KEY with KEY a Kubernetes label key."""
+    if by in ("service", "user"):
+        return
+    if not by.startswith("label:"):
+        raise InputError(f"--by {printable(by)!r}: expected service, user or label:KEY")
+    prefix, _, name = by.removeprefix("label:").rpartition("/")
+    if not _LABEL_NAME.match(name) or (prefix and (len(prefix) > 253 or not _LABEL_PREFIX.match(prefix))) \
+            or by.removeprefix("label:").startswith("/"):
+        raise InputError(f"--by {printable(by)!r}: KEY is not a label key (name, or prefix/name, as Kubernetes "
+                         "labels have them)")
+
+
 def _cmd_usage(args: argparse.Namespace) -> int:
-    if args.by not in ("service", "user") and not args.by.startswith("label:"):
-        raise InputError(f"--by {printable(args.by)!r}: expected service, user or label:KEY")
+    check_by(args.by)
     if args.since:
         parse_since(args.since, datetime.now(timezone.utc))  # a wrong --since is named before the cluster is read
     pool = read_pool(args)
