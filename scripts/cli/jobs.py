@@ -21,10 +21,7 @@ from offhours.scripts.cli.namespaces import Namespaces, add_flags, of_args
 from offhours.scripts.cli.text import printable
 from offhours.scripts.pool.model import FINISHED, WAITING, Pool, RunView, gpus_of
 from offhours.scripts.pool.usage import UsageRow, usage_lines
-from offhours.scripts.pool.views import age, select_runs, sentence, stamp
-
-CANCEL_ROUNDS = 3  # reads of the run after its stops, each stopping what a gate tick parked meanwhile
-CANCEL_SETTLE_SECONDS = 2.0  # a tick parks a copy and stops its original within moments: read after that
+from offhours.scripts.pool.views import CANCEL_ROUNDS, CANCEL_SETTLE_SECONDS, age, select_runs, sentence, stamp
 
 
 class CommandError(RuntimeError):
@@ -282,8 +279,7 @@ def _cmd_cancel(args: argparse.Namespace) -> int:
             return 1
     now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     stopped: set[str] = set()
-    # A gate tick that preempts a copy parks the next one first: read after the stops, the run may have a live copy
-    # the first read could not see. It is stopped too, until a read finds none (a few rounds: ticks are minutes apart).
+    # Read again after the stops: a copy a gate tick parked meanwhile is stopped too (pool/views.py, CANCEL_ROUNDS).
     for _ in range(CANCEL_ROUNDS):
         for copy in live:
             body = stop_patch(now)

@@ -62,7 +62,7 @@ class Argo:
 def _cancel(monkeypatch: pytest.MonkeyPatch, argo: Argo) -> int:
     monkeypatch.setattr(r, "_reader", lambda args: SimpleNamespace(custom=argo))
     monkeypatch.setattr(r, "read_pool", lambda args, warn=True: argo.pool())
-    monkeypatch.setattr(r, "CANCEL_SETTLE_SECONDS", 0.0, raising=False)
+    monkeypatch.setattr(r, "CANCEL_SETTLE_SECONDS", 0.0)
     args = argparse.Namespace(name="z", yes=True, command="cancel", namespace="research", serving_namespace=None,
                               config=None)
     return r._guarded(r._cmd_cancel)(args)
