@@ -244,8 +244,9 @@ def create(args: argparse.Namespace, api: Any = None) -> int:
     if args.dry_run:
         print(to_yaml(dry_run(args.template, args.namespace, build, api)), end="")
         return 0
-    body = build(installed_template(args.template, args.namespace, api or _custom_api()))
     api = api or _custom_api()
+    _refuse_a_namespace_the_gate_does_not_admit_from(args, api)
+    body = build(installed_template(args.template, args.namespace, api))
     try:
         api.create_namespaced_custom_object(ARGO_GROUP, ARGO_VERSION, args.namespace, "cronworkflows", body)
     except ApiException as err:
@@ -256,6 +257,29 @@ def create(args: argparse.Namespace, api: Any = None) -> int:
     when = upcoming.strftime("%Y-%m-%d %H:%M") if upcoming else "never"
     print(f"{args.name} created: next run {when} {args.timezone}, parked until the gate admits it")
     return 0
+
+
+def _refuse_a_namespace_the_gate_does_not_admit_from(args: argparse.Namespace, api: Any) -> None:
+    """Raise ScheduleError when the installed gate configuration admits from another namespace than the schedule's.
+
+    The gate admits its configuration's workflowNamespace only: a schedule elsewhere parks runs no gate admits.
+    Advisory like `submit`'s check: with no configuration readable (or no client to read it with), it goes ahead.
+    """
+    from kubernetes import client
+
+    from offhours.scripts.cli.installed_config import installed_gate_config
+    from offhours.scripts.cli.namespaces import of_args
+    from offhours.scripts.names import GATE_CONFIG_MAP
+
+    api_client = getattr(api, "api_client", None)
+    if api_client is None:
+        return
+    serving = of_args(args).serving
+    installed, _ = installed_gate_config(client.CoreV1Api(api_client), serving)
+    if installed is not None and installed.workflow_namespace != args.namespace:
+        raise ScheduleError(f"namespace {args.namespace} is not where the gate admits jobs from: the installed "
+                            f"configuration (ConfigMap {serving}/{GATE_CONFIG_MAP}) has workflowNamespace "
+                            f"{installed.workflow_namespace}; pass -n {installed.workflow_namespace}. Nothing was created")
 
 
 def _named(args: argparse.Namespace) -> str:
