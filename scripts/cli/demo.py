@@ -60,6 +60,7 @@ from offhours.scripts.names import (
     STATE_PREEMPTED,
     state_configmap_name,
 )
+from offhours.scripts.pool.model import STOPPED_UNADMITTED
 from offhours.scripts.simulate.trace import Trace, load_trace
 
 CLUSTER_STATE = Path(os.environ.get("OFFHOURS_CLUSTER_DIR", "/tmp/offhours-cluster"))
@@ -221,13 +222,18 @@ class Watcher:
                                         str(last.get("reason") or ""), float(last.get("at") or 0.0))
         except (client.ApiException, ValueError, TypeError):
             decision = None
+        from offhours.scripts.pool.model import job_view
+
         jobs: dict[str, JobState] = {}
         for wf in self.custom.list_namespaced_custom_object(ARGO_GROUP, ARGO_VERSION, RESEARCH, "workflows",
                                                             label_selector=self.selector,
                                                             _request_timeout=READ_SECONDS)["items"]:
             meta = wf["metadata"]
+            # The state as every verb says it (pool/model.py): preempted only if it held lent GPUs, waiting
+            # while not admitted; not the gate's label, which marks a stop before admission `preempted` too.
+            view = job_view(wf)
             jobs[meta["name"]] = JobState((wf.get("status") or {}).get("phase") or "Pending",
-                                          (meta.get("labels") or {}).get(LABEL_STATE, ""),
+                                          view.state if view is not None else (meta.get("labels") or {}).get(LABEL_STATE, ""),
                                           (meta.get("annotations") or {}).get(ANNOTATION_WAITING_REASON, ""))
         return Snapshot(dep.spec.replicas or 0, dep.status.ready_replicas or 0, decision, jobs)
 
@@ -240,7 +246,7 @@ def finished(snapshot: Snapshot) -> bool:
     """Whether the run is over: a run succeeded, or one failed on its own (not stopped by the gate)."""
     jobs = snapshot.jobs.values()
     return any(j.phase == "Succeeded" for j in jobs) or any(
-        j.phase in ("Failed", "Error") and j.state != STATE_PREEMPTED for j in jobs)
+        j.phase in ("Failed", "Error") and j.state not in (STATE_PREEMPTED, STOPPED_UNADMITTED) for j in jobs)
 
 
 def kubectl(bin_dir: str, kubeconfig: str, *args: str, stdin: str | None = None) -> str:

@@ -300,3 +300,45 @@ def test_a_kubectl_failure_while_installing_is_one_line_not_a_traceback(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("offhours demo: ") and "was refused" in err, err
     assert not (tmp_path / "offhours-demo" / "sandbox.pid").exists()
+
+
+class _Reads:
+    """The demo watcher's reads: the serving Deployment, no state record, and the research workflows `workflows`."""
+
+    def __init__(self, workflows: list[dict]) -> None:
+        self.workflows = workflows
+
+    def read_namespaced_deployment(self, *_: object, **__: object) -> object:
+        from types import SimpleNamespace
+
+        return SimpleNamespace(spec=SimpleNamespace(replicas=16), status=SimpleNamespace(ready_replicas=16))
+
+    def read_namespaced_config_map(self, *_: object, **__: object) -> object:
+        from kubernetes.client.exceptions import ApiException
+
+        raise ApiException(status=404, reason="Not Found")
+
+    def list_namespaced_custom_object(self, *_: object, **__: object) -> dict:
+        return {"items": self.workflows}
+
+
+def test_a_workflow_stopped_before_admission_is_not_shown_or_counted_as_preempted() -> None:
+    # `argo submit --from` runs straight; the gate stops it before it ever held lent GPUs (labelled preempted, but
+    # never admitted) and parks a copy in its place. Only a workflow that held lent GPUs was preempted.
+    from kubernetes import client
+
+    from tests.support.pool_fixture import ts, workflow
+
+    never = workflow("demo-1", "chat", 2, "preempted", phase="Failed", created=10, shutdown="Stop")
+    held = workflow("demo-1-p1", "chat", 2, "preempted", phase="Failed", created=5, shutdown="Stop",
+                    annotations={"offhours.io/admitted-at": ts(4)})
+    waiting = workflow("demo-1-p2", "chat", 2, "parked", created=1, suspend=True)
+    watcher = demo_module.Watcher(client.ApiClient(), "offhours.io/service", 16)
+    reads = _Reads([never, held, waiting])
+    watcher.apps = watcher.core = watcher.custom = reads  # type: ignore[assignment]
+    snap = watcher.snapshot()
+    assert snap.jobs["demo-1"].status() == "Failed, stopped-unadmitted"
+    assert snap.jobs["demo-1-p1"].status() == "Failed, preempted"
+    assert snap.jobs["demo-1-p2"].status() == "Pending, waiting"
+    assert summarize([(0.0, snap), (1.0, snap)], 16, 60.0, {}).preempted == ("demo-1-p1",)
+    assert not finished(snap)  # a stop before admission is not the run's end either
