@@ -191,3 +191,15 @@ def test_a_namespace_the_gate_does_not_admit_from_is_refused_and_nothing_is_crea
     assert "-n research" in err and api.created == []
     assert main(["submit", "offhours-llm-pipeline", *params, "-n", "research"]) == 0
     assert len(api.created) == 1
+
+
+def test_a_parameter_given_twice_with_two_values_is_refused_naming_both() -> None:
+    """Fault: `-p replicas=1 ... -p replicas=4` took the last silently; which one was meant is the person's to say."""
+    from offhours.scripts.cluster.parked import parse_params
+
+    with pytest.raises(SubmitError) as caught:
+        parse_params(["replicas=1", "service=chat", "replicas=4", "bad", "service=chat"])
+    text = str(caught.value)
+    assert "-p replicas given twice ('1', then '4')" in text and "-p 'bad': expected name=value" in text, text
+    assert "service" not in text  # the same value twice is no ambiguity
+    assert parse_params(["a=1", "a=1", "b=x=y"]) == {"a": "1", "b": "x=y"}
