@@ -473,7 +473,14 @@ def stop_sandbox(say: Callable[[str], None]) -> int:
     if pid is None:
         say(f"offhours demo: no sandbox is running (no live sandbox process in {PID_FILE})")
         return 1
-    os.kill(pid, signal.SIGTERM)
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except PermissionError as err:  # the demo's folder is shared: the pid file may name another user's sandbox
+        say(f"offhours demo: the sandbox (pid {pid}) is not yours to stop ({err.strerror}): its owner stops it")
+        return 1
+    except ProcessLookupError:
+        say(f"offhours demo: no sandbox is running (pid {pid} ended)")
+        return 1
     deadline = time.monotonic() + STOP_SECONDS
     while time.monotonic() < deadline and _running(pid):
         time.sleep(0.5)

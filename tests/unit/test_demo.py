@@ -342,3 +342,17 @@ def test_a_workflow_stopped_before_admission_is_not_shown_or_counted_as_preempte
     assert snap.jobs["demo-1-p2"].status() == "Pending, waiting"
     assert summarize([(0.0, snap), (1.0, snap)], 16, 60.0, {}).preempted == ("demo-1-p1",)
     assert not finished(snap)  # a stop before admission is not the run's end either
+
+
+def test_a_sandbox_of_another_user_is_named_not_a_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The demo's folder is in the shared temporary folder: its pid file may name another user's sandbox.
+    monkeypatch.setattr(demo_module, "sandbox_pid", lambda: 4242)
+
+    def refused(pid: int, sig: int) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(demo_module.os, "kill", refused)
+    lines: list[str] = []
+    assert demo_module.stop_sandbox(lines.append) == 1
+    assert lines == ["offhours demo: the sandbox (pid 4242) is not yours to stop (Operation not permitted): its "
+                     "owner stops it"]
