@@ -21,7 +21,15 @@ from offhours.scripts.cli.namespaces import Namespaces, add_flags, of_args
 from offhours.scripts.cli.text import printable
 from offhours.scripts.pool.model import FINISHED, WAITING, Pool, RunView, gpus_of
 from offhours.scripts.pool.usage import UsageRow, usage_lines
-from offhours.scripts.pool.views import CANCEL_ROUNDS, CANCEL_SETTLE_SECONDS, age, select_runs, sentence, stamp
+from offhours.scripts.pool.views import (
+    CANCEL_ROUNDS,
+    CANCEL_SETTLE_SECONDS,
+    age,
+    same_run,
+    select_runs,
+    sentence,
+    stamp,
+)
 
 
 class CommandError(RuntimeError):
@@ -292,7 +300,7 @@ def _cmd_cancel(args: argparse.Namespace) -> int:
             stopped.add(copy.uid or copy.name)
             print(f"{printable(copy.name)}: stopping (exit handlers run; its GPUs go back to {printable(copy.service)})")
         time.sleep(CANCEL_SETTLE_SECONDS)
-        again = read_pool(args, warn=False).find(run.run_id)  # its warnings were said once
+        again = same_run(read_pool(args, warn=False), run)  # its warnings were said once
         live = [c for c in again.copies if c.state not in FINISHED and (c.uid or c.name) not in stopped] if again else []
         if not live:
             return 0

@@ -46,6 +46,7 @@ from offhours.scripts.pool.views import (
     CANCEL_SETTLE_SECONDS,
     live_copies,
     live_run_message,
+    same_run,
     unfinished,
 )
 
@@ -299,7 +300,7 @@ def add_request_routes(app: Flask, person_api: PersonApi, pool: Callable[[], Poo
                 stopped.append(copy.name)
             time.sleep(CANCEL_SETTLE_SECONDS)
             refresh()
-            again = pool().find(run.run_id)
+            again = same_run(pool(), run)
             live = [c for c in unfinished(again) if c.name not in stopped] if again is not None else []
             if not live:
                 break

@@ -92,3 +92,18 @@ def test_a_cancel_with_no_tick_in_between_stops_each_copy_once(monkeypatch: pyte
     assert _cancel(monkeypatch, argo) == 0
     assert capsys.readouterr().out.count("stopping") == 1
     assert argo.workflows["train-z"]["spec"]["shutdown"] == "Stop"
+
+
+def test_the_read_after_the_stops_finds_the_run_by_its_id_not_a_workflow_so_named(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Another run's workflow is named as this run's id: reading the run again by that name found the other run,
+    # and the cancel stopped its workflow.
+    argo = Argo([_running("train-z", "z"), _running("z", "y")], parks="train-z")
+    monkeypatch.setattr(r, "_reader", lambda args: SimpleNamespace(custom=argo))
+    monkeypatch.setattr(r, "read_pool", lambda args, warn=True: argo.pool())
+    monkeypatch.setattr(r, "CANCEL_SETTLE_SECONDS", 0.0)
+    args = argparse.Namespace(name="train-z", yes=True, command="cancel", namespace="research",
+                              serving_namespace=None, config=None)
+    assert r._guarded(r._cmd_cancel)(args) == 0
+    assert "shutdown" not in argo.workflows["z"]["spec"]  # the other run's workflow is left as it was
+    assert argo.workflows["train-z-p1"]["spec"].get("shutdown") == "Stop"

@@ -77,8 +77,7 @@ def _cancel(ns: Namespace, cached_for: float, between: Any = None) -> Any:
 
 
 def _live(ns: Namespace) -> list[str]:
-    run = ns.read().find("run-1")
-    assert run is not None
+    run = next(r for r in ns.read().runs if r.run_id == "run-1")
     return [c.name for c in run.copies if c.state not in FINISHED]
 
 
@@ -108,3 +107,13 @@ def test_a_copy_parked_since_the_pages_last_read_is_stopped_too() -> None:
     answer = _cancel(ns, cached_for=3600, between=tick)
     assert answer.status_code == 302, answer.get_data(as_text=True)
     assert _live(ns) == []
+
+
+def test_the_read_after_the_stops_finds_the_run_by_its_id_not_a_workflow_so_named() -> None:
+    other = workflow("run-1", "chat", 1, "admitted", "Running", created=60, started=50, run_id="run-9",
+                     annotations={"offhours.io/admitted-at": ts(50)})
+    ns = Namespace(_running("train-1"), other, park_on_stop="train-1")
+    answer = _cancel(ns, cached_for=3600)
+    assert answer.status_code == 302, answer.get_data(as_text=True)
+    assert _live(ns) == []
+    assert "shutdown" not in ns.workflows["run-1"]["spec"]  # another run's workflow is left as it was
