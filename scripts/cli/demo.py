@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import urllib3
 import yaml
 from kubernetes import client
 from kubernetes import config as kube_config
@@ -341,7 +342,7 @@ def watch(watcher: Watcher, clock: TraceClock, replay: Replay, until: Callable[[
             if STOP.wait(1):
                 return
             continue
-        except OSError as err:  # a read that timed out or a connection refused: the next second tries again
+        except (OSError, urllib3.exceptions.HTTPError) as err:  # timed out, refused: the next second tries again
             say(f"cannot read the cluster: {type(err).__name__}: {err}")
             if STOP.wait(1):
                 return
@@ -552,10 +553,10 @@ def demo(args: argparse.Namespace, say: Callable[[str], None] = print) -> DemoRe
             say("waiting for the gate's first decision (its CronWorkflow runs every minute)")
             began_at = time.time()
             first_decision = time.monotonic() + 180
-            while watcher.snapshot().decided_at < began_at and time.monotonic() < first_decision:
+            while _decided_at(watcher) < began_at and time.monotonic() < first_decision:
                 if STOP.wait(2):
                     break
-            if watcher.snapshot().decided_at < began_at:
+            if _decided_at(watcher) < began_at:
                 say(f"no gate decision in 180 s: see `argo -n {SERVING} list` and the gate run's logs; "
                     "submitting anyway")
             for error in replay.errors[:3]:
@@ -597,6 +598,14 @@ def demo(args: argparse.Namespace, say: Callable[[str], None] = print) -> DemoRe
         if keep:  # last: `offhours demo --stop` waits for this process, not for the file
             PID_FILE.unlink(missing_ok=True)
     return result
+
+
+def _decided_at(watcher: Watcher) -> float:
+    """Return when the gate last decided; 0 when the cluster does not answer this time (the caller asks again)."""
+    try:
+        return watcher.snapshot().decided_at
+    except (client.ApiException, OSError, urllib3.exceptions.HTTPError):
+        return 0.0
 
 
 def sandbox_hint() -> str:

@@ -2,6 +2,7 @@
 
 import os
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -356,3 +357,32 @@ def test_a_sandbox_of_another_user_is_named_not_a_traceback(monkeypatch: pytest.
     assert demo_module.stop_sandbox(lines.append) == 1
     assert lines == ["offhours demo: the sandbox (pid 4242) is not yours to stop (Operation not permitted): its "
                      "owner stops it"]
+
+
+def test_the_watch_goes_on_past_an_api_server_that_does_not_answer_for_a_moment(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The client raises urllib3's errors (no OSError) for a refused connection or a read that timed out: a restart
+    # of the local API server ended the sandbox, which promises to stay live until its person stops it.
+    import urllib3
+
+    monkeypatch.setattr(demo_module.STOP, "wait", lambda seconds: False)
+    answers: list[object] = [urllib3.exceptions.MaxRetryError(None, "/apis", "connection refused"),
+                             urllib3.exceptions.ReadTimeoutError(None, "/apis", "read timed out"),
+                             Snapshot(16, 16)]
+
+    class Flaky:
+        baseline = 16
+
+        def snapshot(self) -> Snapshot:
+            answer = answers.pop(0)
+            if isinstance(answer, Exception):
+                raise answer
+            assert isinstance(answer, Snapshot)
+            return answer
+
+    lines: list[str] = []
+    clock = TraceClock(960, 60.0, started=0.0)
+    got = list(demo_module.watch(Flaky(), clock, SimpleNamespace(rps=1.0), lambda _: True,  # type: ignore[arg-type]
+                                 float("inf"), lines.append, 0.0))
+    assert got == [Snapshot(16, 16)]
+    assert sum("cannot read the cluster" in line for line in lines) == 2, lines
