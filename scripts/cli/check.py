@@ -14,6 +14,7 @@ tokens) and none it does not (pods, logs, secrets, any write), and that its Netw
 import argparse
 import gzip
 import json
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from importlib import resources
@@ -101,7 +102,10 @@ def metrics_fix(port: int, path: str, service: str, errors: list[str], local: bo
 
 
 def tick_fix(health: "Verdict", namespace: str, last_run: str) -> str:
-    """Return the fix of failing ticks: the metrics' when the ticks lack load data, else the gate's logs."""
+    """Return the fix of failing ticks: the gate's runs when none ticks, the metrics' without load data, else its logs."""
+    if health.stale and not health.failing:
+        return (f"argo -n {namespace} list shows the gate's runs: one stuck Pending or Running holds the next ones back "
+                "(concurrencyPolicy Forbid), or none starts (Argo's controller down)")
     said = health.newest_failure.lower()
     if "refused" in said or "no pod answered" in said or "metrics" in said or "load data" in said:
         return (f"the gate reads no load for {', '.join(health.failing)}: see the metrics line above; "
@@ -429,8 +433,11 @@ class Checker:
         finished = [w for w in runs if w.get("status", {}).get("phase") in FINISHED_PHASES]
         schedules = cron.get("spec", {}).get("schedules") or [cron.get("spec", {}).get("schedule")]
         if not finished:
-            yield Check(f"CronWorkflow {ns}/{CRON_WORKFLOW}", True,
-                        f"scheduled ({', '.join(map(str, schedules))}); no finished run yet")
+            # The first run may be the one that never ends (stuck Pending): the ticks say whether the gate works.
+            health = self.gate_ticks(config)
+            yield Check(f"CronWorkflow {ns}/{CRON_WORKFLOW}", health.ok,
+                        f"scheduled ({', '.join(map(str, schedules))}); no finished run yet; {health.detail}",
+                        tick_fix(health, ns, runs[0]["metadata"]["name"] if runs else "RUN"))
             return
         last = max(finished, key=lambda w: w["status"].get("finishedAt") or "")
         phase = last["status"]["phase"]
@@ -466,7 +473,7 @@ class Checker:
                                 deployments[e.involved_object.name], e.message or "")
                     for e in events if e.involved_object is not None and e.involved_object.kind == "Deployment"
                     and e.involved_object.name in deployments]
-        return verdict(services_ticks(records), failures)
+        return verdict(services_ticks(records), failures, time.time())
 
     def run(self) -> Iterator[Check]:
         """Yield every check; stop early only when the API server cannot be reached."""

@@ -40,7 +40,9 @@ def connect(kubeconfig: str | None = None, probe: bool = True) -> client.ApiClie
     path = kubeconfig_path(kubeconfig)
     try:
         kube_config.load_kube_config(config_file=path)
-    except (ConfigException, OSError, TypeError) as err:
+    except UnicodeDecodeError:
+        raise  # not text at all: one line saying so (cli/errors.py)
+    except (ConfigException, OSError, TypeError, AttributeError, KeyError, ValueError) as err:  # a file in a shape it cannot read
         try:
             kube_config.load_incluster_config()
         except ConfigException:

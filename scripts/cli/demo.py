@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import urllib3
 import yaml
 from kubernetes import client
 from kubernetes import config as kube_config
@@ -42,6 +43,7 @@ from offhours.scripts.cli.demo_text import (
     summarize,
     summary_lines,
 )
+from offhours.scripts.cli.text import printable
 from offhours.scripts.metrics.emulator import EmulatedServer, Fleet
 from offhours.scripts.names import (
     ANNOTATION_WAITING_REASON,
@@ -59,6 +61,7 @@ from offhours.scripts.names import (
     STATE_PREEMPTED,
     state_configmap_name,
 )
+from offhours.scripts.pool.model import STOPPED_UNADMITTED
 from offhours.scripts.simulate.trace import Trace, load_trace
 
 CLUSTER_STATE = Path(os.environ.get("OFFHOURS_CLUSTER_DIR", "/tmp/offhours-cluster"))
@@ -220,13 +223,18 @@ class Watcher:
                                         str(last.get("reason") or ""), float(last.get("at") or 0.0))
         except (client.ApiException, ValueError, TypeError):
             decision = None
+        from offhours.scripts.pool.model import job_view
+
         jobs: dict[str, JobState] = {}
         for wf in self.custom.list_namespaced_custom_object(ARGO_GROUP, ARGO_VERSION, RESEARCH, "workflows",
                                                             label_selector=self.selector,
                                                             _request_timeout=READ_SECONDS)["items"]:
             meta = wf["metadata"]
+            # The state as every verb says it (pool/model.py): preempted only if it held lent GPUs, waiting
+            # while not admitted; not the gate's label, which marks a stop before admission `preempted` too.
+            view = job_view(wf)
             jobs[meta["name"]] = JobState((wf.get("status") or {}).get("phase") or "Pending",
-                                          (meta.get("labels") or {}).get(LABEL_STATE, ""),
+                                          view.state if view is not None else (meta.get("labels") or {}).get(LABEL_STATE, ""),
                                           (meta.get("annotations") or {}).get(ANNOTATION_WAITING_REASON, ""))
         return Snapshot(dep.spec.replicas or 0, dep.status.ready_replicas or 0, decision, jobs)
 
@@ -239,7 +247,7 @@ def finished(snapshot: Snapshot) -> bool:
     """Whether the run is over: a run succeeded, or one failed on its own (not stopped by the gate)."""
     jobs = snapshot.jobs.values()
     return any(j.phase == "Succeeded" for j in jobs) or any(
-        j.phase in ("Failed", "Error") and j.state != STATE_PREEMPTED for j in jobs)
+        j.phase in ("Failed", "Error") and j.state not in (STATE_PREEMPTED, STOPPED_UNADMITTED) for j in jobs)
 
 
 def kubectl(bin_dir: str, kubeconfig: str, *args: str, stdin: str | None = None) -> str:
@@ -334,7 +342,7 @@ def watch(watcher: Watcher, clock: TraceClock, replay: Replay, until: Callable[[
             if STOP.wait(1):
                 return
             continue
-        except OSError as err:  # a read that timed out or a connection refused: the next second tries again
+        except (OSError, urllib3.exceptions.HTTPError) as err:  # timed out, refused: the next second tries again
             say(f"cannot read the cluster: {type(err).__name__}: {err}")
             if STOP.wait(1):
                 return
@@ -370,17 +378,69 @@ STOP_SECONDS = 180  # its cleanup: the gate suspended, its runs deleted, the sum
 RESUMED = re.compile(r"start at step (\d+)")
 
 
+MAX_SPEED = 3600.0  # a trace hour per wall second: beyond it a 10 s tick spans more than a trace day
+
+
+def flag_problems(args: argparse.Namespace, trace_minutes: int) -> list[str]:
+    """Return every wrong flag of `offhours demo`, each naming what is expected (empty: all fine).
+
+    Checked before anything is installed or deleted: the run id names the folders the demo clears, and
+    the speed, window and replicas make the gate configuration and the load it replays.
+    """
+    import math
+
+    from offhours.scripts.runtime.parameters import KINDS
+
+    problems = []
+    if not (math.isfinite(args.speed) and 1 <= args.speed <= MAX_SPEED):
+        problems.append(f"--speed {args.speed:g}: expected 1 (real time) to {MAX_SPEED:g} trace seconds per wall second")
+    hours = trace_minutes / 60
+    start_ok = math.isfinite(args.start_hour) and 0 <= args.start_hour < hours
+    if not start_ok:
+        problems.append(f"--start-hour {args.start_hour:g}: expected 0 to under {hours:g} (the trace's hours)")
+    if not (math.isfinite(args.hours) and args.hours * 60 >= 1):
+        problems.append(f"--hours {args.hours:g}: expected at least one trace minute")
+    elif start_ok and int(args.start_hour * 60) + int(args.hours * 60) > trace_minutes:
+        problems.append(f"--start-hour {args.start_hour:g} --hours {args.hours:g}: past the trace's end "
+                        f"(it has {hours:g} hours)")
+    if args.replicas < 1:
+        problems.append(f"--replicas {args.replicas}: expected 1 or more serving replicas")
+    if args.steps < 1:
+        problems.append(f"--steps {args.steps}: expected 1 or more training steps")
+    if args.run_id is not None:
+        wrong = KINDS["run-id"](args.run_id)
+        if wrong:
+            problems.append(f"--run-id {printable(args.run_id)!r}: {wrong}")
+    return problems
+
+
 def run_demo(args: argparse.Namespace, say: Callable[[str], None] = print) -> int:
     """Run the demo (`offhours demo`); exit 0 if the pipeline completed (`--keep`: once stopped)."""
     if args.stop:
         return stop_sandbox(say)
+    problems = flag_problems(args, load_trace().minutes)
+    if problems:
+        import sys
+
+        print("offhours demo: " + "; ".join(problems) + "; nothing was installed", file=sys.stderr)
+        return 2
     running = sandbox_pid()
     if running is not None:  # a second install would reset the serving and gate the first one drives
         say(f"offhours demo: a sandbox is already running (pid {running}): `make sandbox-stop` first")
         return 1
     # SIGTERM (`offhours demo --stop`, `make sandbox-stop`) ends it as Ctrl-C does: the cleanup runs.
     signal.signal(signal.SIGTERM, _interrupt)
-    result = demo(args, say)
+    from offhours.scripts.cli.connect import NoCluster
+
+    try:
+        result = demo(args, say)
+    except NoCluster:
+        raise  # one line with the way to get a cluster (cli/errors.py)
+    except (RuntimeError, subprocess.TimeoutExpired) as err:  # kubectl's or argo's own message, after the cleanup
+        import sys
+
+        print(f"offhours demo: {printable(str(err))}", file=sys.stderr)
+        return 1
     return 0 if args.keep or result.completed else 1
 
 
@@ -414,7 +474,14 @@ def stop_sandbox(say: Callable[[str], None]) -> int:
     if pid is None:
         say(f"offhours demo: no sandbox is running (no live sandbox process in {PID_FILE})")
         return 1
-    os.kill(pid, signal.SIGTERM)
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except PermissionError as err:  # the demo's folder is shared: the pid file may name another user's sandbox
+        say(f"offhours demo: the sandbox (pid {pid}) is not yours to stop ({err.strerror}): its owner stops it")
+        return 1
+    except ProcessLookupError:
+        say(f"offhours demo: no sandbox is running (pid {pid} ended)")
+        return 1
     deadline = time.monotonic() + STOP_SECONDS
     while time.monotonic() < deadline and _running(pid):
         time.sleep(0.5)
@@ -446,7 +513,12 @@ def resumed_steps(core: client.CoreV1Api, jobs: dict[str, JobState]) -> dict[str
 
 def demo(args: argparse.Namespace, say: Callable[[str], None] = print) -> DemoResult:
     """Set up the demo, run it until the pipeline completes or the replay ends (`--keep`: until stopped)."""
+    from offhours.scripts.cli.connect import connect
+
     env = local_cluster()
+    # Its env file outlives a control plane that crashed or a reboot: asked once, one that answers nothing is one
+    # line with the way to start it, before anything is installed.
+    connect(env["KUBECONFIG"])
     api = kube_config.new_client_from_config(env["KUBECONFIG"])
     trace = load_trace()
     start = int(args.start_hour * 60)
@@ -481,10 +553,10 @@ def demo(args: argparse.Namespace, say: Callable[[str], None] = print) -> DemoRe
             say("waiting for the gate's first decision (its CronWorkflow runs every minute)")
             began_at = time.time()
             first_decision = time.monotonic() + 180
-            while watcher.snapshot().decided_at < began_at and time.monotonic() < first_decision:
+            while _decided_at(watcher) < began_at and time.monotonic() < first_decision:
                 if STOP.wait(2):
                     break
-            if watcher.snapshot().decided_at < began_at:
+            if _decided_at(watcher) < began_at:
                 say(f"no gate decision in 180 s: see `argo -n {SERVING} list` and the gate run's logs; "
                     "submitting anyway")
             for error in replay.errors[:3]:
@@ -526,6 +598,14 @@ def demo(args: argparse.Namespace, say: Callable[[str], None] = print) -> DemoRe
         if keep:  # last: `offhours demo --stop` waits for this process, not for the file
             PID_FILE.unlink(missing_ok=True)
     return result
+
+
+def _decided_at(watcher: Watcher) -> float:
+    """Return when the gate last decided; 0 when the cluster does not answer this time (the caller asks again)."""
+    try:
+        return watcher.snapshot().decided_at
+    except (client.ApiException, OSError, urllib3.exceptions.HTTPError):
+        return 0.0
 
 
 def sandbox_hint() -> str:

@@ -34,15 +34,15 @@ class GateDecision:
 
 @dataclass(frozen=True)
 class JobState:
-    """One research workflow as the demo shows it: Argo's phase, offhours' state, the gate's waiting reason."""
+    """One research workflow as the demo shows it: Argo's phase, its state as the verbs say it, the gate's waiting reason."""
 
     phase: str
     state: str = ""
     reason: str = ""
 
     def status(self) -> str:
-        """Return `phase, state` (the state only when offhours set one)."""
-        return f"{self.phase}, {self.state}" if self.state else self.phase
+        """Return `phase, state` (the state only when there is one and it is not the phase again: `Running`)."""
+        return f"{self.phase}, {self.state}" if self.state and self.state != self.phase.lower() else self.phase
 
 
 @dataclass(frozen=True)
@@ -152,6 +152,8 @@ class Summary:
 def summarize(samples: Sequence[tuple[float, Snapshot]], baseline: int, speed: float,
               resumed_from: dict[str, int]) -> Summary:
     """Sum the lending of the samples (wall-clock seconds, snapshot) and list the preempted workflows.
+
+    Preempted is the state the verbs read (pool/model.py: it held lent GPUs), never a stop before admission.
 
     Each sample's lending counts until the next sample: baseline minus the replicas the
     Deployment asks for, times the GPUs of a replica.

@@ -4,8 +4,9 @@ The gate's pod exits 0 when its ticks fail (a failed tick is recorded, never a c
 the next one), so a CronWorkflow whose last run Succeeded says nothing about the gate lending or
 reclaiming. What does: per service, the state record's `failedTicks` (ticks in a row without usable
 load data) and the gate's `GateTickFailed` Events on the service's Deployment newer than the
-record's last decision. No record and no failure at all is a gate that has not ticked yet, not a
-fault.
+record's last decision; and a record no tick renewed within its lending lease (the gate stopped ticking:
+a run stuck Pending holds the next ones back, Argo's controller is down), however its last run ended.
+No record and no failure at all is a gate that has not ticked yet, not a fault.
 """
 
 from collections.abc import Mapping, Sequence
@@ -22,6 +23,8 @@ class ServiceTicks:
     decided_at: datetime | None = None
     reason: str | None = None
     recorded: bool = False  # whether the service has a state record at all
+    renewed_at: float | None = None  # when a tick last renewed the service's lending lease (epoch seconds)
+    lease_seconds: float | None = None  # how long one renewal holds
 
 
 @dataclass(frozen=True)
@@ -41,19 +44,27 @@ class Verdict:
     detail: str
     failing: tuple[str, ...] = ()  # the services whose ticks fail
     newest_failure: str = ""
+    stale: tuple[str, ...] = ()  # the services no tick renewed within their lease
 
 
-def verdict(services: Sequence[ServiceTicks], failures: Sequence[TickFailure]) -> Verdict:
-    """Judge the gate by its recent ticks: any service whose ticks fail now makes it ✗, naming why."""
+def verdict(services: Sequence[ServiceTicks], failures: Sequence[TickFailure], now: float | None = None) -> Verdict:
+    """Judge the gate by its recent ticks: any service whose ticks fail now, or (at `now`) stopped, makes it ✗."""
     newest: dict[str, TickFailure] = {}
     for failure in failures:
         known = newest.get(failure.service)
         if known is None or (failure.at is not None and (known.at is None or failure.at > known.at)):
             newest[failure.service] = failure
     bad: list[str] = []
+    stale: list[str] = []
     lines: list[str] = []
     why = ""
     for s in services:
+        if now is not None and s.renewed_at is not None and s.lease_seconds is not None \
+                and now - s.renewed_at > s.lease_seconds:
+            stale.append(s.service)
+            lines.append(f"{s.service}: no tick for {now - s.renewed_at:.0f} s (its lending lease is "
+                         f"{s.lease_seconds:.0f} s): the gate is not ticking")
+            continue
         seen = newest.get(s.service)
         # An Event older than the last decision was followed by a tick that decided: it is not now.
         current = seen is not None and (s.decided_at is None or seen.at is None or seen.at > s.decided_at)
@@ -63,8 +74,8 @@ def verdict(services: Sequence[ServiceTicks], failures: Sequence[TickFailure]) -
             count = f"{s.failed_ticks} tick(s) in a row without usable load data" if s.failed_ticks else "its last tick failed"
             lines.append(f"{s.service}: {count}: {said}")
             why = why or said
-    if bad:
-        return Verdict(False, "ticks fail: " + "; ".join(lines), tuple(bad), why)
+    if bad or stale:
+        return Verdict(False, "ticks fail: " + "; ".join(lines), tuple(bad), why, tuple(stale))
     decided = [s for s in services if s.decided_at is not None]
     if not decided:
         return Verdict(True, "no tick recorded yet")
@@ -87,5 +98,15 @@ def services_ticks(records: Mapping[str, Mapping[str, object] | None]) -> list[S
         last = state.get("lastDecision")
         decision: Mapping[str, object] = last if isinstance(last, Mapping) else {}
         reason = decision.get("reason")
-        out.append(ServiceTicks(service, failed, parse_time(decision.get("at")), str(reason) if reason else None, True))
+        out.append(ServiceTicks(service, failed, parse_time(decision.get("at")), str(reason) if reason else None, True,
+                                _seconds(state.get("renewedAt")), _seconds(state.get("leaseSeconds"))))
     return out
+
+
+def _seconds(value: object) -> float | None:
+    """Return a finite, non-negative number of the record (a hand-edited one may hold anything), else None."""
+    import math
+
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) and value >= 0 else None

@@ -12,6 +12,7 @@ import io
 import json
 import re
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -20,7 +21,15 @@ from offhours.scripts.cli.namespaces import Namespaces, add_flags, of_args
 from offhours.scripts.cli.text import printable
 from offhours.scripts.pool.model import FINISHED, WAITING, Pool, RunView, gpus_of
 from offhours.scripts.pool.usage import UsageRow, usage_lines
-from offhours.scripts.pool.views import age, select_runs, sentence, stamp
+from offhours.scripts.pool.views import (
+    CANCEL_ROUNDS,
+    CANCEL_SETTLE_SECONDS,
+    age,
+    same_run,
+    select_runs,
+    sentence,
+    stamp,
+)
 
 
 class CommandError(RuntimeError):
@@ -187,15 +196,15 @@ def _reader(args: argparse.Namespace) -> Any:
     return PoolReader(where.serving, where.research, connect())
 
 
-def read_pool(args: argparse.Namespace) -> Pool:
-    """Read the pool (the workflows must be readable; the rest is shown with its problems)."""
+def read_pool(args: argparse.Namespace, warn: bool = True) -> Pool:
+    """Read the pool (the workflows must be readable; the rest is shown with its problems, unless not `warn`)."""
     from offhours.scripts.pool.reader import PoolReadError
 
     try:
         pool: Pool = _reader(args).read(require_workflows=True)
     except PoolReadError as err:
         raise CommandError(str(err)) from None
-    for problem in pool.problems:
+    for problem in pool.problems if warn else ():
         print(f"warning: {printable(problem)}", file=sys.stderr)
     return pool
 
@@ -226,9 +235,25 @@ def _cmd_why(args: argparse.Namespace) -> int:
     return 0
 
 
+_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_LABEL_PREFIX = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*$")
+
+
+def check_by(by: str) -> None:
+    """Refuse a `--by` that groups by nothing: not service, user or label:KEY with KEY a Kubernetes label key."""
+    if by in ("service", "user"):
+        return
+    if not by.startswith("label:"):
+        raise InputError(f"--by {printable(by)!r}: expected service, user or label:KEY")
+    prefix, _, name = by.removeprefix("label:").rpartition("/")
+    if not _LABEL_NAME.match(name) or (prefix and (len(prefix) > 253 or not _LABEL_PREFIX.match(prefix))) \
+            or by.removeprefix("label:").startswith("/"):
+        raise InputError(f"--by {printable(by)!r}: KEY is not a label key (name, or prefix/name, as Kubernetes "
+                         "labels have them)")
+
+
 def _cmd_usage(args: argparse.Namespace) -> int:
-    if args.by not in ("service", "user") and not args.by.startswith("label:"):
-        raise InputError(f"--by {printable(args.by)!r}: expected service, user or label:KEY")
+    check_by(args.by)
     if args.since:
         parse_since(args.since, datetime.now(timezone.utc))  # a wrong --since is named before the cluster is read
     pool = read_pool(args)
@@ -261,14 +286,26 @@ def _cmd_cancel(args: argparse.Namespace) -> int:
             print("not cancelled")
             return 1
     now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    for copy in live:
-        body = stop_patch(now)
-        try:
-            reader.custom.patch_namespaced_custom_object(ARGO_GROUP, ARGO_VERSION, copy.namespace, PLURAL, copy.name, body)
-        except Exception as err:  # noqa: BLE001 - reported as one line naming the workflow
-            raise CommandError(describe_api_error(f"stop workflow {copy.namespace}/{copy.name}", err, write=True)) from None
-        print(f"{printable(copy.name)}: stopping (exit handlers run; its GPUs go back to {printable(copy.service)})")
-    return 0
+    stopped: set[str] = set()
+    # Read again after the stops: a copy a gate tick parked meanwhile is stopped too (pool/views.py, CANCEL_ROUNDS).
+    for _ in range(CANCEL_ROUNDS):
+        for copy in live:
+            body = stop_patch(now)
+            try:
+                reader.custom.patch_namespaced_custom_object(ARGO_GROUP, ARGO_VERSION, copy.namespace, PLURAL, copy.name,
+                                                             body)
+            except Exception as err:  # noqa: BLE001 - reported as one line naming the workflow
+                raise CommandError(describe_api_error(f"stop workflow {copy.namespace}/{copy.name}", err,
+                                                      write=True)) from None
+            stopped.add(copy.uid or copy.name)
+            print(f"{printable(copy.name)}: stopping (exit handlers run; its GPUs go back to {printable(copy.service)})")
+        time.sleep(CANCEL_SETTLE_SECONDS)
+        again = same_run(read_pool(args, warn=False), run)  # its warnings were said once
+        live = [c for c in again.copies if c.state not in FINISHED and (c.uid or c.name) not in stopped] if again else []
+        if not live:
+            return 0
+    raise CommandError(f"{printable(run.run_id)}: still has live workflows after {CANCEL_ROUNDS} rounds of stops "
+                       f"({printable(', '.join(c.name for c in live))}): run the cancel again")
 
 
 def attempt_header(workflow: str, pod: str | None, attempt: int, attempts: int, state: str) -> str:
@@ -289,6 +326,7 @@ def attempt_header(workflow: str, pod: str | None, attempt: int, attempts: int, 
 
 def _cmd_logs(args: argparse.Namespace) -> int:
     from offhours.scripts.cluster.errors import describe_api_error
+    from offhours.scripts.cluster.kube import owned_by_workflow
 
     reader = _reader(args)
     pool = read_pool(args)
@@ -300,7 +338,9 @@ def _cmd_logs(args: argparse.Namespace) -> int:
                                                     label_selector=f"workflows.argoproj.io/workflow={copy.name}")
         except Exception as err:  # noqa: BLE001
             raise CommandError(describe_api_error(f"list pods of {copy.name}", err)) from None
-        items = sorted((reader.api.sanitize_for_serialization(p) for p in found.items),
+        # The label is anyone's to set on a pod of theirs: only the pods the copy owns (as the gate counts them) are its.
+        items = sorted((reader.api.sanitize_for_serialization(p) for p in found.items
+                        if owned_by_workflow(p, copy.name, copy.uid)),
                        key=lambda p: (p.get("metadata") or {}).get("creationTimestamp") or "")
         attempts.append((copy, [p for p in items if step_matches(p, args.step)]))
     newest = next(((c, ps[-1]) for c, ps in reversed(attempts) if ps), None)

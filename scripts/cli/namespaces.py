@@ -38,10 +38,14 @@ def context_namespace(kubeconfig: str | None = None) -> str | None:
     """Return the kubeconfig's current context's namespace; None without a kubeconfig, a context or a namespace in it."""
     try:
         _, active = kube_config.list_kube_config_contexts(config_file=kubeconfig)
-    except (ConfigException, OSError):
+        namespace = ((active or {}).get("context") or {}).get("namespace")
+    except UnicodeDecodeError:
+        raise  # not text at all: one line saying so (cli/errors.py)
+    except (ConfigException, OSError, AttributeError, TypeError, KeyError, ValueError):
+        # A file in a shape the client cannot read has no context to take a namespace from; the connection, next,
+        # names the file as one line (cli/connect.py).
         return None
-    namespace = ((active or {}).get("context") or {}).get("namespace")
-    return str(namespace) if namespace else None
+    return str(namespace) if isinstance(namespace, str) and namespace else None
 
 
 def pod_namespace() -> str | None:

@@ -244,8 +244,9 @@ def create(args: argparse.Namespace, api: Any = None) -> int:
     if args.dry_run:
         print(to_yaml(dry_run(args.template, args.namespace, build, api)), end="")
         return 0
-    body = build(installed_template(args.template, args.namespace, api or _custom_api()))
     api = api or _custom_api()
+    _refuse_a_namespace_the_gate_does_not_admit_from(args, api)
+    body = build(installed_template(args.template, args.namespace, api))
     try:
         api.create_namespaced_custom_object(ARGO_GROUP, ARGO_VERSION, args.namespace, "cronworkflows", body)
     except ApiException as err:
@@ -256,6 +257,29 @@ def create(args: argparse.Namespace, api: Any = None) -> int:
     when = upcoming.strftime("%Y-%m-%d %H:%M") if upcoming else "never"
     print(f"{args.name} created: next run {when} {args.timezone}, parked until the gate admits it")
     return 0
+
+
+def _refuse_a_namespace_the_gate_does_not_admit_from(args: argparse.Namespace, api: Any) -> None:
+    """Raise ScheduleError when the installed gate configuration admits from another namespace than the schedule's.
+
+    The gate admits its configuration's workflowNamespace only: a schedule elsewhere parks runs no gate admits.
+    Advisory like `submit`'s check: with no configuration readable (or no client to read it with), it goes ahead.
+    """
+    from kubernetes import client
+
+    from offhours.scripts.cli.installed_config import installed_gate_config
+    from offhours.scripts.cli.namespaces import of_args
+    from offhours.scripts.names import GATE_CONFIG_MAP
+
+    api_client = getattr(api, "api_client", None)
+    if api_client is None:
+        return
+    serving = of_args(args).serving
+    installed, _ = installed_gate_config(client.CoreV1Api(api_client), serving)
+    if installed is not None and installed.workflow_namespace != args.namespace:
+        raise ScheduleError(f"namespace {args.namespace} is not where the gate admits jobs from: the installed "
+                            f"configuration (ConfigMap {serving}/{GATE_CONFIG_MAP}) has workflowNamespace "
+                            f"{installed.workflow_namespace}; pass -n {installed.workflow_namespace}. Nothing was created")
 
 
 def _named(args: argparse.Namespace) -> str:
@@ -275,21 +299,34 @@ def act(args: argparse.Namespace, api: Any) -> int:
                                                  label_selector=LABEL_SCHEDULE)["items"]
         print(render_rows(schedule_rows(crons, runs, datetime.now(timezone.utc)), args.namespace))
         return 0
+    from kubernetes import client
+
     name = _named(args)
     try:
+        cron = api.get_namespaced_custom_object(ARGO_GROUP, ARGO_VERSION, args.namespace, "cronworkflows", name)
+        meta = cron.get("metadata") or {}
+        # Only a schedule `list` shows: any other CronWorkflow of the namespace (the gate's own, where research
+        # shares the serving namespace) is refused by name. The write is conditional on the object read.
+        if (meta.get("labels") or {}).get(LABEL_SCHEDULE) != name:
+            raise ScheduleError(f"{printable(name)!r} is not an offhours schedule of namespace {args.namespace!r} "
+                                "(`offhours schedule list` lists them): left as it is")
         if args.name == "delete":
             # Orphan: a run that is admitted finishes (and returns its GPUs through its exit hook)
             # instead of being deleted under the gate with the CronWorkflow that owns it.
             api.delete_namespaced_custom_object(ARGO_GROUP, ARGO_VERSION, args.namespace, "cronworkflows", name,
-                                                propagation_policy="Orphan")
+                                                propagation_policy="Orphan", body=client.V1DeleteOptions(
+                                                    preconditions=client.V1Preconditions(uid=meta.get("uid"))))
             print(f"{name} deleted; its runs are kept")
         else:
             api.patch_namespaced_custom_object(ARGO_GROUP, ARGO_VERSION, args.namespace, "cronworkflows", name,
-                                               {"spec": {"suspend": args.name == "suspend"}})
+                                               {"metadata": {"resourceVersion": meta.get("resourceVersion")},
+                                                "spec": {"suspend": args.name == "suspend"}})
             print(f"{name} {'suspended: it creates no runs' if args.name == 'suspend' else 'resumed'}")
     except ApiException as err:
         if err.status == 404:
             raise ScheduleError(f"no schedule {name!r} in namespace {args.namespace!r}") from None
+        if err.status == 409:
+            raise ScheduleError(f"schedule {name!r} changed while it was read; nothing was done: run it again") from None
         raise
     return 0
 

@@ -2,7 +2,8 @@
 
 The service must be one of the gate configuration's: `--config`'s when given, else the one installed
 on the cluster (the ConfigMap offhours-gate-config in the serving namespace); with neither readable,
-a note says the service was not checked and the gate decides.
+a note says the service was not checked and the gate decides. The same configuration names the one
+namespace the gate admits from (`workflowNamespace`): a submission to another is refused.
 """
 
 import argparse
@@ -13,21 +14,26 @@ from offhours.scripts.cli.namespaces import add_flags
 from offhours.scripts.names import LABEL_REPLICAS, LABEL_RUN_ID, LABEL_SERVICE
 
 
-def _services(args: argparse.Namespace, core: Any, serving_namespace: str) -> set[str] | None:
-    """Return the services a submission may name (None: not checked, with a note why)."""
+def _gate(args: argparse.Namespace, core: Any, serving_namespace: str) -> tuple[set[str] | None, str | None, str]:
+    """Return the services a submission may name and the namespace the gate admits from, and which configuration said so.
+
+    (None, None, ''): not checked, with a note why.
+    """
     from offhours.scripts.cli.installed_config import installed_gate_config
     from offhours.scripts.cli.text import printable
 
     if args.config:
         from offhours.scripts.config.loader import load_config
 
-        return {s.name for s in load_config(args.config).services}
+        config = load_config(args.config)
+        return {s.name for s in config.services}, config.workflow_namespace, f"--config {args.config}"
     installed, why = installed_gate_config(core, serving_namespace)
     if installed is None:
         print(f"submit: note: the service is not checked ({printable(why)}); pass --config to check it here",
               file=sys.stderr)
-        return None
-    return {s.name for s in installed.services}
+        return None, None, ""
+    return ({s.name for s in installed.services}, installed.workflow_namespace,
+            f"the installed configuration, ConfigMap {serving_namespace}/offhours-gate-config")
 
 
 def _refuse_a_live_run(run_id: str, where: Any, api: Any) -> None:
@@ -64,10 +70,14 @@ def _submit(args: argparse.Namespace) -> int:
         params = parse_params(args.param or [])
         where = of_args(args)  # a wrong --config is named before any cluster is looked for
         cluster = KubeCluster(connect())
+        services, admits_from, said = _gate(args, cluster.core, where.serving)
+        # The gate admits the workflows of one namespace: parked anywhere else, a job waits for ever.
+        if admits_from is not None and where.research != admits_from:
+            raise SubmitError(f"{where.described()} is not where the gate admits jobs from: {said} has "
+                              f"workflowNamespace {admits_from}; pass -n {admits_from}. Nothing was created")
         template = cluster.custom.get_namespaced_custom_object(ARGO_GROUP, ARGO_VERSION, where.research,
                                                                "workflowtemplates", args.template)
-        body = parked_workflow(template, params, where.research, args.priority,
-                               _services(args, cluster.core, where.serving))
+        body = parked_workflow(template, params, where.research, args.priority, services)
         _refuse_a_live_run(str(body["metadata"]["labels"][LABEL_RUN_ID]), where, cluster.api)
     except (SubmitError, ConfigError) as err:
         print(f"submit: {err}", file=sys.stderr)

@@ -113,11 +113,17 @@ def stop_patch(now: str) -> dict[str, Any]:
 
 
 def parse_params(pairs: list[str]) -> dict[str, str]:
-    """Parse `-p name=value` pairs."""
+    """Parse `-p name=value` pairs; every malformed pair, and every name given two values, named in one SubmitError."""
     out: dict[str, str] = {}
+    problems: list[str] = []
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise SubmitError(f"-p {pair!r}: expected name=value")
-        out[key] = value
+            problems.append(f"-p {pair!r}: expected name=value")
+        elif key in out and out[key] != value:
+            problems.append(f"-p {key} given twice ({out[key]!r}, then {value!r}): say which one")
+        else:
+            out[key] = value
+    if problems:
+        raise SubmitError(problems[0] if len(problems) == 1 else f"{len(problems)} problems: " + "; ".join(problems))
     return out

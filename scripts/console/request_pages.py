@@ -12,6 +12,7 @@ import hmac
 import math
 import secrets
 import threading
+import time
 from collections.abc import Callable, Collection
 from datetime import datetime, timezone
 from typing import Any, Protocol
@@ -40,7 +41,14 @@ from offhours.scripts.policy.estimate import (
     parse_estimate_record,
 )
 from offhours.scripts.pool.model import ADMITTED, FINISHED, RUNNING, WAITING, Pool, RunView
-from offhours.scripts.pool.views import live_copies, live_run_message, unfinished
+from offhours.scripts.pool.views import (
+    CANCEL_ROUNDS,
+    CANCEL_SETTLE_SECONDS,
+    live_copies,
+    live_run_message,
+    same_run,
+    unfinished,
+)
 
 CSRF_FIELD = "form-key"
 DEFAULT_HOURS, DEFAULT_CHECKPOINT_MINUTES = "4", "30"
@@ -268,6 +276,7 @@ def add_request_routes(app: Flask, person_api: PersonApi, pool: Callable[[], Poo
     @app.post("/jobs/<name>/cancel")
     def cancel(name: str) -> Any:
         check_form_key()
+        refresh()  # the run as it is now, not as the page's cached read had it: a tick may have parked a copy since
         run = pool().find(name)
         if run is None:
             abort(404, description=f"no offhours job {name!r}")
@@ -276,18 +285,28 @@ def add_request_routes(app: Flask, person_api: PersonApi, pool: Callable[[], Poo
             return refused(f"{run.run_id} has nothing to cancel: it is {run.state}", 409, "nothing to cancel")
         who = person()
         stopped: list[str] = []
-        for copy in live:
-            try:
-                person_api.stop(who, copy.name, stop_patch(now_text()))
-            except (Refused, CallFailed) as err:
-                if stopped:  # what was stopped stays stopped: the page says so, and the pool is read again
-                    refresh()
-                done = f" ({', '.join(stopped)} stopping: exit handlers run)" if stopped else ""
-                if isinstance(err, Refused):
-                    return refused(f"{err}{done}", 403)
-                return refused(f"{err}{done}", 502, "unavailable")
-            stopped.append(copy.name)
-        refresh()
+        # Read again after the stops: a copy a gate tick parked meanwhile is stopped too (pool/views.py, CANCEL_ROUNDS).
+        for _ in range(CANCEL_ROUNDS):
+            for copy in live:
+                try:
+                    person_api.stop(who, copy.name, stop_patch(now_text()))
+                except (Refused, CallFailed) as err:
+                    if stopped:  # what was stopped stays stopped: the page says so, and the pool is read again
+                        refresh()
+                    done = f" ({', '.join(stopped)} stopping: exit handlers run)" if stopped else ""
+                    if isinstance(err, Refused):
+                        return refused(f"{err}{done}", 403)
+                    return refused(f"{err}{done}", 502, "unavailable")
+                stopped.append(copy.name)
+            time.sleep(CANCEL_SETTLE_SECONDS)
+            refresh()
+            again = same_run(pool(), run)
+            live = [c for c in unfinished(again) if c.name not in stopped] if again is not None else []
+            if not live:
+                break
+        else:
+            return refused(f"{run.run_id} still has live workflows after {CANCEL_ROUNDS} rounds of stops "
+                           f"({', '.join(c.name for c in live)}): cancel it again", 409, "still live")
         return redirect(url_for("job_page", name=run.name))
 
     @app.post("/jobs/<name>/resubmit")

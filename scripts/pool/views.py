@@ -76,6 +76,18 @@ def sentence(run: RunView, pool: Pool) -> str:
     return f"{c.state} at {stamp(end)} after {run.gpu_seconds / 3600:.2f} GPU-hours and {run.preemptions} preemption(s)"
 
 
+# A gate tick that preempts a copy parks the next one first: a cancel that read the run before that copy existed
+# reads it again after its stops (after a moment: the tick's park and stop are moments apart) and stops what
+# appeared, for a few rounds.
+CANCEL_ROUNDS = 3
+CANCEL_SETTLE_SECONDS = 2.0
+
+
+def same_run(pool: Pool, run: RunView) -> RunView | None:
+    """Return `run` as `pool` reads it: by its run id and namespace (`Pool.find` prefers a workflow so named)."""
+    return next((r for r in pool.runs if r.run_id == run.run_id and r.namespace == run.namespace), None)
+
+
 def unfinished(run: RunView) -> list[JobView]:
     """Return the copies of `run` that are not finished (what a cancel stops, what a resubmit must wait for)."""
     return [c for c in run.copies if c.state not in FINISHED]

@@ -9,6 +9,7 @@ Invariants, in words:
 """
 
 import json
+import re
 from datetime import datetime, timedelta, timezone
 from types import SimpleNamespace
 from typing import Any
@@ -138,3 +139,41 @@ def test_a_real_pod_that_refuses_is_told_to_start_vllm(monkeypatch: Any) -> None
     assert not line.ok and line.line().count("chat-7d9f-abcde") == 1
     assert line.fix.startswith("nothing listens on port 8000") and "sandbox" not in line.fix
 
+
+
+def test_a_gate_that_stopped_ticking_is_a_cross_though_its_last_run_succeeded() -> None:
+    # The last finished run Succeeded days ago; since then no tick ran (a run stuck Pending holds every later one
+    # back under concurrencyPolicy Forbid, or Argo's controller is down): no tick renewed the lending lease, and
+    # nothing reclaims but the backstop. Recent ticks say the gate is not working, whatever the last run's exit.
+    import time
+
+    now = time.time()
+    days_ago = datetime.fromtimestamp(now - 3 * 86400, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    stale = {"failedTicks": 0, "renewedAt": now - 3 * 86400, "leaseSeconds": 195.0,
+             "lastDecision": {"at": days_ago, "action": "hold"}}
+    fresh = {"failedTicks": 0, "renewedAt": now - 30, "leaseSeconds": 195.0,
+             "lastDecision": {"at": datetime.fromtimestamp(now - 30, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}}
+    line = _line({"chat": stale, "code": fresh}, [])
+    assert not line.ok, line.detail
+    assert re.search(r"chat: no tick for 2592\d\d s \(its lending lease is 195 s\)", line.detail)
+    assert "code:" not in line.detail.split("ticks fail: ", 1)[1]
+    assert f"argo -n {CONFIG.namespace} list" in line.fix
+    assert _line({"chat": fresh, "code": fresh}, []).ok  # a tick within its lease: well
+
+
+def test_a_first_run_stuck_pending_with_no_tick_since_is_a_cross() -> None:
+    import time
+
+    class Stuck(Custom):
+        def list_namespaced_custom_object(self, *args: Any, **kwargs: Any) -> Any:
+            return {"items": [{"metadata": {"name": "offhours-gate-2"}, "status": {"phase": "Pending"}}]}
+
+    now = time.time()
+    stale = {"failedTicks": 0, "renewedAt": now - 7200, "leaseSeconds": 195.0, "lastDecision": {"at": now - 7200}}
+    checker = Checker(client.ApiClient(), CONFIG)
+    checker.core, checker.custom = Core({"chat": stale}, []), Stuck()  # type: ignore[assignment]
+    (line,) = list(checker.cron_workflow(CONFIG))
+    assert not line.ok and "no finished run yet" in line.detail and "chat: no tick for" in line.detail
+    checker.core = Core({}, [])  # type: ignore[assignment]
+    (line,) = list(checker.cron_workflow(CONFIG))
+    assert line.ok and "no tick recorded yet" in line.detail  # a fresh install whose first run has not ticked

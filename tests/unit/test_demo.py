@@ -2,6 +2,7 @@
 
 import os
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -206,3 +207,182 @@ def test_a_stale_or_foreign_sandbox_pid_is_no_sandbox(tmp_path: Path, monkeypatc
         assert demo_module.sandbox_pid() is None
     lines: list[str] = []
     assert demo_module.stop_sandbox(lines.append) == 1 and "no sandbox is running" in lines[0]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--run-id", "../../.."], "--run-id '../../..': must be a DNS label"),
+    (["--run-id", "/home/someone/work"], "--run-id '/home/someone/work': must be a DNS label"),
+    (["--speed", "0"], "--speed 0: expected 1 (real time) to 3600"),
+    (["--speed", "nan"], "--speed nan: expected"),
+    (["--hours", "0"], "--hours 0: expected at least one trace minute"),
+    (["--start-hour", "400"], "--start-hour 400: expected 0 to under 336"),
+    (["--start-hour", "330", "--hours", "14"], "past the trace's end"),
+    (["--replicas", "0"], "--replicas 0: expected 1 or more"),
+    (["--steps", "-5"], "--steps -5: expected 1 or more"),
+])
+def test_a_wrong_flag_is_one_line_before_anything_is_cleared_or_installed(
+        argv: list[str], message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # The run id names the folders the demo clears (rmtree under its folder): `..` or an absolute path there
+    # would clear a folder outside it. Nothing may be touched, and no cluster asked, before the flags are right.
+    from offhours.scripts.cli.main import main
+
+    monkeypatch.setattr(demo_module, "DEMO_DIR", tmp_path / "demo" / "offhours-demo")
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / "file").write_text("mine")
+
+    def no_cluster() -> dict[str, str]:
+        raise AssertionError("the cluster was looked for before the flags were checked")
+
+    monkeypatch.setattr(demo_module, "local_cluster", no_cluster)
+    assert main(["demo", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err and "nothing was installed" in err, err
+    assert (kept / "file").read_text() == "mine"
+
+
+def test_every_wrong_flag_is_named_at_once(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from offhours.scripts.cli.main import main
+
+    monkeypatch.setattr(demo_module, "local_cluster", lambda: (_ for _ in ()).throw(AssertionError("cluster")))
+    assert main(["demo", "--speed", "-1", "--replicas", "0", "--run-id", "A B"]) == 2
+    err = capsys.readouterr().err
+    assert "--speed -1" in err and "--replicas 0" in err and "--run-id 'A B'" in err
+
+
+def _stale_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, ...]]:
+    """A local control plane whose env file is still there (a crash or a reboot left it) but which answers nothing."""
+    monkeypatch.setattr(demo_module, "DEMO_DIR", tmp_path / "offhours-demo")
+    monkeypatch.setattr(demo_module, "PID_FILE", tmp_path / "offhours-demo" / "sandbox.pid")
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters: [{name: c, cluster: "
+                          "{server: 'https://127.0.0.1:1'}}]\nusers: [{name: u, user: {token: t}}]\n"
+                          "contexts: [{name: c, context: {cluster: c, user: u}}]\n")
+    monkeypatch.setattr(demo_module, "local_cluster", lambda: {"KUBECONFIG": str(kubeconfig),
+                                                               "OFFHOURS_CLUSTER_BIN": str(tmp_path / "bin")})
+    calls: list[tuple[str, ...]] = []
+    return calls
+
+
+def test_a_local_cluster_that_answers_nothing_is_one_line_with_the_way_to_start_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from offhours.scripts.cli import connect as connect_module
+    from offhours.scripts.cli.main import main
+
+    calls = _stale_cluster(tmp_path, monkeypatch)
+
+    def refused(*_: object, **__: object) -> None:
+        raise connect_module.NoCluster(f"no cluster: cannot reach the API server at https://127.0.0.1:1 "
+                                       f"(connection refused); {connect_module.HOW_TO_GET_ONE}")
+
+    monkeypatch.setattr(connect_module, "connect", refused)
+    monkeypatch.setattr(demo_module, "kubectl", lambda *args, **_: calls.append(args))
+    assert main(["demo"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot reach the API server" in err and "make cluster-up" in err, err
+    assert calls == []  # nothing was installed
+
+
+def test_a_kubectl_failure_while_installing_is_one_line_not_a_traceback(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from offhours.scripts.cli import connect as connect_module
+    from offhours.scripts.cli.main import main
+
+    _stale_cluster(tmp_path, monkeypatch)
+    monkeypatch.setattr(connect_module, "connect", lambda *_, **__: None)
+
+    def fails(*args: str, **_: object) -> str:
+        raise RuntimeError("kubectl apply --server-side --force-conflicts: The connection to the server "
+                           "127.0.0.1:6443 was refused")
+
+    monkeypatch.setattr(demo_module, "kubectl", fails)
+    assert main(["demo", "--keep"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("offhours demo: ") and "was refused" in err, err
+    assert not (tmp_path / "offhours-demo" / "sandbox.pid").exists()
+
+
+class _Reads:
+    """The demo watcher's reads: the serving Deployment, no state record, and the research workflows `workflows`."""
+
+    def __init__(self, workflows: list[dict]) -> None:
+        self.workflows = workflows
+
+    def read_namespaced_deployment(self, *_: object, **__: object) -> object:
+        from types import SimpleNamespace
+
+        return SimpleNamespace(spec=SimpleNamespace(replicas=16), status=SimpleNamespace(ready_replicas=16))
+
+    def read_namespaced_config_map(self, *_: object, **__: object) -> object:
+        from kubernetes.client.exceptions import ApiException
+
+        raise ApiException(status=404, reason="Not Found")
+
+    def list_namespaced_custom_object(self, *_: object, **__: object) -> dict:
+        return {"items": self.workflows}
+
+
+def test_a_workflow_stopped_before_admission_is_not_shown_or_counted_as_preempted() -> None:
+    # `argo submit --from` runs straight; the gate stops it before it ever held lent GPUs (labelled preempted, but
+    # never admitted) and parks a copy in its place. Only a workflow that held lent GPUs was preempted.
+    from kubernetes import client
+
+    from tests.support.pool_fixture import ts, workflow
+
+    never = workflow("demo-1", "chat", 2, "preempted", phase="Failed", created=10, shutdown="Stop")
+    held = workflow("demo-1-p1", "chat", 2, "preempted", phase="Failed", created=5, shutdown="Stop",
+                    annotations={"offhours.io/admitted-at": ts(4)})
+    waiting = workflow("demo-1-p2", "chat", 2, "parked", created=1, suspend=True)
+    watcher = demo_module.Watcher(client.ApiClient(), "offhours.io/service", 16)
+    reads = _Reads([never, held, waiting])
+    watcher.apps = watcher.core = watcher.custom = reads  # type: ignore[assignment]
+    snap = watcher.snapshot()
+    assert snap.jobs["demo-1"].status() == "Failed, stopped-unadmitted"
+    assert snap.jobs["demo-1-p1"].status() == "Failed, preempted"
+    assert snap.jobs["demo-1-p2"].status() == "Pending, waiting"
+    assert summarize([(0.0, snap), (1.0, snap)], 16, 60.0, {}).preempted == ("demo-1-p1",)
+    assert not finished(snap)  # a stop before admission is not the run's end either
+
+
+def test_a_sandbox_of_another_user_is_named_not_a_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The demo's folder is in the shared temporary folder: its pid file may name another user's sandbox.
+    monkeypatch.setattr(demo_module, "sandbox_pid", lambda: 4242)
+
+    def refused(pid: int, sig: int) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(demo_module.os, "kill", refused)
+    lines: list[str] = []
+    assert demo_module.stop_sandbox(lines.append) == 1
+    assert lines == ["offhours demo: the sandbox (pid 4242) is not yours to stop (Operation not permitted): its "
+                     "owner stops it"]
+
+
+def test_the_watch_goes_on_past_an_api_server_that_does_not_answer_for_a_moment(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The client raises urllib3's errors (no OSError) for a refused connection or a read that timed out: a restart
+    # of the local API server ended the sandbox, which promises to stay live until its person stops it.
+    import urllib3
+
+    monkeypatch.setattr(demo_module.STOP, "wait", lambda seconds: False)
+    answers: list[object] = [urllib3.exceptions.MaxRetryError(None, "/apis", "connection refused"),
+                             urllib3.exceptions.ReadTimeoutError(None, "/apis", "read timed out"),
+                             Snapshot(16, 16)]
+
+    class Flaky:
+        baseline = 16
+
+        def snapshot(self) -> Snapshot:
+            answer = answers.pop(0)
+            if isinstance(answer, Exception):
+                raise answer
+            assert isinstance(answer, Snapshot)
+            return answer
+
+    lines: list[str] = []
+    clock = TraceClock(960, 60.0, started=0.0)
+    got = list(demo_module.watch(Flaky(), clock, SimpleNamespace(rps=1.0), lambda _: True,  # type: ignore[arg-type]
+                                 float("inf"), lines.append, 0.0))
+    assert got == [Snapshot(16, 16)]
+    assert sum("cannot read the cluster" in line for line in lines) == 2, lines

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from offhours.scripts.cli import jobs as r
@@ -24,17 +25,35 @@ class _Answer:
         self.data = data
 
 
-class _Core:
-    """The pod listing and log reads of a cluster whose pods are `logs` (a log of None: the read fails)."""
+def _owner(workflow_name: str) -> client.V1OwnerReference:
+    return client.V1OwnerReference(api_version="argoproj.io/v1alpha1", kind="Workflow", name=workflow_name,
+                                   uid=f"uid-{workflow_name}", controller=True)
 
-    def __init__(self, logs: dict[str, bytes | None], pending: tuple[str, ...] = ()) -> None:
-        self.logs, self.pending = logs, pending
+
+class _Core:
+    """The pod listing and log reads of a cluster whose pods are `logs` (a log of None: the read fails).
+
+    Pods come back as the client's models, labelled with their workflow's name and owned by it as Argo
+    makes them; `forged` names pods a tenant labelled with that workflow's name but owns another way.
+    """
+
+    def __init__(self, logs: dict[str, bytes | None], pending: tuple[str, ...] = (),
+                 forged: dict[str, str] | None = None) -> None:
+        self.logs, self.pending, self.forged = logs, pending, forged or {}
 
     def list_namespaced_pod(self, namespace: str, label_selector: str) -> Any:
         workflow_name = label_selector.split("=", 1)[1]
-        return SimpleNamespace(items=[{"metadata": {"name": n, "creationTimestamp": ts(10 - i)},
-                                       "status": {"phase": "Pending" if n in self.pending else "Running"}}
-                                      for i, n in enumerate(sorted(self.logs)) if n.rsplit("-", 2)[0] == workflow_name])
+        items = []
+        for i, n in enumerate(sorted(self.logs)):
+            labelled = self.forged.get(n) or n.rsplit("-", 2)[0]
+            if labelled != workflow_name:
+                continue
+            owner = _owner("tenants-own") if n in self.forged else _owner(labelled)
+            items.append(client.V1Pod(
+                metadata=client.V1ObjectMeta(name=n, creation_timestamp=ts(10 - i), owner_references=[owner],
+                                             labels={"workflows.argoproj.io/workflow": labelled}),
+                status=client.V1PodStatus(phase="Pending" if n in self.pending else "Running")))
+        return SimpleNamespace(items=items)
 
     def read_namespaced_pod_log(self, name: str, namespace: str, container: str, _preload_content: bool = True) -> Any:
         text = self.logs[name]
@@ -45,15 +64,15 @@ class _Core:
         return _Answer(text)
 
 
-def _run(monkeypatch: pytest.MonkeyPatch, logs: dict[str, bytes | None], pending: tuple[str, ...] = ()) -> int:
+def _run(monkeypatch: pytest.MonkeyPatch, logs: dict[str, bytes | None], pending: tuple[str, ...] = (),
+         forged: dict[str, str] | None = None) -> int:
     # The original held lent GPUs (the gate admitted it) and was stopped to give them back: preempted.
     original = workflow("train-z", "chat", 1, "preempted", phase="Failed", created=60, run_id="z",
                         annotations={ANNOTATION_ADMITTED_AT: ts(55)})
     copy = workflow("train-z-p1", "chat", 1, "admitted", phase="Running", created=30, run_id="z")
     pool = build_pool([state_configmap("chat", chat_state())], [deployment("chat", 10, 10)], [original, copy],
                       SERVING, NOW)
-    reader = SimpleNamespace(research_namespace="research", core=_Core(logs, pending),
-                             api=SimpleNamespace(sanitize_for_serialization=lambda p: p))
+    reader = SimpleNamespace(research_namespace="research", core=_Core(logs, pending, forged), api=client.ApiClient())
     monkeypatch.setattr(r, "_reader", lambda args: reader)
     monkeypatch.setattr(r, "read_pool", lambda args: pool)
     return r._guarded(r._cmd_logs)(argparse.Namespace(name="z", step=None, follow=False, command="logs"))
@@ -96,3 +115,13 @@ def test_a_pod_that_never_started_has_no_log_and_is_no_failure(monkeypatch: pyte
                 pending=("train-z-job-1",)) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[:2] == ["==> train-z / train-z-job-1 (attempt 1 of 2, preempted) <==", "(not started yet: no log)"]
+
+
+def test_a_pod_labelled_with_the_run_s_workflow_but_not_owned_by_it_is_not_shown(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # Anyone who may create pods in the namespace can put Argo's workflow label on one: its log is theirs, not the run's.
+    assert _run(monkeypatch, {"train-z-p1-job-2": b"start at step 450 of 900\n", "decoy-pod-1": b"forged output\n"},
+                forged={"decoy-pod-1": "train-z-p1"}) == 0
+    out = capsys.readouterr().out
+    assert "forged output" not in out and "decoy-pod-1" not in out
+    assert "start at step 450 of 900" in out  # the run's own pod is still shown

@@ -15,6 +15,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from offhours.scripts.cli import jobs as r
@@ -89,8 +90,11 @@ class _Core:
 
     def list_namespaced_pod(self, namespace: str, label_selector: str) -> Any:
         workflow_name = label_selector.split("=", 1)[1]
-        return SimpleNamespace(items=[{"metadata": {"name": n, "creationTimestamp": ts(10 - i)}}
-                                      for i, n in enumerate(sorted(self.logs)) if n.startswith(workflow_name)])
+        owner = client.V1OwnerReference(api_version="argoproj.io/v1alpha1", kind="Workflow", name=workflow_name,
+                                        uid=f"uid-{workflow_name}")
+        return SimpleNamespace(items=[client.V1Pod(metadata=client.V1ObjectMeta(
+            name=n, creation_timestamp=ts(10 - i), owner_references=[owner]))
+            for i, n in enumerate(sorted(self.logs)) if n.startswith(workflow_name)])
 
     def read_namespaced_pod_log(self, name: str, namespace: str, container: str, _preload_content: bool = True) -> Any:
         assert container == "main" and not _preload_content  # preloaded, the client would hand back str(bytes)
@@ -103,7 +107,7 @@ def test_logs_prints_each_pods_text_under_its_header(monkeypatch: pytest.MonkeyP
     pool = build_pool([state_configmap("chat", chat_state())], [deployment("chat", 10, 10)], [wf], SERVING, NOW)
     reader = SimpleNamespace(research_namespace="research", core=_Core({
         "train-z-check-1": b"check-parameters: 18 parameter(s) ok\n", "train-z-job-2": b"started\nready \xe2\x9c\x93"}),
-        api=SimpleNamespace(sanitize_for_serialization=lambda p: p))
+        api=client.ApiClient())
     monkeypatch.setattr(r, "_reader", lambda args: reader)
     monkeypatch.setattr(r, "read_pool", lambda args: pool)
     args = argparse.Namespace(name="train-z", step=None, follow=False)

@@ -167,3 +167,39 @@ def test_a_run_id_that_cannot_be_checked_is_not_submitted(
     assert _submit(tmp_path, monkeypatch, api, "chat") == 2
     assert "llama-sft-7: cannot check it for a live workflow" in capsys.readouterr().err
     assert api.created == []
+
+
+@pytest.mark.parametrize("flag", [None, "team-x"])
+def test_a_namespace_the_gate_does_not_admit_from_is_refused_and_nothing_is_created(
+        flag: str | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Fault: the context's namespace (or -n) was not the configuration's workflowNamespace: the job was parked where
+    no gate looks, and waited for ever."""
+    kubeconfig = tmp_path / "config"
+    kubeconfig.write_text(json.dumps({"apiVersion": "v1", "kind": "Config", "current-context": "c",
+                                      "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
+                                      "users": [{"name": "u", "user": {"token": "t"}}],
+                                      "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u",
+                                                                             "namespace": "default"}}]}))
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    api = ClusterApi(GATE)
+    monkeypatch.setattr(connect_module, "connect", lambda *a, **k: api)
+    params = [x for k, v in REQUIRED.items() for x in ("-p", f"{k}={v}")]
+    assert main(["submit", "offhours-llm-pipeline", *params, *(["-n", flag] if flag else [])]) == 2
+    err = capsys.readouterr().err
+    looked = flag or "default"
+    assert err.count("\n") == 1 and f"namespace {looked} (" in err and "workflowNamespace research" in err, err
+    assert "-n research" in err and api.created == []
+    assert main(["submit", "offhours-llm-pipeline", *params, "-n", "research"]) == 0
+    assert len(api.created) == 1
+
+
+def test_a_parameter_given_twice_with_two_values_is_refused_naming_both() -> None:
+    """Fault: `-p replicas=1 ... -p replicas=4` took the last silently; which one was meant is the person's to say."""
+    from offhours.scripts.cluster.parked import parse_params
+
+    with pytest.raises(SubmitError) as caught:
+        parse_params(["replicas=1", "service=chat", "replicas=4", "bad", "service=chat"])
+    text = str(caught.value)
+    assert "-p replicas given twice ('1', then '4')" in text and "-p 'bad': expected name=value" in text, text
+    assert "service" not in text  # the same value twice is no ambiguity
+    assert parse_params(["a=1", "a=1", "b=x=y"]) == {"a": "1", "b": "x=y"}
