@@ -20,10 +20,20 @@ def _from_prometheus(args: argparse.Namespace) -> int:
     from offhours.scripts.simulate.fleet import generated_jobs
     from offhours.scripts.simulate.report import simulate, text_table, write_json
 
+    from offhours.scripts.cli.history_source import load
+
     mixed = replay_source.mixed_sources(args, "simulate", "replays the history")
     if mixed is not None:
         return mixed
-    read = replay_source.history_fleet(args, "simulate", dict(args.replicas or ()))
+    replicas = dict(args.replicas or ())
+    _, _, names = load(args)
+    # A name no replayed service has would be dropped, and the table read as the answer for it.
+    unknown = sorted(set(replicas) - set(names))
+    if unknown:
+        print(f"offhours simulate: --replicas: {', '.join(unknown)} not among the services replayed "
+              f"({', '.join(names)})", file=sys.stderr)
+        return 2
+    read = replay_source.history_fleet(args, "simulate", replicas)
     if isinstance(read, int):
         return read
     _, fleet, traces = read
@@ -46,6 +56,10 @@ def _simulate(args: argparse.Namespace) -> int:
 
     if replay_source.from_history(args):
         return _from_prometheus(args)
+    if args.replicas:
+        print("offhours simulate: --replicas is for a history replay (--config); a trace replay's replicas are "
+              "its fleet file's", file=sys.stderr)
+        return 2
 
     from offhours.scripts.simulate.fleet import FleetError
     from offhours.scripts.simulate.report import simulate, text_table, write_json, write_plot
