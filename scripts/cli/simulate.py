@@ -103,5 +103,5 @@ def register(subparsers: Any) -> None:
     sim.add_argument("--plot", help="write a PNG of load, capacity in service and GPUs lent here")
     history = replay_source.add_history_options(sim, "replay your own history (instead of --trace and --fleet)")
     history.add_argument("--replicas", type=_replicas, action="append", metavar="SERVICE=N",
-                         help="a service's replicas when nothing is lent (default: the most pods seen in a minute)")
+                         help="a service's replicas when nothing is lent (default: the most pods serving throughout a minute)")
     sim.set_defaults(func=_simulate)

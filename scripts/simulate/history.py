@@ -22,16 +22,21 @@ def traces_from_history(history: History) -> dict[str, Trace]:
 
 
 def baseline_replicas(history: History, name: str) -> int:
-    """Return the most pods the service had samples from in any minute: what it runs with when nothing is lent."""
-    pods = history.services[name].pods
-    return int(pods.max()) if pods.size else 0
+    """Return the most pods that served throughout one minute: what the service runs with when nothing is lent.
+
+    A pod serves a whole minute when its counters have samples on both sides of it. Counting pods
+    with any sample in the minute would count a rollout's old pod (its last scrape) and new pod
+    (its first) in the same minute as two, and the replay would run on one replica more.
+    """
+    covered = list(history.services[name].pod_covered.values())
+    return int(np.sum(covered, axis=0).max()) if covered and covered[0].size else 0
 
 
 def fleet_from_history(config: GateConfig, history: History, baselines: dict[str, int] | None = None,
                        cold_start_minutes: float = 4.0) -> tuple[Fleet, dict[str, Trace], list[str]]:
     """Return the gate config's services as a simulated fleet, each on its own history; and what was left out, why.
 
-    A service's replicas are `baselines[name]` if given, else the most pods seen in one minute; its
+    A service's replicas are `baselines[name]` if given, else the most pods serving throughout one minute; its
     GPUs per replica, capacity and policy are the gate config's. The gate's tick is rounded to
     whole minutes (the simulator's step), at least one.
     """
