@@ -160,5 +160,9 @@ def read_history(url: str, label: str, services: Sequence[str], start: float, st
             row = waiting.setdefault(name, {}).setdefault(_pod(labels), np.zeros(steps))
             row += np.nan_to_num(values[1:], nan=0.0)
         for name, history in histories.items():
+            if history.pod_work and name not in waiting:
+                # Without the gauge no step can show saturation: say so, or it reads as "never saturated".
+                warnings.append(HistoryWarning(MISSING, name, f"no {vllm.WAITING} series: no step can show its "
+                                        "replicas saturated (the configured capacity stands)"))
             history.saturated = {pod: waiting.get(name, {}).get(pod, np.zeros(steps)) > 0 for pod in history.pod_work}
     return History(start, step, steps, histories, warnings)
