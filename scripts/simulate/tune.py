@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from offhours.scripts.config.loader import policy_settings
 from offhours.scripts.policy.config import ServicePolicy
 from offhours.scripts.simulate.engine import cold_start_minutes, reaction_minutes, service_demand, service_rates
 from offhours.scripts.simulate.fleet import Fleet, JobSpec, ServiceSpec
@@ -290,15 +291,14 @@ def tune(trace: Trace, fleet: Fleet, jobs: list[JobSpec], max_delay_minutes: int
 
 
 def config_fragment(tunings: Sequence[ServiceTuning], fleet: Fleet) -> dict[str, Any]:
-    """Return the chosen knobs of every service as a gate config document (its `services`, capacity kept)."""
+    """Return every service's policy with its chosen knobs as a gate config document (its `services`).
+
+    The whole policy that was replayed, not the knobs alone: a setting left out (a floor of
+    replicas, a lending window, a cold start) would make the gate run a policy tune never saw.
+    """
     services: dict[str, Any] = {}
     for spec, tuning in zip(fleet.services, tunings):
-        cap = spec.policy.capacity
-        capacity = {k: v for k, v in (("requestsPerSecond", cap.requests_per_second),
-                                      ("promptTokensPerSecond", cap.prompt_tokens_per_second),
-                                      ("generationTokensPerSecond", cap.generation_tokens_per_second)) if v}
-        services[spec.name] = {"capacity": capacity, "gpusPerReplica": spec.policy.gpus_per_replica,
-                               **tuning.chosen.knobs.fragment()}
+        services[spec.name] = {**policy_settings(spec.policy), **tuning.chosen.knobs.fragment()}
     return {"services": services}
 
 
