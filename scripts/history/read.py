@@ -18,7 +18,7 @@ from offhours.scripts.history.counters import fill_line, increases, runs
 from offhours.scripts.history.promrange import MAX_POINTS, query_range
 from offhours.scripts.metrics import vllm
 
-GAP, RESET, MISSING, FILLED = "gap", "counter-reset", "missing-metric", "no-data"
+GAP, RESET, MISSING, FILLED, INVALID = "gap", "counter-reset", "missing-metric", "no-data", "invalid-sample"
 COLUMNS = ("requests", "prompt_tokens", "generation_tokens")
 METRICS = dict(zip(COLUMNS, vllm.COUNTERS))
 POD_LABELS = ("instance", "pod")  # what tells one pod's series from another's: Prometheus' target, else the pod
@@ -112,6 +112,10 @@ def read_history(url: str, label: str, services: Sequence[str], start: float, st
             for at in inc.resets:
                 warnings.append(HistoryWarning(RESET, name, f"{metric}{{{series}}} fell in {_minute_label(at, step)}: "
                                         "counted from zero there (the process restarted)"))
+            if inc.invalid:
+                warnings.append(HistoryWarning(INVALID, name, f"{metric}{{{series}}} is below zero at "
+                                        f"{len(inc.invalid)} point(s), first at {_minute_label(inc.invalid[0], step)}: "
+                                        "no counter is, so those values are read as no sample"))
             for first, last in inc.gaps:
                 warnings.append(HistoryWarning(GAP, name, f"{metric}{{{series}}} has no sample in "
                                         f"{_span(first + 1, last, step)}: its increase across the gap is "
