@@ -17,10 +17,9 @@ def _replicas(text: str) -> tuple[str, int]:
 
 
 def _from_prometheus(args: argparse.Namespace) -> int:
+    from offhours.scripts.cli.history_source import load
     from offhours.scripts.simulate.fleet import generated_jobs
     from offhours.scripts.simulate.report import simulate, text_table, write_json
-
-    from offhours.scripts.cli.history_source import load
 
     mixed = replay_source.mixed_sources(args, "simulate", "replays the history")
     if mixed is not None:

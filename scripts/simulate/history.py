@@ -55,4 +55,6 @@ def fleet_from_history(config: GateConfig, history: History, baselines: dict[str
         specs.append(ServiceSpec(policy, replicas, 1.0))
         kept[policy.name] = traces[policy.name]
     tick = max(1, round(config.tick_seconds / 60.0))
-    return Fleet(services=tuple(specs), tick_minutes=tick, cold_start_minutes=cold_start_minutes), kept, notes
+    # The history's start is a moment: each service's lending window is replayed at its own hours.
+    return Fleet(services=tuple(specs), tick_minutes=tick, cold_start_minutes=cold_start_minutes,
+                 start_time=history.start), kept, notes
