@@ -53,6 +53,9 @@ def _from_prometheus(args: argparse.Namespace) -> int:
 def _simulate(args: argparse.Namespace) -> int:
     import dataclasses
 
+    clash = replay_source.outputs_clash(args, "simulate")
+    if clash is not None:
+        return clash
     if replay_source.from_history(args):
         return _from_prometheus(args)
     if args.replicas:

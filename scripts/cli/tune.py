@@ -19,6 +19,9 @@ def _tune(args: argparse.Namespace) -> int:
     from offhours.scripts.simulate.trace import TraceError
     from offhours.scripts.simulate.tune import config_fragment, text_report, tune
 
+    clash = replay_source.outputs_clash(args, "tune")
+    if clash is not None:
+        return clash
     traces = None
     try:
         if replay_source.from_history(args):
