@@ -1,11 +1,17 @@
 """Per-minute traces from a Prometheus history (scripts/history): what `simulate --prometheus` replays."""
 
+import math
+from datetime import datetime, timezone
+
 import numpy as np
 
 from offhours.scripts.history.read import History
 from offhours.scripts.policy.config import GateConfig
+from offhours.scripts.policy.estimate import MAX_BRIDGED_MINUTES
 from offhours.scripts.simulate.fleet import Fleet, ServiceSpec
 from offhours.scripts.simulate.trace import Trace
+
+DAY = 86400.0
 
 
 def traces_from_history(history: History) -> dict[str, Trace]:
@@ -32,11 +38,38 @@ def baseline_replicas(history: History, name: str) -> int:
     return int(np.sum(covered, axis=0).max()) if covered and covered[0].size else 0
 
 
+def _drawn_ends(history: History, name: str) -> str | None:
+    """Say why a service's history starts or ends with more load drawn than a replay may use; None: it does not.
+
+    Before a pod's first sample (a service younger than the range) or after the last (one gone),
+    the history holds a flat line drawn from the nearest minute with data: replayed, or tuned on,
+    it is load that never happened. A hole up to MAX_BRIDGED_MINUTES is a scrape missed, and stays.
+    """
+    known = history.services[name].pods > 0
+    if not known.any():
+        return "no pod had samples in the range"
+    first, last = int(np.argmax(known)), int(known.shape[0] - 1 - np.argmax(known[::-1]))
+    if first > MAX_BRIDGED_MINUTES * 60.0 / history.step:
+        midnight = math.ceil((history.start + first * history.step) / DAY) * DAY
+        return (f"no pod sampled in its first {first} steps: that load would be drawn, not read; "
+                f"--start {_iso(midnight)} begins after its first sample")
+    tail = known.shape[0] - 1 - last
+    if tail > MAX_BRIDGED_MINUTES * 60.0 / history.step:
+        return (f"no pod sampled in its last {tail} steps: that load would be drawn, not read; "
+                f"--end {_iso(history.start + (last + 1) * history.step)} ends at its last sample")
+    return None
+
+
+def _iso(t: float) -> str:
+    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def fleet_from_history(config: GateConfig, history: History, baselines: dict[str, int] | None = None,
                        cold_start_minutes: float = 4.0) -> tuple[Fleet, dict[str, Trace], list[str]]:
     """Return the gate config's services as a simulated fleet, each on its own history; and what was left out, why.
 
-    A service's replicas are `baselines[name]` if given, else the most pods serving throughout one minute; its
+    A service whose history starts or ends with a long stretch no pod was sampled in is left out
+    (`_drawn_ends`). A service's replicas are `baselines[name]` if given, else the most pods serving throughout one minute; its
     GPUs per replica, capacity and policy are the gate config's. The gate's tick is rounded to
     whole minutes (the simulator's step), at least one.
     """
@@ -47,6 +80,10 @@ def fleet_from_history(config: GateConfig, history: History, baselines: dict[str
             continue
         if policy.name not in traces:
             notes.append(f"{policy.name}: left out (its history lacks a counter)")
+            continue
+        drawn = _drawn_ends(history, policy.name)
+        if drawn is not None:
+            notes.append(f"{policy.name}: left out ({drawn})")
             continue
         replicas = (baselines or {}).get(policy.name) or baseline_replicas(history, policy.name)
         if replicas < 1:

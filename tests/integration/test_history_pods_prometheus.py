@@ -9,6 +9,7 @@ written here sample by sample, so what each verb must read is known:
   Two pods served in every minute; the replay must run on two replicas, not three.
 - `nowait`: counters but no `vllm:num_requests_waiting` series: calibrate must say the metric is
   missing, not that the service never saturated.
+- `young`: first scraped at minute YOUNG_FROM: before it nothing happened that a replay could use.
 """
 
 import math
@@ -33,6 +34,7 @@ START = (math.floor(time.time() / 86400) - 4) * 86400.0  # a UTC midnight, the r
 END = START + MINUTES * 60
 ROLL_AT = 600
 RATE = 30.0  # requests per minute per pod
+YOUNG_FROM = 2000  # the minute `young`'s first pod was first scraped
 
 
 def _iso(t: float) -> str:
@@ -60,6 +62,9 @@ def _render() -> str:
         _counter(lines, labels, minutes, offset)
         _gauge(lines, labels, minutes, offset, 0.0)
     _counter(lines, 'service="nowait",instance="nowait-0:8000",pod="nowait-0"', whole, 0.0)
+    young = 'service="young",instance="young-0:8000",pod="young-0"'
+    _counter(lines, young, range(YOUNG_FROM, MINUTES + 1), 0.0)
+    _gauge(lines, young, range(YOUNG_FROM, MINUTES + 1), 0.0, 0.0)
     # OpenMetrics wants one metric family's samples together, each series in time order.
     lines.sort(key=lambda line: (line.split("{")[0], line.split("}")[0], float(line.rsplit(" ", 1)[1])))
     return "\n".join(lines) + "\n# EOF\n"
@@ -77,7 +82,7 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, 
     assert done.returncode == 0, done.stderr[-2000:]
     config = {"metrics": {"prometheus": {"url": "http://unused.invalid"}},
               "services": {name: {"capacity": {"requestsPerSecond": 1.0}, "gpusPerReplica": 1}
-                           for name in ("roll", "nowait")}}
+                           for name in ("roll", "nowait", "young")}}
     (work / "gate.yaml").write_text(yaml.safe_dump(config))
     with running_prometheus([], work, retention="30d") as url:
         yield url, work
@@ -108,3 +113,16 @@ def test_calibrate_without_the_waiting_gauge_names_it_missing(prometheus: tuple[
     assert f"warning: {MISSING}: nowait: no {vllm.WAITING} series" in err
     assert f"{MISSING}: roll" not in err  # it has the gauge, and was never saturated
     assert "nowait" in out and "(1)" in out  # the configured value, kept
+
+
+def test_a_service_younger_than_the_range_is_not_replayed_on_load_drawn_for_it(prometheus: tuple[str, Path],
+                                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """Its first YOUNG_FROM minutes hold no sample: the replay leaves it out and names the --start that would do."""
+    url, work = prometheus
+    code, out, err = _verb(url, work, capsys, "simulate", "--service", "young", "--service", "roll")
+    assert code == 0, err
+    assert "roll: 2 replicas" in out and "young:" not in out
+    first_midnight = START + math.ceil(YOUNG_FROM / 1440) * 86400
+    assert "young: left out" in err and f"--start {_iso(first_midnight)}" in err, err
+    code, out, err = _verb(url, work, capsys, "tune", "--service", "young")
+    assert code == 1 and "young: left out" in err

@@ -23,7 +23,8 @@ def test_the_window_falls_at_its_own_hours_in_its_time_zone() -> None:
         "schedule": {"mode": "window", "start": "22:00", "end": "06:00", "timezone": "Europe/Berlin"}}}})
     service = ServiceHistory("chat", work={c: np.ones(steps) for c in COLUMNS},
                              pod_work={"p": {c: np.ones(steps) for c in COLUMNS}},
-                             pod_covered={"p": np.ones(steps, dtype=np.bool_)}, complete=True)
+                             pod_covered={"p": np.ones(steps, dtype=np.bool_)}, pods=np.ones(steps, dtype=np.int64),
+                             complete=True)
     fleet, _, _ = fleet_from_history(config, History(START, 60.0, steps, {"chat": service}, []))
     assert fleet.start_time == START
     allowed = lending_minutes(fleet.services[0], fleet, np.arange(steps))
