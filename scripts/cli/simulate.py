@@ -9,6 +9,19 @@ from offhours.scripts.cli import replay_source
 from offhours.scripts.cli.replay_source import positive_int
 
 
+def _price(text: str) -> float:
+    """Parse a GPU-hour price: a finite number of 0 or more (argparse type)."""
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a price (a finite number of 0 or more)")
+    return value
+
+
 def _replicas(text: str) -> tuple[str, int]:
     name, sep, count = text.partition("=")
     if not sep or not name:
@@ -100,7 +113,7 @@ def register(subparsers: Any) -> None:
         fleet_help="fleet file (YAML/JSON, schemas/fleet.schema.json); default: calibrated fleet",
         workers_help="processes for the services' replays (default: one per CPU for 8 services or more, else 1; "
         "the result is the same for any number)")
-    sim.add_argument("--price", type=float, help="GPU-hour price for the saving (default: the fleet's, 2.0)")
+    sim.add_argument("--price", type=_price, help="GPU-hour price for the saving (default: the fleet's, 2.0)")
     sim.add_argument("--json", help="write the reports as JSON here")
     sim.add_argument("--plot", help="write a PNG of load, capacity in service and GPUs lent here")
     history = replay_source.add_history_options(sim, "replay your own history (instead of --trace and --fleet)")
