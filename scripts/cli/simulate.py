@@ -31,8 +31,8 @@ def _replicas(text: str) -> tuple[str, int]:
 
 def _from_prometheus(args: argparse.Namespace) -> int:
     from offhours.scripts.cli.history_source import load
-    from offhours.scripts.simulate.fleet import generated_jobs
-    from offhours.scripts.simulate.report import simulate, text_table, write_json
+    from offhours.scripts.simulate.fleet import FleetError, generated_jobs, load_jobs
+    from offhours.scripts.simulate.report import simulate, text_table, write_json, write_plot
 
     mixed = replay_source.mixed_sources(args, "simulate", "replays the history")
     if mixed is not None:
@@ -45,6 +45,16 @@ def _from_prometheus(args: argparse.Namespace) -> int:
         print(f"offhours simulate: --replicas: {', '.join(unknown)} not among the services replayed "
               f"({', '.join(names)})", file=sys.stderr)
         return 2
+    try:
+        given = load_jobs(args.jobs) if args.jobs else None
+    except FleetError as err:
+        print(err, file=sys.stderr)
+        return 2
+    unknown = sorted({j.service for j in given or ()} - set(names))
+    if unknown:
+        print(f"jobs: service(s) {', '.join(unknown)} not among the services replayed ({', '.join(names)})",
+              file=sys.stderr)
+        return 2
     read = replay_source.history_fleet(args, "simulate", replicas)
     if isinstance(read, int):
         return read
@@ -53,13 +63,16 @@ def _from_prometheus(args: argparse.Namespace) -> int:
         print(f"{spec.name}: {spec.baseline} replicas x {spec.policy.gpus_per_replica} GPUs, "
               f"{traces[spec.name].minutes} minutes of history")
     first = traces[fleet.services[0].name]
-    result = simulate(first, fleet, generated_jobs(fleet), modes=("gate", "reference", "oracle"),
-                      workers=args.workers, traces=traces)
+    jobs = generated_jobs(fleet) if given is None else [j for j in given if j.service in traces]
+    result = simulate(first, fleet, jobs, modes=("gate", "reference", "oracle"), workers=args.workers, traces=traces)
     result.trace = f"Prometheus history of {len(traces)} service(s)"
     print(text_table(result, fleet.gpu_hour_price if args.price is None else args.price))
+    for out in filter(None, (args.json, args.plot)):
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
     if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         write_json(result, Path(args.json))
+    if args.plot:
+        write_plot(result, Path(args.plot))
     return 0
 
 
