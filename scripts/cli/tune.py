@@ -57,8 +57,10 @@ def _tune(args: argparse.Namespace) -> int:
                  "fittingDaysLargestRise": None if t.fit_rise is None else t.fit_rise.ratio,
                  "candidates": [_candidate(c) for c in t.candidates]} for t in tunings]
         replay_source.write_whole(Path(args.json), json.dumps(body, indent=1) + "\n")
-    # Exit 1 when a service's validation days went over the budget: the history did not support the choice.
-    return 0 if all(t.chosen.validation.delay_minutes <= args.max_delay_minutes for t in tunings) else 1
+    # Exit 1 when no setting kept a service's budget on its fitting days, or its validation days went over
+    # it: either way the history did not support the choice.
+    return 0 if all(t.within_budget and t.chosen.validation.delay_minutes <= args.max_delay_minutes
+                    for t in tunings) else 1
 
 
 def _candidate(c: Any) -> dict[str, Any]:
