@@ -70,8 +70,8 @@ def fleet_from_history(config: GateConfig, history: History, baselines: dict[str
 
     A service whose history starts or ends with a long stretch no pod was sampled in is left out
     (`_drawn_ends`). A service's replicas are `baselines[name]` if given, else the most pods serving throughout one minute; its
-    GPUs per replica, capacity and policy are the gate config's. The gate's tick is rounded to
-    whole minutes (the simulator's step), at least one.
+    GPUs per replica, capacity and policy are the gate config's, as is its reclaim check. The gate's
+    tick is rounded to whole minutes (the simulator's step), at least one.
     """
     traces = traces_from_history(history)
     specs, kept, notes = [], {}, []
@@ -93,5 +93,6 @@ def fleet_from_history(config: GateConfig, history: History, baselines: dict[str
         kept[policy.name] = traces[policy.name]
     tick = max(1, round(config.tick_seconds / 60.0))
     # The history's start is a moment: each service's lending window is replayed at its own hours.
+    # The gate's own reclaim check: a rise is seen as that gate sees it (or at its tick without checks).
     return Fleet(services=tuple(specs), tick_minutes=tick, cold_start_minutes=cold_start_minutes,
-                 start_time=history.start), kept, notes
+                 reclaim_check_seconds=float(config.reclaim_check_seconds), start_time=history.start), kept, notes
