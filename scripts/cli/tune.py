@@ -36,6 +36,12 @@ def _tune(args: argparse.Namespace) -> int:
             jobs = load_jobs(args.jobs) if args.jobs else generated_jobs(fleet)
         else:
             trace, fleet, jobs = replay_source.load_trace_fleet_jobs(args)
+        known = {s.name for s in fleet.services}
+        unknown = sorted({j.service for j in jobs} - known)
+        if unknown:  # their jobs would be dropped, and the services tuned on a queue the file does not hold
+            print(f"offhours tune: jobs: service(s) {', '.join(unknown)} not in the fleet ({', '.join(sorted(known))})",
+                  file=sys.stderr)
+            return 2
         tunings = tune(trace, fleet, jobs, args.max_delay_minutes, traces=traces, workers=args.workers)
     except (TraceError, FleetError) as err:
         print(f"offhours tune: {err}", file=sys.stderr)
