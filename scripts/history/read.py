@@ -22,6 +22,7 @@ GAP, RESET, MISSING, FILLED, INVALID = "gap", "counter-reset", "missing-metric",
 COLUMNS = ("requests", "prompt_tokens", "generation_tokens")
 METRICS = dict(zip(COLUMNS, vllm.COUNTERS))
 POD_LABELS = ("instance", "pod")  # what tells one pod's series from another's: Prometheus' target, else the pod
+NO_POD = "(no pod label)"  # the pod of series with neither label: every such series of a service, together
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ def _pod(labels: dict[str, str]) -> str:
     for key in POD_LABELS:
         if labels.get(key):
             return labels[key]
-    return "(no pod label)"
+    return NO_POD
 
 
 def _minute_label(step: int, history_step: float) -> str:
