@@ -5,7 +5,7 @@ from datetime import datetime, timezone
 
 import numpy as np
 
-from offhours.scripts.history.read import History
+from offhours.scripts.history.read import NO_POD, History
 from offhours.scripts.policy.config import GateConfig
 from offhours.scripts.policy.estimate import MAX_BRIDGED_MINUTES
 from offhours.scripts.simulate.fleet import Fleet, ServiceSpec
@@ -85,7 +85,13 @@ def fleet_from_history(config: GateConfig, history: History, baselines: dict[str
         if drawn is not None:
             notes.append(f"{policy.name}: left out ({drawn})")
             continue
-        replicas = (baselines or {}).get(policy.name) or baseline_replicas(history, policy.name)
+        given = (baselines or {}).get(policy.name)
+        if not given and NO_POD in history.services[policy.name].pod_covered:
+            # Series without an instance or pod label read as one pod, whatever the replicas were.
+            notes.append(f"{policy.name}: left out (its series carry neither an instance nor a pod label: its "
+                         f"replicas cannot be counted; simulate takes them as --replicas {policy.name}=N)")
+            continue
+        replicas = given or baseline_replicas(history, policy.name)
         if replicas < 1:
             notes.append(f"{policy.name}: left out (no pod had samples in the range)")
             continue

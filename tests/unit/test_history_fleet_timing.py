@@ -1,4 +1,4 @@
-"""A history replay reacts as the gate config's gate does: its reclaim check's period, or its tick without one.
+"""A history replay runs as the gate config's gate does: its reclaim check (or its tick), its replicas as counted.
 
 `simulate --prometheus` and `tune --prometheus` replayed every gate as if it checked for a reclaim
 every 15 s (the default), so a gate configured to check every 60 s, or not at all, was replayed
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from offhours.scripts.config.loader import parse_config
-from offhours.scripts.history.read import COLUMNS, History, ServiceHistory
+from offhours.scripts.history.read import COLUMNS, NO_POD, History, ServiceHistory
 from offhours.scripts.simulate.engine import detect_minutes
 from offhours.scripts.simulate.history import fleet_from_history
 
@@ -30,3 +30,16 @@ def test_a_rise_is_seen_as_the_configured_gate_sees_it(tick: int, check: int, se
                            "services": {"chat": {"capacity": {"requestsPerSecond": 5.0}}}})
     fleet, _, _ = fleet_from_history(config, _history())
     assert detect_minutes(fleet) == pytest.approx(seen_within)
+
+
+def test_replicas_of_series_without_a_pod_label_are_not_counted_as_one() -> None:
+    """All of a service's unlabelled series read as one pod: its replicas are not known unless given."""
+    config = parse_config({"services": {"chat": {"capacity": {"requestsPerSecond": 5.0}}}})
+    history = _history()
+    service = history.services["chat"]
+    service.pod_work = {NO_POD: service.pod_work["p"]}
+    service.pod_covered = {NO_POD: service.pod_covered["p"]}
+    fleet, _, notes = fleet_from_history(config, history)
+    assert fleet.services == () and any("--replicas chat=" in n for n in notes), notes
+    fleet, _, _ = fleet_from_history(config, history, {"chat": 6})
+    assert fleet.services[0].baseline == 6
