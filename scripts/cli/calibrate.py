@@ -27,6 +27,9 @@ def _calibrate(args: argparse.Namespace) -> int:
     from offhours.scripts.config.loader import parse_config
     from offhours.scripts.history.calibrate import estimate
 
+    clash = replay_source.outputs_clash(args, "calibrate")
+    if clash is not None:
+        return clash
     read = replay_source.read_history(args, "calibrate", saturation=True, step=args.step)
     if isinstance(read, int):
         return read

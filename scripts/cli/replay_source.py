@@ -108,6 +108,33 @@ def read_history(args: argparse.Namespace, verb: str, **options: Any) -> tuple[A
         return 1
 
 
+def outputs_clash(args: argparse.Namespace, verb: str) -> int | None:
+    """Exit 2 (with the one line) when an output option names a folder, an input or another output; else None.
+
+    Checked before anything is read: a verb that replays for minutes must not fail only then, and
+    must never write its fragment over the gate config (or trace) it read.
+    """
+    outputs = [(f"--{name}", Path(value)) for name in ("out", "json", "plot")
+               if isinstance(value := getattr(args, name, None), str) and value]
+    inputs = [(f"--{name}", Path(value)) for name in ("config", "trace", "fleet", "jobs")
+              if isinstance(value := getattr(args, name, None), str) and value and Path(value).exists()]
+    for k, (option, path) in enumerate(outputs):
+        if path.is_dir():
+            print(f"offhours {verb}: {option} {path} is a folder, not a file", file=sys.stderr)
+            return 2
+        for other, source in inputs + outputs[:k]:
+            if _same(path, source):
+                print(f"offhours {verb}: {option} {path} is also {other}: it would be overwritten", file=sys.stderr)
+                return 2
+    return None
+
+
+def _same(a: Path, b: Path) -> bool:
+    if a.exists() and b.exists():
+        return a.samefile(b)
+    return a.resolve() == b.resolve()
+
+
 def write_whole(path: Path, text: str) -> None:
     """Write `text` to `path` through a sibling `.partial` file: a reader never sees half of it."""
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -9,6 +9,19 @@ from offhours.scripts.cli import replay_source
 from offhours.scripts.cli.replay_source import positive_int
 
 
+def _price(text: str) -> float:
+    """Parse a GPU-hour price: a finite number of 0 or more (argparse type)."""
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a price (a finite number of 0 or more)")
+    return value
+
+
 def _replicas(text: str) -> tuple[str, int]:
     name, sep, count = text.partition("=")
     if not sep or not name:
@@ -17,13 +30,32 @@ def _replicas(text: str) -> tuple[str, int]:
 
 
 def _from_prometheus(args: argparse.Namespace) -> int:
-    from offhours.scripts.simulate.fleet import generated_jobs
-    from offhours.scripts.simulate.report import simulate, text_table, write_json
+    from offhours.scripts.cli.history_source import load
+    from offhours.scripts.simulate.fleet import FleetError, generated_jobs, load_jobs
+    from offhours.scripts.simulate.report import simulate, text_table, write_json, write_plot
 
     mixed = replay_source.mixed_sources(args, "simulate", "replays the history")
     if mixed is not None:
         return mixed
-    read = replay_source.history_fleet(args, "simulate", dict(args.replicas or ()))
+    replicas = dict(args.replicas or ())
+    _, _, names = load(args)
+    # A name no replayed service has would be dropped, and the table read as the answer for it.
+    unknown = sorted(set(replicas) - set(names))
+    if unknown:
+        print(f"offhours simulate: --replicas: {', '.join(unknown)} not among the services replayed "
+              f"({', '.join(names)})", file=sys.stderr)
+        return 2
+    try:
+        given = load_jobs(args.jobs) if args.jobs else None
+    except FleetError as err:
+        print(err, file=sys.stderr)
+        return 2
+    unknown = sorted({j.service for j in given or ()} - set(names))
+    if unknown:
+        print(f"jobs: service(s) {', '.join(unknown)} not among the services replayed ({', '.join(names)})",
+              file=sys.stderr)
+        return 2
+    read = replay_source.history_fleet(args, "simulate", replicas)
     if isinstance(read, int):
         return read
     _, fleet, traces = read
@@ -31,21 +63,31 @@ def _from_prometheus(args: argparse.Namespace) -> int:
         print(f"{spec.name}: {spec.baseline} replicas x {spec.policy.gpus_per_replica} GPUs, "
               f"{traces[spec.name].minutes} minutes of history")
     first = traces[fleet.services[0].name]
-    result = simulate(first, fleet, generated_jobs(fleet), modes=("gate", "reference", "oracle"),
-                      workers=args.workers, traces=traces)
+    jobs = generated_jobs(fleet) if given is None else [j for j in given if j.service in traces]
+    result = simulate(first, fleet, jobs, modes=("gate", "reference", "oracle"), workers=args.workers, traces=traces)
     result.trace = f"Prometheus history of {len(traces)} service(s)"
     print(text_table(result, fleet.gpu_hour_price if args.price is None else args.price))
+    for out in filter(None, (args.json, args.plot)):
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
     if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         write_json(result, Path(args.json))
+    if args.plot:
+        write_plot(result, Path(args.plot))
     return 0
 
 
 def _simulate(args: argparse.Namespace) -> int:
     import dataclasses
 
+    clash = replay_source.outputs_clash(args, "simulate")
+    if clash is not None:
+        return clash
     if replay_source.from_history(args):
         return _from_prometheus(args)
+    if args.replicas:
+        print("offhours simulate: --replicas is for a history replay (--config); a trace replay's replicas are "
+              "its fleet file's", file=sys.stderr)
+        return 2
 
     from offhours.scripts.simulate.fleet import FleetError
     from offhours.scripts.simulate.report import simulate, text_table, write_json, write_plot
@@ -84,10 +126,10 @@ def register(subparsers: Any) -> None:
         fleet_help="fleet file (YAML/JSON, schemas/fleet.schema.json); default: calibrated fleet",
         workers_help="processes for the services' replays (default: one per CPU for 8 services or more, else 1; "
         "the result is the same for any number)")
-    sim.add_argument("--price", type=float, help="GPU-hour price for the saving (default: the fleet's, 2.0)")
+    sim.add_argument("--price", type=_price, help="GPU-hour price for the saving (default: the fleet's, 2.0)")
     sim.add_argument("--json", help="write the reports as JSON here")
     sim.add_argument("--plot", help="write a PNG of load, capacity in service and GPUs lent here")
     history = replay_source.add_history_options(sim, "replay your own history (instead of --trace and --fleet)")
     history.add_argument("--replicas", type=_replicas, action="append", metavar="SERVICE=N",
-                         help="a service's replicas when nothing is lent (default: the most pods seen in a minute)")
+                         help="a service's replicas when nothing is lent (default: the most pods serving throughout a minute)")
     sim.set_defaults(func=_simulate)

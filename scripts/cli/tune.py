@@ -19,6 +19,9 @@ def _tune(args: argparse.Namespace) -> int:
     from offhours.scripts.simulate.trace import TraceError
     from offhours.scripts.simulate.tune import config_fragment, text_report, tune
 
+    clash = replay_source.outputs_clash(args, "tune")
+    if clash is not None:
+        return clash
     traces = None
     try:
         if replay_source.from_history(args):
@@ -33,6 +36,12 @@ def _tune(args: argparse.Namespace) -> int:
             jobs = load_jobs(args.jobs) if args.jobs else generated_jobs(fleet)
         else:
             trace, fleet, jobs = replay_source.load_trace_fleet_jobs(args)
+        known = {s.name for s in fleet.services}
+        unknown = sorted({j.service for j in jobs} - known)
+        if unknown:  # their jobs would be dropped, and the services tuned on a queue the file does not hold
+            print(f"offhours tune: jobs: service(s) {', '.join(unknown)} not in the fleet ({', '.join(sorted(known))})",
+                  file=sys.stderr)
+            return 2
         tunings = tune(trace, fleet, jobs, args.max_delay_minutes, traces=traces, workers=args.workers)
     except (TraceError, FleetError) as err:
         print(f"offhours tune: {err}", file=sys.stderr)
@@ -54,8 +63,10 @@ def _tune(args: argparse.Namespace) -> int:
                  "fittingDaysLargestRise": None if t.fit_rise is None else t.fit_rise.ratio,
                  "candidates": [_candidate(c) for c in t.candidates]} for t in tunings]
         replay_source.write_whole(Path(args.json), json.dumps(body, indent=1) + "\n")
-    # Exit 1 when a service's validation days went over the budget: the history did not support the choice.
-    return 0 if all(t.chosen.validation.delay_minutes <= args.max_delay_minutes for t in tunings) else 1
+    # Exit 1 when no setting kept a service's budget on its fitting days, or its validation days went over
+    # it: either way the history did not support the choice.
+    return 0 if all(t.within_budget and t.chosen.validation.delay_minutes <= args.max_delay_minutes
+                    for t in tunings) else 1
 
 
 def _candidate(c: Any) -> dict[str, Any]:

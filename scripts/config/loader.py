@@ -52,6 +52,30 @@ def service_policy(name: str, raw: dict[str, Any], schedule: "Schedule | None" =
     )
 
 
+def policy_settings(policy: ServicePolicy) -> dict[str, Any]:
+    """Return a service's settings as the gate config spells them: `service_policy` reads them back as `policy`.
+
+    The capacity and the GPUs per replica always; every other setting where it differs from the default.
+    """
+    cap = policy.capacity
+    raw: dict[str, Any] = {"capacity": {k: v for k, v in (("requestsPerSecond", cap.requests_per_second),
+                                                          ("promptTokensPerSecond", cap.prompt_tokens_per_second),
+                                                          ("generationTokensPerSecond",
+                                                           cap.generation_tokens_per_second)) if v is not None},
+                           "gpusPerReplica": policy.gpus_per_replica}
+    if policy.deployment is not None:
+        raw["deployment"] = policy.deployment
+    default = ServicePolicy(policy.name, cap)
+    raw.update({key: getattr(policy, py) for key, py in _POLICY_KEYS.items() if getattr(policy, py) != getattr(default, py)})
+    sched = policy.schedule
+    if sched != Schedule():
+        raw["schedule"] = {"mode": sched.mode, "timezone": sched.timezone}
+        if sched.mode == "window":
+            assert sched.start is not None and sched.end is not None
+            raw["schedule"].update(start=sched.start.strftime("%H:%M"), end=sched.end.strftime("%H:%M"))
+    return raw
+
+
 def _schedule(raw: dict[str, Any] | None, where: str) -> Schedule:
     if not raw:
         return Schedule()

@@ -10,6 +10,7 @@ increase in each of the n steps between consecutive points. Three things are not
 - a series that starts after the grid's first point (a new pod) counts from its first sample:
   what it did before that sample is not known, and nothing is invented for it.
 Steps before a series' first sample or after its last are not covered by it (`covered` False).
+A value below zero is no counter's (a broken or forged exporter): it is no sample, and is reported.
 """
 
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ class Increases:
     covered: np.ndarray  # bool: the step lies between two of the series' samples
     resets: tuple[int, ...]  # steps in which the counter fell
     gaps: tuple[tuple[int, int], ...]  # (first, last) steps, inclusive, spread evenly across a missing stretch
+    invalid: tuple[int, ...] = ()  # grid points whose value was below zero: read as no sample
 
 
 def increases(points: np.ndarray) -> Increases:
@@ -32,7 +34,9 @@ def increases(points: np.ndarray) -> Increases:
     n = points.shape[0] - 1
     values = np.zeros(max(n, 0))
     covered = np.zeros(max(n, 0), dtype=np.bool_)
-    present = np.flatnonzero(np.isfinite(points))
+    finite = np.isfinite(points)
+    negative = finite & (np.where(finite, points, 0.0) < 0)
+    present = np.flatnonzero(finite & ~negative)
     resets: list[int] = []
     gaps: list[tuple[int, int]] = []
     for a, b in zip(present[:-1].tolist(), present[1:].tolist()):
@@ -45,7 +49,7 @@ def increases(points: np.ndarray) -> Increases:
         covered[a:b] = True
         if b - a > 1:
             gaps.append((a, b - 1))
-    return Increases(values, covered, tuple(resets), tuple(gaps))
+    return Increases(values, covered, tuple(resets), tuple(gaps), tuple(np.flatnonzero(negative).tolist()))
 
 
 def runs(mask: np.ndarray) -> list[tuple[int, int]]:

@@ -18,10 +18,11 @@ from offhours.scripts.history.counters import fill_line, increases, runs
 from offhours.scripts.history.promrange import MAX_POINTS, query_range
 from offhours.scripts.metrics import vllm
 
-GAP, RESET, MISSING, FILLED = "gap", "counter-reset", "missing-metric", "no-data"
+GAP, RESET, MISSING, FILLED, INVALID = "gap", "counter-reset", "missing-metric", "no-data", "invalid-sample"
 COLUMNS = ("requests", "prompt_tokens", "generation_tokens")
 METRICS = dict(zip(COLUMNS, vllm.COUNTERS))
 POD_LABELS = ("instance", "pod")  # what tells one pod's series from another's: Prometheus' target, else the pod
+NO_POD = "(no pod label)"  # the pod of series with neither label: every such series of a service, together
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ def _pod(labels: dict[str, str]) -> str:
     for key in POD_LABELS:
         if labels.get(key):
             return labels[key]
-    return "(no pod label)"
+    return NO_POD
 
 
 def _minute_label(step: int, history_step: float) -> str:
@@ -112,6 +113,10 @@ def read_history(url: str, label: str, services: Sequence[str], start: float, st
             for at in inc.resets:
                 warnings.append(HistoryWarning(RESET, name, f"{metric}{{{series}}} fell in {_minute_label(at, step)}: "
                                         "counted from zero there (the process restarted)"))
+            if inc.invalid:
+                warnings.append(HistoryWarning(INVALID, name, f"{metric}{{{series}}} is below zero at "
+                                        f"{len(inc.invalid)} point(s), first at {_minute_label(inc.invalid[0], step)}: "
+                                        "no counter is, so those values are read as no sample"))
             for first, last in inc.gaps:
                 warnings.append(HistoryWarning(GAP, name, f"{metric}{{{series}}} has no sample in "
                                         f"{_span(first + 1, last, step)}: its increase across the gap is "
@@ -160,5 +165,9 @@ def read_history(url: str, label: str, services: Sequence[str], start: float, st
             row = waiting.setdefault(name, {}).setdefault(_pod(labels), np.zeros(steps))
             row += np.nan_to_num(values[1:], nan=0.0)
         for name, history in histories.items():
+            if history.pod_work and name not in waiting:
+                # Without the gauge no step can show saturation: say so, or it reads as "never saturated".
+                warnings.append(HistoryWarning(MISSING, name, f"no {vllm.WAITING} series: no step can show its "
+                                        "replicas saturated (the configured capacity stands)"))
             history.saturated = {pod: waiting.get(name, {}).get(pod, np.zeros(steps)) > 0 for pod in history.pod_work}
     return History(start, step, steps, histories, warnings)

@@ -20,7 +20,8 @@ when the gate's reclaim check sees the rise (`reclaimCheckSeconds` after it), no
 the tick that decides it reads the load of the minutes before it, which the checks read as it came,
 so its stops and scale-up happen `tick - check` earlier. A stopped job loses the
 work since its last checkpoint and is parked again; a finished job's exit hook gives its replicas
-back at once.
+back at once. A service with a lending window (its schedule) lends only inside it, as the gate does:
+outside it `decide` reclaims everything and starts its stabilisation window again.
 """
 
 import bisect
@@ -28,6 +29,8 @@ import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from datetime import time as clock
 from typing import Protocol
 
 import numpy as np
@@ -36,6 +39,7 @@ from offhours.scripts.policy.capacity import Load, replicas_needed, replicas_wit
 from offhours.scripts.policy.decide import Decision, ServiceState, decide
 from offhours.scripts.policy.forecast import forecast_series
 from offhours.scripts.policy.plan import ADMITTED, PARKED, Job, plan
+from offhours.scripts.policy.window import allowed_at_clock, lending_allowed
 from offhours.scripts.simulate.fleet import Fleet, JobSpec, ServiceSpec
 from offhours.scripts.simulate.trace import Trace
 
@@ -117,6 +121,19 @@ def detect_minutes(fleet: Fleet) -> float:
 def reaction_minutes(spec: ServiceSpec, fleet: Fleet) -> float:
     """From a rise to reclaimed replicas serving: a check to see it, a job's grace, the cold start."""
     return detect_minutes(fleet) + grace_minutes(None, spec, fleet) + cold_start_minutes(spec, fleet)
+
+
+def lending_minutes(spec: ServiceSpec, fleet: Fleet, minutes: np.ndarray) -> np.ndarray | None:
+    """Whether the service's schedule lets the gate lend at each of `minutes` (None: at every minute)."""
+    schedule = spec.policy.schedule
+    if schedule.mode == "continuous":
+        return None
+    if fleet.start_time is None:  # a trace's minute 0 is a local midnight
+        return np.array([allowed_at_clock(schedule, clock(m // 60 % 24, m % 60)) for m in minutes.tolist()],
+                        dtype=np.bool_)
+    start = fleet.start_time
+    return np.array([lending_allowed(schedule, datetime.fromtimestamp(start + 60.0 * m, timezone.utc))
+                     for m in minutes.tolist()], dtype=np.bool_)
 
 
 def _with_checkpoint(view: Job, checkpoint_at: float) -> Job:
@@ -460,9 +477,19 @@ class GateController:
         for k in range(1, span + 1):
             np.maximum(window_max, padded[span - k:len(padded) - k], out=window_max)
         baseline = sim.spec.baseline
+        n = len(required)
+        allowed = lending_minutes(sim.spec, sim.fleet, sim.ticks)
+        self.allowed = [True] * n if allowed is None else allowed.tolist()
+        # Outside the lending window `decide` reclaims everything and forgets its window: the last closed
+        # tick at or before each tick (-1: none), from which the memory fills again.
+        closed = np.zeros(n, dtype=np.int64) - 1 if allowed is None else np.maximum.accumulate(
+            np.where(allowed, -1, np.arange(n)))
+        self.closed = closed.tolist()
         self.lo = np.maximum(0, baseline - required)  # what `decide` may keep lent (never below 0)
         lendable = baseline - np.minimum(window_max, baseline) - policy.lend_hysteresis
-        self.hi = np.where(np.arange(len(required)) >= first, lendable, -1)
+        self.hi = np.where(np.arange(n) >= closed + 1 + first, lendable, -1)
+        if allowed is not None:
+            self.lo = np.where(allowed, self.lo, 0)
         self._times = (sim.ticks.astype(np.float64) * 60.0).tolist()
         self._required = required.tolist()
         # The memory holds the window's ticks and the one before it; a margin of two more.
@@ -472,7 +499,7 @@ class GateController:
 
     def _decide(self, sim: ServiceSim, i: int) -> Decision:
         d = decide(now=self._times[i], policy=self.policy, baseline=sim.spec.baseline, lent=sim.lent,
-                   load=sim.load_at(i), load_error=None, lending_allowed=True, max_age_seconds=math.inf,
+                   load=sim.load_at(i), load_error=None, lending_allowed=self.allowed[i], max_age_seconds=math.inf,
                    failed_ticks_before_reclaim=3, state=self.state,
                    forecast_required=None if self.floor is None else self.floor[i], tick_seconds=self.tick_seconds)
         self.state, self.done = d.state, i
@@ -489,11 +516,14 @@ class GateController:
         start = self.done + 1
         if start >= i:
             return
-        kept = self.state.recommendations
+        kept, failed = self.state.recommendations, self.state.failed_ticks
+        closed = self.closed[i - 1]
+        if closed >= start:  # outside the lending window since: `decide` returned an empty memory there
+            start, kept, failed = closed + 1, (), 0
         if i - start > self.replay:
             start, kept = i - self.replay, ()
         skipped = tuple(zip(self._times[start:i], self._required[start:i]))
-        self.state = ServiceState((kept + skipped)[-self.replay:], self.state.failed_ticks)
+        self.state = ServiceState((kept + skipped)[-self.replay:], failed)
         self.done = i - 1
 
     def target(self, sim: ServiceSim, i: int) -> tuple[int, int]:
@@ -526,6 +556,8 @@ def oracle_lendable(demand: np.ndarray, spec: ServiceSpec, fleet: Fleet, headroo
                     reaction: float | None = None) -> np.ndarray:
     """Replicas that could be lent each minute knowing the future, at `headroom` (default: the policy's).
 
+    Only inside the service's lending window (its schedule): outside it the gate may lend nothing.
+
     Enough is kept for the largest demand of the coming reaction time (default: the service's: a
     tick to see the rise, the grace period, the cold start), so the oracle never breaks the SLO.
     """
@@ -534,7 +566,9 @@ def oracle_lendable(demand: np.ndarray, spec: ServiceSpec, fleet: Fleet, headroo
     padded = np.concatenate((demand, np.repeat(demand[-1:], horizon)))
     future = np.lib.stride_tricks.sliding_window_view(padded, horizon + 1)[: demand.shape[0]].max(axis=1)
     policy = spec.policy if headroom is None else dataclasses.replace(spec.policy, headroom=headroom)
-    return np.maximum(0.0, spec.baseline - replicas_with_headroom(future, policy))
+    lendable = np.maximum(0.0, spec.baseline - replicas_with_headroom(future, policy))
+    allowed = lending_minutes(spec, fleet, np.arange(demand.shape[0]))
+    return lendable if allowed is None else np.where(allowed, lendable, 0.0)
 
 
 def events_to_array(events: list[tuple[float, int]], start: int, minutes: int) -> np.ndarray:

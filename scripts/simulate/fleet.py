@@ -67,6 +67,8 @@ class Fleet:
     fixed_window_replicas: dict[str, int] = field(default_factory=dict)
     reference_headroom: float = 0.2
     delay_target_seconds: float = 30.0
+    # Unix time of minute 0 (a history's start); None: minute 0 is a midnight in each service's schedule time zone.
+    start_time: float | None = None
 
 
 @cache

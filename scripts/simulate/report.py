@@ -312,7 +312,8 @@ def write_plot(sim: Simulation, path: Path, days: float = 3.0) -> None:
     ax.plot(hours, sim.series["demand"][:n], color="black", lw=0.8, label="load (GPUs' worth)")
     ax.plot(hours, sim.series["gate:capacity"][:n], color="tab:blue", lw=1.0, label="capacity in service, gate")
     ax.fill_between(hours, 0, sim.series["gate:lent"][:n], color="tab:green", alpha=0.35, label="GPUs lent, gate")
-    ax.plot(hours, sim.series["fixed-window:lent"][:n], color="tab:orange", lw=1.0, label="GPUs lent, fixed window")
+    if "fixed-window:lent" in sim.series:  # a history replay has no fixed window to compare with
+        ax.plot(hours, sim.series["fixed-window:lent"][:n], color="tab:orange", lw=1.0, label="GPUs lent, fixed window")
     ax.plot(hours, sim.series["oracle:lent"][:n], color="tab:gray", lw=0.8, ls="--", label="lendable, oracle")
     ax.set_xlabel("hours since the trace's first midnight")
     ax.set_ylabel("GPUs")

@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from offhours.scripts.config.loader import policy_settings
 from offhours.scripts.policy.config import ServicePolicy
 from offhours.scripts.simulate.engine import cold_start_minutes, reaction_minutes, service_demand, service_rates
 from offhours.scripts.simulate.fleet import Fleet, JobSpec, ServiceSpec
@@ -244,6 +245,9 @@ def tune(trace: Trace, fleet: Fleet, jobs: list[JobSpec], max_delay_minutes: int
                 for name, t in {**{s.name: trace for s in fleet.services}, **own}.items()}
     base = segments[fleet.services[0].name] if fleet.services else (days_of(trace, 0, fit_days),) * 2
     jobs_of = {s.name: [j for j in jobs if j.service == s.name] for s in fleet.services}
+    # The validation days start fit_days later: their lending windows fall at their own hours.
+    later = fleet if fleet.start_time is None else dataclasses.replace(
+        fleet, start_time=fleet.start_time + fit_days * 86400.0)
     # Measured on the fitting days alone: the validation days must not shape the choice they check.
     fit_rise = {s.name: largest_rise(segments[s.name][0] if s.name in own else base[0], s, fleet)
                 for s in fleet.services}
@@ -258,7 +262,7 @@ def tune(trace: Trace, fleet: Fleet, jobs: list[JobSpec], max_delay_minutes: int
             if scored.delay_minutes <= max_delay_minutes:  # only a candidate that can be chosen needs its margin
                 margin = _score(base[0], fleet, _slower(spec, fleet), jobs_of[spec.name], knobs,
                                 fit if mine else None).delay_minutes
-            return Candidate(knobs, scored, _score(base[1], fleet, spec, jobs_of[spec.name], knobs,
+            return Candidate(knobs, scored, _score(base[1], later, spec, jobs_of[spec.name], knobs,
                                                    val if mine else None), margin)
         return map_replays(task, len(pairs), workers if workers is not None else None)
 
@@ -290,15 +294,14 @@ def tune(trace: Trace, fleet: Fleet, jobs: list[JobSpec], max_delay_minutes: int
 
 
 def config_fragment(tunings: Sequence[ServiceTuning], fleet: Fleet) -> dict[str, Any]:
-    """Return the chosen knobs of every service as a gate config document (its `services`, capacity kept)."""
+    """Return every service's policy with its chosen knobs as a gate config document (its `services`).
+
+    The whole policy that was replayed, not the knobs alone: a setting left out (a floor of
+    replicas, a lending window, a cold start) would make the gate run a policy tune never saw.
+    """
     services: dict[str, Any] = {}
     for spec, tuning in zip(fleet.services, tunings):
-        cap = spec.policy.capacity
-        capacity = {k: v for k, v in (("requestsPerSecond", cap.requests_per_second),
-                                      ("promptTokensPerSecond", cap.prompt_tokens_per_second),
-                                      ("generationTokensPerSecond", cap.generation_tokens_per_second)) if v}
-        services[spec.name] = {"capacity": capacity, "gpusPerReplica": spec.policy.gpus_per_replica,
-                               **tuning.chosen.knobs.fragment()}
+        services[spec.name] = {**policy_settings(spec.policy), **tuning.chosen.knobs.fragment()}
     return {"services": services}
 
 

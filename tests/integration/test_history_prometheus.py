@@ -142,5 +142,5 @@ def test_tune_from_prometheus_writes_a_valid_fragment(prometheus: tuple[str, Pat
 
     tuned = load_config(out).service("chat")
     assert tuned.capacity.requests_per_second == 1000.0 and tuned.gpus_per_replica == 2
-    assert code in (0, 1)  # 1: the validation day went over the budget, which the report then says
-    assert ("OVER the budget" in text) == (code == 1)
+    assert code in (0, 1)  # 1: the budget was not kept (validation day, or no setting on the fitting days), as said
+    assert ("OVER the budget" in text or "no setting met the budget" in text) == (code == 1)

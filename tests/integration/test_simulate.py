@@ -3,15 +3,20 @@
 import dataclasses
 import json
 import os
+from datetime import datetime, timedelta, timezone
+from datetime import time as clock
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import numpy as np
 import pytest
 
 from offhours.scripts.cli.main import main
+from offhours.scripts.policy.config import Schedule
 from offhours.scripts.policy.decide import ServiceState, decide
 from offhours.scripts.policy.forecast import forecast_required, history_ticks
+from offhours.scripts.policy.window import allowed_at_clock, lending_allowed
 from offhours.scripts.simulate import engine as E
 from offhours.scripts.simulate import parallel
 from offhours.scripts.simulate.fleet import (
@@ -149,8 +154,15 @@ def reference_lent(trace: Trace, fleet: Any, spec: Any, jobs: list[JobSpec]) -> 
     for i, minute in enumerate(sim.ticks.tolist()):
         sim.process_events(float(minute))
         floor = forecast_required(sim.needs[max(0, i + 1 - keep):i + 1], policy, tick_s, reaction)
+        # The gate's own reading of its schedule, at the wall time of the tick (minute 0: a local midnight).
+        if fleet.start_time is None:
+            local = datetime(2026, 1, 1, tzinfo=ZoneInfo(policy.schedule.timezone)) + timedelta(minutes=minute)
+            allowed = policy.schedule.mode == "continuous" or allowed_at_clock(policy.schedule, local.time())
+        else:
+            allowed = lending_allowed(policy.schedule, datetime.fromtimestamp(fleet.start_time + minute * 60.0,
+                                                                              timezone.utc))
         d = decide(now=minute * 60.0, policy=policy, baseline=spec.baseline, lent=sim.lent, load=sim.load_at(i),
-                   load_error=None, lending_allowed=True, max_age_seconds=float("inf"), failed_ticks_before_reclaim=3,
+                   load_error=None, lending_allowed=allowed, max_age_seconds=float("inf"), failed_ticks_before_reclaim=3,
                    state=state, forecast_required=floor, tick_seconds=tick_s)
         state = d.state
         if d.target_lent != sim.lent:
@@ -173,6 +185,10 @@ def two_days() -> Trace:
     ("every look-ahead term on", {}, {"headroom": 0.3, "trend": True, "volatility_headroom_max": 0.9,
                                       "time_of_day_days": 1, "volatility_lookback_seconds": 1800.0}),
     ("per-job grace and per-service cold start", {}, {"cold_start_seconds": 45.0, "max_grace_seconds": 50.0}),
+    ("a lending window, minute 0 a local midnight", {},
+     {"schedule": Schedule("window", clock(22, 0), clock(7, 30), "UTC")}),
+    ("a lending window in a time zone, from a history's start", {"start_time": 1_762_000_000.0},
+     {"schedule": Schedule("window", clock(1, 0), clock(13, 0), "America/New_York"), "stabilization_seconds": 420.0}),
 ])
 def test_engine_lends_exactly_what_the_every_tick_gate_loop_lends(case: str, fleet_changes: dict[str, Any],
                                                                    policy_changes: dict[str, Any]) -> None:
@@ -194,6 +210,10 @@ def test_engine_lends_exactly_what_the_every_tick_gate_loop_lends(case: str, fle
         expected = reference_lent(trace, fleet, spec, mine)
         assert np.array_equal(lent(sim), expected), f"{case}: {spec.name}"
         total += float(expected.sum())
+        allowed = E.lending_minutes(spec, fleet, np.arange(trace.minutes))
+        if allowed is not None:  # nothing lent where the gate may not lend, after the minute it reclaims in
+            outside = ~allowed & ~np.concatenate(([False], allowed[:-1]))
+            assert not expected[outside].any(), f"{case}: {spec.name} lends outside its window"
     assert total > 0  # every case lends: a simulator that never lends would compare equal to nothing
 
 

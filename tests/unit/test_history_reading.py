@@ -93,3 +93,12 @@ def test_since_starts_at_the_first_midnight_inside_it() -> None:
 def test_a_range_that_cannot_be_read_is_one_error(kw: dict[str, str], named: str) -> None:
     with pytest.raises(ConfigError, match=named):
         time_range(_args(**kw), now=1_790_000_000.0)
+
+
+def test_a_negative_counter_value_is_no_sample_and_is_named() -> None:
+    """No counter is below zero: such a value (a broken or forged exporter) is dropped, never a negative load."""
+    inc = increases(np.array([0.0, 5.0, -3.0, 8.0, -1e9, 9.0]))
+    assert (inc.values >= 0).all()
+    assert inc.values.tolist() == [5.0, 1.5, 1.5, 0.5, 0.5]
+    assert inc.invalid == (2, 4)
+    assert inc.resets == ()
