@@ -15,6 +15,7 @@ from typing import Any
 
 from offhours.scripts.cluster.arguments import namespaced_template_name, submitted_arguments
 from offhours.scripts.cluster.grace import own_grace, parameter_grace
+from offhours.scripts.cluster.template_grace import direct_refs
 from offhours.scripts.names import (
     ANNOTATION_ADMITTED_AT,
     ANNOTATION_BORROWED_FROM,
@@ -124,6 +125,7 @@ def _read_job(wf: dict[str, Any], service: str | None) -> Job | None:
     position = annotations.get(ANNOTATION_QUEUE_POSITION, "")
     learnt = _seconds(annotations.get(ANNOTATION_EXIT_SECONDS))
     own = own_grace(wf)
+    refs = direct_refs(spec)
     return Job(
         name=str(meta.get("name", "")),
         service=labels.get(LABEL_SERVICE, ""),
@@ -153,6 +155,8 @@ def _read_job(wf: dict[str, Any], service: str | None) -> Job | None:
         own_grace=None if own is None else own[0],
         own_grace_at=None if own is None else own[1],
         pods_kept=_pods_kept(spec, status),
+        template_refs=refs,
+        template_spec=spec if refs else None,
     )
 
 
@@ -243,6 +247,9 @@ def own_grace_refusal(wf: dict[str, Any], job: Job, cap_seconds: float) -> str |
     whatever a tenant changed in between is in that read. A job whose work has ended is not checked (the tick
     does not check it either: only its exit handler runs).
     """
+    if not job.finishing and direct_refs(_dict(wf.get("spec"))) != job.template_refs:
+        # What the tick judged the grace of its pods by is not what it runs now: judged again next tick.
+        return "the WorkflowTemplates it refers to changed since the tick read it"
     own = None if job.finishing else own_grace(wf)
     if own is None or own[0] <= cap_seconds:
         return None

@@ -8,6 +8,7 @@ gate killed between two actions converges on its next tick.
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from offhours.scripts.names import STATE_ADMITTED, STATE_PARKED
 from offhours.scripts.policy.decide import Decision
@@ -63,6 +64,10 @@ class Job:
     own_grace_at: str | None = None  # where its own spec sets it, for the reason a person reads
     gate_copy: bool = False  # a parked copy the gate's own record says it made: it carries its run
     run_problem: str | None = None  # why its run id cannot be trusted (also its `problem`): said in an Event
+    # The WorkflowTemplates its own spec refers to (names; checked again at admission), and that spec as listed:
+    # the tick follows the references to the grace of the pods they run (never compared: one listing's data).
+    template_refs: tuple[str, ...] = ()
+    template_spec: Any = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

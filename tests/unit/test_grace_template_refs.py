@@ -1,22 +1,27 @@
-"""A grace set in a WorkflowTemplate the workflow refers to, not in its own spec: the cap's reader never follows it.
+"""A grace set in a WorkflowTemplate the workflow refers to, not in its own spec: the cap's reader follows it.
 
-`own_grace` reads the workflow's spec alone and takes any `workflowTemplateRef` for an offhours template,
-whose grace is the capped parameter. A tenant can create WorkflowTemplates in the research namespace
-(composed pipelines are ones), so the template a workflow runs, or a step's `templateRef`, may set its
-pods' grace itself (a podSpecPatch, which Argo applies after the workflow's own): the pod gets a day to
-stop under a 30 s cap. Following the reference needs the template's spec read every tick (the gate lists
-WorkflowTemplates only to check arguments, and only when something may be admitted).
+`own_grace` reads the workflow's spec alone. A tenant can create WorkflowTemplates in the research namespace
+(composed pipelines are ones), so the template a workflow runs, or a step's `templateRef`, may set its pods'
+grace itself (a podSpecPatch, which Argo applies after the workflow's own): the pod got a day to stop under
+a 30 s cap. The gate now reads the namespace's WorkflowTemplates when a job that may be admitted refers to
+one, and follows the references to the grace of every GPU pod (`cluster.template_grace`).
 """
 
 from typing import Any
 
-import pytest
+from offhours.scripts.names import ANNOTATION_WAITING_REASON
 
 from .test_gate_controller import World, config
 
 GPU = {"resources": {"limits": {"nvidia.com/gpu": "8"}}}
 DAY_PATCH = '{"terminationGracePeriodSeconds": 86400}'
-REASON = "the reader of a workflow's grace does not follow a WorkflowTemplate it refers to"
+
+
+def refused_for(w: World, name: str, where: str, seconds: int) -> bool:
+    """Whether `name` waits, its reason naming the template that sets its pods' grace and that grace."""
+    reason = w.wf(name)["metadata"]["annotations"].get(ANNOTATION_WAITING_REASON, "")
+    return reason.startswith("not admitted: its pods' grace period is set in a template it runs") and \
+        f"{where}: {seconds} s" in reason
 
 
 def _tenant_template(w: World, name: str, spec: dict[str, Any]) -> None:
@@ -24,7 +29,6 @@ def _tenant_template(w: World, name: str, spec: dict[str, Any]) -> None:
                                                "metadata": {"name": name, "namespace": "research"}, "spec": spec}
 
 
-@pytest.mark.xfail(strict=True, reason=REASON)
 def test_a_workflow_running_a_tenants_template_that_patches_a_days_grace_is_never_admitted() -> None:
     """The fault: `workflowTemplateRef` to the tenant's own WorkflowTemplate, whose podSpecPatch gives a day's grace."""
     w = World(config(maxGraceSeconds=30))
@@ -36,9 +40,9 @@ def test_a_workflow_running_a_tenants_template_that_patches_a_days_grace_is_neve
     for _ in range(7):
         w.tick(chat=1)
     assert w.state("mine") == "parked" and w.replicas() == 8, w.log.getvalue()
+    assert refused_for(w, "mine", "WorkflowTemplate long-stop spec.podSpecPatch", 86400)
 
 
-@pytest.mark.xfail(strict=True, reason=REASON)
 def test_a_step_calling_a_tenants_template_that_patches_a_days_grace_is_never_admitted() -> None:
     """The fault: a workflow of its own templates, 20 s for every pod, one step a `templateRef` to a day's grace."""
     w = World(config(maxGraceSeconds=30))
@@ -51,9 +55,9 @@ def test_a_step_calling_a_tenants_template_that_patches_a_days_grace_is_never_ad
     for _ in range(7):
         w.tick(chat=1)
     assert w.state("mine") == "parked" and w.replicas() == 8, w.log.getvalue()
+    assert refused_for(w, "mine", "WorkflowTemplate long-stop template train.podSpecPatch", 86400)
 
 
-@pytest.mark.xfail(strict=True, reason=REASON)
 def test_an_offhours_step_called_without_the_grace_argument_is_never_admitted_under_a_cap_below_its_default() -> None:
     """The fault: a DAG task calls offhours-steps' sft and passes no grace: its pod gets the step's default, 120 s."""
     from offhours.scripts.names import GRACE_PARAMETER
@@ -73,3 +77,5 @@ def test_an_offhours_step_called_without_the_grace_argument_is_never_admitted_un
     for _ in range(7):
         w.tick(chat=1)
     assert w.state("defaulted") == "parked" and w.replicas() == 8, w.log.getvalue()
+    assert refused_for(w, "defaulted", "WorkflowTemplate offhours-steps template sft.podSpecPatch (its "
+                       f"{GRACE_PARAMETER})", 120)
