@@ -136,7 +136,7 @@ class _Walk:
         self.scopes[""] = root
 
         def pick(key: str) -> tuple[str, Any]:
-            """The workflow's value and where it is, else its template's: Argo lays the workflow's spec over it."""
+            """Return the workflow's value and where it is, else its template's: Argo lays the workflow's spec over it."""
             return (f"spec.{key}", spec[key]) if spec.get(key) is not None else (f"{label}spec.{key}", base.get(key))
 
         at, wide = pick("podSpecPatch")

@@ -9,8 +9,8 @@ from typing import Any
 
 from kubernetes import client
 
-from offhours.scripts.cluster.arguments import declared_arguments
 from offhours.scripts.cluster import kube
+from offhours.scripts.cluster.arguments import declared_arguments
 from offhours.scripts.cluster.kube import KubeCluster
 from offhours.scripts.cluster.template_grace import MAX_TEMPLATES
 
