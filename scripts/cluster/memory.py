@@ -7,7 +7,7 @@ answers with conflicts or server errors.
 import copy
 import uuid
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -226,8 +226,11 @@ class MemoryCluster:
     def jobs(self, namespace: str, service: str) -> list[Job]:
         """Return the unfinished offhours workflows of `service`."""
         self._call(f"list-workflows {service}")
-        return [job for (ns, _), wf in sorted(self.workflows.items())
+        jobs = [job for (ns, _), wf in sorted(self.workflows.items())
                 if ns == namespace and (job := workflow_job(wf, service)) is not None]
+        # What a list answers is a copy: an edit after it is not in what the tick judges (as on a cluster).
+        return [job if job.template_spec is None else replace(job, template_spec=copy.deepcopy(job.template_spec))
+                for job in jobs]
 
     def workflow_templates(self, namespace: str) -> dict[str, dict[str, Any]]:
         """Return the WorkflowTemplates added to `namespace` by name, the first `MAX_TEMPLATES` by name."""

@@ -241,20 +241,23 @@ def grace_capped_parameters(wf: dict[str, Any], cap_seconds: float) -> list[Any]
 
 
 def own_grace_refusal(wf: dict[str, Any], job: Job, cap_seconds: float) -> str | None:
-    """Why `wf` as read now may not be admitted or adopted: its own spec gives its pods more than the cap; else None.
+    """Why `wf` as read now may not be admitted or adopted: its own spec gives its pods more than the cap, or it
+    refers to other WorkflowTemplates than when the tick judged them (`Job.template_refs`); else None.
 
     The tick checked the workflow as it listed it; an admission reads it again to cap its parameter, and
     whatever a tenant changed in between is in that read. A job whose work has ended is not checked (the tick
     does not check it either: only its exit handler runs).
     """
-    if not job.finishing and direct_refs(_dict(wf.get("spec"))) != job.template_refs:
-        # What the tick judged the grace of its pods by is not what it runs now: judged again next tick.
-        return "the WorkflowTemplates it refers to changed since the tick read it"
-    own = None if job.finishing else own_grace(wf)
-    if own is None or own[0] <= cap_seconds:
+    if job.finishing:
         return None
-    shown = "not a whole number of seconds" if math.isinf(own[0]) else f"{own[0]:.0f} s"
-    return f"its pods' grace period is now its own ({own[1]}: {shown}), above the cap of {cap_seconds:g} s"
+    own = own_grace(wf)
+    if own is not None and own[0] > cap_seconds:
+        shown = "not a whole number of seconds" if math.isinf(own[0]) else f"{own[0]:.0f} s"
+        return f"its pods' grace period is now its own ({own[1]}: {shown}), above the cap of {cap_seconds:g} s"
+    if direct_refs(_dict(wf.get("spec"))) != job.template_refs:
+        # The tick judged its pods' grace by the templates it referred to then: judged again on the next tick.
+        return "the WorkflowTemplates it refers to changed since the tick read it (its pods' grace is judged again)"
+    return None
 
 
 def _seconds(value: str | None) -> float | None:

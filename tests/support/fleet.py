@@ -11,6 +11,7 @@ import requests
 
 from offhours.scripts.cluster.memory import MemoryCluster
 from offhours.scripts.metrics.emulator import EmulatedServer, Fleet
+from tests.support.templates import install_library_templates
 
 
 def free_port() -> int:
@@ -50,7 +51,7 @@ def start_fleet(services: list[EmulatedService]) -> Fleet:
 
 
 def cluster_for(services: list[EmulatedService], namespace: str = "serving") -> MemoryCluster:
-    cluster = MemoryCluster()
+    cluster = install_library_templates(MemoryCluster())
     for s in services:
         cluster.add_deployment(namespace, s.name, s.replicas, pod_ips=s.ips)
     return cluster
