@@ -241,8 +241,10 @@ def grace_capped_parameters(wf: dict[str, Any], cap_seconds: float) -> list[Any]
 
 
 def own_grace_refusal(wf: dict[str, Any], job: Job, cap_seconds: float) -> str | None:
-    """Why `wf` as read now may not be admitted or adopted: its own spec gives its pods more than the cap, or it
-    refers to other WorkflowTemplates than when the tick judged them (`Job.template_refs`); else None.
+    """Why `wf` as read now may not be admitted or adopted; None if it may.
+
+    Refused: its own spec gives its pods more than the cap, or it refers to other WorkflowTemplates than
+    when the tick judged them (`Job.template_refs`).
 
     The tick checked the workflow as it listed it; an admission reads it again to cap its parameter, and
     whatever a tenant changed in between is in that read. A job whose work has ended is not checked (the tick

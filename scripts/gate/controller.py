@@ -772,8 +772,10 @@ class Gate:
         if not t.templates_read and any(not r.startswith(CLUSTER_SCOPED) for j in candidates for r in j.template_refs):
             t.templates_read = True
             ns = self.config.workflow_namespace
+            # Once a tick, time-boxed on its own: a tenant's many parked copies spending the budget on their
+            # originals must not leave every job that runs a template unknown, nor this read their originals unread.
             read = self._advisory(t, f"WorkflowTemplates of {ns}", lambda: self.cluster.workflow_templates(ns),
-                                  candidates[0])
+                                  candidates[0], budgeted=False)
             t.templates = read if isinstance(read, dict) else None
         templates = t.templates
         out = []
@@ -809,9 +811,13 @@ class Gate:
             return job
         return replace(job, progress_at=float(at))
 
-    def _advisory(self, t: _Tick, what: str, read: Callable[[], Any], job: Job) -> Any:
-        """Run an advisory read about `job` with a per-call timeout inside the tick's budget; None when over either."""
-        left = self.advisory_budget - t.advisory_spent
+    def _advisory(self, t: _Tick, what: str, read: Callable[[], Any], job: Job, budgeted: bool = True) -> Any:
+        """Run an advisory read about `job` with a per-call timeout inside the tick's budget; None when over either.
+
+        Not `budgeted`: the per-call timeout alone bounds it, and it takes nothing from the budget (a read made
+        once a tick, that the reads charged to the budget must neither crowd out nor be crowded out by).
+        """
+        left = self.advisory_budget - t.advisory_spent if budgeted else self.advisory_timeout
         if left <= 0:
             self.log.warning(f"{what}: skipped, the tick's advisory budget ({self.advisory_budget:.0f} s) is spent",
                              job.service, job=job.name)
@@ -829,7 +835,8 @@ class Gate:
         worker = threading.Thread(target=run, name=what, daemon=True)  # a hung read must not hold the process
         worker.start()
         worker.join(min(self.advisory_timeout, left))
-        t.advisory_spent += time.monotonic() - started
+        if budgeted:
+            t.advisory_spent += time.monotonic() - started
         if worker.is_alive():
             self.log.warning(f"{what}: no answer within {min(self.advisory_timeout, left):.1f} s: skipped", job.service,
                              job=job.name)

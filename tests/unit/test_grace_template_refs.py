@@ -79,3 +79,62 @@ def test_an_offhours_step_called_without_the_grace_argument_is_never_admitted_un
     assert w.state("defaulted") == "parked" and w.replicas() == 8, w.log.getvalue()
     assert refused_for(w, "defaulted", "WorkflowTemplate offhours-steps template sft.podSpecPatch (its "
                        f"{GRACE_PARAMETER})", 120)
+
+
+def test_a_composed_pipeline_passing_the_grace_on_is_admitted_with_one_template_read_a_tick() -> None:
+    """No false refusal: the library's steps called with the workflow's grace, which the gate caps at admission."""
+    from offhours.workflows.compose import Pipeline
+
+    p = Pipeline("sft-pipeline")
+    p.step("sft", image="ghcr.io/lab/train:3", command=["python", "-m", "sft"], gpus=8)
+    spec = p.workflow().to_dict()["spec"]
+    spec["arguments"]["parameters"] = [{"name": "service", "value": "chat"}, {"name": "replicas", "value": "2"}]
+    w = World(config(maxGraceSeconds=30))
+    w.park("composed", replicas=2)
+    w.wf("composed")["spec"] = {**spec, "suspend": True}
+    for _ in range(7):
+        before = sum(c == "list-workflowtemplates" for c in w.cluster.calls)
+        w.tick(chat=1)
+        assert sum(c == "list-workflowtemplates" for c in w.cluster.calls) - before <= 1
+    assert w.state("composed") == "admitted" and w.replicas() == 6, w.log.getvalue()
+
+
+def test_a_template_reference_changed_between_the_list_and_the_admission_is_not_admitted() -> None:
+    """The fault: the tick judged offhours-job; the workflow the admission resumes runs the tenant's day-long one."""
+    w = World(config(maxGraceSeconds=30))
+    w.park("late", replicas=2)
+    params = [{"name": p["name"]} for p in w.wf("late")["spec"]["arguments"]["parameters"]]
+    _tenant_template(w, "long-stop", {"entrypoint": "main", "podSpecPatch": DAY_PATCH, "arguments": {"parameters": params},
+                                      "templates": [{"name": "main", "container": GPU}]})
+    listed = w.cluster.jobs
+
+    def jobs_then_edit(namespace: str, service: str):  # type: ignore[no-untyped-def]
+        out = listed(namespace, service)
+        w.wf("late")["spec"]["workflowTemplateRef"] = {"name": "long-stop"}
+        return out
+
+    w.cluster.jobs = jobs_then_edit  # type: ignore[method-assign]
+    for _ in range(7):
+        w.wf("late")["spec"]["workflowTemplateRef"] = {"name": "offhours-job"}  # what each list sees
+        w.tick(chat=1)
+    assert w.state("late") == "parked" and w.wf("late")["spec"].get("suspend") is True, w.log.getvalue()
+    assert "the WorkflowTemplates it refers to changed since the tick read it" in w.log.getvalue()
+    w.cluster.jobs = listed  # type: ignore[method-assign]
+    w.tick(chat=1)  # the list sees long-stop now: refused there for its grace, nothing lent to it
+    assert w.state("late") == "parked" and w.replicas() == 8, w.log.getvalue()
+    assert refused_for(w, "late", "WorkflowTemplate long-stop spec.podSpecPatch", 86400)
+
+
+def test_a_template_past_the_bound_of_one_read_is_not_admitted() -> None:
+    """Fault: a tenant's thousands of WorkflowTemplates; the gate reads the first 500 by name, no more."""
+    from offhours.scripts.cluster.template_grace import MAX_TEMPLATES
+
+    w = World(config(maxGraceSeconds=30))
+    for i in range(MAX_TEMPLATES):
+        _tenant_template(w, f"a-{i:04d}", {"templates": []})
+    w.park("mine", replicas=2)
+    for _ in range(7):
+        w.tick(chat=1)
+    assert w.state("mine") == "parked" and w.replicas() == 8, w.log.getvalue()
+    reason = w.wf("mine")["metadata"]["annotations"][ANNOTATION_WAITING_REASON]
+    assert "runs WorkflowTemplate offhours-job, which is not in its namespace (or not among the first 500" in reason

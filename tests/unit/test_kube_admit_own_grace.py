@@ -60,8 +60,8 @@ def test_a_days_patch_added_after_the_list_is_never_adopted() -> None:
     """The fault: a running workflow marked admitted (lent replicas) although its pods now take a day to stop."""
     server = Edited('{"terminationGracePeriodSeconds": 86400}', suspended=False)
     with pytest.raises(ClusterError, match="grace"):
-        _cluster(server).adopt("research", Job(name="job", service="chat", replicas=1, state=UNMANAGED, template_refs=REFS), "uid",
-                               max_grace_seconds=30)
+        _cluster(server).adopt("research", Job(name="job", service="chat", replicas=1, state=UNMANAGED,
+                                               template_refs=REFS), "uid", max_grace_seconds=30)
     assert LABEL_STATE not in server.wf["metadata"]["labels"], server.wf
 
 
