@@ -284,7 +284,7 @@ class World:
 
     def __init__(self, services: tuple[str, ...]) -> None:
         self.services = services
-        self.cluster = install_library_templates(SimCluster())
+        self.cluster = install_library_templates(SimCluster(), NS)  # its workflows run in NS
         self.config = campaign_config(services)
         self.source = SimSource({s: 0.0 for s in services})
         self.log = io.StringIO()
