@@ -97,11 +97,11 @@ class ScaleCluster(MemoryCluster):
             self.bytes_in += _size(items)
         return [job for wf in items if (job := workflow_job(wf, service)) is not None]
 
-    def template_arguments(self, namespace: str) -> dict[str, tuple[str, ...]]:
-        # The API server answers the whole WorkflowTemplate objects (the gate keeps only their argument names).
+    def workflow_templates(self, namespace: str) -> dict[str, dict[str, Any]]:
+        # The API server answers the whole WorkflowTemplate objects.
         if self.count_bytes:
             self.bytes_in += _size([t for (ns, _), t in self.templates.items() if ns == namespace])
-        return super().template_arguments(namespace)
+        return super().workflow_templates(namespace)
 
     def __getattribute__(self, name: str) -> Any:
         attr = super().__getattribute__(name)

@@ -17,6 +17,7 @@ from hera.workflows import Container, Env, Parameter, RetryPolicy, RetryStrategy
 from hera.workflows import models as m
 
 from offhours.scripts.names import LABEL_ROLE, LABEL_STAGE, OFFHOURS_IMAGE, PRIORITY_CLASS, RESEARCH_SERVICE_ACCOUNT
+from offhours.scripts.runtime.pod_patch import pod_spec_patch_expression
 from offhours.steps.contract import LAUNCHER, LAUNCHER_DIR, PREEMPTION_RETRY_EXPRESSION, RESEARCH_STEP_INPUTS, StepInput
 
 _LAUNCHER_VOLUME = "offhours-launcher"
@@ -24,33 +25,6 @@ _LAUNCHER_VOLUME = "offhours-launcher"
 
 def _param(name: str) -> str:
     return "{{inputs.parameters." + name + "}}"
-
-
-def _expr_param(name: str) -> str:
-    return f"inputs.parameters['{name}']"
-
-
-def pod_spec_patch_expression() -> str:
-    """Return the `podSpecPatch` of a research step: one Argo expression that serialises every value.
-
-    `asInt` makes the grace period a number (or fails), `fromJSON` decodes the node selector and
-    tolerations into values, and quantities stay JSON strings: whatever a parameter holds, the
-    patch has exactly these keys. Written with single quotes and no two adjacent braces, since
-    Argo reads the expression out of a JSON string and a `}}` would end the tag.
-    """
-    gpus, cpu, memory = (_expr_param(n) for n in ("gpus", "cpu", "memory"))
-    resources = (f"{{'requests': {{'cpu': {cpu}, 'memory': {memory}, 'nvidia.com/gpu': {gpus}}} , "
-                 f"'limits': {{'memory': {memory}, 'nvidia.com/gpu': {gpus}}} }}")
-    patch = (
-        "{"
-        f"'terminationGracePeriodSeconds': asInt({_expr_param('termination-grace-seconds')}), "
-        f"'nodeSelector': fromJSON({_expr_param('node-selector')}), "
-        f"'tolerations': fromJSON({_expr_param('tolerations')}), "
-        f"'containers': [{{'name': 'main', 'resources': {resources} }}]"
-        "}"
-    )
-    assert "{{" not in patch and "}}" not in patch and '"' not in patch
-    return "{{=toJson(" + patch + ")}}"
 
 
 def as_parameter(spec: StepInput) -> Parameter:

@@ -153,8 +153,12 @@ class Cluster(Protocol):
         """Return a workflow object, or None if it does not exist."""
         ...
 
-    def template_arguments(self, namespace: str) -> dict[str, tuple[str, ...]]:
-        """Return each WorkflowTemplate of `namespace`, name -> the argument names it declares (one paged list)."""
+    def workflow_templates(self, namespace: str) -> dict[str, dict[str, Any]]:
+        """Return the WorkflowTemplates of `namespace` by name: one paged list, at most `MAX_TEMPLATES` of them.
+
+        What the gate checks a workflow's arguments against and follows to the grace of the pods it runs
+        (`template_grace`); one left out past the bound reads as missing (a workflow running it is not admitted).
+        """
         ...
 
     def admit(self, namespace: str, job: Job, deployment_uid: str = "", max_grace_seconds: float | None = None) -> None:

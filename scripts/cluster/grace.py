@@ -296,3 +296,13 @@ def _manifest_grace(value: Any, budget: _Budget) -> float | None:
                 else:
                     stack.append(item)
     return max(found) if found else None
+
+
+def patch_grace(text: Any) -> float | None:
+    """Return the grace one pod-spec patch sets on its own (None: none), as `own_grace` reads one; else unreadable."""
+    return _patch_grace(text, _Budget()) if isinstance(text, str) else UNREADABLE
+
+
+def manifest_grace(value: Any) -> float | None:
+    """Return the largest grace of any pod spec in one resource template's manifest (None: none); else unreadable."""
+    return _manifest_grace(value, _Budget())

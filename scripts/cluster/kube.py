@@ -17,7 +17,6 @@ import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from offhours.scripts.cluster.arguments import declared_arguments
 from offhours.scripts.cluster.base import (
     MAX_WORKFLOW_PODS,
     Autoscaler,
@@ -29,6 +28,7 @@ from offhours.scripts.cluster.base import (
 )
 from offhours.scripts.cluster.errors import failed_call
 from offhours.scripts.cluster.lease import LeaseObserver
+from offhours.scripts.cluster.template_grace import MAX_TEMPLATES
 from offhours.scripts.cluster.workflow import (
     PLURAL,
     build_parked_copy,
@@ -357,20 +357,22 @@ class KubeCluster:
             if not token:
                 return
 
-    def template_arguments(self, namespace: str) -> dict[str, tuple[str, ...]]:
-        """Return each WorkflowTemplate of `namespace`, name -> the argument names it declares (paginated)."""
-        out: dict[str, tuple[str, ...]] = {}
+    def workflow_templates(self, namespace: str) -> dict[str, dict[str, Any]]:
+        """Return the WorkflowTemplates of `namespace` by name (paginated), the first `MAX_TEMPLATES` the server lists."""
+        out: dict[str, dict[str, Any]] = {}
         token: str | None = None
         while True:
+            limit = min(PAGE_SIZE, MAX_TEMPLATES - len(out))
             page = self._call(f"list workflowtemplates in {namespace}", lambda: self.custom.list_namespaced_custom_object(
-                ARGO_GROUP, ARGO_VERSION, namespace, TEMPLATE_PLURAL, limit=PAGE_SIZE,
+                ARGO_GROUP, ARGO_VERSION, namespace, TEMPLATE_PLURAL, limit=limit,
                 **({"_continue": token} if token else {})))
             for item in page.get("items") or []:
-                name = (item.get("metadata") or {}).get("name") if isinstance(item, dict) else None
-                if isinstance(name, str) and name:
-                    out[name] = declared_arguments(item)
+                meta = item.get("metadata") if isinstance(item, dict) else None
+                name = meta.get("name") if isinstance(meta, dict) else None
+                if isinstance(name, str) and name and len(out) < MAX_TEMPLATES:
+                    out[name] = item
             token = (page.get("metadata") or {}).get("continue")
-            if not token:
+            if not token or len(out) >= MAX_TEMPLATES:
                 return out
 
     def workflow(self, namespace: str, name: str) -> dict[str, Any] | None:

@@ -7,11 +7,10 @@ answers with conflicts or server errors.
 import copy
 import uuid
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
-from offhours.scripts.cluster.arguments import declared_arguments
 from offhours.scripts.cluster.base import (
     MAX_WORKFLOW_PODS,
     Autoscaler,
@@ -21,6 +20,7 @@ from offhours.scripts.cluster.base import (
     Pod,
     stop_notes,
 )
+from offhours.scripts.cluster.template_grace import MAX_TEMPLATES
 from offhours.scripts.cluster.workflow import (
     build_parked_copy,
     elsewhere,
@@ -226,13 +226,17 @@ class MemoryCluster:
     def jobs(self, namespace: str, service: str) -> list[Job]:
         """Return the unfinished offhours workflows of `service`."""
         self._call(f"list-workflows {service}")
-        return [job for (ns, _), wf in sorted(self.workflows.items())
+        jobs = [job for (ns, _), wf in sorted(self.workflows.items())
                 if ns == namespace and (job := workflow_job(wf, service)) is not None]
+        # What a list answers is a copy: an edit after it is not in what the tick judges (as on a cluster).
+        return [job if job.template_spec is None else replace(job, template_spec=copy.deepcopy(job.template_spec))
+                for job in jobs]
 
-    def template_arguments(self, namespace: str) -> dict[str, tuple[str, ...]]:
-        """Return each WorkflowTemplate added to `namespace`, name -> the argument names it declares."""
+    def workflow_templates(self, namespace: str) -> dict[str, dict[str, Any]]:
+        """Return the WorkflowTemplates added to `namespace` by name, the first `MAX_TEMPLATES` by name."""
         self._call("list-workflowtemplates")
-        return {name: declared_arguments(t) for (ns, name), t in sorted(self.templates.items()) if ns == namespace}
+        found = [(name, t) for (ns, name), t in sorted(self.templates.items()) if ns == namespace]
+        return {name: copy.deepcopy(t) for name, t in found[:MAX_TEMPLATES]}
 
     def workflow(self, namespace: str, name: str) -> dict[str, Any] | None:
         """Return a workflow object."""

@@ -15,6 +15,7 @@ from typing import Any
 
 from offhours.scripts.cluster.arguments import namespaced_template_name, submitted_arguments
 from offhours.scripts.cluster.grace import own_grace, parameter_grace
+from offhours.scripts.cluster.template_grace import direct_refs
 from offhours.scripts.names import (
     ANNOTATION_ADMITTED_AT,
     ANNOTATION_BORROWED_FROM,
@@ -125,6 +126,7 @@ def _read_job(wf: dict[str, Any], service: str | None) -> Job | None:
     position = annotations.get(ANNOTATION_QUEUE_POSITION, "")
     learnt = _seconds(annotations.get(ANNOTATION_EXIT_SECONDS))
     own = own_grace(wf)
+    refs = direct_refs(spec)
     return Job(
         name=str(meta.get("name", "")),
         service=labels.get(LABEL_SERVICE, ""),
@@ -155,6 +157,8 @@ def _read_job(wf: dict[str, Any], service: str | None) -> Job | None:
         own_grace_at=None if own is None else own[1],
         pods_kept=_pods_kept(spec, status),
         returned=returned,
+        template_refs=refs,
+        template_spec=spec if refs else None,
     )
 
 
@@ -239,17 +243,25 @@ def grace_capped_parameters(wf: dict[str, Any], cap_seconds: float) -> list[Any]
 
 
 def own_grace_refusal(wf: dict[str, Any], job: Job, cap_seconds: float) -> str | None:
-    """Why `wf` as read now may not be admitted or adopted: its own spec gives its pods more than the cap; else None.
+    """Why `wf` as read now may not be admitted or adopted; None if it may.
+
+    Refused: its own spec gives its pods more than the cap, or it refers to other WorkflowTemplates than
+    when the tick judged them (`Job.template_refs`).
 
     The tick checked the workflow as it listed it; an admission reads it again to cap its parameter, and
     whatever a tenant changed in between is in that read. A job whose work has ended is not checked (the tick
     does not check it either: only its exit handler runs).
     """
-    own = None if job.finishing else own_grace(wf)
-    if own is None or own[0] <= cap_seconds:
+    if job.finishing:
         return None
-    shown = "not a whole number of seconds" if math.isinf(own[0]) else f"{own[0]:.0f} s"
-    return f"its pods' grace period is now its own ({own[1]}: {shown}), above the cap of {cap_seconds:g} s"
+    own = own_grace(wf)
+    if own is not None and own[0] > cap_seconds:
+        shown = "not a whole number of seconds" if math.isinf(own[0]) else f"{own[0]:.0f} s"
+        return f"its pods' grace period is now its own ({own[1]}: {shown}), above the cap of {cap_seconds:g} s"
+    if direct_refs(_dict(wf.get("spec"))) != job.template_refs:
+        # The tick judged its pods' grace by the templates it referred to then: judged again on the next tick.
+        return "the WorkflowTemplates it refers to changed since the tick read it (its pods' grace is judged again)"
+    return None
 
 
 def _seconds(value: str | None) -> float | None:

@@ -29,8 +29,9 @@ from datetime import datetime, timezone
 from functools import partial
 from typing import Any, TextIO
 
-from offhours.scripts.cluster.arguments import undeclared_problem
+from offhours.scripts.cluster.arguments import declared_arguments, undeclared_problem
 from offhours.scripts.cluster.base import Autoscaler, Cluster, Deployment, ParkedCopy, Pod
+from offhours.scripts.cluster.template_grace import CLUSTER_SCOPED, template_grace_problem
 from offhours.scripts.cluster.workflow import before_its_night, measured_exit_seconds, night_of, succeeded
 from offhours.scripts.gate.log import ERROR, INFO, WARNING, Logger
 from offhours.scripts.metrics.sources import LoadSource, Reading, ServiceTarget
@@ -183,9 +184,9 @@ class _Tick:
     # Record and advisory writes of failed services, held while serving writes of the tick are still to come
     # (observing and the serving phase); None once they are all written: then at once.
     deferred: list[Callable[[], None]] | None = None
-    # The research namespace's WorkflowTemplates, name -> declared argument names: read once, when a job that
-    # may be admitted runs one; None: not read (yet), or unreadable (then nothing is refused for its arguments).
-    templates: dict[str, tuple[str, ...]] | None = None
+    # The research namespace's WorkflowTemplates by name: read once, when a job that may be admitted refers to
+    # one; None: not read (yet), or unreadable (then a job that refers to one is not admitted this tick).
+    templates: dict[str, dict[str, Any]] | None = None
     templates_read: bool = False
     # Run id -> the services a workflow of it runs for (listed, or admitted this tick): services may share one
     # research namespace, and one run never runs twice at once (its checkpoints are one), whichever service lends.
@@ -511,7 +512,7 @@ class Gate:
         )
         outcome.decision = decision
         if t.dry_run or (t.reclaim_only and decision.target_lent >= decision.lent):
-            jobs = self._with_undeclared_arguments(t, jobs) if t.dry_run else jobs  # a dry run writes nothing
+            jobs = self._with_template_checks(t, jobs, policy) if t.dry_run else jobs  # a dry run writes nothing
             outcome.plan = plan(decision, baseline, jobs, now, explain=not t.reclaim_only)
             outcome.basis = Basis(policy, baseline, decision.lent, obs.pods, obs.record)
             return
@@ -531,7 +532,7 @@ class Gate:
             # A parked copy's original is read only when something may be admitted (it decides whether the copy may run).
             jobs = self._with_originals(t, jobs)
         jobs = _with_done_runs(jobs, {run for run, _ in done})
-        jobs = self._with_undeclared_arguments(t, jobs)
+        jobs = self._with_template_checks(t, jobs, policy)
         jobs = _with_runs_elsewhere(jobs, t.runs_running, policy.name)
         p = plan(decision, baseline, jobs, now)
         for job in (*p.admit, *p.adopt):
@@ -771,28 +772,37 @@ class Gate:
                        exit_seconds=job.exit_seconds if measured is None else measured,
                        exit_learnt=job.exit_learnt or measured is not None)
 
-    def _with_undeclared_arguments(self, t: _Tick, jobs: list[Job]) -> list[Job]:
-        """Mark each job that may be admitted or adopted and sets an argument its template does not declare.
+    def _with_template_checks(self, t: _Tick, jobs: list[Job], policy: ServicePolicy) -> list[Job]:
+        """Mark each job that may be admitted or adopted and whose templates refuse it: one read serves both checks.
 
-        Argo runs such a workflow with the template's default and never reads the argument (a typo runs
-        silently): it is never admitted nor adopted, and its waiting reason names the near miss.
+        - an argument its template does not declare: Argo runs such a workflow with the template's default and
+          never reads the argument (a typo runs silently); the reason names the near miss;
+        - the grace of the pods it runs through the templates it refers to (`template_grace`): above the service's
+          cap, or unknown (a ClusterWorkflowTemplate, a template missing or unreadable, an expression).
+        It is never admitted nor adopted; a job that refers to no template costs no read.
         """
-        candidates = [j for j in jobs if j.state != ADMITTED and j.problem is None and j.template is not None]
+        candidates = [j for j in jobs if j.state != ADMITTED and j.problem is None and j.template_refs]
         if not candidates or t.reclaim_only:
             return jobs
-        if not t.templates_read:
+        # A ClusterWorkflowTemplate is never read (no right to): a job that refers only to those costs no read.
+        if not t.templates_read and any(not r.startswith(CLUSTER_SCOPED) for j in candidates for r in j.template_refs):
             t.templates_read = True
             ns = self.config.workflow_namespace
-            read = self._advisory(t, f"WorkflowTemplates of {ns}", lambda: self.cluster.template_arguments(ns),
-                                  candidates[0])
+            # Once a tick, time-boxed on its own: a tenant's many parked copies spending the budget on their
+            # originals must not leave every job that runs a template unknown, nor this read their originals unread.
+            read = self._advisory(t, f"WorkflowTemplates of {ns}", lambda: self.cluster.workflow_templates(ns),
+                                  candidates[0], budgeted=False)
             t.templates = read if isinstance(read, dict) else None
         templates = t.templates
-        if templates is None:
-            return jobs  # unknown: nothing is refused for its arguments this tick
         out = []
         for job in jobs:
-            declared = templates.get(job.template or "") if job.state != ADMITTED and job.problem is None else None
-            problem = None if declared is None else undeclared_problem(job.template or "", job.arguments, declared)
+            problem = None
+            if job.state != ADMITTED and job.problem is None and job.template_refs:
+                declared = templates.get(job.template or "") if templates is not None and job.template else None
+                problem = None if declared is None else \
+                    undeclared_problem(job.template or "", job.arguments, declared_arguments(declared))
+                problem = problem or template_grace_problem(job.template_spec, templates, policy.max_grace_seconds,
+                                                            policy.name)
             out.append(job if problem is None else replace(job, problem=problem))
         return out
 
@@ -817,9 +827,13 @@ class Gate:
             return job
         return replace(job, progress_at=float(at))
 
-    def _advisory(self, t: _Tick, what: str, read: Callable[[], Any], job: Job) -> Any:
-        """Run an advisory read about `job` with a per-call timeout inside the tick's budget; None when over either."""
-        left = self.advisory_budget - t.advisory_spent
+    def _advisory(self, t: _Tick, what: str, read: Callable[[], Any], job: Job, budgeted: bool = True) -> Any:
+        """Run an advisory read about `job` with a per-call timeout inside the tick's budget; None when over either.
+
+        Not `budgeted`: the per-call timeout alone bounds it, and it takes nothing from the budget (a read made
+        once a tick, that the reads charged to the budget must neither crowd out nor be crowded out by).
+        """
+        left = self.advisory_budget - t.advisory_spent if budgeted else self.advisory_timeout
         if left <= 0:
             self.log.warning(f"{what}: skipped, the tick's advisory budget ({self.advisory_budget:.0f} s) is spent",
                              job.service, job=job.name)
@@ -837,7 +851,8 @@ class Gate:
         worker = threading.Thread(target=run, name=what, daemon=True)  # a hung read must not hold the process
         worker.start()
         worker.join(min(self.advisory_timeout, left))
-        t.advisory_spent += time.monotonic() - started
+        if budgeted:
+            t.advisory_spent += time.monotonic() - started
         if worker.is_alive():
             self.log.warning(f"{what}: no answer within {min(self.advisory_timeout, left):.1f} s: skipped", job.service,
                              job=job.name)

@@ -8,6 +8,7 @@ gate killed between two actions converges on its next tick.
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from offhours.scripts.names import STATE_ADMITTED, STATE_PARKED
 from offhours.scripts.policy.decide import Decision
@@ -66,6 +67,10 @@ class Job:
     # Labelled returned, its status saying its work is done: true only of a workflow the gate's record says it
     # admitted (the gate then lists it no more); the label and the status are anyone's to write.
     returned: bool = False
+    # The WorkflowTemplates its own spec refers to (names; checked again at admission), and that spec as listed:
+    # the tick follows the references to the grace of the pods they run (never compared: one listing's data).
+    template_refs: tuple[str, ...] = ()
+    template_spec: Any = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

@@ -56,6 +56,7 @@ from offhours.scripts.policy.config import GateConfig
 from offhours.scripts.policy.plan import ADMITTED
 from offhours.scripts.policy.record import ServiceRecord, UnrecordedWrite
 from offhours.scripts.policy.samples import CounterSample
+from tests.support.templates import install_library_templates
 
 NS = "serving"
 TICK = 60
@@ -283,7 +284,7 @@ class World:
 
     def __init__(self, services: tuple[str, ...]) -> None:
         self.services = services
-        self.cluster = SimCluster()
+        self.cluster = install_library_templates(SimCluster(), NS)  # its workflows run in NS
         self.config = campaign_config(services)
         self.source = SimSource({s: 0.0 for s in services})
         self.log = io.StringIO()

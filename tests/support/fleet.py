@@ -11,6 +11,7 @@ import requests
 
 from offhours.scripts.cluster.memory import MemoryCluster
 from offhours.scripts.metrics.emulator import EmulatedServer, Fleet
+from tests.support.templates import install_library_templates
 
 
 def free_port() -> int:
@@ -49,8 +50,10 @@ def start_fleet(services: list[EmulatedService]) -> Fleet:
     return Fleet([(ip, s.port, server) for s in services for ip, server in zip(s.ips, s.servers)]).start()
 
 
-def cluster_for(services: list[EmulatedService], namespace: str = "serving") -> MemoryCluster:
-    cluster = MemoryCluster()
+def cluster_for(services: list[EmulatedService], namespace: str = "serving",
+                workflow_namespace: str | None = None) -> MemoryCluster:
+    """An in-memory cluster with the services' Deployments, and the library's WorkflowTemplates where workflows run."""
+    cluster = install_library_templates(MemoryCluster(), workflow_namespace or namespace)
     for s in services:
         cluster.add_deployment(namespace, s.name, s.replicas, pod_ips=s.ips)
     return cluster

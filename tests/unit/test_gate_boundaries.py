@@ -55,7 +55,7 @@ class Relabelled(MemoryCluster):
 def test_two_services_on_one_deployment_never_lower_it_in_their_fail_safes() -> None:
     """Fault: two configured services resolve to one Deployment, each with its own (stale) memory of it."""
     w = World()
-    w.cluster = Relabelled(deployments=w.cluster.deployments, pods=w.cluster.pods)
+    w.cluster = Relabelled(deployments=w.cluster.deployments, pods=w.cluster.pods, templates=w.cluster.templates)
     w.gate.cluster = w.cluster
     w.lend(2)  # chat at 4: baseline 8, 4 lent
     w.cluster.relabelled = True

@@ -21,6 +21,7 @@ from offhours.scripts.metrics.sources import Reading, ServiceTarget
 from offhours.scripts.policy.capacity import Load
 from offhours.scripts.policy.config import ConfigError, GateConfig
 from offhours.scripts.policy.record import ServiceRecord
+from tests.support.templates import install_library_templates
 
 TICK = 60.0
 
@@ -59,7 +60,7 @@ class ScriptedSource:
 
 class World:
     def __init__(self, cfg: GateConfig | None = None, replicas: int = 8) -> None:
-        self.cluster = MemoryCluster()
+        self.cluster = install_library_templates(MemoryCluster())
         for svc in ("chat", "code"):
             self.cluster.add_deployment("serving", svc, replicas)
         self.source = ScriptedSource()

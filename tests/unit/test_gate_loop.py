@@ -20,6 +20,7 @@ from offhours.scripts.gate.log import Logger, format_line
 from offhours.scripts.gate.loop import MIN_TICK_SECONDS, TickLoop, run_from_config
 from offhours.scripts.metrics.sources import Reading, ServiceTarget
 from offhours.scripts.policy.capacity import Load
+from tests.support.templates import install_library_templates
 
 BAD_CONFIG = "services: {chat: {headroom: -1}}\n"
 BAD_CONFIG_MESSAGE = "gate config: services.chat.headroom: -1 is less than the minimum of 0"
@@ -43,7 +44,7 @@ class World:
     def __init__(self, services: Sequence[str] = ("chat",), deployments: Sequence[str] = ("chat",),
                  changed: bool = False, check: int = 0) -> None:
         self.now = 0.0
-        self.cluster = MemoryCluster()
+        self.cluster = install_library_templates(MemoryCluster())
         for name in deployments:
             self.cluster.add_deployment("serving", name, 8)
         self.config = parse_config({

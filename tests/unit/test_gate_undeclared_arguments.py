@@ -92,19 +92,30 @@ def test_a_well_formed_one_is_admitted_beside_a_refused_one_with_one_template_re
     assert NEAR_MISS in w.wf("bad")["metadata"]["annotations"][ANNOTATION_WAITING_REASON]
 
 
-def test_unreadable_templates_refuse_nothing_and_the_tick_goes_on() -> None:
-    # The fault: the list of WorkflowTemplates is forbidden (an RBAC not yet rolled out) on every tick.
+def test_unreadable_templates_admit_nothing_that_runs_one_and_the_tick_goes_on() -> None:
+    # The fault: the list of WorkflowTemplates is forbidden (an RBAC not yet rolled out) on every tick. What a
+    # job that runs one gives its pods to stop is then unknown: it waits, saying why; a job of its own templates
+    # is admitted, and every service's tick goes on.
     w = world()
     w.cluster.fail_next["list-workflowtemplates"] = [ClusterError("list workflowtemplates: HTTP 403 Forbidden")] * 20
     w.park("typo", replicas=2)
     w.wf("typo")["spec"]["workflowTemplateRef"] = {"name": TEMPLATE}
     w.wf("typo")["spec"]["arguments"]["parameters"].append({"name": "sft-gpu", "value": "4"})
     w.park("other", svc="code", replicas=2)
+    w.park("own", svc="code", replicas=2)
+    own = w.wf("own")["spec"]
+    del own["workflowTemplateRef"]
+    own.update(entrypoint="main", podSpecPatch='{"terminationGracePeriodSeconds": 20}',
+               templates=[{"name": "main", "container": {"image": "train:1"}}])
     for _ in range(7):
         out = w.tick()
         assert not out["chat"].failed and not out["code"].failed
-    # What survived: every service's tick; nothing refused for a reason the gate could not check.
-    assert w.state("typo") == "admitted" and w.state("other") == "admitted" and w.replicas() == 6
+    assert w.state("typo") == "parked" and w.state("other") == "parked" and w.replicas() == 8
+    assert w.state("own") == "admitted" and w.replicas("code") == 6
+    for name in ("typo", "other"):
+        assert w.wf(name)["metadata"]["annotations"][ANNOTATION_WAITING_REASON] == (
+            "not admitted: its pods' grace period cannot be known: the WorkflowTemplates of its namespace could not "
+            "be read this tick"), name
     lines = [line for line in w.log.getvalue().splitlines() if "WorkflowTemplates of research unreadable" in line]
     assert lines and "403 Forbidden" in lines[0] and lines[0].startswith("level=warning")
 
@@ -122,7 +133,10 @@ def test_a_workflow_without_a_template_is_unaffected_and_costs_no_template_read(
     w.wf("cluster-scoped")["spec"]["arguments"]["parameters"].append({"name": "gpus", "value": "1"})
     for _ in range(7):
         w.tick()
-    assert w.state("inline") == "admitted" and w.state("cluster-scoped") == "admitted", w.log.getvalue()
+    # What its pods give to stop is unknown (the gate may not read a ClusterWorkflowTemplate): it waits, saying so.
+    assert w.state("inline") == "admitted" and w.state("cluster-scoped") == "parked", w.log.getvalue()
+    assert "runs ClusterWorkflowTemplate offhours-llm-pipeline, which the gate may not read" in \
+        w.wf("cluster-scoped")["metadata"]["annotations"][ANNOTATION_WAITING_REASON]
     assert template_reads(w) == 0
     # A typo parked beside them is refused, and costs one read a tick while it waits.
     w.park("typo", replicas=2)

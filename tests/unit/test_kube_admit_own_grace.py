@@ -20,6 +20,8 @@ from offhours.scripts.policy.plan import PARKED, UNMANAGED, Job
 
 from .test_kube_admit_guard import _merge
 
+REFS = ("offhours-job",)  # what the tick's list saw it refer to
+
 
 class Edited:
     """One workflow of the offhours template, as listed; the tenant added a day's podSpecPatch since the list."""
@@ -49,7 +51,7 @@ def test_a_days_patch_added_after_the_list_is_never_resumed() -> None:
     """The fault: the tick's list had no patch, the admission's own read has one: resumed with a day's grace."""
     server = Edited('{"terminationGracePeriodSeconds": 86400}')
     with pytest.raises(ClusterError, match="grace"):
-        _cluster(server).admit("research", Job(name="job", service="chat", replicas=1, state=PARKED), "uid",
+        _cluster(server).admit("research", Job(name="job", service="chat", replicas=1, state=PARKED, template_refs=REFS), "uid",
                                max_grace_seconds=30)
     assert server.wf["spec"].get("suspend") is True, server.wf
 
@@ -58,16 +60,26 @@ def test_a_days_patch_added_after_the_list_is_never_adopted() -> None:
     """The fault: a running workflow marked admitted (lent replicas) although its pods now take a day to stop."""
     server = Edited('{"terminationGracePeriodSeconds": 86400}', suspended=False)
     with pytest.raises(ClusterError, match="grace"):
-        _cluster(server).adopt("research", Job(name="job", service="chat", replicas=1, state=UNMANAGED), "uid",
-                               max_grace_seconds=30)
+        _cluster(server).adopt("research", Job(name="job", service="chat", replicas=1, state=UNMANAGED,
+                                               template_refs=REFS), "uid", max_grace_seconds=30)
     assert LABEL_STATE not in server.wf["metadata"]["labels"], server.wf
+
+
+def test_a_template_reference_changed_after_the_list_is_never_resumed() -> None:
+    """The fault: the tick judged the templates the listed workflow ran; the admission's read runs another one."""
+    server = Edited(None)
+    server.wf["spec"]["workflowTemplateRef"] = {"name": "long-stop"}  # a day's grace, never judged by the tick
+    with pytest.raises(ClusterError, match="WorkflowTemplates it refers to changed"):
+        _cluster(server).admit("research", Job(name="job", service="chat", replicas=1, state=PARKED,
+                                               template_refs=REFS), "uid", max_grace_seconds=30)
+    assert server.wf["spec"].get("suspend") is True, server.wf
 
 
 def test_a_workflow_still_within_the_cap_is_resumed() -> None:
     """No false refusal: a patch within the cap, or none, and the resume goes ahead."""
     for patch in (None, '{"terminationGracePeriodSeconds": 10}'):
         server = Edited(patch)
-        _cluster(server).admit("research", Job(name="job", service="chat", replicas=1, state=PARKED), "uid",
+        _cluster(server).admit("research", Job(name="job", service="chat", replicas=1, state=PARKED, template_refs=REFS), "uid",
                                max_grace_seconds=30)
         assert "suspend" not in server.wf["spec"], server.wf
 

@@ -10,7 +10,9 @@ from typing import Any
 from kubernetes import client
 
 from offhours.scripts.cluster import kube
+from offhours.scripts.cluster.arguments import declared_arguments
 from offhours.scripts.cluster.kube import KubeCluster
+from offhours.scripts.cluster.template_grace import MAX_TEMPLATES
 
 
 def workflow(name: str, completed: bool = False) -> dict[str, Any]:
@@ -169,18 +171,31 @@ class TemplateServer:
                 "metadata": {"continue": str(end) if end < len(self.templates) else None}}
 
 
-def test_templates_are_read_in_pages_keeping_only_their_declared_argument_names(monkeypatch: Any) -> None:
+def test_templates_are_read_in_pages_and_hostile_ones_are_skipped(monkeypatch: Any) -> None:
     """Fault: a tenant's WorkflowTemplate of any shape, among many, must not fail the read of the others."""
     good = [{"metadata": {"name": f"t-{i}"}, "spec": {"arguments": {"parameters": [{"name": "gpus", "value": "1"}]}}}
             for i in range(23)]
-    hostile = ["not an object", {"metadata": None}, {"metadata": {"name": "no-spec"}},
+    hostile = ["not an object", {"metadata": None}, {"metadata": "x"}, {"metadata": {"name": "no-spec"}},
                {"metadata": {"name": "odd"}, "spec": {"arguments": {"parameters": [None, {"name": 7}, {"name": "x"}]}}}]
     server = TemplateServer(good + hostile)
     cluster = KubeCluster(client.ApiClient(client.Configuration()))
     cluster.custom = server
     monkeypatch.setattr(kube, "PAGE_SIZE", 10)
-    got = cluster.template_arguments("research")
-    assert got == {**{f"t-{i}": ("gpus",) for i in range(23)}, "no-spec": (), "odd": ("x",)}
+    got = cluster.workflow_templates("research")
+    assert sorted(got) == sorted([f"t-{i}" for i in range(23)] + ["no-spec", "odd"])
+    assert {name: declared_arguments(t) for name, t in got.items()} == {
+        **{f"t-{i}": ("gpus",) for i in range(23)}, "no-spec": (), "odd": ("x",)}
     assert [(r["plural"], r["namespace"], r["limit"], r["continue"]) for r in server.requests] == [
         ("workflowtemplates", "research", 10, None), ("workflowtemplates", "research", 10, "10"),
         ("workflowtemplates", "research", 10, "20")]
+
+
+def test_templates_past_the_bound_are_not_read(monkeypatch: Any) -> None:
+    """Fault: a tenant's thousands of WorkflowTemplates made the gate's per-tick read as long as they liked."""
+    server = TemplateServer([{"metadata": {"name": f"t-{i:04d}"}, "spec": {}} for i in range(MAX_TEMPLATES + 300)])
+    cluster = KubeCluster(client.ApiClient(client.Configuration()))
+    cluster.custom = server
+    monkeypatch.setattr(kube, "PAGE_SIZE", 200)
+    got = cluster.workflow_templates("research")
+    assert len(got) == MAX_TEMPLATES and "t-0000" in got and f"t-{MAX_TEMPLATES:04d}" not in got
+    assert [r["limit"] for r in server.requests] == [200, 200, MAX_TEMPLATES - 400]

@@ -97,7 +97,7 @@ def test_a_running_admitted_workflow_reads_as_its_job() -> None:
         progress_at=1714558000.0, started=1714557665.0, checkpoint_prefix="s3://lab/ckpt/sweep-1", uid="u-train",
         borrowed_from="dep-uid", waiting_reason="busy", queue_position=3, exit_seconds=90.0, exit_learnt=False,
         grace_parameter=90.0,
-        run_id="sweep-1", template="offhours-job",
+        run_id="sweep-1", template="offhours-job", template_refs=("offhours-job",),
         arguments=("run-id", "checkpoint-uri", "termination-grace-seconds"))
     assert workflow_job(wf, "code") is None
 
