@@ -186,7 +186,7 @@ class Cluster(Protocol):
         Idempotent for the copies the gate recorded making (`made`: their UIDs): an existing object under the
         copy's name, or linked to the workflow by label, is success only if it is one of those. Anything else
         there (a tenant can write any label) is never taken for the copy: a new one is made under a name the API
-        server makes unique.
+        server makes unique. A workflow whose run was cancelled (as read now) is never copied: `CancelledWorkflow`.
         """
         ...
 

@@ -19,6 +19,7 @@ from offhours.scripts.cluster.template_grace import direct_refs
 from offhours.scripts.names import (
     ANNOTATION_ADMITTED_AT,
     ANNOTATION_BORROWED_FROM,
+    ANNOTATION_CANCELLED_AT,
     ANNOTATION_COPY_TOKEN,
     ANNOTATION_EXIT_SECONDS,
     ANNOTATION_GPU_SECONDS,
@@ -159,7 +160,22 @@ def _read_job(wf: dict[str, Any], service: str | None) -> Job | None:
         returned=returned,
         template_refs=refs,
         template_spec=spec if refs else None,
+        cancelled=cancelled(wf),
     )
+
+
+class CancelledWorkflow(ValueError):
+    """The workflow carries the cancel's mark: its run was cancelled, and no copy of it is made."""
+
+
+def cancelled(wf: dict[str, Any]) -> bool:
+    """Whether the workflow carries the mark `offhours cancel` writes (`stop_patch`): its run was cancelled.
+
+    Tenant-written like any annotation, and honoured all the same: it can only keep the workflow that carries it
+    (and the copies made of it) from running, never another workflow, whatever run id it claims.
+    """
+    annotations = _dict(_dict(wf.get("metadata")).get("annotations"))
+    return bool(annotations.get(ANNOTATION_CANCELLED_AT))
 
 
 def _pods_kept(spec: dict[str, Any], status: dict[str, Any]) -> bool:
@@ -548,9 +564,13 @@ def build_parked_copy(old: dict[str, Any], token: str = "") -> dict[str, Any]:
     records of the old run (admission, preemption, return, waiting reason) are not. The copy is
     linked to its original by label (`offhours.io/copy-of`: the original's UID) and keeps the run
     id; the preemption count goes up by one, so preemptions are told apart from failures. It carries
-    `token`, the value the gate recorded for this stop (none: no token).
+    `token`, the value the gate recorded for this stop (none: no token). A workflow whose run was cancelled
+    (`cancelled`) is never copied: `CancelledWorkflow`.
     """
     meta = old["metadata"]
+    if cancelled(old):
+        raise CancelledWorkflow(f"workflow {meta.get('name')} carries {ANNOTATION_CANCELLED_AT}: its run was "
+                                "cancelled, no copy is parked")
     labels = {k: v for k, v in (meta.get("labels") or {}).items() if not k.startswith(f"{ARGO_LABEL_DOMAIN}/")}
     labels[LABEL_STATE] = STATE_PARKED
     labels[LABEL_COPY_OF] = str(meta.get("uid") or "")

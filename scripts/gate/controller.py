@@ -32,7 +32,14 @@ from typing import Any, TextIO
 from offhours.scripts.cluster.arguments import declared_arguments, undeclared_problem
 from offhours.scripts.cluster.base import Autoscaler, Cluster, Deployment, ParkedCopy, Pod
 from offhours.scripts.cluster.template_grace import CLUSTER_SCOPED, template_grace_problem
-from offhours.scripts.cluster.workflow import before_its_night, measured_exit_seconds, night_of, succeeded
+from offhours.scripts.cluster.workflow import (
+    CancelledWorkflow,
+    before_its_night,
+    cancelled,
+    measured_exit_seconds,
+    night_of,
+    succeeded,
+)
 from offhours.scripts.gate.log import ERROR, INFO, WARNING, Logger
 from offhours.scripts.metrics.sources import LoadSource, Reading, ServiceTarget
 from offhours.scripts.names import (
@@ -680,10 +687,15 @@ class Gate:
     def _park_and_stop(self, t: _Tick, namespace: str, job: Job, outcome: ServiceOutcome, lineage: Collection[str] = (),
                        token: str = "", made: dict[str, ParkedCopy] | None = None) -> None:
         # Park a copy first (idempotent: a copy the gate made before is known by its UID, in the run's `lineage`),
-        # then stop: a stopped job always has its copy.
-        parked = self.cluster.park_copy(namespace, job, lineage, token)
-        outcome.parked.append(parked.name)
-        if made is not None:
+        # then stop: a stopped job always has its copy, unless its run was cancelled since the tick listed it.
+        try:
+            parked: ParkedCopy | None = self.cluster.park_copy(namespace, job, lineage, token)
+        except CancelledWorkflow as err:
+            parked = None
+            self.log.info(str(err), job.service)
+        if parked is not None:
+            outcome.parked.append(parked.name)
+        if made is not None and parked is not None:
             made[job.name] = parked
         self._fence(t)
         self.cluster.stop(namespace, job)
@@ -768,7 +780,9 @@ class Gate:
         # Only the gate's own copy is deleted for its original's success, and only on Argo's word for it (the
         # root node): a phase is anyone's to write.
         completed = job.gate_copy and bool(meta.get("uid")) and succeeded(original) is True
-        return replace(job, original_done=phase in FINISHED_PHASES, original_succeeded=completed,
+        # A cancel that landed on the original just after its copy was parked: the copy carries on a cancelled run.
+        withdrawn = job.cancelled or bool(job.copy_of and meta.get("uid") == job.copy_of and cancelled(original))
+        return replace(job, original_done=phase in FINISHED_PHASES, original_succeeded=completed, cancelled=withdrawn,
                        exit_seconds=job.exit_seconds if measured is None else measured,
                        exit_learnt=job.exit_learnt or measured is not None)
 

@@ -71,6 +71,9 @@ class Job:
     # the tick follows the references to the grace of the pods they run (never compared: one listing's data).
     template_refs: tuple[str, ...] = ()
     template_spec: Any = field(default=None, compare=False, repr=False)
+    # Its run was cancelled: it (or its original, known by UID) carries the cancel's mark. Anyone may write that
+    # mark, but it only ever stops the workflow that carries it: never admitted, adopted nor copied; stopped.
+    cancelled: bool = False
 
 
 @dataclass(frozen=True)
@@ -131,8 +134,10 @@ def plan(decision: Decision, baseline: int, jobs: Sequence[Job], now: float, exp
     replicas go to what the decision needs even if not enough can be stopped: serving first,
     the scheduler evicts research pods (low priority) for serving pods.
     """
-    cancel = _duplicates(jobs)
-    cancelled = {j.name for j in cancel}
+    # A cancelled workflow decides nothing for its run (which carries it, which waits): its mark is only its own.
+    withdrawn = tuple(j for j in jobs if j.cancelled)
+    cancel = _duplicates([j for j in jobs if not j.cancelled])
+    cancelled = {j.name for j in (*withdrawn, *cancel)}
     admitted = [j for j in jobs if j.state == ADMITTED]
     lent = sum(j.replicas for j in admitted if j.name not in cancelled)
     admitted = [j for j in admitted if j.name not in cancelled]
@@ -214,8 +219,9 @@ def plan(decision: Decision, baseline: int, jobs: Sequence[Job], now: float, exp
         queue = _queue(jobs, deleted) if queue is None else queue
         waiting = _waiting(decision, jobs, queue, deleted, {j.name for j in admit}, lent)
     notes.extend(f"{j.name} runs run {j.run_id} that another workflow carries: stopped, not parked again" for j in cancel)
+    notes.extend(f"{j.name}: its run was cancelled: stopped, never admitted nor parked again" for j in withdrawn)
     return Plan(decision.service, scale_to, tuple(admit), tuple(stop), tuple(adopt), lent, tuple(notes), delete,
-                waiting=waiting, cancel=(*cancel, *ended))
+                waiting=waiting, cancel=(*withdrawn, *cancel, *ended))
 
 
 def _duplicates(jobs: Sequence[Job]) -> tuple[Job, ...]:
