@@ -54,6 +54,16 @@ def _gate_config(args: argparse.Namespace, reader: Any) -> Any:
         return None
 
 
+def admission_namespace(args: argparse.Namespace, config: Any, serving: str) -> tuple[str, str] | None:
+    """Return the namespace the gate admits from and which configuration says so; None without a configuration."""
+    from offhours.scripts.names import GATE_CONFIG_MAP
+
+    if config is None:
+        return None
+    said = f"--config {args.config}" if args.config else f"the installed configuration, ConfigMap {serving}/{GATE_CONFIG_MAP}"
+    return str(config.workflow_namespace), said
+
+
 def console_namespaces(args: argparse.Namespace) -> tuple[str, str, str]:
     """Return (research, serving, where they came from), by the rule every cluster verb follows (cli/namespaces.py)."""
     from offhours.scripts.cli.namespaces import of_args
@@ -117,7 +127,8 @@ def _console(args: argparse.Namespace) -> int:
     source = PoolSource(reader, interval=args.interval)
     app = create_app(source, gpus, [s.name for s in config.services] if config is not None else None, auth,
                      person_api=PersonApi(reader.api, reader.research_namespace), estimator=estimator,
-                     local_user=whoami(reader.api) if auth is None else "", looked=looked)
+                     local_user=whoami(reader.api) if auth is None else "", looked=looked,
+                     admits_from=admission_namespace(args, config, reader.serving_namespace))
     source.start_sampling()  # the 24 h chart is read on the interval, whether or not a page is open
     print(f"offhours console on http://{args.host}:{args.port}/ ({looked}; "
           + ("bearer tokens checked with TokenReview)" if auth else "no authentication: local use)"), file=sys.stderr)

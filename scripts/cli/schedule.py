@@ -269,6 +269,7 @@ def _refuse_a_namespace_the_gate_does_not_admit_from(args: argparse.Namespace, a
 
     from offhours.scripts.cli.installed_config import installed_gate_config
     from offhours.scripts.cli.namespaces import of_args
+    from offhours.scripts.cluster.parked import misplaced_namespace
     from offhours.scripts.names import GATE_CONFIG_MAP
 
     api_client = getattr(api, "api_client", None)
@@ -276,10 +277,12 @@ def _refuse_a_namespace_the_gate_does_not_admit_from(args: argparse.Namespace, a
         return
     serving = of_args(args).serving
     installed, _ = installed_gate_config(client.CoreV1Api(api_client), serving)
-    if installed is not None and installed.workflow_namespace != args.namespace:
-        raise ScheduleError(f"namespace {args.namespace} is not where the gate admits jobs from: the installed "
-                            f"configuration (ConfigMap {serving}/{GATE_CONFIG_MAP}) has workflowNamespace "
-                            f"{installed.workflow_namespace}; pass -n {installed.workflow_namespace}. Nothing was created")
+    if installed is None:
+        return
+    misplaced = misplaced_namespace(f"namespace {args.namespace}", args.namespace, installed.workflow_namespace,
+                                    f"the installed configuration (ConfigMap {serving}/{GATE_CONFIG_MAP})", "schedule")
+    if misplaced is not None:
+        raise ScheduleError(misplaced)
 
 
 def _named(args: argparse.Namespace) -> str:

@@ -60,7 +60,7 @@ def _submit(args: argparse.Namespace) -> int:
     from offhours.scripts.cli.namespaces import of_args
     from offhours.scripts.cli.schedule import MAX_PRIORITY
     from offhours.scripts.cluster.kube import KubeCluster
-    from offhours.scripts.cluster.parked import SubmitError, parked_workflow, parse_params
+    from offhours.scripts.cluster.parked import SubmitError, misplaced_namespace, parked_workflow, parse_params
     from offhours.scripts.names import ARGO_GROUP, ARGO_VERSION
     from offhours.scripts.policy.config import ConfigError
 
@@ -72,9 +72,9 @@ def _submit(args: argparse.Namespace) -> int:
         cluster = KubeCluster(connect())
         services, admits_from, said = _gate(args, cluster.core, where.serving)
         # The gate admits the workflows of one namespace: parked anywhere else, a job waits for ever.
-        if admits_from is not None and where.research != admits_from:
-            raise SubmitError(f"{where.described()} is not where the gate admits jobs from: {said} has "
-                              f"workflowNamespace {admits_from}; pass -n {admits_from}. Nothing was created")
+        misplaced = misplaced_namespace(where.described(), where.research, admits_from, said, "submit")
+        if misplaced is not None:
+            raise SubmitError(misplaced)
         template = cluster.custom.get_namespaced_custom_object(ARGO_GROUP, ARGO_VERSION, where.research,
                                                                "workflowtemplates", args.template)
         body = parked_workflow(template, params, where.research, args.priority, services)

@@ -104,6 +104,20 @@ def parked_workflow(template: dict[str, Any], params: dict[str, str], namespace:
     }
 
 
+def misplaced_namespace(where: str, namespace: str, admits_from: str | None, said: str, verb: str) -> str | None:
+    """Why no workflow may be created in `namespace` for the gate: it admits only from `admits_from`; else None.
+
+    `admits_from` is the gate configuration's workflowNamespace (None: no configuration read, nothing checked),
+    `said` the configuration that says so, `where` the namespace as the person chose it, `verb` the offhours
+    command whose `-n` fixes it. Parked anywhere else, a job waits for ever: `offhours submit`, `offhours schedule`
+    and the console's request form refuse it with these words, before anything is created.
+    """
+    if admits_from is None or namespace == admits_from:
+        return None
+    return (f"{where} is not where the gate admits jobs from: {said} has workflowNamespace {admits_from}; "
+            f"run offhours {verb} with -n {admits_from}. Nothing was created")
+
+
 def stop_patch(now: str) -> dict[str, Any]:
     """Return the patch that stops a workflow gracefully at `now` (exit handlers run), parked or running.
 

@@ -96,7 +96,7 @@ def visible(pool: Pool, access: Access | None) -> Pool:
 def create_app(source: PoolSource, gpus_per_replica: Mapping[str, int] | None = None,
                services: Collection[str] | None = None, auth: Authenticator | None = None,
                person_api: PersonApi | None = None, estimator: Estimator | None = None, local_user: str = "",
-               looked: str = "") -> Flask:
+               looked: str = "", admits_from: tuple[str, str] | None = None) -> Flask:
     """Build the console over `source`.
 
     `gpus_per_replica`: the gate configuration's, for services whose Deployment says none; `services`:
@@ -104,7 +104,9 @@ def create_app(source: PoolSource, gpus_per_replica: Mapping[str, int] | None = 
     what (None: no authentication, for an operator's local use). `person_api`: requests, cancel and
     resubmit, done as the person (None: the console only shows); `estimator`: the replays behind a
     request's estimate; `local_user`: who the person is without authentication (the kubeconfig's
-    user); `looked`: where the pool was read, named when it is empty.
+    user); `looked`: where the pool was read, named when it is empty; `admits_from`: the gate configuration's
+    workflowNamespace and which configuration says so (None: none was read): requests and resubmits from
+    another namespace are refused, as `offhours submit` refuses them.
     """
     app = Flask(__name__)
     app.jinja_env.globals.update(age=age, stamp=stamp, gpus_of=gpus_of, sentence=sentence, WAITING=WAITING,
@@ -224,7 +226,7 @@ def create_app(source: PoolSource, gpus_per_replica: Mapping[str, int] | None = 
     if person_api is not None:
         # A run id is checked against every workflow the console reads, listed afresh (the cache may predate a click).
         add_request_routes(app, person_api, pool_for_reader, source.refresh, estimator, services, local_user,
-                           read_now=lambda: source.reader.read(require_workflows=True))
+                           read_now=lambda: source.reader.read(require_workflows=True), admits_from=admits_from)
 
     @app.errorhandler(400)
     def bad_request(err: Any) -> tuple[str, int]:

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from flask import Flask, abort, g, redirect, render_template, request, url_for
 
-from offhours.scripts.cluster.parked import stop_patch
+from offhours.scripts.cluster.parked import misplaced_namespace, stop_patch
 from offhours.scripts.console.asperson import CallFailed, Person, PersonApi, Refused, creator_label
 from offhours.scripts.console.auth import bearer_token
 from offhours.scripts.console.form import (
@@ -112,14 +112,20 @@ def actual_start_minutes(run: RunView) -> float | None:
 
 def add_request_routes(app: Flask, person_api: PersonApi, pool: Callable[[], Pool], refresh: Callable[[], None],
                        estimator: Estimator | None, services: Collection[str] | None, local_user: str = "",
-                       read_now: Callable[[], Pool] | None = None) -> None:
+                       read_now: Callable[[], Pool] | None = None,
+                       admits_from: tuple[str, str] | None = None) -> None:
     """Add /request, /request/<template>, and the job page's cancel and resubmit to `app`.
 
     `pool`: the pool as the reader may see it (cached); `read_now`: the whole pool read afresh, raising
     when the workflows cannot be listed (what a create checks its run id against; default: `pool`
-    after `refresh`).
+    after `refresh`). `admits_from`: the gate's workflowNamespace and the configuration that says so (None: not
+    checked); a console in another namespace creates nothing.
     """
     secret = secrets.token_bytes(32)
+    ns = person_api.namespace
+    # Parked where the gate does not admit from, a job waits for ever: the form says so and creates nothing.
+    misplaced = None if admits_from is None else misplaced_namespace(f"namespace {ns}", ns, admits_from[0],
+                                                                     admits_from[1], "console")
     # One check-then-create at a time: a double click's second POST reads the pool after the first created.
     creating = threading.Lock()
     app.jinja_env.globals.update(CSRF_FIELD=CSRF_FIELD, minutes_text=minutes_text)
@@ -218,7 +224,7 @@ def add_request_routes(app: Flask, person_api: PersonApi, pool: Callable[[], Poo
             return render_template("request.html", template=template, name=name, fields=fields_of(template),
                                    form={HOURS_FIELD: DEFAULT_HOURS, CHECKPOINT_FIELD: DEFAULT_CHECKPOINT_MINUTES,
                                          PRIORITY_FIELD: "0"},
-                                   extra={}, general=None, estimate=None, no_estimate=None, page="request",
+                                   extra={}, general=misplaced, estimate=None, no_estimate=None, page="request",
                                    source=estimator.source if estimator else None)
         check_form_key()
         form = request.form
@@ -238,6 +244,11 @@ def add_request_routes(app: Flask, person_api: PersonApi, pool: Callable[[], Poo
         estimate, no_estimate, estimate_problems, job = estimate_for(values, form, priority or 0)
         extra.update(estimate_problems)
         bad = checked.body is None or bool(extra)
+        if form.get("action") == "submit" and misplaced is not None:
+            return render_template("request.html", template=template, name=name,
+                                   fields=fields_of(template, values, checked.problems), form=form, extra=extra,
+                                   general=misplaced, estimate=estimate, no_estimate=no_estimate, page="request",
+                                   source=estimator.source if estimator else None), 409
         if form.get("action") == "submit" and not bad:
             assert checked.body is not None
             with creating:
@@ -252,8 +263,8 @@ def add_request_routes(app: Flask, person_api: PersonApi, pool: Callable[[], Poo
         status = 400 if bad else 200
         return render_template("request.html", template=template, name=name,
                                fields=fields_of(template, values, checked.problems), form=form, extra=extra,
-                               general=checked.general, estimate=estimate, no_estimate=no_estimate, page="request",
-                               source=estimator.source if estimator else None), status
+                               general=checked.general or misplaced, estimate=estimate, no_estimate=no_estimate,
+                               page="request", source=estimator.source if estimator else None), status
 
     def create(template: dict[str, Any], name: str, body: dict[str, Any], estimate: Estimate | None,
                job: JobRequest | None, form: Any, values: dict[str, str], checked: Checked, extra: dict[str, str],
@@ -312,6 +323,8 @@ def add_request_routes(app: Flask, person_api: PersonApi, pool: Callable[[], Poo
     @app.post("/jobs/<name>/resubmit")
     def resubmit(name: str) -> Any:
         check_form_key()
+        if misplaced is not None:
+            return refused(misplaced, 409, "cannot resubmit")
         run = pool().find(name)
         if run is None:
             abort(404, description=f"no offhours job {name!r}")
