@@ -64,7 +64,8 @@ def gate_tick(config: str = f"{CONFIG_DIR}/gate.yaml", dry_run: bool = False, se
     if float(seconds) <= 0:  # no end: a SIGTERM or the pod's deadline ends the run
         code = run_from_config(config, None, bool(dry_run))
     else:
-        left = seconds_left(float(seconds), created)
+        # Never longer than the run itself: a pod clock behind the API server's reads the creation as still to come.
+        left = min(float(seconds), seconds_left(float(seconds), created))
         # Started past its end (a pod that waited for a node): one tick, so serving is still looked at.
         code = run_from_config(config, left, bool(dry_run), once=left <= 0)
     if code:
