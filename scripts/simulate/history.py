@@ -33,7 +33,7 @@ def fleet_from_history(config: GateConfig, history: History, baselines: dict[str
 
     A service's replicas are `baselines[name]` if given, else the most pods seen in one minute; its
     GPUs per replica, capacity and policy are the gate config's. The gate's tick is rounded to
-    whole minutes (the simulator's step), at least one.
+    whole minutes (the simulator's step), at least one; its reclaim check period is the config's.
     """
     traces = traces_from_history(history)
     specs, kept, notes = [], {}, []
@@ -50,4 +50,6 @@ def fleet_from_history(config: GateConfig, history: History, baselines: dict[str
         specs.append(ServiceSpec(policy, replicas, 1.0))
         kept[policy.name] = traces[policy.name]
     tick = max(1, round(config.tick_seconds / 60.0))
-    return Fleet(services=tuple(specs), tick_minutes=tick, cold_start_minutes=cold_start_minutes), kept, notes
+    fleet = Fleet(services=tuple(specs), tick_minutes=tick, cold_start_minutes=cold_start_minutes,
+                  reclaim_check_seconds=float(config.reclaim_check_seconds))
+    return fleet, kept, notes
