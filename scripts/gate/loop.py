@@ -61,8 +61,8 @@ class TickLoop:
                     failed = any(o.error for o in outcomes)
                     next_tick = started + config.tick_seconds
                     if checks is not None and config.services and not outcomes:
-                        # Skipped (the Lease another's: the last run's tick, an exit hook): the checks start from
-                        # a tick's outcomes, so the tick is tried again at the next check, not a whole tick later.
+                        # Skipped (the Lease another's: the last run's tick, the backstop's pass): the checks
+                        # start from a tick's outcomes, so the tick is tried again at the next check.
                         next_tick = started + period
                     if stop.requested:
                         self.log.info("SIGTERM: stopped after the tick, the Lease given back")

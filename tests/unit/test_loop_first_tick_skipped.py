@@ -1,4 +1,4 @@
-"""A gate run whose first tick finds the Lease held elsewhere (the previous run's last tick, an exit hook).
+"""A gate run whose first tick finds the Lease held elsewhere (the previous run's last tick, the backstop's pass).
 
 The reclaim checks start from what a tick left: a run whose first tick was skipped has nothing to
 check from, and waiting a whole `tickSeconds` for the next tick left serving unwatched for that
@@ -22,7 +22,7 @@ def test_a_first_tick_skipped_for_the_lease_is_tried_again_at_the_next_check_not
     # The new run's gate: another process (another holder); the Lease is still another's for 10 s.
     gate = Gate(w.gate.config, w.cluster, w.source, clock=lambda: w.now, out=io.StringIO(),
                 monotonic=lambda: w.now)
-    w.cluster.lease_holder, w.cluster.lease_until = "exit-hook/job-9", start + 10.0
+    w.cluster.lease_holder, w.cluster.lease_until = "backstop/restore", start + 10.0
     reclaimed_at: list[float] = []
 
     def wait(namespace: str, timeout: float) -> bool:
