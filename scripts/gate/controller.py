@@ -255,7 +255,7 @@ class Gate:
                 self.log.error(f"could not take the offhours lease: {_describe(err)}: skipping this tick")
                 return []
             if not held:
-                self.log.info("another gate or exit hook holds the offhours lease: skipping this tick")
+                self.log.info("another gate or the backstop holds the offhours lease: skipping this tick")
                 return []
             t.renewed = self.monotonic()
         try:
