@@ -8,7 +8,8 @@ research workflow (in the research namespace) can name. `concurrencyPolicy: Forb
 keep ticks from overlapping; `startingDeadlineSeconds` drops a tick that could not start in time
 rather than running it late.
 
-A run lasts until `HANDOVER_SECONDS` before the next scheduled one, counted from the run's own
+A run lasts until `HANDOVER_SECONDS` before the next scheduled one (the shortest gap between two
+firings of its schedules, `run_seconds`), counted from the run's own
 creation (not its pod's start, which a slow image pull delays), reclaim checks included: so it has
 ended when the next run is due (Forbid would skip that one) and the reaction time never holds a
 gap longer than the hand-over plus the next pod's start.
@@ -37,6 +38,11 @@ HANDOVER_SECONDS = 15
 # Each run ticks once a minute (checking for a reclaim in between) until the hand-over, so decisions
 # come every minute while a pod starts only every 5 minutes.
 RUN_SECONDS = 300 - HANDOVER_SECONDS
+# The step's pod is ended this long after its run should have (a tick still finishing).
+DEADLINE_SLACK_SECONDS = 5
+# The firings read to find a schedule's shortest gap (two days of a run every minute; years of a daily one).
+FIRINGS_READ = 3000
+_FIRINGS_FROM = datetime(2026, 1, 5, tzinfo=timezone.utc)  # fixed: the same manifest whenever it is rendered
 
 
 @script(
@@ -51,7 +57,7 @@ RUN_SECONDS = 300 - HANDOVER_SECONDS
         requests={"cpu": m.Quantity("100m"), "memory": m.Quantity("256Mi")},
         limits={"memory": m.Quantity("512Mi")},
     ),
-    active_deadline_seconds=290,
+    active_deadline_seconds=RUN_SECONDS + DEADLINE_SLACK_SECONDS,
 )
 def gate_tick(config: str = f"{CONFIG_DIR}/gate.yaml", dry_run: bool = False, seconds: int = RUN_SECONDS,
               created: str = "") -> None:
@@ -64,7 +70,8 @@ def gate_tick(config: str = f"{CONFIG_DIR}/gate.yaml", dry_run: bool = False, se
     if float(seconds) <= 0:  # no end: a SIGTERM or the pod's deadline ends the run
         code = run_from_config(config, None, bool(dry_run))
     else:
-        left = seconds_left(float(seconds), created)
+        # Never longer than the run itself: a pod clock behind the API server's reads the creation as still to come.
+        left = min(float(seconds), seconds_left(float(seconds), created))
         # Started past its end (a pod that waited for a node): one tick, so serving is still looked at.
         code = run_from_config(config, left, bool(dry_run), once=left <= 0)
     if code:
@@ -83,9 +90,31 @@ def seconds_left(seconds: float, created: str, now: datetime | None = None) -> f
     return (start + timedelta(seconds=seconds) - now).total_seconds()
 
 
+def run_seconds(schedules: Sequence[str], timezone: str = "UTC") -> int:
+    """Return how long each run of `schedules` lasts: until `HANDOVER_SECONDS` before the soonest next firing.
+
+    The shortest gap between two firings of all `schedules` together: a run never outlasts it (Forbid
+    would skip the next run), and on a regular schedule the next run follows at once. A longer gap of
+    an irregular schedule (nights, weekends off) is the schedule's own: no gate runs then.
+    """
+    from offhours.cronworkflows.cronexpr import next_firings, parse_cron, time_zone
+
+    zone = time_zone(timezone)
+    firings = sorted({f.timestamp() for s in schedules
+                      for f in next_firings(parse_cron(s), zone, _FIRINGS_FROM, FIRINGS_READ)})
+    gaps = [b - a for a, b in zip(firings, firings[1:])]
+    if not gaps:
+        return RUN_SECONDS  # fires once (or never) in the firings read: a run as long as the default one
+    return int(min(gaps)) - HANDOVER_SECONDS
+
+
 def gate_cron_workflow(schedules: Sequence[str] = DEFAULT_SCHEDULES, timezone: str = "UTC",
                        config: str = f"{CONFIG_DIR}/gate.yaml", image: str = OFFHOURS_IMAGE) -> CronWorkflow:
-    """Build the gate CronWorkflow for `schedules` (cron lines) in `timezone`, reading `config`, running `image`."""
+    """Build the gate CronWorkflow for `schedules` (cron lines) in `timezone`, reading `config`, running `image`.
+
+    Each run lasts `run_seconds(schedules, timezone)`; its pod's deadline is that and `DEADLINE_SLACK_SECONDS`.
+    """
+    run = run_seconds(schedules, timezone)
     with CronWorkflow(
         name=GATE_CRON_WORKFLOW,
         labels={LABEL_MANAGED: "true"},
@@ -98,7 +127,7 @@ def gate_cron_workflow(schedules: Sequence[str] = DEFAULT_SCHEDULES, timezone: s
         failed_jobs_history_limit=5,
         entrypoint="gate",
         service_account_name=GATE_SERVICE_ACCOUNT,
-        arguments={"config": config, "dry-run": "false", "run-seconds": str(RUN_SECONDS)},
+        arguments={"config": config, "dry-run": "false", "run-seconds": str(run)},
         volumes=[m.Volume(name="config", config_map=m.ConfigMapVolumeSource(name=GATE_CONFIG_MAP))],
         pod_gc=m.PodGC(strategy="OnPodSuccess"),
     ) as cron:
@@ -109,4 +138,5 @@ def gate_cron_workflow(schedules: Sequence[str] = DEFAULT_SCHEDULES, timezone: s
     for template in cron.templates or []:
         if isinstance(template, Script):
             template.image = image
+            template.active_deadline_seconds = run + DEADLINE_SLACK_SECONDS
     return cron

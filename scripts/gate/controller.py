@@ -267,7 +267,7 @@ class Gate:
                 self.log.error(f"could not take the offhours lease: {_describe(err)}: skipping this tick")
                 return []
             if not held:
-                self.log.info("another gate or exit hook holds the offhours lease: skipping this tick")
+                self.log.info("another gate or the backstop holds the offhours lease: skipping this tick")
                 return []
             t.renewed = self.monotonic()
         try:
@@ -533,7 +533,8 @@ class Gate:
             jobs = [self._with_progress(t, j) for j in jobs]  # advisory: only when a stop is coming
         if not t.reclaim_only and record.releasing:
             record, jobs = self._measure_releases(t, obs, record, jobs, now)  # advisory, after serving's raise
-        succeeded_runs, pending = ([], {}) if t.reclaim_only else self._ended(t, obs, obs.lineages, now)
+        # A reclaim pass reads no ends: the ends still to be read stay in the record for the next tick.
+        succeeded_runs, pending = ([], _unread_ends(obs)) if t.reclaim_only else self._ended(t, obs, obs.lineages, now)
         done = with_done(record.done, succeeded_runs, now)
         if decision.target_lent > decision.lent:
             # A parked copy's original is read only when something may be admitted (it decides whether the copy may run).
@@ -1203,6 +1204,12 @@ def _moved(run_id: str | None, run: str | None) -> str | None:
         return None
     return (f"its run id is now {run_id}, not {run}, the run the gate admitted or parked it for: its steps would "
             "write another run's checkpoints")
+
+
+def _unread_ends(obs: Observed) -> dict[str, tuple[str, str]]:
+    """Return the record's admitted workflows no longer listed: the ends a full tick reads, as the record has them."""
+    listed = {j.uid for j in obs.jobs}
+    return {uid: entry for uid, entry in (obs.record.runs or {}).items() if uid not in listed}
 
 
 def _with_runs_elsewhere(jobs: list[Job], running: Mapping[str, set[str]], service: str) -> list[Job]:

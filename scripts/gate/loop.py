@@ -8,7 +8,8 @@ and hands it to a `TickLoop`. The loop owns the rhythm, the gate owns one tick:
   ended gets its replicas back to serving at once, but never ticks more often than
   `MIN_TICK_SECONDS`, however many workflows end;
 - between two ticks, every `reclaimCheckSeconds`, a reclaim check (scripts/gate/reclaim.py): a
-  rise is seen within seconds, not at the next tick;
+  rise is seen within seconds, not at the next tick; a tick that did not run (the Lease was
+  another's) is tried again at the next check, since the checks start from a tick's outcomes;
 - with `seconds` (what each CronWorkflow run does) it stops before a tick that would start past
   the deadline, and goes on checking for a reclaim up to the deadline itself, so the next run's
   first tick follows the last check of this one; `once` and `dry_run` stop after one tick;
@@ -59,6 +60,10 @@ class TickLoop:
                         outcomes = self.gate.tick(dry_run=self.dry_run)
                     failed = any(o.error for o in outcomes)
                     next_tick = started + config.tick_seconds
+                    if checks is not None and config.services and not outcomes:
+                        # Skipped (the Lease another's: the last run's tick, the backstop's pass): the checks
+                        # start from a tick's outcomes, so the tick is tried again at the next check.
+                        next_tick = started + period
                     if stop.requested:
                         self.log.info("SIGTERM: stopped after the tick, the Lease given back")
                         return 1 if failed else 0

@@ -62,7 +62,9 @@ class ReclaimCheck:
         if not due:
             return []
         outcomes = self.gate.tick(only=list(due), reclaim_only=True, readings=due)
-        self.remember(outcomes)
+        # A pass that could not read a service keeps its basis: the next check tries the pass again (it reads
+        # everything afresh), rather than leaving the rise to the next full tick.
+        self.remember(o for o in outcomes if not o.failed)
         return outcomes
 
     def _due(self) -> dict[str, Reading]:

@@ -18,7 +18,8 @@ vLLM cold start, plus, when the GPUs come from stopped jobs, the longest grace a
 job's declared checkpoint time, capped by the service's `maxGraceSeconds`). A reclaim is acted on
 when the gate's reclaim check sees the rise (`reclaimCheckSeconds` after it), not at the next tick:
 the tick that decides it reads the load of the minutes before it, which the checks read as it came,
-so its stops and scale-up happen `tick - check` earlier. A stopped job loses the
+so its stops and scale-up happen a check period after the first minute of that window whose own load
+needs the replicas back (`ServiceSim.seen_at`), never before the rise. A stopped job loses the
 work since its last checkpoint and is parked again; a finished job's exit hook gives its replicas
 back at once. A service with a lending window (its schedule) lends only inside it, as the gate does:
 outside it `decide` reclaims everything and starts its stabilisation window again.
@@ -206,7 +207,9 @@ class ServiceSim:
         policy = self.spec.policy
         self.cold_start_minutes = cold_start_minutes(self.spec, self.fleet)
         self.reaction_minutes = reaction_minutes(self.spec, self.fleet)
-        self.reclaim_early = self.fleet.tick_minutes - detect_minutes(self.fleet)  # a reclaim acts this much sooner
+        self.detect_minutes = detect_minutes(self.fleet)
+        self.reclaim_early = self.fleet.tick_minutes - self.detect_minutes  # a reclaim acts up to this much sooner
+        self._minute_required: np.ndarray | None = None  # per minute, built at the first reclaim that reads it
         tick = self.fleet.tick_minutes
         minutes = self.rates.shape[1]
         self.ticks = np.arange(tick, minutes, tick)
@@ -322,7 +325,7 @@ class ServiceSim:
         by_name = self.by_name
         gpus = self.spec.policy.gpus_per_replica
         grace = 0.0
-        act = t - self.reclaim_early if target < lent else t  # a reclaim check saw it before this tick
+        act = self.seen_at(t, lent) if target < lent else t  # a reclaim check saw it before this tick
         for job in p.stop:
             sim = by_name[job.name]
             grace = max(grace, self.grace_minutes(sim))
@@ -343,6 +346,25 @@ class ServiceSim:
             self.lent_events.append((t, job.replicas))
         self._scale(act, p.scale_to, grace)
         return not (target > lent and not p.admit)
+
+    def seen_at(self, t: float, lent: int) -> float:
+        """Return the minute a reclaim the tick at `t` decides is acted on: the first check after the rise.
+
+        The checks read the load as it comes, so the first minute of the tick's window whose own load needs
+        replicas back (more than the `lent` leave in service) is seen a check period later; never before the
+        rise itself. A reclaim no single minute asks for (a queue, the look-ahead) counts from the window's start.
+        """
+        if self.reclaim_early <= 0:
+            return t
+        tick = self.fleet.tick_minutes
+        start = max(0, int(t) - tick)
+        first = start
+        if tick > 1:
+            if self._minute_required is None:
+                self._minute_required = np.asarray(replicas_with_headroom(self.demand, self.spec.policy))
+            over = np.flatnonzero(self._minute_required[start:int(t)] > self.spec.baseline - lent)
+            first = start + int(over[0]) if over.size else start
+        return min(t, first + self.detect_minutes)
 
     def _scale(self, t: float, scale_to: int, grace: float) -> None:
         in_service = self.ready + sum(c for _, c in self.pending)

@@ -6,6 +6,7 @@ from offhours.scripts.console.app import PAGE_ROWS, create_app
 from offhours.scripts.console.source import POINTS, PoolSource
 from offhours.scripts.metrics.exposition import parse
 from offhours.scripts.pool.model import Pool, build_pool
+from offhours.scripts.pool.operator_metrics import JOB_STATES, RECLAIM_BUCKETS
 from tests.support.pool_fixture import NOW, SERVING, chat_state, deployment, state_configmap, ts, workflow
 
 
@@ -46,7 +47,9 @@ def test_fifty_workflows_with_invented_service_labels_add_no_series():
     assert services == {"chat", "unknown"}
     added = after - before
     assert {dict(labels)["service"] for _, labels in added} == {"unknown"}
-    assert len(added) <= 22  # one series per family for "unknown", not 22 per invented value
+    # One series per family for "unknown" (each job state, the two counters, the histogram's buckets, +Inf, sum and
+    # count), not that many per invented value.
+    assert len(added) <= len(JOB_STATES) + 2 + len(RECLAIM_BUCKETS) + 3
     jobs = {dict(s.labels)["state"]: s.value for s in parse(page).samples
             if s.name == "offhours_jobs" and dict(s.labels)["service"] == "unknown"}
     assert jobs["running"] == 50  # counted, not dropped

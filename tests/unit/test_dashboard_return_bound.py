@@ -2,12 +2,14 @@
 
 import ast
 import json
+import math
 import operator
 import re
 from pathlib import Path
 
 from offhours.scripts.config.loader import parse_config
 from offhours.scripts.policy.forecast import reaction_seconds
+from offhours.scripts.pool.operator_metrics import Histogram
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "monitoring" / "offhours-dashboard.json"
 BOUND_PARTS = ("check_seconds", "victim_grace_seconds", "cold_start_seconds", "slack_seconds")
@@ -64,3 +66,34 @@ def test_the_variables_default_to_the_gate_configs_defaults() -> None:
     filled = re.sub(r"\$(\w+)", lambda m: repr(defaults[m.group(1)]), _bound_expr(_panel(dashboard)))
     planned = reaction_seconds(policy, config.tick_seconds, detect_seconds=2 * config.reclaim_check_seconds)
     assert _arithmetic(filled) == planned + defaults["slack_seconds"]
+
+
+def _histogram_quantile(q: float, cumulative: list[tuple[float, int]]) -> float:
+    """Prometheus' histogram_quantile over one series' cumulative buckets (le, count), +Inf last."""
+    total = cumulative[-1][1]
+    rank = q * total
+    lower, below = 0.0, 0
+    for le, count in cumulative:
+        if count >= rank:
+            if math.isinf(le):
+                return lower  # the quantile lies in the +Inf bucket: Prometheus answers the highest finite bound
+            return lower + (le - lower) * (rank - below) / (count - below)
+        lower, below = le, count
+    return lower
+
+
+def test_returns_just_inside_the_default_bound_read_inside_it_and_just_past_it_read_past_it() -> None:
+    """The fault: the bucket straddling the default bound (300-420 s around 400 s) drew every return in it as
+    408 s, so returns of 395 s read as over the bound and returns of 405 s as anywhere inside that bucket.
+    What must hold: on the default bound, the panel's p90 is on the side of the bound the returns are."""
+    dashboard = json.loads(DASHBOARD.read_text())
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    defaults = {name: float(variables[name]["query"]) for name in BOUND_PARTS}
+    bound = _arithmetic(re.sub(r"\$(\w+)", lambda m: repr(defaults[m.group(1)]), _bound_expr(_panel(dashboard))))
+    for seconds, inside in ((bound - 5.0, True), (bound, True), (bound + 5.0, False)):
+        hist = Histogram()
+        for _ in range(20):
+            hist.observe(seconds)
+        cumulative = [*zip(hist.buckets, hist.counts), (math.inf, hist.count)]
+        p90 = _histogram_quantile(0.9, cumulative)
+        assert (p90 <= bound) == inside, (seconds, p90, bound)

@@ -215,3 +215,18 @@ def test_the_loop_acts_on_a_rise_at_the_next_check_not_the_next_tick() -> None:
     assert loop.run() == 0
     assert raised_at == [(30.0, 8)], raised_at
     assert w.now == start + 50.0 and w.state("job-0") == "preempted"
+
+
+def test_a_reclaim_pass_that_could_not_read_the_service_is_tried_again_at_the_next_check() -> None:
+    # The fault: the check saw the rise, its pass's read of the Deployment failed (an API server's 500). The
+    # pass dropped the service from the checks, so its replicas waited for the next full tick (up to a whole
+    # tickSeconds); the next check must try the pass again.
+    w, check = lent_world()
+    between_ticks(w, 10.0)
+    w.source.rps["chat"] = 60.0
+    w.cluster.fail_next["get-deployment chat"] = [ClusterError("get deployment: HTTP 500")]
+    outcomes = check.run()
+    assert [o.service for o in outcomes] == ["chat"] and outcomes[0].failed and w.replicas() == 4
+    between_ticks(w, 15.0)
+    check.run()
+    assert w.replicas() == 8 and w.state("job-0") == "preempted" and w.state("job-1") == "preempted"
