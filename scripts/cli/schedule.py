@@ -315,9 +315,11 @@ def act(args: argparse.Namespace, api: Any) -> int:
                                 "(`offhours schedule list` lists them): left as it is")
         if args.name == "delete":
             # Orphan: a run that is admitted finishes (and returns its GPUs through its exit hook)
-            # instead of being deleted under the gate with the CronWorkflow that owns it.
+            # instead of being deleted under the gate with the CronWorkflow that owns it. Both in the body:
+            # the API server reads a delete's query parameters only when it has no body.
             api.delete_namespaced_custom_object(ARGO_GROUP, ARGO_VERSION, args.namespace, "cronworkflows", name,
-                                                propagation_policy="Orphan", body=client.V1DeleteOptions(
+                                                body=client.V1DeleteOptions(
+                                                    propagation_policy="Orphan",
                                                     preconditions=client.V1Preconditions(uid=meta.get("uid"))))
             print(f"{name} deleted; its runs are kept")
         else:

@@ -99,7 +99,9 @@ def test_bad_input_is_refused_and_nothing_is_created(cli: Callable[..., tuple[in
     cases = [
         ([*base, "--template", "no-such-template", *PARAMS], "WorkflowTemplate 'no-such-template' not found"),
         ([*base, "--template", "offhours-llm-pipeline", *PARAMS, "-p", "sft-gpu=8"], "has no parameter sft-gpu"),
-        ([*base, "--template", "offhours-llm-pipeline", *PARAMS, "-p", "replicas=two"], "replicas must be a whole"),
+        ([*base, "--template", "offhours-llm-pipeline", *PARAMS[:2], "-p", "replicas=two", *PARAMS[4:]],
+         "replicas must be a whole"),
+        ([*base, "--template", "offhours-llm-pipeline", *PARAMS, "-p", "replicas=two"], "replicas given twice"),
         ([*base, "--template", "offhours-llm-pipeline", *PARAMS[2:]], "needs -p service=..."),
         (["e2e-bad", "-n", RESEARCH, "--cron", "* * 32 * *", "--template", "offhours-llm-pipeline", *PARAMS],
          "day of month '32': out of range 1-31"),

@@ -55,11 +55,16 @@ class CronApi:
         return copy.deepcopy(obj)
 
     def delete_namespaced_custom_object(self, group: str, version: str, namespace: str, plural: str, name: str,
-                                        body: Any = None, **_: Any) -> dict[str, Any]:
+                                        body: Any = None, propagation_policy: str | None = None,
+                                        **_: Any) -> dict[str, Any]:
         obj = self._get(namespace, plural, name)
         uid = getattr(getattr(body, "preconditions", None), "uid", None)
         if uid is not None and uid != obj["metadata"]["uid"]:
             raise ApiException(status=409, reason="Conflict")
+        # As the API server: a delete with a body reads its options from the body, its query parameters never;
+        # a custom resource's default is to delete what it owns in the background.
+        self.propagation = (getattr(body, "propagation_policy", None) if body is not None
+                            else propagation_policy) or "Background"
         return self.objects.pop(name)
 
 
@@ -97,5 +102,6 @@ def test_an_offhours_schedule_is_still_deleted_and_a_missing_one_is_named(capsys
     api = CronApi([_gate_cron(), research_cron_workflow("nightly", TEMPLATE, "0 21 * * *", REQUIRED, NAMESPACE)])
     assert run(_args("delete", "nightly"), api) == 0
     assert set(api.objects) == {GATE_CRON_WORKFLOW}
+    assert api.propagation == "Orphan"  # its runs are kept: an admitted one finishes and returns its GPUs
     assert run(_args("delete", "nightly"), api) == 2
     assert "no schedule 'nightly' in namespace 'serving'" in capsys.readouterr().err
