@@ -1,20 +1,14 @@
 """`offhours gate`: the gate's run loop (scripts/gate/loop.py), the same one the gate CronWorkflow's step runs."""
 
 import argparse
-import math
 from typing import Any
+
+from offhours.scripts.cli.argtypes import finite_non_negative
 
 
 def _seconds(text: str) -> float:
-    """Parse a run's length: a finite number of seconds, 0 or more (0: no end) (argparse type)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    # NaN compares false with any deadline and inf never comes: either ran for ever; below 0 is no length.
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds of 0 or more")
-    return value
+    """Parse a run's length in seconds (0: no end) (argparse type)."""
+    return finite_non_negative(text, "a number of seconds")
 
 
 def _gate(args: argparse.Namespace) -> int:

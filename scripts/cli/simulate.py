@@ -6,20 +6,13 @@ from pathlib import Path
 from typing import Any
 
 from offhours.scripts.cli import replay_source
+from offhours.scripts.cli.argtypes import finite_non_negative
 from offhours.scripts.cli.replay_source import positive_int
 
 
 def _price(text: str) -> float:
-    """Parse a GPU-hour price: a finite number of 0 or more (argparse type)."""
-    import math
-
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a price (a finite number of 0 or more)")
-    return value
+    """Parse a GPU-hour price (argparse type)."""
+    return finite_non_negative(text, "a price")
 
 
 def _replicas(text: str) -> tuple[str, int]:
