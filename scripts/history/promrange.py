@@ -4,7 +4,7 @@ Prometheus refuses a range query whose grid holds more than 11,000 points per se
 history at one step per minute (14 days = 20,161 points) is therefore asked for in pieces that
 share no grid point, and put back together on the one grid. The answer is decoded strictly: any
 shape other than the documented matrix raises `PrometheusError` naming what is wrong, as does an
-answer that says it is partial (its `warnings`).
+answer that says it is partial (its `warnings`, refused by `answer_data`).
 """
 
 import math
@@ -35,14 +35,6 @@ def decode_matrix(status_code: int, body: object, promql: str) -> list[tuple[dic
     data = answer_data(status_code, body, where)
     if not isinstance(data, dict) or data.get("resultType") != "matrix":
         raise PrometheusError(f"{where}: expected a matrix result, got {_shown(data)}")
-    # A store that could read only part of the data (Thanos, Cortex, Mimir) says so here and nowhere else:
-    # the series that came back are whole, so a pod or a day left out would read as less load.
-    warnings = body.get("warnings", []) if isinstance(body, dict) else []
-    if not isinstance(warnings, list):
-        raise PrometheusError(f"{where}: warnings is {_shown(warnings)}, not a list")
-    if warnings:
-        raise PrometheusError(f"{where}: the answer is partial (its warnings: {_shown(warnings)}); "
-                              "nothing is read from a history with parts missing")
     result = data.get("result")
     if not isinstance(result, list):
         raise PrometheusError(f"{where}: data.result is {_shown(result)}, not a list")

@@ -67,6 +67,15 @@ def answer_data(status_code: int, body: object, where: str) -> object:
         raise PrometheusError(f"{where}: HTTP {status_code}, the answer is {type(body).__name__}, not an object")
     if status_code != 200 or body.get("status") != "success":
         raise PrometheusError(f"{where}: {body.get('errorType', status_code)}: {body.get('error', '')}")
+    # A store that could read only part of the data (Thanos, Cortex, Mimir) says so here and nowhere else:
+    # the series that came back are whole, so a pod or a day left out would read as less load (the gate
+    # would lend on it). `infos` are hints about the query, not missing data.
+    warnings = body.get("warnings", [])
+    if not isinstance(warnings, list):
+        raise PrometheusError(f"{where}: warnings is {_shown(warnings)}, not a list")
+    if warnings:
+        raise PrometheusError(f"{where}: the answer is partial (its warnings: {_shown(warnings)}); "
+                              "nothing is read from an answer with parts missing")
     return body.get("data")
 
 
