@@ -590,6 +590,8 @@ class GateCampaign(RuleBasedStateMachine):
         t.cluster.autoscalers = {k: copy.deepcopy(v) for k, v in m.cluster.autoscalers.items() if k[1] == CLEAN}
         t.cluster.workflows = {k: copy.deepcopy(wf) for k, wf in m.cluster.workflows.items()
                                if wf["metadata"]["labels"].get(LABEL_SERVICE) == CLEAN}
+        # The copies keep the main cluster's UIDs: the twin's counter must not hand one of them out again.
+        t.cluster.serial = max(t.cluster.serial, m.cluster.serial)
         t.cluster.states = {k: v for k, v in m.cluster.states.items() if k[1] == CLEAN}
         t.cluster.lease_annotations = {k: v for k, v in m.cluster.lease_annotations.items()
                                        if k == LEASE_NOTE_PREFIX + CLEAN}
