@@ -780,7 +780,13 @@ class Gate:
         measured = measured_exit_seconds(original)  # learnt from the run's history: what its last stop took
         # Only the gate's own copy is deleted for its original's success, and only on Argo's word for it (the
         # root node): a phase is anyone's to write.
-        completed = job.gate_copy and bool(meta.get("uid")) and succeeded(original) is True
+        done = bool(meta.get("uid")) and succeeded(original) is True
+        completed = job.gate_copy and done
+        if done and not completed and job.copy_of and meta.get("uid") == job.copy_of:
+            # A copy of a workflow whose work succeeded (its stop came too late), that the gate cannot call its own
+            # (its record was lost): running it would run the work twice; it waits, for its owner to delete.
+            job = replace(job, problem=job.problem or f"its original {meta.get('name')} has succeeded: nothing is "
+                                                      "left to run; submit under a new run id to run it again")
         # A cancel that landed on the original just after its copy was parked: the copy carries on a cancelled run.
         withdrawn = job.cancelled or bool(job.copy_of and meta.get("uid") == job.copy_of and cancelled(original))
         return replace(job, original_done=phase in FINISHED_PHASES, original_succeeded=completed, cancelled=withdrawn,
