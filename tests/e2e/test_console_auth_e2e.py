@@ -98,7 +98,8 @@ def test_chromium_without_a_token_is_refused_and_each_token_sees_what_it_may_lis
 
         # A real token without rights: signed in, sees nothing of others, told why.
         browser.find_element(By.ID, "token").send_keys(console_rbac["nobody"])
-        browser.find_element(By.CSS_SELECTOR, "#login button").click()
+        # Wait for the sign-in's answer: a navigation right after the click can abort it before its cookie is set.
+        press(browser, By.CSS_SELECTOR, "#login button")
         browser.get(url + "/queue")
         assert browser.find_element(By.ID, "no-jobs").text == "No research job is waiting or running."
         assert SECRET_JOB not in browser.page_source
