@@ -8,10 +8,9 @@ failed only then, with nothing written. Each is refused in one line before anyth
 from pathlib import Path
 
 import pytest
-import yaml
 
-from offhours.scripts.cli import history_source
 from offhours.scripts.cli.main import main
+from tests.support.refused_replay import config_that_reads_no_history
 
 GATE = {"metrics": {"prometheus": {"url": "http://p.invalid"}},
         "services": {"chat": {"capacity": {"requestsPerSecond": 5.0}}}}
@@ -19,14 +18,7 @@ GATE = {"metrics": {"prometheus": {"url": "http://p.invalid"}},
 
 @pytest.fixture
 def gate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "gate.yaml"
-    path.write_text(yaml.safe_dump(GATE))
-
-    def never(*args: object, **kwargs: object) -> None:
-        raise AssertionError("the history was read for a request that is refused")
-
-    monkeypatch.setattr(history_source, "read", never)
-    return path
+    return config_that_reads_no_history(tmp_path, monkeypatch, GATE)
 
 
 @pytest.mark.parametrize("verb", ["tune", "calibrate"])

@@ -8,24 +8,16 @@ read as the answer for the replicas the user asked about.
 from pathlib import Path
 
 import pytest
-import yaml
 
-from offhours.scripts.cli import history_source
 from offhours.scripts.cli.main import main
+from tests.support.refused_replay import config_that_reads_no_history
 
 GATE = {"services": {"chat": {"capacity": {"requestsPerSecond": 5.0}}, "code": {"capacity": {"requestsPerSecond": 5.0}}}}
 
 
 @pytest.fixture
 def gate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "gate.yaml"
-    path.write_text(yaml.safe_dump(GATE))
-
-    def never(*args: object, **kwargs: object) -> None:
-        raise AssertionError("Prometheus was read for a request that is refused")
-
-    monkeypatch.setattr(history_source, "read", never)
-    return path
+    return config_that_reads_no_history(tmp_path, monkeypatch, GATE)
 
 
 @pytest.mark.parametrize("extra, named", [
