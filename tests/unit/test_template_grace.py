@@ -210,3 +210,11 @@ def test_a_grace_argument_too_large_for_a_float_is_unknown_not_a_failure() -> No
          "inputs": {"parameters": [{"name": GRACE_PARAMETER, "default": huge}]}}]})
     got = template_grace(calling({"templateRef": {"name": "t", "template": "x"}}), templates)
     assert got.seconds is None and got.unknown is not None
+
+
+def test_a_templates_patch_with_a_grace_past_a_floats_range_is_unknown_not_a_failure() -> None:
+    # The patch's YAML reads as an int too large for a float: `patch_grace` raised OverflowError out of the walk.
+    for patch in ("terminationGracePeriodSeconds: " + "9" * 400, '{"terminationGracePeriodSeconds": ' + "9" * 400 + "}"):
+        templates = tenant(library(), "t", {"templates": [{"name": "x", "podSpecPatch": patch, "container": GPU}]})
+        got = template_grace(calling({"templateRef": {"name": "t", "template": "x"}}), templates)
+        assert got.seconds is None and got.unknown is not None and "whole number" in got.unknown
