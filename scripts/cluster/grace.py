@@ -206,7 +206,8 @@ def _label(item: Any, index: int) -> str:
 
 def _seconds(value: Any) -> float:
     """Read a grace value as a pod spec does: a whole number of seconds, else unreadable."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    # Past a float's range (a tenant's digits, kept an int by JSON or YAML): unreadable, never an OverflowError.
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 10 ** 300:
         return UNREADABLE
     return float(value)
 

@@ -344,7 +344,8 @@ def _value(param: dict[str, Any], keys: tuple[str, ...], caller: Grace, where: s
         if value is None:
             continue
         if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-            return float(value)
+            # Past a float's range (a tenant's digits, kept an int by JSON): unreadable, as such a digit string is.
+            return float(value) if value < 10 ** 300 else UNREADABLE
         if not isinstance(value, str):
             return UNREADABLE
         if value.isascii() and value.isdigit():

@@ -196,3 +196,25 @@ def test_any_tenant_written_shape_is_a_grace_or_an_unknown_never_a_failure(spec:
     assert isinstance(got, TemplateGrace)
     assert got.unknown is None or got.seconds is None
     assert got.seconds is None or 0 <= got.seconds < float("inf")
+
+
+def test_a_grace_argument_too_large_for_a_float_is_unknown_not_a_failure() -> None:
+    # A tenant-written whole number past a float's range (JSON keeps it an int) once raised OverflowError out of
+    # the walk: the service's whole tick failed instead of that one workflow waiting.
+    huge = 10 ** 400
+    for arguments in ([{"name": GRACE_PARAMETER, "value": huge}],):
+        got = template_grace(calling(sft(arguments)), library())
+        assert got.seconds is None and got.unknown is not None and "whole number" in got.unknown
+    templates = tenant(library(), "t", {"templates": [
+        {"name": "x", "podSpecPatch": RESEARCH_POD_SPEC_PATCH, "container": GPU,
+         "inputs": {"parameters": [{"name": GRACE_PARAMETER, "default": huge}]}}]})
+    got = template_grace(calling({"templateRef": {"name": "t", "template": "x"}}), templates)
+    assert got.seconds is None and got.unknown is not None
+
+
+def test_a_templates_patch_with_a_grace_past_a_floats_range_is_unknown_not_a_failure() -> None:
+    # The patch's YAML reads as an int too large for a float: `patch_grace` raised OverflowError out of the walk.
+    for patch in ("terminationGracePeriodSeconds: " + "9" * 400, '{"terminationGracePeriodSeconds": ' + "9" * 400 + "}"):
+        templates = tenant(library(), "t", {"templates": [{"name": "x", "podSpecPatch": patch, "container": GPU}]})
+        got = template_grace(calling({"templateRef": {"name": "t", "template": "x"}}), templates)
+        assert got.seconds is None and got.unknown is not None and "whole number" in got.unknown
