@@ -12,18 +12,9 @@ its CronWorkflow fires, never before the minute its id names; and it is the firs
 
 from datetime import datetime, timezone
 
-import pytest
-
-from offhours.scripts.cluster.workflow import (
-    NIGHT_EXPRESSION,
-    RUN_ID_PARAMETER,
-    SCHEDULE_SKEW_SECONDS,
-    run_identity,
-    workflow_job,
-)
+from offhours.scripts.cluster.workflow import SCHEDULE_SKEW_SECONDS, workflow_job
 from offhours.scripts.names import (
     ANNOTATION_WAITING_REASON,
-    ARGO_SCHEDULED_TIME_ANNOTATION,
     LABEL_REPLICAS,
     LABEL_RUN_ID,
     STATE_ADMITTED,
@@ -127,22 +118,3 @@ def test_a_later_workflow_under_a_scheduled_runs_id_in_another_service_never_jum
     assert w.state("squat") == STATE_PARKED, w.log.getvalue()
     assert w.state("night-1736769600") == STATE_ADMITTED, w.log.getvalue()
 
-
-def _fired_in_berlin() -> dict[str, object]:
-    """A scheduled run of `offhours schedule --timezone Europe/Berlin` as its CronWorkflow creates it: Argo formats
-    the scheduled time in the CronWorkflow's zone (RFC 3339 with its offset), so the night in its id is Berlin's."""
-    return {"metadata": {"name": "night-1736769600", "creationTimestamp": "2025-01-13T12:00:01Z",
-                         "labels": {LABEL_RUN_ID: "night-20250113-1300"},
-                         "annotations": {ARGO_SCHEDULED_TIME_ANNOTATION: "2025-01-13T13:00:00+01:00"}},
-            "spec": {"arguments": {"parameters": [
-                {"name": RUN_ID_PARAMETER, "value": "night-{{=" + NIGHT_EXPRESSION + "}}"}]}}}
-
-
-@pytest.mark.xfail(strict=True, reason="the night in a scheduled run's id is read as UTC; Argo writes it in the "
-                                       "CronWorkflow's time zone: a run scheduled east of UTC is refused as a squat")
-def test_a_scheduled_run_of_a_cron_east_of_utc_is_its_own_run_not_a_squat() -> None:
-    """Fault: a CronWorkflow with --timezone Europe/Berlin fires at 13:00 Berlin (12:00 UTC); its id says 1300, read
-    as 13:00 UTC, an hour after its creation: the gate refused the scheduled run itself as created before its night,
-    every night (its work never runs)."""
-    identity = run_identity(_fired_in_berlin())
-    assert identity.ids and identity.problem is None, identity.problem
