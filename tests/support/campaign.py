@@ -68,6 +68,7 @@ RPS_PER_REPLICA = 10.0
 HEADROOM = 0.25
 FAULTY, CLEAN = "code", "chat"
 START_REPLICAS = 8
+EXIT_HOOK_CALL = "exit-hook:"  # marks a call the job's exit hook made, as the job ended
 RESEARCH_WRITES = ("admit", "adopt", "stop", "park-copy", "delete-workflow", "annotate-workflow")
 WRITES = ("scale", "set-max", "write-state", "note-lease", "admit", "adopt", "stop", "park-copy", "delete-workflow",
           "annotate-workflow")
@@ -222,11 +223,14 @@ def complete(cluster: MemoryCluster, name: str, phase: str) -> None:
     if wf is None or wf.get("status", {}).get("phase") in FINISHED_PHASES:
         return
     wf["status"]["nodes"] = {f"{name}-x": {"name": f"{name}.onExit", "phase": "Running"}}
+    mark = len(cluster.calls)
     try:
         return_gpus(cluster, workflow_namespace=NS, workflow_name=name, status=phase, clock=lambda: cluster.clock,
                     out=io.StringIO())
     except Exception:  # noqa: BLE001 - an exit hook can fail on the API like anything else; Argo still ends the job
         pass
+    finally:  # the hook's calls are the workflow's, not the gate's: a job ending mid-tick adds none to the tick's
+        cluster.calls[mark:] = [f"{EXIT_HOOK_CALL}{c}" for c in cluster.calls[mark:]]
     cluster.finish(NS, name, phase)
 
 
