@@ -18,7 +18,8 @@ def test_a_job_ending_mid_tick_adds_its_exit_hooks_write_to_no_count_of_the_gate
     check(state)
     state.job_ends_during_the_gates_write(pick=0)
     check(state)
-    state.api_error(error=('timeout', ClusterError('read timed out after 10 s (retries exhausted)')), times=1, verb='annotate-workflow')
+    state.api_error(error=('timeout', ClusterError('read timed out after 10 s (retries exhausted)')), times=1,
+                    verb='annotate-workflow')
     check(state)
     state.hundreds_of_parked_jobs(count=117, rise=30.0, service='code')
     check(state)
@@ -54,7 +55,8 @@ def test_a_job_ending_mid_tick_adds_its_exit_hooks_write_to_no_count_of_the_gate
     check(state)
     state.tenant_forges_the_admission_mark(other=645, pick=225)
     check(state)
-    state.api_error(error=('timeout', ClusterError('read timed out after 10 s (retries exhausted)')), times=2, verb='write-state')
+    state.api_error(error=('timeout', ClusterError('read timed out after 10 s (retries exhausted)')), times=2,
+                    verb='write-state')
     check(state)
     state.argo_verb(pick=28, service='chat', verb='resume')
     check(state)
