@@ -89,15 +89,18 @@ def direct_refs(spec: Any) -> tuple[str, ...]:
     return tuple(sorted(found))
 
 
-def template_grace(spec: Any, templates: Mapping[str, Any] | None) -> TemplateGrace:
+def template_grace(spec: Any, templates: Mapping[str, Any] | None,
+                   too_large: dict[str, bool] | None = None) -> TemplateGrace:
     """Return the largest grace of a GPU pod the workflow runs through a template it refers to (see the module).
 
     `templates`: the WorkflowTemplates of its namespace by name, as read this tick (None: not read). A
-    workflow that refers to none returns an empty `TemplateGrace`, whatever `templates` is.
+    workflow that refers to none returns an empty `TemplateGrace`, whatever `templates` is. `too_large`:
+    whether each template is too large to read, by name, filled in as the walk measures them; shared by the
+    walks of one read of `templates`, each template is measured once (hundreds of jobs may run one template).
     """
     if not isinstance(spec, dict) or not direct_refs(spec):
         return TemplateGrace()
-    walk = _Walk(templates)
+    walk = _Walk(templates, too_large)
     try:
         walk.run(spec)
     except _Unknown as err:
@@ -112,8 +115,9 @@ _Scope = dict[str, tuple[str, Any, str]]  # template name -> (where, template, t
 
 
 class _Walk:
-    def __init__(self, templates: Mapping[str, Any] | None) -> None:
+    def __init__(self, templates: Mapping[str, Any] | None, too_large: dict[str, bool] | None) -> None:
         self.templates: Mapping[str, Any] = templates or {}
+        self.too_large = too_large if too_large is not None else {}
         self.unread = templates is None  # then any namespaced template is unknown (a ClusterWorkflowTemplate is anyway)
         self.scopes: dict[str, _Scope] = {}
         self.calls = 0
@@ -186,7 +190,9 @@ class _Walk:
         if name in self.scopes:
             return self.scopes[name]
         spec = self._spec(name)
-        if _too_large(spec):
+        if name not in self.too_large:
+            self.too_large[name] = _too_large(spec)
+        if self.too_large[name]:
             raise _Unknown(f"WorkflowTemplate {_shown(name)} is too large to read (over {MAX_TEMPLATE_NODES} values)")
         scope: _Scope = {}
         for where, template in _named(spec.get("templates"), f"WorkflowTemplate {_shown(name)}"):
@@ -399,9 +405,9 @@ def _too_large(node: Any) -> bool:
 
 
 def template_grace_problem(spec: Any, templates: Mapping[str, Any] | None, cap_seconds: float,
-                           service: str) -> str | None:
+                           service: str, too_large: dict[str, bool] | None = None) -> str | None:
     """Return why a workflow may not be admitted for the grace of the pods its templates run; None if it may."""
-    found = template_grace(spec, templates)
+    found = template_grace(spec, templates, too_large)
     if found.unknown is not None:
         return f"its pods' grace period cannot be known: {found.unknown}"
     if found.seconds is None or found.seconds <= cap_seconds:

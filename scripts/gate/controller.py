@@ -195,6 +195,7 @@ class _Tick:
     # one; None: not read (yet), or unreadable (then a job that refers to one is not admitted this tick).
     templates: dict[str, dict[str, Any]] | None = None
     templates_read: bool = False
+    template_too_large: dict[str, bool] = field(default_factory=dict)  # of `templates`, each measured once a tick
     # Run id -> the services a workflow of it runs for (listed, or admitted this tick): services may share one
     # research namespace, and one run never runs twice at once (its checkpoints are one), whichever service lends.
     runs_running: dict[str, set[str]] = field(default_factory=dict)
@@ -819,13 +820,21 @@ class Gate:
         for job in jobs:
             problem = None
             if job.state != ADMITTED and job.problem is None and job.template_refs:
-                declared = templates.get(job.template or "") if templates is not None and job.template else None
-                problem = None if declared is None else \
-                    undeclared_problem(job.template or "", job.arguments, declared_arguments(declared))
-                problem = problem or template_grace_problem(job.template_spec, templates, policy.max_grace_seconds,
-                                                            policy.name)
+                try:
+                    problem = self._template_problem(t, job, templates, policy)
+                except Exception as err:  # noqa: BLE001 - a tenant's template that breaks the check is that job's
+                    problem = f"its templates could not be checked: {_describe(err)}"
             out.append(job if problem is None else replace(job, problem=problem))
         return out
+
+    @staticmethod
+    def _template_problem(t: _Tick, job: Job, templates: dict[str, dict[str, Any]] | None,
+                          policy: ServicePolicy) -> str | None:
+        declared = templates.get(job.template or "") if templates is not None and job.template else None
+        problem = None if declared is None else \
+            undeclared_problem(job.template or "", job.arguments, declared_arguments(declared))
+        return problem or template_grace_problem(job.template_spec, templates, policy.max_grace_seconds, policy.name,
+                                                 t.template_too_large)
 
     def _measure_releases(self, t: _Tick, obs: Observed, record: ServiceRecord, jobs: list[Job],
                           now: float) -> tuple[ServiceRecord, list[Job]]:
