@@ -426,17 +426,29 @@ class Gate:
                 self._apply(t, obs, owned.record, owned.baseline)
             elif lent:
                 what = f"{obs.writes_to} already at {obs.current} (baseline {owned.baseline})"
+            record = obs.record  # as applied: what a later write of this release builds on
         # Then whatever of it runs gives its GPUs back, as in any reclaim (parked again; stopped without a copy if its
         # status says its work is done): what the gate lent, and what runs without admission, which no tick of this
         # service stops any more. Whatever waits parked waits on. A failure keeps the record for the next tick.
         outcome, stopped = ServiceOutcome(service), []
-        for job in (j for j in listed if j.state != PARKED):
+        running = [j for j in listed if j.state != PARKED]
+        lineages = lineages_of(record, listed)
+        if to_park := [j for j in running if not j.finishing]:
+            # As a tick's stops: the copies are recorded (each with its token) before they are made, so a release
+            # tried again after a failure knows the copies an earlier try (or an earlier reclaim) made: none twice.
+            linked = [u for j in listed for u in (j.uid, j.copy_of) if u]
+            record = replace(record, lineages=with_lineages(lineages, (), linked), copies=with_copies(
+                record.copies, [(j.uid, j.run_id) for j in to_park], linked, self.clock(), (), self.token))
+            self._fence(t)
+            self.cluster.write_state(ns, service, record.to_json())
+        tokens = {original: token for original, _, _, token in record.copies}
+        for job in running:
             self._fence(t)
             if job.finishing:
                 self.cluster.stop(wf_ns, job)
                 stopped.append(job.name)
             else:
-                self._park_and_stop(t, wf_ns, job, outcome)
+                self._park_and_stop(t, wf_ns, job, outcome, lineages.get(job.run_id or "", ()), tokens.get(job.uid, ""))
         if outcome.parked:
             what += f"; stopped and parked again {', '.join(outcome.parked)}"
         if stopped:

@@ -90,3 +90,34 @@ def test_a_removed_services_parked_workflows_are_left_parked() -> None:
     w.tick()
     assert w.state("waiting") == "parked" and w.wf("waiting")["spec"].get("suspend") is True
     assert w.state("job-0-p1") == "parked"
+
+
+@pytest.mark.parametrize("record", ["readable", "unreadable"])
+def test_a_removed_services_release_tried_again_after_a_failed_stop_makes_no_second_copy(record: str) -> None:
+    """Fault: chat removed while it lends job-0, and the stop fails (HTTP 500) on the first two tries of its
+    release, each after the copy was parked. The release is tried again each tick; it parked without a token
+    or lineage of its own, so each try took the copy the one before made for a stranger's workflow under its
+    name and made another (job-0-p1, then two more under generated names: the job's work three times)."""
+    from offhours.scripts.cluster.base import ClusterError
+
+    w = World()
+    w.lend(1)
+    if record == "unreadable":
+        w.cluster.states[("serving", "chat")] = "{not json"
+    real, fails = w.cluster.stop, [ClusterError("HTTP 500 Internal Server Error (retries exhausted)")] * 2
+
+    def stop(namespace: str, job: object) -> None:
+        if fails:
+            raise fails.pop()
+        real(namespace, job)  # type: ignore[arg-type]
+
+    w.cluster.stop = stop  # type: ignore[method-assign]
+    _remove_chat(w)
+    for _ in range(3):
+        w.tick()
+    assert "could not give back what was lent of chat" in w.log.getvalue()
+    assert _chat_running(w) == [] and w.wf("job-0")["spec"].get("shutdown") == "Stop", w.log.getvalue()
+    copies = sorted(n for (_, n), wf in w.cluster.workflows.items()
+                    if wf["metadata"]["labels"].get("offhours.io/copy-of") == w.wf("job-0")["metadata"]["uid"])
+    assert copies == ["job-0-p1"], w.log.getvalue()
+    assert ("serving", "chat") not in w.cluster.states and w.replicas() == 8
