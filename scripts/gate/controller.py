@@ -436,9 +436,12 @@ class Gate:
         if to_park := [j for j in running if not j.finishing]:
             # As a tick's stops: the copies are recorded (each with its token) before they are made, so a release
             # tried again after a failure knows the copies an earlier try (or an earlier reclaim) made: none twice.
+            # A workflow with no run id (one running without admission need carry none) is recorded under
+            # NO_RUN, which no run id is (a run id is a DNS label): unrecorded, it got no token, and each try
+            # made it another copy. No lineage is ever NO_RUN's, so its copy joins none.
             linked = [u for j in listed for u in (j.uid, j.copy_of) if u]
             record = replace(record, lineages=with_lineages(lineages, (), linked), copies=with_copies(
-                record.copies, [(j.uid, j.run_id) for j in to_park], linked, self.clock(), (), self.token))
+                record.copies, [(j.uid, j.run_id or NO_RUN) for j in to_park], linked, self.clock(), (), self.token))
             self._fence(t)
             self.cluster.write_state(ns, service, record.to_json())
         tokens = {original: token for original, _, _, token in record.copies}
@@ -1120,6 +1123,9 @@ def counted_jobs(jobs: list[Job], record: ServiceRecord, uid: str) -> list[Job]:
                 marked.add(job.run_id)
     order = {j.name: i for i, j in enumerate(jobs)}
     return sorted(out, key=lambda j: order.get(j.name, 0))
+
+
+NO_RUN = "~"  # the run a removed service's release records the copy of a workflow with no run id under (`_release`)
 
 
 def lineages_of(record: ServiceRecord, jobs: Sequence[Job]) -> dict[str, tuple[str, ...]]:

@@ -1,0 +1,118 @@
+"""Break-it probes of a removed service's release (records its copies before parking) and its retries."""
+
+import pytest
+
+from offhours.scripts.cluster.base import ClusterError
+from offhours.scripts.gate.controller import Gate
+
+from .test_argo_verbs import running
+from .test_gate_controller import World, config
+from .test_removed_service_jobs import _chat_running, _remove_chat, _sneak
+
+
+def _failing_stops(w: World, n: int) -> None:
+    real, fails = w.cluster.stop, [ClusterError("HTTP 500 Internal Server Error (retries exhausted)")] * n
+
+    def stop(namespace: str, job: object) -> None:
+        if fails:
+            raise fails.pop()
+        real(namespace, job)  # type: ignore[arg-type]
+
+    w.cluster.stop = stop  # type: ignore[method-assign]
+
+
+def _readd_chat(w: World) -> None:
+    w.gate = Gate(config(), w.cluster, w.source, clock=lambda: w.now, out=w.log, monotonic=lambda: w.now)
+
+
+def _work_of(w: World, name: str) -> list[str]:
+    """The workflows carrying `name`'s work (itself and its copies, transitively)."""
+    uids = {w.wf(name)["metadata"]["uid"]}
+    out = [name]
+    grew = True
+    while grew:
+        grew = False
+        for (_, n), wf in sorted(w.cluster.workflows.items()):
+            if n not in out and wf["metadata"]["labels"].get("offhours.io/copy-of") in uids:
+                out.append(n)
+                uids.add(wf["metadata"]["uid"])
+                grew = True
+    return out
+
+
+def _running_of(w: World, name: str) -> list[str]:
+    return [n for n in _work_of(w, name) if running(w.wf(n)) and w.wf(n)["spec"].get("shutdown") != "Stop"]
+
+
+@pytest.mark.parametrize("who", ["job-0", "sneak"])
+def test_readded_between_tries_runs_no_job_twice(who: str) -> None:
+    """Probe (held): a release whose stop failed after the copy, then the service configured again."""
+    w = World()
+    w.lend(1)
+    if who == "sneak":
+        _sneak(w, "sneak", run_id=None)
+    _failing_stops(w, 1)
+    _remove_chat(w)
+    w.tick()
+    assert "could not give back what was lent of chat" in w.log.getvalue()
+    _readd_chat(w)
+    for i in range(20):
+        w.tick()
+        assert len(_running_of(w, who)) <= 1, (i, _running_of(w, who), w.log.getvalue())
+    assert len(_work_of(w, who)) <= 2, (_work_of(w, who), w.log.getvalue())
+
+
+@pytest.mark.parametrize("fail_at", ["write_state", "park_copy", "stop", "delete_state"])
+@pytest.mark.parametrize("times", [1, 3])
+def test_release_interrupted_at_each_write_makes_one_copy(fail_at: str, times: int) -> None:
+    """Probe (held): each write of the release failing, once or three times: serving whole, one copy each."""
+    w = World()
+    w.lend(2)
+    real = getattr(w.cluster, fail_at)
+    left = [times]
+
+    def flaky(*a: object, **k: object) -> object:
+        if left[0] > 0:
+            left[0] -= 1
+            raise ClusterError("HTTP 500")
+        return real(*a, **k)
+
+    _remove_chat(w)
+    setattr(w.cluster, fail_at, flaky)
+    for _ in range(times + 2):
+        w.tick()
+        assert w.replicas() == 8
+    assert _chat_running(w) == [], w.log.getvalue()
+    for job in ("job-0", "job-1"):
+        assert len(_work_of(w, job)) == 2, (_work_of(w, job), w.log.getvalue())
+    assert ("serving", "chat") not in w.cluster.states
+
+
+@pytest.mark.parametrize("run_id", [None, "job-0", "own", "unlabelled"])
+@pytest.mark.parametrize("record", ["readable", "unreadable"])
+def test_a_sneak_whose_stop_fails_gets_one_copy(run_id: str | None, record: str) -> None:
+    """Fault: chat removed while a workflow runs under it without admission and with no run id (no label, no
+    parameter), its stop failing twice: with no run, its stop was never recorded (no token), and each try of the
+    release made it another copy (sneak-p1, then two under generated names: its work three times)."""
+    w = World()
+    w.lend(1)
+    _sneak(w, "sneak", run_id=None if run_id == "unlabelled" else run_id)
+    if run_id == "unlabelled":
+        w.wf("sneak")["metadata"]["labels"].pop("offhours.io/run-id")
+    if record == "unreadable":
+        w.cluster.states[("serving", "chat")] = "{not json"
+    real, fails = w.cluster.stop, [2]
+
+    def stop(namespace: str, job: object) -> None:
+        if getattr(job, "name", "") == "sneak" and fails[0] > 0:
+            fails[0] -= 1
+            raise ClusterError("HTTP 500")
+        real(namespace, job)  # type: ignore[arg-type]
+
+    w.cluster.stop = stop  # type: ignore[method-assign]
+    _remove_chat(w)
+    for _ in range(4):
+        w.tick()
+    assert _chat_running(w) == [], w.log.getvalue()
+    assert len(_work_of(w, "sneak")) == 2, (_work_of(w, "sneak"), w.log.getvalue())
+    assert len(_work_of(w, "job-0")) == 2, (_work_of(w, "job-0"), w.log.getvalue())
