@@ -433,7 +433,8 @@ class Gate:
         outcome, stopped = ServiceOutcome(service), []
         running = [j for j in listed if j.state != PARKED]
         lineages = lineages_of(record, listed)
-        if to_park := [j for j in running if not j.finishing]:
+        # The gate's own admissions last: the newest stops, which the record keeps (at most MAX_COPIES).
+        if to_park := sorted((j for j in running if not j.finishing), key=lambda j: j.state == ADMITTED):
             # As a tick's stops: the copies are recorded (each with its token) before they are made, so a release
             # tried again after a failure knows the copies an earlier try (or an earlier reclaim) made: none twice.
             # A workflow with no run id (one running without admission need carry none) is recorded under
@@ -445,7 +446,13 @@ class Gate:
             self._fence(t)
             self.cluster.write_state(ns, service, record.to_json())
         tokens = {original: token for original, _, _, token in record.copies}
+        deferred = []
         for job in running:
+            if not job.finishing and job.uid and job.uid not in tokens:
+                # Its stop did not fit in the record (a tenant's flood of workflows running without admission):
+                # parked without a token, a try after a failure would copy it again. A later try parks it.
+                deferred.append(job.name)
+                continue
             self._fence(t)
             if job.finishing:
                 self.cluster.stop(wf_ns, job)
@@ -456,6 +463,9 @@ class Gate:
             what += f"; stopped and parked again {', '.join(outcome.parked)}"
         if stopped:
             what += f"; stopped {', '.join(stopped)}"
+        if deferred:
+            raise RuntimeError(f"{what}; {len(deferred)} more workflows than the record keeps the stops of, "
+                               f"stopped by a later try ({', '.join(deferred[:5])}...)")
         self._fence(t)
         self.cluster.delete_state(ns, service)
         self._recorded(t, service)

@@ -116,3 +116,31 @@ def test_a_sneak_whose_stop_fails_gets_one_copy(run_id: str | None, record: str)
     assert _chat_running(w) == [], w.log.getvalue()
     assert len(_work_of(w, "sneak")) == 2, (_work_of(w, "sneak"), w.log.getvalue())
     assert len(_work_of(w, "job-0")) == 2, (_work_of(w, "job-0"), w.log.getvalue())
+
+
+def test_a_flood_of_sneaks_does_not_cost_an_admitted_job_its_token() -> None:
+    """Fault: a tenant runs more workflows without admission under chat than the record keeps stops of (512),
+    and the stop of the admitted job-0 fails once: job-0's stop, recorded first, was pushed out of the record by
+    the tenant's, so its copy got no token; the next try copied job-0 again (job-0-p1-0020d: its work twice)."""
+    from offhours.scripts.policy.record import MAX_COPIES
+
+    w = World()
+    w.lend(1)
+    for i in range(MAX_COPIES + 8):
+        _sneak(w, f"zz-sneak-{i:04d}", run_id=f"s{i}")
+    real, fails = w.cluster.stop, [1]
+
+    def stop(namespace: str, job: object) -> None:
+        if getattr(job, "name", "") == "job-0" and fails[0] > 0:
+            fails[0] -= 1
+            raise ClusterError("HTTP 500")
+        real(namespace, job)  # type: ignore[arg-type]
+
+    w.cluster.stop = stop  # type: ignore[method-assign]
+    _remove_chat(w)
+    for _ in range(4):
+        w.tick()
+    assert len(_work_of(w, "job-0")) == 2, (_work_of(w, "job-0"), w.log.getvalue()[-3000:])
+    assert _chat_running(w) == [] and ("serving", "chat") not in w.cluster.states, w.log.getvalue()[-3000:]
+    assert all(len(_work_of(w, f"zz-sneak-{i:04d}")) == 2 for i in range(MAX_COPIES + 8))
+    assert w.replicas() == 8
