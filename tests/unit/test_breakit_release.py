@@ -144,3 +144,60 @@ def test_a_flood_of_sneaks_does_not_cost_an_admitted_job_its_token() -> None:
     assert _chat_running(w) == [] and ("serving", "chat") not in w.cluster.states, w.log.getvalue()[-3000:]
     assert all(len(_work_of(w, f"zz-sneak-{i:04d}")) == 2 for i in range(MAX_COPIES + 8))
     assert w.replicas() == 8
+
+
+@pytest.mark.parametrize("fail_at", ["write_state", "park_copy", "stop"])
+@pytest.mark.parametrize("nth", [2, 3])
+@pytest.mark.parametrize("lost", [False, True])
+def test_release_failing_at_a_later_write_or_losing_its_answer_makes_one_copy(fail_at: str, nth: int,
+                                                                              lost: bool) -> None:
+    """Probe (held): the nth call of a write fails, before it lands or after (its answer lost)."""
+    w = World()
+    w.lend(2)
+    _sneak(w, "sneak", run_id=None)
+    real, calls = getattr(w.cluster, fail_at), [0]
+
+    def flaky(*a: object, **k: object) -> object:
+        calls[0] += 1
+        if calls[0] == nth:
+            if lost:
+                real(*a, **k)
+            raise ClusterError("HTTP 500")
+        return real(*a, **k)
+
+    _remove_chat(w)
+    setattr(w.cluster, fail_at, flaky)
+    for _ in range(4):
+        w.tick()
+        assert w.replicas() == 8
+    assert _chat_running(w) == [], w.log.getvalue()
+    for job in ("job-0", "job-1", "sneak"):
+        assert len(_work_of(w, job)) == 2, (_work_of(w, job), w.log.getvalue())
+    assert ("serving", "chat") not in w.cluster.states
+
+
+@pytest.mark.parametrize("record", ["readable", "unreadable", "missing"])
+def test_a_release_without_its_deployment_whose_stops_fail_makes_one_copy(record: str) -> None:
+    """Probe (held): the Deployment gone, the record readable, unreadable or gone, the stops failing twice."""
+    w = World()
+    w.lend(2)
+    w.cluster.deployments.pop(("serving", "chat"))
+    if record == "unreadable":
+        w.cluster.states[("serving", "chat")] = "{not json"
+    _failing_stops(w, 2)
+    _remove_chat(w)
+    if record == "missing":
+        real, first = w.cluster.read_state, [True]
+
+        def read_state(ns: str, svc: str) -> str | None:  # deleted by someone between the listing and the read
+            if svc == "chat" and first[0]:
+                first[0] = False
+                return None
+            return real(ns, svc)
+
+        w.cluster.read_state = read_state  # type: ignore[method-assign]
+    for _ in range(4):
+        w.tick()
+    assert _chat_running(w) == [], w.log.getvalue()
+    for job in ("job-0", "job-1"):
+        assert len(_work_of(w, job)) == 2, (_work_of(w, job), w.log.getvalue())
