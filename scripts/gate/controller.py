@@ -65,6 +65,7 @@ from offhours.scripts.policy.grace import with_grace_checks
 from offhours.scripts.policy.lease import lease_seconds, renewed
 from offhours.scripts.policy.plan import ADMITTED, PARKED, UNMANAGED, Job, Plan, plan
 from offhours.scripts.policy.record import (
+    MAX_COPIES,
     MAX_LINEAGE_MEMBERS,
     MAX_RETURNED,
     ServiceRecord,
@@ -448,9 +449,11 @@ class Gate:
         tokens = {original: token for original, _, _, token in record.copies}
         deferred = []
         for job in running:
-            if not job.finishing and job.uid and job.uid not in tokens:
+            if not job.finishing and job.uid and job.uid not in tokens and len(to_park) > MAX_COPIES:
                 # Its stop did not fit in the record (a tenant's flood of workflows running without admission):
-                # parked without a token, a try after a failure would copy it again. A later try parks it.
+                # parked without a token, a try after a failure would copy it again. A later try parks it. Any
+                # other stop the record could not keep (a run id it does not store) is made at once: stopping
+                # what holds serving's GPUs comes before a copy made only once.
                 deferred.append(job.name)
                 continue
             self._fence(t)
