@@ -68,6 +68,7 @@ from offhours.scripts.policy.record import (
     MAX_COPIES,
     MAX_LINEAGE_MEMBERS,
     MAX_RETURNED,
+    Copy,
     ServiceRecord,
     UnrecordedWrite,
     fingerprint,
@@ -441,12 +442,12 @@ class Gate:
             # A workflow with no run id (one running without admission need carry none) is recorded under
             # NO_RUN, which no run id is (a run id is a DNS label): unrecorded, it got no token, and each try
             # made it another copy. No lineage is ever NO_RUN's, so its copy joins none.
-            linked = [u for j in listed for u in (j.uid, j.copy_of) if u]
+            linked = linked_uids(listed)
             record = replace(record, lineages=with_lineages(lineages, (), linked), copies=with_copies(
                 record.copies, [(j.uid, j.run_id or NO_RUN) for j in to_park], linked, self.clock(), (), self.token))
             self._fence(t)
             self.cluster.write_state(ns, service, record.to_json())
-        tokens = {original: token for original, _, _, token in record.copies}
+        tokens = copy_tokens(record.copies)
         deferred = []
         for job in running:
             if not job.finishing and job.uid and job.uid not in tokens and len(to_park) > MAX_COPIES:
@@ -597,7 +598,7 @@ class Gate:
                          returned=obs.returned[-MAX_RETURNED:],
                          # The copies this tick's stops park are recorded before they are made, as admissions are.
                          copies=with_copies(record.copies, [(j.uid, j.run_id) for j in p.stop],
-                                            [u for j in jobs for u in (j.uid, j.copy_of) if u], now,
+                                            linked_uids(jobs), now,
                                             [j.uid for j in jobs if j.state == ADMITTED and j.uid], self.token),
                          # Only the gate's own admissions are measured: a workflow running without one may carry
                          # any run id (a tenant-written label), and its stop would be measured under that run.
@@ -662,7 +663,7 @@ class Gate:
         """
         wf_ns, uid, errors = self.config.workflow_namespace, obs.dep.uid, []
         lineages = dict(record.lineages or ()) if record is not None else {}
-        tokens = {original: token for original, _, _, token in (record.copies if record is not None else ())}
+        tokens = copy_tokens(record.copies if record is not None else ())
         made: dict[str, ParkedCopy] = {}  # stopped job's name -> its copy
         steps: list[tuple[str, Callable[[], Any], Job | None]] = []
         steps += [(f"stop {j.name}", partial(self._park_and_stop, t, wf_ns, j, outcome,
@@ -1139,6 +1140,16 @@ def counted_jobs(jobs: list[Job], record: ServiceRecord, uid: str) -> list[Job]:
 
 
 NO_RUN = "~"  # the run a removed service's release records the copy of a workflow with no run id under (`_release`)
+
+
+def linked_uids(jobs: Sequence[Job]) -> list[str]:
+    """Return the UIDs listed workflows link to (their own, and their `copy-of`): what keeps a copy entry (`with_copies`)."""
+    return [u for j in jobs for u in (j.uid, j.copy_of) if u]
+
+
+def copy_tokens(copies: Sequence[Copy]) -> dict[str, str]:
+    """Return each recorded stop's copy token, by the stopped workflow's UID: a copy carrying it is the gate's."""
+    return {original: token for original, _, _, token in copies}
 
 
 def lineages_of(record: ServiceRecord, jobs: Sequence[Job]) -> dict[str, tuple[str, ...]]:
