@@ -26,8 +26,11 @@ install: ## Install offhours (editable, strict: tools see one real `offhours` tr
 	$(PYTHON) -m pip install -q -e ".[dev]" --config-settings editable_mode=strict
 
 .PHONY: test
+# The offline tiers on every core (pytest-xdist); TEST_WORKERS=0 runs them in one process.
+TEST_WORKERS ?= auto
+
 test: ## Run every tier but e2e: unit, integration (Prometheus, s3proxy, Chromium, go: make deps first), golden
-	$(PYTEST) -q
+	$(PYTEST) -q -n $(TEST_WORKERS)
 
 .PHONY: unit
 unit: ## The fast tier: no sockets, no subprocesses (tests/unit)
@@ -82,9 +85,16 @@ sandbox: ## The demo kept live for your own jobs until Ctrl-C or make sandbox-st
 sandbox-stop: ## Stop the running sandbox (from another shell); it says what it leaves on the cluster
 	$(PYTHON) -m offhours.scripts.cli.main demo --stop
 
+E2E_SHARDS ?= 2
+
 .PHONY: e2e
-e2e: ## Run the end-to-end tier against the local control plane (make cluster-up first); records its time
-	$(PYTHON) scripts/controlplane/measure.py run e2e_tier -- $(PYTEST) -q -m "cluster and not unproven" tests/e2e
+e2e: ## Run the end-to-end tier on E2E_SHARDS control planes of its own at once (whole files each); records its time
+	$(PYTHON) scripts/controlplane/measure.py run e2e_tier -- \
+	  $(PYTHON) scripts/controlplane/shards.py run --shards $(E2E_SHARDS) -- -q -m "cluster and not unproven"
+
+.PHONY: e2e-here
+e2e-here: ## Run the end-to-end tier, or E2E_FILES, on the control plane of make cluster-up, one file after another
+	$(PYTEST) -q -m "cluster and not unproven" $(or $(E2E_FILES),tests/e2e)
 
 .PHONY: e2e-unproven
 e2e-unproven: ## The end-to-end tests that do not pass yet (marked unproven, each with its comment)

@@ -66,7 +66,10 @@ from offhours.scripts.simulate.trace import Trace, load_trace
 
 CLUSTER_STATE = Path(os.environ.get("OFFHOURS_CLUSTER_DIR", "/tmp/offhours-cluster"))
 SERVING, RESEARCH, SERVICE = "serving", "research", "chat"
-DEMO_DIR = Path(tempfile.gettempdir()) / "offhours-demo"
+# The demo's files belong to the control plane it runs on: the default one's in the temporary folder (README's
+# paths), another's (a shard of the e2e tier, OFFHOURS_CLUSTER_DIR) beside its state, so two never share a folder.
+DEMO_DIR = (CLUSTER_STATE / "demo" if "OFFHOURS_CLUSTER_DIR" in os.environ
+            else Path(tempfile.gettempdir()) / "offhours-demo")
 LOCAL_IMAGE = "offhours.local/reference-job:demo"
 CAPACITY_RPS = 10.0  # what one emulated replica serves (the gate config's capacity)
 # One port for every run: a gate run that started before this demo still reads its metrics there.

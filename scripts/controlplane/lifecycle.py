@@ -39,6 +39,9 @@ API_PORT = int(os.environ.get("OFFHOURS_API_PORT", "16443"))
 # log subresource (kubectl logs, offhours logs) reaches the runner as it would a kubelet. (kwok's
 # own --node-port would take the port for kwok's server, which serves only logs it is configured with.)
 KUBELET_PORT = int(os.environ.get("OFFHOURS_KUBELET_PORT", "16450"))
+# The Argo controller's metrics server (Argo's default port): it panics when the port is taken, so a second
+# control plane on the machine (a shard of the e2e tier, scripts/controlplane/shards.py) needs its own.
+ARGO_METRICS_PORT = int(os.environ.get("OFFHOURS_ARGO_METRICS_PORT", "9090"))
 NODES = int(os.environ.get("OFFHOURS_KWOK_NODES", "16"))
 GPUS_PER_NODE = int(os.environ.get("OFFHOURS_GPUS_PER_NODE", "4"))
 POD_CIDR = os.environ.get("OFFHOURS_POD_CIDR", "127.200.0.1/16")
@@ -223,7 +226,8 @@ def start_all(bin_dir: Path, t0: float) -> None:
     wait_for("kwok nodes", lambda: kubectl(bin_dir, "get", "nodes", "-o", ready).split().count("True") == NODES)
     kubectl(bin_dir, "apply", "-f", "-", stdin=json.dumps({
         "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "workflow-controller-configmap",
-                                                             "namespace": "argo"}, "data": {}}))
+                                                             "namespace": "argo"},
+        "data": {"metricsConfig": f"port: {ARGO_METRICS_PORT}\n"}}))
     start("workflow-controller", [str(bin_dir / "workflow-controller"), f"--kubeconfig={STATE / 'argo.kubeconfig'}",
                                   "--executor-image=quay.io/argoproj/argoexec:v4.0.5", "--loglevel=info"],
           env={"ARGO_NAMESPACE": "argo", "LEADER_ELECTION_DISABLE": "true"})
