@@ -19,6 +19,17 @@ def _refuse(what: str) -> Any:
     return refuse
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _matplotlib_font_cache() -> None:
+    # matplotlib builds its font cache on first use by running fc-list: on a new machine that is the first
+    # test to plot, in whatever order the tier's workers run. Built here, before the guard, once per session.
+    try:
+        from matplotlib import font_manager
+    except ImportError:  # matplotlib is the `plot` extra: without it the plotting tests say so themselves
+        return
+    font_manager.findfont("DejaVu Sans")
+
+
 @pytest.fixture(autouse=True)
 def _no_sockets_or_processes(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     for name in ("connect", "connect_ex", "bind"):
