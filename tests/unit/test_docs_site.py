@@ -167,15 +167,29 @@ def test_the_site_builds_strictly_with_every_page_in_its_navigation(tmp_path: Pa
         assert (tmp_path / "site" / page).is_file(), page
 
 
-@pytest.mark.parametrize("breakage", ["[x](../operators/gate.md#no-such-heading)", "[x](no-such-page.md)",
-                                      "[x](#nowhere-on-this-page)"])
+@pytest.mark.parametrize("breakage", ["", "[x](../operators/gate.md#no-such-heading)", "[x](no-such-page.md)",
+                                      "[x](#nowhere-on-this-page)", "![x](../console/no-such-picture.png)"])
 def test_a_broken_link_or_anchor_fails_the_build(tmp_path: Path, breakage: str) -> None:
     from mkdocs.exceptions import Abort
 
     docs = tmp_path / "docs"
-    shutil.copytree(DOCS, docs, ignore=shutil.ignore_patterns("hooks", "*.png"))
+    shutil.copytree(DOCS, docs, ignore=shutil.ignore_patterns("hooks"))
     page = docs / "concepts" / "lend.md"
     page.write_text(page.read_text() + f"\n{breakage}\n")
+    if not breakage:  # the copy itself builds: what fails below is the breakage alone
+        build(docs, tmp_path / "site")
+        return
+    with pytest.raises(Abort):
+        build(docs, tmp_path / "site")
+
+
+def test_a_page_outside_the_navigation_fails_the_build(tmp_path: Path) -> None:
+    # Other pages are added later: each must be in mkdocs.yml's nav, or no reader finds it.
+    from mkdocs.exceptions import Abort
+
+    docs = tmp_path / "docs"
+    shutil.copytree(DOCS, docs, ignore=shutil.ignore_patterns("hooks"))
+    (docs / "operators" / "orphan.md").write_text("# Orphan\n")
     with pytest.raises(Abort):
         build(docs, tmp_path / "site")
 
