@@ -6,6 +6,8 @@ Nothing here is committed as Markdown, so the reference cannot drift from what i
   `offhours.scripts.cli.main.parser()` builds (nested verbs such as `schedule list` included);
 - `reference/gate-config.md` and `reference/simulator-files.md`: every field of the JSON Schemas in
   `schemas/` (the gate configuration, the simulator's fleet and jobs files), with its type, bounds and text;
+- `reference/templates.md`: every parameter of the WorkflowTemplates, and every object an install creates,
+  read from what `offhours render` writes;
 - `reference/names.md`: the `/metrics` families as `offhours.scripts.pool.operator_metrics` writes them
   (rendered from a one-service pool, so names, types, help and labels are the page's own), and every name
   of `offhours.scripts.names` (Event reasons, labels, annotations, objects) with its docstring;
@@ -186,8 +188,8 @@ def _table(node: dict[str, Any]) -> list[str]:
     return lines
 
 
-def schema_section(schema: dict[str, Any], level: str = "##") -> list[str]:
-    """Return a schema's Markdown: its top-level fields, then each definition under its own anchor."""
+def schema_section(schema: dict[str, Any], level: str) -> list[str]:
+    """Return a schema's Markdown: its top-level fields, then each definition under a heading one below `level`."""
     lines = _table(schema) + [""]
     if schema.get("required"):
         lines += ["Required at the top level: " + ", ".join(f"`{r}`" for r in schema["required"]) + ".", ""]
@@ -208,7 +210,7 @@ def gate_config_page() -> str:
              "`offhours render --gate-config` and `offhours check` validate every file against (an invalid "
              "file is refused naming the field). Fields of objects are written `parent.child`; `<name>` "
              "is a key you choose (a service's name).", "", "## Fields", ""]
-    lines += schema_section(schema)
+    lines += schema_section(schema, "#")
     lines += ["## The example file", "", "`cronworkflows/gate-config.example.yaml`, as the library ships it:", "",
               "```yaml", example.rstrip(), "```", ""]
     return "\n".join(lines)
@@ -222,7 +224,7 @@ def simulator_files_page() -> str:
     for title, name in (("Fleet file (`--fleet`)", "fleet"), ("Jobs file (`--jobs`)", "jobs")):
         schema = json.loads((SCHEMAS / f"{name}.schema.json").read_text())
         lines += [f"## {title}", "", schema.get("description", schema.get("title", "")), ""]
-        lines += schema_section(schema, "###")
+        lines += schema_section(schema, "##")
     return "\n".join(lines)
 
 
@@ -319,6 +321,40 @@ def names_page() -> str:
     return "\n".join(lines) + "\n"
 
 
+def templates_page() -> str:
+    """Return the WorkflowTemplates' parameters and the list of what an install creates, from the rendering itself."""
+    from offhours.workflows.render import manifests
+
+    rendered = manifests()
+    lines = [GENERATED_NOTE, "# Templates and install", "",
+             "Read from what `offhours render` writes (with the bundled example configuration), so every "
+             "parameter, default and description is the templates' own. `argo template get NAME` shows the same "
+             "on a cluster.", "", "## What an install creates", "",
+             "| file | kind | name | namespace |", "|---|---|---|---|"]
+    for file, manifest in rendered.items():
+        meta = manifest.get("metadata", {})
+        lines.append(f"| `{file}` | {manifest.get('kind', '')} | `{meta.get('name', '')}` | {meta.get('namespace', '')} |")
+    lines += ["", "The rendering includes the Namespaces: read [Uninstall](../operators/uninstall.md) before "
+              "deleting what it applied.", ""]
+    for file, manifest in rendered.items():
+        if manifest.get("kind") != "WorkflowTemplate":
+            continue
+        parameters = manifest.get("spec", {}).get("arguments", {}).get("parameters", [])
+        if not parameters:
+            continue
+        name = manifest["metadata"]["name"]
+        lines += [f"## {name}", ""]
+        text = manifest["metadata"].get("annotations", {}).get("workflows.argoproj.io/description", "")
+        if text:
+            lines += [" ".join(text.split()), ""]
+        lines += ["| parameter | default | meaning |", "|---|---|---|"]
+        for parameter in parameters:
+            default = f"`{_cell(parameter['value'])}`" if "value" in parameter else "required"
+            lines.append(f"| `{parameter['name']}` | {default} | {_cell(parameter.get('description', ''))} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
 def architecture_page() -> str:
     """Return ARCHITECTURE.md (kept at the top of the repository, where a reader of the code looks first)."""
     return GENERATED_NOTE + (REPO / "ARCHITECTURE.md").read_text()
@@ -329,6 +365,7 @@ PAGES = {
     "reference/gate-config.md": gate_config_page,
     "reference/simulator-files.md": simulator_files_page,
     "reference/names.md": names_page,
+    "reference/templates.md": templates_page,
     "development/architecture.md": architecture_page,
 }
 
