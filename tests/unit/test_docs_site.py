@@ -2,8 +2,8 @@
 
 The former README (1,510 lines, to commit 95bdd79) moved into the site under docs/. What it said is
 kept as one fingerprint per line (tests/data/former_readme.json, written by `python
-tests/unit/test_docs_site.py fingerprint OLD_README`): each line, with its heading marks, link targets
-and spacing normalised away (a move changes heading levels and relative paths, never words), must
+tests/unit/test_docs_site.py fingerprint OLD_README`): each line, with its heading marks, link syntax
+and spacing normalised away (a move changes heading levels, relative paths and links, never words), must
 still be a line of README or of a page under docs/, unless REWORDED names it with the reason.
 """
 
@@ -32,9 +32,9 @@ REWORDED = {
 
 
 def normalised(line: str) -> str:
-    """Return `line` as the move must keep it: no heading marks, no link targets, single spaces."""
+    """Return `line` as the move must keep it: no heading marks, links as their words alone, single spaces."""
     line = re.sub(r"^\s*#+\s+", "", line)
-    line = re.sub(r"\]\([^)]*\)", "]()", line)
+    line = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", line)  # a link keeps its words: [text](target) -> text
     return " ".join(line.split())
 
 
