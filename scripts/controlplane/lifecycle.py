@@ -156,7 +156,8 @@ def up() -> None:
     t0 = time.monotonic()
     if not ARGO_CRDS.is_dir():
         raise SystemExit(f"[cluster] the Argo v4.0.5 CRDs are not at {ARGO_CRDS}: put the project's shared/ folder "
-                         "beside the checkout, or set OFFHOURS_ARGO_CRDS to the folder of argoproj.io_*.yaml")
+                         "beside the checkout, or set OFFHOURS_ARGO_CRDS to the folder of argoproj.io_*.yaml (where to get "
+                         "them: docs/getting-started/sandbox.md, Where the Argo CRDs come from)")
     running = running_processes()
     if running:
         raise SystemExit(f"[cluster] already up ({', '.join(running)} running): `make cluster-down` first")

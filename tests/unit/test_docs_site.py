@@ -277,6 +277,19 @@ def test_the_templates_reference_has_every_parameter_of_every_rendered_workflow_
     assert "| `run-id` | required |" in page
 
 
+def test_every_docs_page_the_code_names_exists_with_the_section_it_names() -> None:
+    # A message or comment that sends a person to a page (the control plane's missing CRDs) must not outlive a move.
+    named = 0
+    for path in [*(REPO / "scripts").rglob("*.py"), REPO / "Makefile"]:
+        text = path.read_text()
+        for page, section in re.findall(r"(docs/[\w/.-]+\.md)(?:, ([A-Z][\w ]+))?", text):
+            named += 1
+            assert (REPO / page).is_file(), f"{path.relative_to(REPO)} names {page}, which does not exist"
+            if section:
+                assert section in headings((REPO / page).read_text()), f"{page} has no section {section!r}"
+    assert named, "the control plane's missing-CRDs message names its docs page"
+
+
 def main(argv: list[str]) -> int:
     """Write tests/data/former_readme.json from a README file (run once, when the README moved)."""
     if len(argv) != 2 or argv[0] != "fingerprint":
