@@ -41,6 +41,12 @@ golden: ## Regenerate tests/golden from the templates (review the diff!)
 	@# A rewritten golden fails the regenerating run (it compared nothing); the second run compares every file.
 	$(PYTEST) -q tests/golden/test_golden.py tests/unit/test_schedule.py tests/golden/test_render_console.py --regen-golden || $(PYTEST) -q tests/golden/test_golden.py tests/unit/test_schedule.py tests/golden/test_render_console.py
 
+.PHONY: docs
+docs: ## Build the documentation site into build/site (mkdocs --strict: links, anchors, nav; reference generated from the code)
+	@$(PYTHON) -c "import mkdocs, material" 2>/dev/null || $(PYTHON) -m pip install -q -e ".[docs]" --config-settings editable_mode=strict
+	@# Not --quiet: it hides the warnings that --strict turns into failures, and the build then passes.
+	NO_MKDOCS_2_WARNING=1 $(PYTHON) -m mkdocs build --strict
+
 .PHONY: render
 render: ## Render every manifest into build/manifests
 	offhours render --out build/manifests

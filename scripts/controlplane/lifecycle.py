@@ -61,7 +61,8 @@ COMPONENTS = ("offhours-kube", "kwok", "workflow-controller", "argo")  # what bu
 
 def build() -> Path:
     t0, wall0 = time.monotonic(), time.time()
-    log("building the control plane from Go modules (cached; a cold build takes several minutes)")
+    # The measured figure, never a guess: a first build on a shared 2-core machine took most of an hour.
+    log(f"building the control plane from Go modules (cached; {measure.phrase('first_build', measure.load())})")
     with measure.LoadSampler() as load:
         out = subprocess.run(["bash", str(HERE / "build.sh")], text=True, stdout=subprocess.PIPE)
     if out.returncode:
@@ -73,7 +74,7 @@ def build() -> Path:
     logs = bin_dir.parent / "logs"
     if all((logs / f"{n}.log").exists() and (logs / f"{n}.log").stat().st_mtime >= wall0 for n in COMPONENTS):
         if measure.measured("first_build", seconds, load=load.mean) is not None:
-            log(f"a first build: {seconds:.0f} s recorded in bench/results/controlplane.json (README's figure)")
+            log(f"a first build: {seconds:.0f} s recorded in bench/results/controlplane.json (the docs' figure)")
     return bin_dir
 
 
@@ -158,7 +159,8 @@ def up() -> None:
     t0 = time.monotonic()
     if not ARGO_CRDS.is_dir():
         raise SystemExit(f"[cluster] the Argo v4.0.5 CRDs are not at {ARGO_CRDS}: put the project's shared/ folder "
-                         "beside the checkout, or set OFFHOURS_ARGO_CRDS to the folder of argoproj.io_*.yaml")
+                         "beside the checkout, or set OFFHOURS_ARGO_CRDS to the folder of argoproj.io_*.yaml (where to get "
+                         "them: docs/getting-started/sandbox.md, Where the Argo CRDs come from)")
     running = running_processes()
     if running:
         raise SystemExit(f"[cluster] already up ({', '.join(running)} running): `make cluster-down` first")

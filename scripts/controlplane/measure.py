@@ -1,16 +1,16 @@
 #!/usr/bin/env python3
-"""Measured durations of the local control plane, kept in bench/results/controlplane.json, and README's figures from them.
+"""Measured durations of the local control plane, kept in bench/results/controlplane.json, and the docs' figures from them.
 
     python scripts/controlplane/measure.py run e2e_tier -- CMD...   # run CMD; on success record its duration
-    python scripts/controlplane/measure.py readme                  # rewrite README's figures from the file
+    python scripts/controlplane/measure.py docs                    # rewrite the docs' figures from the file
 
 `make cluster-up` measures a first build (every component built, none from the cache) and each
-start; `make e2e` measures the tier. They print the figure; they write it (the file and README) only
+start; `make e2e` measures the tier. They print the figure; they write it (the file and the docs' pages) only
 with OFFHOURS_RECORD_MEASUREMENTS=1, so that starting a sandbox never changes a person's checkout.
 Each record names the machine's cores and load, since a shared
-2-core machine and a quiet one differ several times over. README carries each figure between
+2-core machine and a quiet one differ several times over. The docs' pages (PAGES) carry each figure between
 `<!-- measured:KEY -->` and `<!-- /measured -->`; a record rewrites it there, and a unit test
-refuses a README whose figure is not the file's (a figure typed by hand goes stale).
+refuses a page whose figure is not the file's (a figure typed by hand goes stale).
 """
 
 import json
@@ -20,14 +20,16 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "bench" / "results" / "controlplane.json"
-README = REPO / "README.md"
-# What each figure is, as README says it (the duration and the machine come from the record).
+# The documentation pages that state the figures (each figure in one of them).
+PAGES = (REPO / "docs" / "getting-started" / "sandbox.md", REPO / "docs" / "development" / "local-control-plane.md")
+# What each figure is, as the docs say it (the duration and the machine come from the record).
 WHAT = {
     "first_build": "a first build of the control plane (every component from an empty cache)",
     "cluster_up": "`make cluster-up` with the binaries cached",
@@ -90,16 +92,16 @@ def measured(key: str, seconds: float, load: float | None = None) -> dict[str, A
     """
     if not recording():
         print(f"[measure] {key}: {seconds:.0f} s (not recorded: set {RECORD_ENV}=1 to write it into "
-              f"{RESULTS.relative_to(REPO)} and README)", file=sys.stderr)
+              f"{RESULTS.relative_to(REPO)} and the docs)", file=sys.stderr)
         return None
     entry = record(key, seconds, mean_load=load)
     print(f"[measure] {key}: {entry['seconds']:.0f} s recorded in {RESULTS.relative_to(REPO)}", file=sys.stderr)
     return entry
 
 
-def record(key: str, seconds: float, path: Path = RESULTS, readme: Path | None = README,
+def record(key: str, seconds: float, path: Path = RESULTS, pages: Sequence[Path] = PAGES,
            mean_load: float | None = None) -> dict[str, Any]:
-    """Record `key` as taking `seconds` on this machine now; rewrite README's figures; return the record.
+    """Record `key` as taking `seconds` on this machine now; rewrite the pages' figures; return the record.
 
     `mean_load`: the mean load average during the run, recorded as `loadAverageMean`; `loadAverage` is
     the load at the end.
@@ -118,13 +120,14 @@ def record(key: str, seconds: float, path: Path = RESULTS, readme: Path | None =
     results[key] = entry
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
-    if readme is not None and readme.exists():
-        readme.write_text(rewrite(readme.read_text(), results))
+    for page in pages:
+        if page.exists():
+            page.write_text(rewrite(page.read_text(), results))
     return entry
 
 
 def phrase(key: str, results: dict[str, Any]) -> str:
-    """Return README's figure for `key`: the duration in words and where it was measured, or that it was not."""
+    """Return the docs' figure for `key`: the duration in words and where it was measured, or that it was not."""
     entry = results.get(key)
     if not entry:
         return f"{WHAT[key]}: not measured yet (bench/results/controlplane.json has no `{key}`)"
@@ -136,19 +139,20 @@ def phrase(key: str, results: dict[str, Any]) -> str:
 
 
 def rewrite(text: str, results: dict[str, Any]) -> str:
-    """Return README `text` with each marked figure replaced by the file's (an unknown key is an error)."""
+    """Return a page's `text` with each marked figure replaced by the file's (an unknown key is an error)."""
     def figure(match: re.Match[str]) -> str:
         key = match.group(1)
         if key not in WHAT:
-            raise ValueError(f"README marks an unknown measurement {key!r}")
+            raise ValueError(f"a page marks an unknown measurement {key!r}")
         return f"<!-- measured:{key} -->{phrase(key, results)}<!-- /measured -->"
     return MARK.sub(figure, text)
 
 
 def main(argv: list[str]) -> int:
     """Run the command line (see the module's text)."""
-    if argv[:1] == ["readme"] and len(argv) == 1:
-        README.write_text(rewrite(README.read_text(), load()))
+    if argv[:1] == ["docs"] and len(argv) == 1:
+        for page in PAGES:
+            page.write_text(rewrite(page.read_text(), load()))
         return 0
     if len(argv) >= 4 and argv[0] == "run" and argv[2] == "--":
         started = time.monotonic()

@@ -215,11 +215,11 @@ def test_bad_schedule_is_refused_naming_what_is_wrong(kwargs: dict, message: str
                                **options)
 
 
-# -- the Python API and the README example ---------------------------------------------------
+# -- the Python API and the documentation's example (docs/researchers/nightly.md) ---------------------------------
 def readme_nightly_example() -> str:
-    section = (REPO / "README.md").read_text().split("## Nightly runs", 1)[1].split("\n## ", 1)[0]
+    section = (REPO / "docs" / "researchers" / "nightly.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", section, flags=re.S)
-    assert len(blocks) == 1, "the Nightly runs section has one Python example"
+    assert len(blocks) == 1, "the Nightly runs page has one Python example"
     return blocks[0]
 
 
