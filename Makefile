@@ -107,4 +107,4 @@ e2e-unproven: ## The end-to-end tests that do not pass yet (marked unproven, eac
 	$(PYTEST) -q -m "cluster and unproven" tests/e2e
 
 .PHONY: ci
-ci: deps install lint test ## What CI runs: deps, install, lint, tests (then .ci/run runs the e2e tier)
+ci: deps install lint docs test ## What CI runs: deps, install, lint, the docs site (strict), tests (then .ci/run runs the e2e tier)
