@@ -66,9 +66,14 @@ def gate_config_raw(port: int) -> dict[str, Any]:
     }
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def installed(kubectl: Callable[..., str], tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """offhours rendered for the e2e gate config and applied server-side with kubectl -k."""
+    """offhours rendered for the e2e gate config and applied server-side with kubectl -k.
+
+    Once per test file: a file may install offhours its own way (the check tests' `ask` service, the demo's
+    gate), and each file runs on whichever control plane its shard has, after whichever files (shards.py),
+    so no file may depend on the install another left.
+    """
     out = tmp_path_factory.mktemp("manifests")
     # The gate config becomes the ConfigMap in the serving namespace, beside the gate's CronWorkflow.
     write(out, yaml.safe_dump(gate_config_raw(8000)))
