@@ -16,7 +16,7 @@ stress traces (synthetic loads no shipped trace shows). The rule:
    summed over the traces, then fewer SLO-minutes, then the larger headroom.
 
 A first version asked for step 1 on the stress traces too and for zero such minutes on every trace where
-some point had zero; on the 218-point grid only 3 points (all at headroom 0.3) were undominated on all six
+some point had zero; on the 216-point grid only 3 points (all at headroom 0.3) were undominated on all six
 traces and none of them kept the shipped traces free of such delay, so it fell back to a point with 29 and
 23 such minutes on m-small and m-mid (bench/results/frontier.json keeps that outcome under `firstRule`).
 """
