@@ -65,6 +65,8 @@ bench: ## Run the benchmarks; results go to bench/results/
 	$(PYTHON) bench/bench_tick.py
 	$(PYTHON) bench/bench_simulate.py
 	$(PYTHON) bench/bench_scale.py
+	$(PYTHON) bench/bench_frontier.py
+	$(PYTHON) bench/bench_tune_folds.py
 
 .PHONY: mutation
 mutation: ## Mutation testing (mutmut 3) of the policy, metrics maths, exit hook, gate act path; bench/results/mutation.json

@@ -1,4 +1,8 @@
-"""`offhours calibrate`: each service's capacity per replica, measured in the minutes its replicas were saturated."""
+"""`offhours calibrate`: each service's capacity per replica, measured in the minutes its replicas were saturated.
+
+With `--gpu-check FILE` (bench/gpu/gpu_check.py's JSON) it writes the fleet file's return-path times instead:
+the cold start, the level-1 wake and the victim job's grace, measured on a GPU machine.
+"""
 
 import argparse
 import re
@@ -21,6 +25,55 @@ def _step(text: str) -> float:
     return float(match.group(1)) * (60.0 if match.group(2) == "m" else 1.0)
 
 
+def _from_gpu_check(args: argparse.Namespace) -> int:
+    """Write the fleet file with the start, wake and grace times the GPU check measured; one line for bad input."""
+    import json
+
+    import yaml
+
+    from offhours.scripts.simulate.fleet import FleetError, parse_fleet
+    from offhours.scripts.simulate.gpu_times import GpuCheckError, fleet_document, return_times
+
+    if not args.fleet:
+        print("offhours calibrate: --gpu-check: give --fleet FILE, the fleet file to write the times into",
+              file=sys.stderr)
+        return 2
+    try:
+        doc = json.loads(Path(args.gpu_check).read_text())
+    except OSError as err:
+        print(f"offhours calibrate: --gpu-check {args.gpu_check}: cannot read: {err.strerror}", file=sys.stderr)
+        return 2
+    except ValueError as err:
+        print(f"offhours calibrate: --gpu-check {args.gpu_check}: not JSON: {err}", file=sys.stderr)
+        return 2
+    try:
+        raw = yaml.safe_load(Path(args.fleet).read_text())
+        parse_fleet(raw, f"fleet {args.fleet}")
+        times = return_times(doc, args.model_gib)
+        updated = fleet_document(raw, times)
+        parse_fleet(updated, "the fleet written")  # what is written is a valid fleet file
+    except OSError as err:
+        print(f"offhours calibrate: --fleet {args.fleet}: cannot read: {err.strerror}", file=sys.stderr)
+        return 2
+    except (yaml.YAMLError, FleetError) as err:
+        print(f"offhours calibrate: {str(err).splitlines()[0]}", file=sys.stderr)
+        return 2
+    except GpuCheckError as err:
+        print(f"offhours calibrate: --gpu-check {args.gpu_check}: {err}", file=sys.stderr)
+        return 2
+    for key in ("coldStartMinutes", "wakeMinutes", "graceMinutes"):
+        before, after = raw.get(key), updated.get(key)
+        shown = "-" if after is None else f"{after:g}"
+        print(f"{key:17} {shown:>8}  (was {'default' if before is None else format(before, 'g')}): {times.notes[key]}")
+    text = yaml.safe_dump(updated, sort_keys=False)
+    if args.out:
+        replay_source.write_whole(Path(args.out), text)
+        print(f"fleet file with the measured return path -> {args.out}")
+    else:
+        print(text, end="")
+    return 0
+
+
 def _calibrate(args: argparse.Namespace) -> int:
     import yaml
 
@@ -30,6 +83,8 @@ def _calibrate(args: argparse.Namespace) -> int:
     clash = replay_source.outputs_clash(args, "calibrate")
     if clash is not None:
         return clash
+    if args.gpu_check:
+        return _from_gpu_check(args)
     read = replay_source.read_history(args, "calibrate", saturation=True, step=args.step)
     if isinstance(read, int):
         return read
@@ -66,10 +121,18 @@ def _calibrate(args: argparse.Namespace) -> int:
 def register(subparsers: Any) -> None:
     """Add `calibrate` to the `offhours` command."""
     cal = subparsers.add_parser("calibrate", help="measure each service's capacity per replica from its history: "
-                                "the throughput of a replica in the minutes requests waited for it")
-    history_source.add_options(cal)
+                                "the throughput of a replica in the minutes requests waited for it; or, with "
+                                "--gpu-check, write a GPU check's start, wake and grace times into a fleet file")
+    history_source.add_options(cal, required=False)  # --config: required unless --gpu-check (checked when read)
     cal.add_argument("--step", type=_step, default=60.0, help="the history's step (default 60s)")
     cal.add_argument("--min-steps", type=positive_int, default=10, metavar="N",
                      help="saturated pod-steps needed for an estimate (default 10); fewer: the configured value stands")
-    cal.add_argument("--out", metavar="FILE", help="write the gate config fragment (services' capacity) here")
+    cal.add_argument("--out", metavar="FILE", help="write the gate config fragment (services' capacity) here; with "
+                     "--gpu-check, the fleet file")
+    cal.add_argument("--gpu-check", metavar="FILE", help="bench/gpu/gpu_check.py's JSON: write its measured cold start, "
+                     "level-1 wake and job grace into --fleet's file (no Prometheus read)")
+    cal.add_argument("--fleet", metavar="FILE", help="with --gpu-check: the fleet file (schemas/fleet.schema.json) "
+                     "to write the times into")
+    cal.add_argument("--model-gib", type=float, metavar="GIB", help="with --gpu-check: the served model's weights "
+                     "in GiB (default: the size the check loaded)")
     cal.set_defaults(func=_calibrate)

@@ -1,4 +1,4 @@
-"""`offhours tune`: per-service policy knobs from a trace or Prometheus history, fit on some days, checked on the rest."""
+"""`offhours tune`: per-service policy knobs from a trace or Prometheus history, cross-validated over rolling folds of days."""
 
 import argparse
 import sys
@@ -56,36 +56,38 @@ def _tune(args: argparse.Namespace) -> int:
     else:
         print(text)
     if args.json:
-        body = [{"service": t.service, "withinBudget": t.within_budget, "fitDays": t.fit_days,
-                 "validationDays": t.validation_days, "chosen": _candidate(t.chosen),
+        body = [{"service": t.service, "withinBudget": t.within_budget, "refused": t.refused,
+                 "folds": [{"fitDays": list(f.fit), "validationDays": list(f.validation), "precedent": r}
+                           for f, r in zip(t.folds, t.fit_rises)],
+                 "chosen": _candidate(t.chosen), "defaults": _candidate(t.defaults), "best": _candidate(t.best),
                  "largestRise": {"ratio": t.rise.ratio, "minute": t.rise.minute,
                                  "reactionMinutes": t.rise.reaction_minutes},
-                 "fittingDaysLargestRise": None if t.fit_rise is None else t.fit_rise.ratio,
                  "candidates": [_candidate(c) for c in t.candidates]} for t in tunings]
         replay_source.write_whole(Path(args.json), json.dumps(body, indent=1) + "\n")
-    # Exit 1 when no setting kept a service's budget on its fitting days, or its validation days went over
-    # it: either way the history did not support the choice.
-    return 0 if all(t.within_budget and t.chosen.validation.delay_minutes <= args.max_delay_minutes
-                    for t in tunings) else 1
+    # Exit 1 when no setting kept a service's budget on every fold, or the best was refused as worse than the
+    # defaults somewhere: either way the history did not support a change.
+    return 0 if all(t.within_budget and not t.refused for t in tunings) else 1
 
 
 def _candidate(c: Any) -> dict[str, Any]:
     from dataclasses import asdict
 
-    return {"knobs": c.knobs.fragment(), "fit": asdict(c.fit), "validation": asdict(c.validation)}
+    return {"knobs": c.knobs.fragment(), "folds": [{**asdict(f), "delay_with_precedent": f.delay_with_precedent}
+                                                   for f in c.folds]}
 
 
 def register(subparsers: Any) -> None:
     """Add `tune` to the `offhours` command."""
     tune = subparsers.add_parser("tune", help="sweep each service's headroom, look-ahead, hysteresis and "
-                                 "stabilisation in the simulator; choose on the first two thirds of the days, "
-                                 "check on the last third; write the gate config's services")
+                                 "stabilisation in the simulator; choose the best worst fold over rolling folds "
+                                 "of days (never worse than the defaults); write the gate config's services")
     replay_source.add_trace_options(
         tune, trace_help="per-minute CSV, or a bundled trace: m-small (the default) or m-mid",
         fleet_help="fleet file (schemas/fleet.schema.json); default: the calibrated fleet",
         workers_help="processes for the replays (default: one per CPU)")
     tune.add_argument("--max-delay-minutes", type=non_negative_int, default=0, metavar="N",
-                      help="minutes with queueing delay above the target allowed on the fitting days (default 0)")
+                      help="minutes with queueing delay above the target allowed on each fold's validation days, "
+                      "outside rises without precedent in its fitting days (default 0)")
     tune.add_argument("--out", metavar="FILE", help="write the gate config fragment (services) here (default: print it)")
     tune.add_argument("--json", metavar="FILE", help="write every candidate's scores as JSON here")
     replay_source.add_history_options(tune, "tune on your own history (instead of --trace and --fleet)")

@@ -201,6 +201,7 @@ class ServiceSim:
     capacity_events: list[tuple[float, int]] = field(default_factory=list)
     lent_events: list[tuple[float, int]] = field(default_factory=list)
     lent: int = 0  # replicas held by running jobs
+    preempted_at: list[float] = field(default_factory=list)  # the minute of each stop of a running job
 
     def __post_init__(self) -> None:
         self.demand = service_demand(self.rates, self.spec)
@@ -333,6 +334,7 @@ class ServiceSim:
             sim.lost_minutes += progress - sim.saved(progress)
             sim.progress = sim.saved(progress)
             sim.preemptions += 1
+            self.preempted_at.append(act)
             self.running.remove(sim)
             self.lent -= sim.spec.replicas
             self._park(sim)  # parked again; it resumes from its checkpoint

@@ -69,6 +69,8 @@ class Fleet:
     delay_target_seconds: float = 30.0
     # Unix time of minute 0 (a history's start); None: minute 0 is a midnight in each service's schedule time zone.
     start_time: float | None = None
+    # A replica's wake from vLLM's level-1 sleep (offhours calibrate --gpu-check): recorded, not yet replayed.
+    wake_minutes: float | None = None
 
 
 @cache
@@ -112,6 +114,7 @@ def parse_fleet(raw: Any, what: str = "fleet") -> Fleet:
         fixed_window_replicas=dict(fixed.get("replicas", {})),
         reference_headroom=raw.get("referenceHeadroom", 0.2),
         delay_target_seconds=raw.get("delayTargetSeconds", 30.0),
+        wake_minutes=raw.get("wakeMinutes"),
     )
 
 

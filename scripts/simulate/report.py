@@ -124,6 +124,8 @@ class ServiceRun:
     stats: dict[str, float]  # the service's line in the report's per-service table
     worst_shortfall: float  # the largest share of demand above capacity in one minute
     restore_delays: list[float]
+    short: np.ndarray  # minutes whose demand is above the capacity in service (the strict SLO)
+    preempted_at: list[float]  # the minute of each preemption
 
 
 def _replay(trace: Trace, fleet: Fleet, spec: ServiceSpec, jobs: list[JobSpec], mode: str) -> ServiceRun:
@@ -144,7 +146,7 @@ def _replay(trace: Trace, fleet: Fleet, spec: ServiceSpec, jobs: list[JobSpec], 
     }
     worst = float(np.max((demand[short] - capacity[short]) / demand[short])) if short.any() else 0.0
     return ServiceRun(sim.capacity_events, sim.lent_events, sim.jobs, wait, stats, worst,
-                      restore_delays(demand, capacity, spec.policy.headroom, spec.baseline))
+                      restore_delays(demand, capacity, spec.policy.headroom, spec.baseline), short, sim.preempted_at)
 
 
 def _run_mode(trace: Trace, fleet: Fleet, mode: str, runs: list[ServiceRun]) -> tuple[ModeReport, dict[str, np.ndarray]]:
@@ -191,7 +193,15 @@ def _run_mode(trace: Trace, fleet: Fleet, mode: str, runs: list[ServiceRun]) -> 
         delay_worst_seconds=float(fleet_delay.max()),
         per_service=per_service,
     )
-    return report, {"lent": lent_gpu, "capacity": capacity_gpu}
+    # Per minute, for accounting over some of the days (tune's folds) and delay told apart by its cause.
+    series = {"lent": lent_gpu, "capacity": capacity_gpu,
+              "preemptions": np.bincount(np.clip(np.ceil(np.asarray([t for run in runs for t in run.preempted_at])
+                                                                 - 1e-9).astype(np.int64), 0, minutes - 1),
+                                         minlength=minutes).astype(np.float64)}
+    for spec, run in zip(fleet.services, runs):
+        series[f"wait:{spec.name}"] = run.wait
+        series[f"short:{spec.name}"] = run.short.astype(np.float64)
+    return report, series
 
 
 def simulate(trace: Trace, fleet: Fleet, jobs: list[JobSpec], modes: tuple[str, ...] = MODES,
@@ -232,6 +242,7 @@ def simulate(trace: Trace, fleet: Fleet, jobs: list[JobSpec], modes: tuple[str, 
         oracle_gpu += oracle_lendable(demand, spec, fleet) * gpus
         reference_gpu += oracle_lendable(demand, spec, fleet, headroom=fleet.reference_headroom) * gpus
         demand_gpu += demand * gpus
+        series[f"need:{spec.name}"] = demand  # fractional replicas per minute: what rises are measured on
     hours = trace.minutes / 60.0
     oracle_h, reference_h = float(oracle_gpu.sum()) / 60.0, float(reference_gpu.sum()) / 60.0
     reports["reference"] = ModeReport("reference", reference_h, reference_h / hours)

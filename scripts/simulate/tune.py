@@ -1,29 +1,24 @@
-"""Per-service policy knobs chosen on some days of a trace and checked on later days the choice never saw.
+"""Per-service policy knobs chosen by cross-validation over rolling folds of days, never worse than the defaults.
 
-For each service: the trace's first two thirds (whole days) are the fitting days, the rest the
-validation days. Candidates are replayed through the simulator (the gate's own `decide` and `plan`)
-in two sweeps: headroom x look-ahead terms at the configured hysteresis and stabilisation, then
-hysteresis x stabilisation around the best of the first, never below the configured ones (a
-shorter window or less hysteresis lends faster after a fall, which is only as safe as the
-rises the history happened to hold). The choice must keep at most `max_delay_minutes` minutes
-of queueing delay above the target on the fitting days, and also when they are replayed with the
-cold start doubled (a margin: a setting that only just keeps up with the rises it saw fails on
-the next, larger one), and its headroom must cover a rise larger than any the fitting days held
-(`RISE_MARGIN` times their largest rise within one reaction time): a fixed headroom covers a step up
-to itself and no further, and a setting whose headroom is below the largest rise it was fitted on
-kept up with that rise only by the rounding of replicas and where the rise fell. Only the
-volatility term widens the headroom after volatile hours, so a setting with it is judged by its
-replays alone. Among those, the settings within `SHARE_TOLERANCE` of the most lending
-one differ by less than a fitting period tells apart, and the safest of them is chosen (the
-look-ahead that follows recent rises first, then the larger headroom, window and hysteresis).
-On the second bundled trace, whose largest rise (+116%, against +57% on the fitting days) lies in
-its validation days, the most lending setting with only the cold-start margin had 11 minutes of
-delay there (headroom 0.5 without look-ahead); the one chosen with the rise margin too, none. Its
-validation days are reported beside it, as is the frontier of every candidate seen.
+Folds (`rolling_folds`): a window of whole days to fit on, the days right after it to validate on, for
+every start of the window (a 14-day trace: fit on 7 days, validate on the next 2, six folds). Every
+candidate setting is replayed once through the simulator over the whole trace (the gate's own `decide`
+and `plan`, its state carried from day to day as the gate carries it), and each fold's validation days
+are accounted apart: the share of the fixed reference lent, the minutes with queueing delay above the
+target, SLO-minutes and preemptions.
 
-What no history can foresee is said, not hidden: the largest rise of the load within one reaction
-time relative to its level before it; a rise beyond it is not covered by anything the history
-taught, and an unprecedented step costs up to one reaction time of delay.
+Delay is told apart by its cause (scripts/simulate/precedent.py, defined before any result was seen):
+delay that a rise without precedent in the fold's fitting days explains is reported apart, always beside
+the total. Such a rise costs about one reaction time whatever the knobs (a headroom fitted on those days
+never stood for it), so it does not count against the delay budget and cannot drive the headroom up; any
+other delay does.
+
+The choice: among the settings within the budget on every fold (delay-minutes outside rises without
+precedent on the validation days), the best worst-fold share; settings within `SHARE_TOLERANCE` of it are
+not told apart and the safest wins (the look-ahead that follows recent rises first, then the larger
+headroom, window and hysteresis). The defaults (the shipped policy's knobs) are always replayed beside it:
+a setting worse than the defaults on any fold, by more than `REFUSE_MARGIN` of share or by more delay-minutes
+outside unprecedented rises than the budget, is refused, and the defaults are recommended instead.
 """
 
 import dataclasses
@@ -36,21 +31,29 @@ import numpy as np
 
 from offhours.scripts.config.loader import policy_settings
 from offhours.scripts.policy.config import ServicePolicy
-from offhours.scripts.simulate.engine import cold_start_minutes, reaction_minutes, service_demand, service_rates
+from offhours.scripts.simulate.engine import reaction_minutes, service_demand, service_rates
 from offhours.scripts.simulate.fleet import Fleet, JobSpec, ServiceSpec
 from offhours.scripts.simulate.parallel import map_replays
+from offhours.scripts.simulate.precedent import (
+    PRECEDENT_FACTOR,
+    attributed_delay,
+    largest_rise_ratio,
+    rise_events,
+    rise_ratios,
+    without_precedent,
+)
 from offhours.scripts.simulate.report import simulate
-from offhours.scripts.simulate.trace import Trace, TraceError, days_of
+from offhours.scripts.simulate.trace import Trace, TraceError
 
+DAY = 1440
 HEADROOMS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.85, 1.0)
 LOOK_AHEAD = ("none", "trend", "trend+volatility")
-HYSTERESIS = (0, 1, 2)  # added to the configured lendHysteresis
+HYSTERESIS = (0, 1)  # added to the configured lendHysteresis
 STABILIZATION = (1.0, 2.0)  # times the configured stabilizationSeconds
-SHARE_TOLERANCE = 0.02  # fitting-days shares closer than this are not told apart: the safer setting wins
+SHARE_TOLERANCE = 0.01  # worst-fold shares closer than this are not told apart: the safer setting wins
+REFUSE_MARGIN = 0.03  # a setting lending this much less of the reference than the defaults on a fold is refused
 LOOK_AHEAD_SAFETY = {"none": 0, "trend": 1, "trend+volatility": 2}
 VOLATILITY = {"volatility_headroom_max": 1.0, "volatility_lookback_seconds": 21600.0}
-LEVEL_FLOOR = 0.05  # a rise from below 5% of the median need (while it serves any) has no meaningful ratio
-RISE_MARGIN = 1.5  # a headroom without the volatility term must cover half as much again as the fitting days' largest rise
 
 
 @dataclass(frozen=True)
@@ -95,24 +98,46 @@ class Knobs:
 
 
 @dataclass(frozen=True)
-class Score:
-    """What one candidate gave and risked on some days."""
+class Fold:
+    """Whole days [first, last) to fit on and the days after them to validate on."""
+
+    fit: tuple[int, int]
+    validation: tuple[int, int]
+
+
+@dataclass(frozen=True)
+class FoldScore:
+    """What one setting gave and risked on one fold's validation days."""
 
     share_of_reference: float
     delay_minutes: int
+    delay_without_precedent: int  # of delay_minutes: those only a rise without precedent in the fitting days explains
     slo_minutes: int
     preemptions: int
     gpu_hours_lent: float
 
+    @property
+    def delay_with_precedent(self) -> int:
+        """The delay-minutes the setting answers for."""
+        return self.delay_minutes - self.delay_without_precedent
+
 
 @dataclass(frozen=True)
 class Candidate:
-    """A setting with its score on the fitting days and on the validation days."""
+    """A setting with its score on each fold's validation days."""
 
     knobs: Knobs
-    fit: Score
-    validation: Score
-    margin_delay_minutes: int | None = None  # fitting days with the cold start doubled; None: not replayed
+    folds: tuple[FoldScore, ...]
+
+    @property
+    def worst_share(self) -> float:
+        """The lowest share over the folds."""
+        return min(f.share_of_reference for f in self.folds)
+
+    @property
+    def worst_delay(self) -> int:
+        """The most delay-minutes outside rises without precedent on one fold."""
+        return max(f.delay_with_precedent for f in self.folds)
 
 
 @dataclass(frozen=True)
@@ -126,28 +151,26 @@ class Rise:
 
 @dataclass
 class ServiceTuning:
-    """One service's sweep: every candidate, the chosen one, whether it met the budget, the largest rise."""
+    """One service's cross-validation: every candidate, the recommendation, the defaults beside it."""
 
     service: str
     candidates: list[Candidate]
-    chosen: Candidate
-    within_budget: bool
-    rise: Rise
-    fit_days: int
-    validation_days: int
-    current: Candidate | None = None
-    notes: list[str] = field(default_factory=list)
-    fit_rise: Rise | None = None  # the largest rise of the fitting days alone: what the choice's headroom must cover
+    chosen: Candidate  # what is recommended: the best, or the defaults where the best was refused
+    within_budget: bool  # some setting kept the budget on every fold
+    rise: Rise  # the largest of the whole trace, reported
+    folds: list[Fold]
+    fit_rises: list[float]  # per fold, the largest rise of its fitting days: the precedent
+    defaults: Candidate
+    best: Candidate  # the cross-validation's choice before the comparison with the defaults
+    refused: list[str] = field(default_factory=list)  # why `best` was not recommended (empty: it was)
 
 
-def split_days(trace: Trace) -> tuple[int, int]:
-    """Return (fitting days, validation days): the first two thirds of the whole days, the rest."""
-    days = trace.minutes // 1440
-    if days < 2:
-        raise TraceError(f"{trace.name}: tuning needs at least 2 whole days (fit on some, check on others), "
-                         f"it has {trace.minutes / 1440:.1f}")
-    fit = max(1, (2 * days) // 3)
-    return fit, days - fit
+def rolling_folds(days: int) -> list[Fold]:
+    """Every window of `days // 2` whole days, validated on the `max(1, days // 7)` days right after it."""
+    if days < 3:
+        raise TraceError(f"tuning needs at least 3 whole days (fit on some, validate on the ones after), it has {days}")
+    fit, val = max(1, days // 2), max(1, days // 7)
+    return [Fold((i, i + fit), (i + fit, i + fit + val)) for i in range(days - fit - val + 1)]
 
 
 def largest_rise(trace: Trace, spec: ServiceSpec, fleet: Fleet) -> Rise:
@@ -155,141 +178,105 @@ def largest_rise(trace: Trace, spec: ServiceSpec, fleet: Fleet) -> Rise:
     need = service_demand(service_rates(trace, spec), spec)
     reaction = reaction_minutes(spec, fleet)
     horizon = max(1, int(math.ceil(reaction - 1e-9)))
-    n = need.shape[0]
-    if n <= horizon:
+    if need.shape[0] <= horizon:
         return Rise(0.0, 0, reaction)
-    ahead = np.lib.stride_tricks.sliding_window_view(need[1:], horizon).max(axis=1)[: n - horizon]
-    level = need[: n - horizon]
-    # The median of the minutes with any need: a service idle most of the day has a median of zero, and
-    # a handful of requests would then be a level (the day's first minute a rise of thousands of percent).
-    serving = need[need > 0]
-    floor = LEVEL_FLOOR * max(float(np.median(serving)) if serving.size else 0.0, 1e-12)
-    ratio = np.where(level > floor, ahead / np.maximum(level, floor) - 1.0, 0.0)
-    at = int(np.argmax(ratio))
-    return Rise(max(0.0, float(ratio[at])), at, reaction)
+    ratios = rise_ratios(need, horizon)[: need.shape[0] - horizon]
+    at = int(np.argmax(ratios))
+    return Rise(max(0.0, float(ratios[at])), at, reaction)
 
 
-def covers(knobs: Knobs, fit_rise: float) -> bool:
-    """Whether a setting's headroom stands for a rise `RISE_MARGIN` times the fitting days' largest (a ratio).
+def fold_scores(series: dict[str, np.ndarray], name: str, folds: Sequence[Fold], horizon: int,
+                target_seconds: float) -> tuple[FoldScore, ...]:
+    """Account one service's whole-trace replay (`simulate`'s series) fold by fold, on each validation days."""
+    lent, reference = series["gate:lent"], series["reference:lent"]
+    wait, short, need = series[f"gate:wait:{name}"], series[f"gate:short:{name}"], series[f"need:{name}"]
+    preempted = series["gate:preemptions"]
+    delayed = wait > target_seconds
+    events = rise_events(rise_ratios(need, horizon))
+    out = []
+    for fold in folds:
+        fit = slice(fold.fit[0] * DAY, fold.fit[1] * DAY)
+        v = slice(fold.validation[0] * DAY, fold.validation[1] * DAY)
+        precedent = largest_rise_ratio(need[fit], horizon)
+        apart = attributed_delay(delayed, without_precedent(events, precedent), horizon)
+        ref = float(reference[v].sum())
+        gpu_h = float(lent[v].sum()) / 60.0
+        out.append(FoldScore(float(lent[v].sum()) / ref if ref > 0 else 0.0, int(delayed[v].sum()),
+                             int(apart[v].sum()), int(short[v].sum()), int(preempted[v].sum()), gpu_h))
+    return tuple(out)
 
-    A setting with the volatility term is judged by its replays: its headroom grows after volatile hours.
+
+def choose(candidates: Sequence[Candidate], max_delay_minutes: int) -> tuple[Candidate, bool]:
+    """Return the best worst-fold share within the budget on every fold (the safest of near ties), and whether any was.
+
+    Without a candidate within the budget: the least delayed on its worst fold (and False).
     """
-    return "volatility" in knobs.look_ahead or knobs.headroom >= RISE_MARGIN * fit_rise - 1e-9
+    within = [c for c in candidates if c.worst_delay <= max_delay_minutes]
+    if not within:
+        return min(candidates, key=lambda c: (c.worst_delay, sum(f.delay_with_precedent for f in c.folds),
+                                              -c.worst_share)), False
+    best = max(c.worst_share for c in within)
+    near = [c for c in within if c.worst_share >= best - SHARE_TOLERANCE]
+    return max(near, key=lambda c: (LOOK_AHEAD_SAFETY.get(c.knobs.look_ahead, 0), c.knobs.headroom,
+                                    c.knobs.stabilization_seconds, c.knobs.lend_hysteresis, c.worst_share)), True
 
 
-def choose(candidates: Sequence[Candidate], max_delay_minutes: int,
-           fit_rise: float = 0.0) -> tuple[Candidate, bool]:
-    """Return the candidate that lends most on the fitting days within the budget there, with the margins too.
-
-    The margins: the budget kept with the cold start doubled, and a headroom that `covers` a rise
-    larger than the fitting days' largest (`fit_rise`, relative to the level). Of those, the safest
-    within `SHARE_TOLERANCE` of the most lending. Where no headroom covers the rise, those of the widest
-    headroom within the budget under the cold-start margin stand for it. Without a candidate within the
-    budget under the cold-start margin, the same among those within it;
-    without any within the budget, the least delayed (and the second value is False).
-    """
-    def safest(pool: list[Candidate]) -> Candidate:
-        best = max(c.fit.share_of_reference for c in pool)
-        near = [c for c in pool if c.fit.share_of_reference >= best - SHARE_TOLERANCE]
-        return max(near, key=lambda c: (LOOK_AHEAD_SAFETY.get(c.knobs.look_ahead, 0), c.knobs.headroom,
-                                        c.knobs.stabilization_seconds, c.knobs.lend_hysteresis,
-                                        -c.fit.slo_minutes, -c.fit.preemptions, c.fit.share_of_reference))
-
-    within = [c for c in candidates if c.fit.delay_minutes <= max_delay_minutes]
-    robust = [c for c in within if c.margin_delay_minutes is not None and c.margin_delay_minutes <= max_delay_minutes]
-    covered = [c for c in robust if covers(c.knobs, fit_rise)]
-    if not covered and robust:
-        # No headroom covers the margin: the widest comes closest (a larger rise must never choose a leaner one).
-        widest = max(c.knobs.headroom for c in robust)
-        covered = [c for c in robust if c.knobs.headroom >= widest - 1e-9]
-    if covered:
-        return safest(covered), True
-    if within:
-        return safest(within), True
-    return min(candidates, key=lambda c: (c.fit.delay_minutes, c.fit.slo_minutes, -c.fit.share_of_reference)), False
+def worse_than_defaults(candidate: Candidate, defaults: Candidate, max_delay_minutes: int) -> list[str]:
+    """Return, per fold where `candidate` is worse than `defaults` by more than the margins, why (empty: nowhere)."""
+    why = []
+    for i, (c, d) in enumerate(zip(candidate.folds, defaults.folds)):
+        if c.share_of_reference < d.share_of_reference - REFUSE_MARGIN:
+            why.append(f"fold {i}: share {c.share_of_reference:.1%} against the defaults' {d.share_of_reference:.1%} "
+                       f"(margin {REFUSE_MARGIN:.0%})")
+        if c.delay_with_precedent > d.delay_with_precedent + max_delay_minutes:
+            why.append(f"fold {i}: {c.delay_with_precedent} delay-minutes outside rises without precedent against "
+                       f"the defaults' {d.delay_with_precedent} (budget {max_delay_minutes})")
+    return why
 
 
-def frontier(candidates: Sequence[Candidate]) -> list[Candidate]:
-    """Return the candidates no other beats on the fitting days in both share and delay-minutes, by delay."""
-    best: list[Candidate] = []
-    for c in sorted(candidates, key=lambda c: (c.fit.delay_minutes, -c.fit.share_of_reference)):
-        if not best or c.fit.share_of_reference > best[-1].fit.share_of_reference + 1e-12:
-            best.append(c)
-    return best
-
-
-def _slower(spec: ServiceSpec, fleet: Fleet) -> ServiceSpec:
-    """Return the service with its cold start doubled: the margin the choice must also keep."""
-    return dataclasses.replace(spec, policy=dataclasses.replace(
-        spec.policy, cold_start_seconds=2.0 * 60.0 * cold_start_minutes(spec, fleet)))
-
-
-def _score(trace: Trace, fleet: Fleet, spec: ServiceSpec, jobs: list[JobSpec], knobs: Knobs,
-           own: Trace | None) -> Score:
-    tuned = dataclasses.replace(spec, policy=knobs.apply(spec.policy))
-    one = dataclasses.replace(fleet, services=(tuned,))
-    report = simulate(trace, one, jobs, modes=("gate",), workers=1,
-                      traces={spec.name: own} if own is not None else None).reports["gate"]
-    share = report.share_of_reference if math.isfinite(report.share_of_reference) else 0.0
-    return Score(share, report.delay_minutes, report.slo_minutes, report.preemptions, report.gpu_hours_lent)
+def default_knobs(policy: ServicePolicy) -> Knobs:
+    """Return the shipped defaults' knobs (scripts/policy/config.py), whatever the service configures."""
+    return Knobs.of(ServicePolicy(policy.name, policy.capacity))
 
 
 def tune(trace: Trace, fleet: Fleet, jobs: list[JobSpec], max_delay_minutes: int = 0,
          traces: dict[str, Trace] | None = None, workers: int | None = None,
          headrooms: Sequence[float] = HEADROOMS, look_ahead: Sequence[str] = LOOK_AHEAD,
          hysteresis: Sequence[int] = HYSTERESIS, stabilization: Sequence[float] = STABILIZATION) -> list[ServiceTuning]:
-    """Tune every service of `fleet` on `trace` (or its own trace in `traces`); candidates run in parallel."""
+    """Cross-validate every service of `fleet` on `trace` (or its own trace in `traces`); replays run in parallel."""
     own = traces or {}
-    fit_days, val_days = split_days(trace)
-    segments = {name: (days_of(t, 0, fit_days), days_of(t, fit_days, fit_days + val_days))
-                for name, t in {**{s.name: trace for s in fleet.services}, **own}.items()}
-    base = segments[fleet.services[0].name] if fleet.services else (days_of(trace, 0, fit_days),) * 2
+    folds = rolling_folds(trace.minutes // DAY)
     jobs_of = {s.name: [j for j in jobs if j.service == s.name] for s in fleet.services}
-    # The validation days start fit_days later: their lending windows fall at their own hours.
-    later = fleet if fleet.start_time is None else dataclasses.replace(
-        fleet, start_time=fleet.start_time + fit_days * 86400.0)
-    # Measured on the fitting days alone: the validation days must not shape the choice they check.
-    fit_rise = {s.name: largest_rise(segments[s.name][0] if s.name in own else base[0], s, fleet)
-                for s in fleet.services}
-
-    def run(pairs: list[tuple[ServiceSpec, Knobs]]) -> list[Candidate]:
-        def task(i: int) -> Candidate:
-            spec, knobs = pairs[i]
-            fit, val = segments[spec.name]
-            mine = spec.name in own
-            scored = _score(base[0], fleet, spec, jobs_of[spec.name], knobs, fit if mine else None)
-            margin = None
-            if scored.delay_minutes <= max_delay_minutes:  # only a candidate that can be chosen needs its margin
-                margin = _score(base[0], fleet, _slower(spec, fleet), jobs_of[spec.name], knobs,
-                                fit if mine else None).delay_minutes
-            return Candidate(knobs, scored, _score(base[1], later, spec, jobs_of[spec.name], knobs,
-                                                   val if mine else None), margin)
-        return map_replays(task, len(pairs), workers if workers is not None else None)
-
-    first = [(spec, Knobs(h, look, spec.policy.lend_hysteresis, spec.policy.stabilization_seconds))
-             for spec in fleet.services for h in headrooms for look in look_ahead]
-    current = {spec.name: Knobs.of(spec.policy) for spec in fleet.services}
-    first += [(spec, current[spec.name]) for spec in fleet.services if current[spec.name] not in {k for _, k in first}]
-    seen: dict[str, dict[Knobs, Candidate]] = {s.name: {} for s in fleet.services}
-    for (spec, knobs), cand in zip(first, run(first)):
-        seen[spec.name][knobs] = cand
-    second = []
+    whole = {s.name: own.get(s.name, trace) for s in fleet.services}
+    grid = {}
     for spec in fleet.services:
-        best, _ = choose(list(seen[spec.name].values()), max_delay_minutes, fit_rise[spec.name].ratio)
         policy = spec.policy
-        second += [(spec, dataclasses.replace(best.knobs, lend_hysteresis=policy.lend_hysteresis + hy,
-                                              stabilization_seconds=policy.stabilization_seconds * st))
-                   for hy in hysteresis for st in stabilization]
-    second = [(spec, k) for spec, k in second if k not in seen[spec.name]]
-    for (spec, knobs), cand in zip(second, run(second)):
-        seen[spec.name][knobs] = cand
+        knobs = [Knobs(h, look, policy.lend_hysteresis + hy, policy.stabilization_seconds * st)
+                 for h in headrooms for look in look_ahead for hy in hysteresis for st in stabilization]
+        grid[spec.name] = list(dict.fromkeys([*knobs, default_knobs(policy)]))
+    pairs = [(spec, k) for spec in fleet.services for k in grid[spec.name]]
+
+    def task(i: int) -> Candidate:
+        spec, knobs = pairs[i]
+        tuned = dataclasses.replace(spec, policy=knobs.apply(spec.policy))
+        one = dataclasses.replace(fleet, services=(tuned,))
+        sim = simulate(whole[spec.name], one, jobs_of[spec.name], modes=("gate",), workers=1)
+        horizon = max(1, math.ceil(reaction_minutes(tuned, fleet) - 1e-9))
+        return Candidate(knobs, fold_scores(sim.series, spec.name, folds, horizon, fleet.delay_target_seconds))
+
+    done = map_replays(task, len(pairs), workers)
     results = []
     for spec in fleet.services:
-        candidates = list(seen[spec.name].values())
-        chosen, ok = choose(candidates, max_delay_minutes, fit_rise[spec.name].ratio)
-        whole = own.get(spec.name, trace)
-        results.append(ServiceTuning(spec.name, candidates, chosen, ok, largest_rise(whole, spec, fleet), fit_days,
-                                     val_days, seen[spec.name].get(current[spec.name]), fit_rise=fit_rise[spec.name]))
+        candidates = [c for (s, _), c in zip(pairs, done) if s.name == spec.name]
+        defaults = next(c for c in candidates if c.knobs == default_knobs(spec.policy))
+        best, ok = choose(candidates, max_delay_minutes)
+        refused = worse_than_defaults(best, defaults, max_delay_minutes)
+        horizon = max(1, math.ceil(reaction_minutes(spec, fleet) - 1e-9))
+        need = service_demand(service_rates(whole[spec.name], spec), spec)
+        fit_rises = [largest_rise_ratio(need[f.fit[0] * DAY:f.fit[1] * DAY], horizon) for f in folds]
+        results.append(ServiceTuning(spec.name, candidates, defaults if refused else best, ok,
+                                     largest_rise(whole[spec.name], spec, fleet), folds, fit_rises, defaults, best,
+                                     refused))
     return results
 
 
@@ -305,41 +292,45 @@ def config_fragment(tunings: Sequence[ServiceTuning], fleet: Fleet) -> dict[str,
     return {"services": services}
 
 
-def _row(score: Score) -> str:
-    return f"{score.share_of_reference:6.1%} {score.delay_minutes:6d} {score.slo_minutes:6d} {score.preemptions:7d}"
+def _cells(f: FoldScore) -> str:
+    return (f"{f.share_of_reference:6.1%} {f.delay_minutes:5d} ({f.delay_without_precedent:3d}) {f.slo_minutes:5d} "
+            f"{f.preemptions:6d}")
 
 
 def text_report(tunings: Sequence[ServiceTuning], max_delay_minutes: int, delay_target_seconds: float) -> str:
-    """Render the frontier of each service, the choice with its validation days, and the limit of what was seen."""
+    """Render each service's per-fold table, the recommended setting against the defaults, and what was told apart."""
     lines = []
-    head = (f"{'':68}{'fit: share  delay    SLO preempt':>34} {'margin':>7}   "
-            f"{'validation: share  delay    SLO preempt':>41}")
     for t in tunings:
-        lines.append(f"{t.service}: fit on days 0-{t.fit_days - 1}, validated on days {t.fit_days}-"
-                     f"{t.fit_days + t.validation_days - 1}; delay budget {max_delay_minutes} minute(s) with queueing "
-                     f"delay > {delay_target_seconds:g} s on the fitting days; {len(t.candidates)} settings replayed")
-        lines.append(head)
-        rows = frontier(t.candidates)
-        if t.chosen not in rows:
-            rows.append(t.chosen)
-        if t.current is not None and t.current not in rows:
-            rows.append(t.current)
-        for c in rows:
-            mark = "*" if c is t.chosen else ("c" if c is t.current else " ")
-            margin = "-" if c.margin_delay_minutes is None else str(c.margin_delay_minutes)
-            lines.append(f" {mark} {c.knobs.label():64} {_row(c.fit):>34} {margin:>7}   {_row(c.validation):>41}")
-        verdict = "within the budget" if t.chosen.validation.delay_minutes <= max_delay_minutes else "OVER the budget"
-        lines.append(f"   * chosen ({'' if t.within_budget else 'no setting met the budget on the fitting days; '}"
-                     f"validation days {verdict}); c: the configured setting; margin: delay-minutes on the fitting "
-                     "days with the cold start doubled")
-        if t.fit_rise is not None:
-            covered = "covered" if covers(t.chosen.knobs, t.fit_rise.ratio) else "NOT covered"
-            lines.append(f"   largest rise on the fitting days: +{t.fit_rise.ratio:.0%} of the level; a headroom without "
-                         f"the volatility term must cover {RISE_MARGIN:g}x it (+{RISE_MARGIN * t.fit_rise.ratio:.0%}): "
-                         f"the chosen setting is {covered}")
-        day, minute = divmod(t.rise.minute, 1440)
-        lines.append(f"   largest rise seen within one reaction time ({t.rise.reaction_minutes:g} min): "
-                     f"+{t.rise.ratio:.0%} of the level (day {day} {minute // 60:02d}:{minute % 60:02d}); "
-                     f"rises beyond it are not covered: an unprecedented step costs up to one reaction time of delay")
+        fit_days = t.folds[0].fit[1] - t.folds[0].fit[0]
+        val_days = t.folds[0].validation[1] - t.folds[0].validation[0]
+        lines.append(f"{t.service}: {len(t.folds)} rolling folds (fit on {fit_days} days, validate on the {val_days} "
+                     f"after); delay budget {max_delay_minutes} minute(s) with queueing delay > "
+                     f"{delay_target_seconds:g} s outside rises without precedent, on every fold; "
+                     f"{len(t.candidates)} settings replayed")
+        lines.append(f"   recommended: {t.chosen.knobs.label()}")
+        lines.append(f"   defaults:    {t.defaults.knobs.label()}")
+        if t.best is not t.chosen:
+            lines.append(f"   best by cross-validation: {t.best.knobs.label()}")
+        lines.append(f"   {'fold':>4} {'fit':>6} {'valid':>6} {'precedent':>9}   "
+                     f"{'recommended: share delay (apart)   SLO preempt':>46}   "
+                     f"{'defaults: share delay (apart)   SLO preempt':>43}")
+        for i, fold in enumerate(t.folds):
+            lines.append(f"   {i:>4} {fold.fit[0]:>3}-{fold.fit[1] - 1:<2} {fold.validation[0]:>3}-"
+                         f"{fold.validation[1] - 1:<2} {t.fit_rises[i]:>+9.0%}   {_cells(t.chosen.folds[i]):>46}   "
+                         f"{_cells(t.defaults.folds[i]):>43}")
+        lines.append(f"   {'worst':>4} {'':>6} {'':>6} {'':>9}   {t.chosen.worst_share:6.1%} "
+                     f"{t.chosen.worst_delay:>5} outside{'':>20}{t.defaults.worst_share:6.1%} "
+                     f"{t.defaults.worst_delay:>5} outside")
+        if not t.within_budget:
+            lines.append("   no setting met the budget on every fold: the least delayed is shown")
+        for why in t.refused:
+            lines.append(f"   REFUSED the best setting, worse than the defaults: {why}; the defaults are recommended")
+        lines.append(f"   delay: all minutes above the target; (apart): of them, those only a rise without precedent "
+                     f"explains: a rise within one reaction time ({t.rise.reaction_minutes:g} min) more than "
+                     f"{PRECEDENT_FACTOR:g}x the largest of the fold's fitting days (precedent)")
+        day, minute = divmod(t.rise.minute, DAY)
+        lines.append(f"   largest rise of the whole trace within one reaction time: +{t.rise.ratio:.0%} of the level "
+                     f"(day {day} {minute // 60:02d}:{minute % 60:02d}); a rise beyond any the history held costs up "
+                     f"to one reaction time of delay, whatever the knobs")
         lines.append("")
     return "\n".join(lines)

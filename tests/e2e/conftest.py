@@ -61,8 +61,11 @@ def gate_config_raw(port: int) -> dict[str, Any]:
         "namespace": SERVING, "workflowNamespace": RESEARCH, "tickSeconds": 10,
         "metrics": {"source": "direct", "maxAgeSeconds": 600, "direct": {"port": port, "timeoutSeconds": 2}},
         "failSafe": {"failedTicksBeforeReclaim": 3},
+        # No hysteresis and no volatility term (the shipped defaults have both): the journeys' replica counts
+        # are the capacity model's at headroom 0.25.
         "services": {"chat": {"deployment": "chat", "gpusPerReplica": 4, "capacity": {"requestsPerSecond": 10},
-                              "headroom": 0.25, "stabilizationSeconds": 1, "maxLendStep": 4, "minReplicas": 1}},
+                              "headroom": 0.25, "stabilizationSeconds": 1, "maxLendStep": 4, "minReplicas": 1,
+                              "lendHysteresis": 0, "volatilityHeadroomMax": 0.0}},
     }
 
 

@@ -31,8 +31,11 @@ def config(port: int, **service: object) -> GateConfig:
         "namespace": "serving", "tickSeconds": 300,
         "metrics": {"source": "direct", "maxAgeSeconds": 600, "direct": {"port": port, "timeoutSeconds": 2}},
         "failSafe": {"failedTicksBeforeReclaim": 3},
+        # No hysteresis and no volatility term (the shipped defaults have both): the replica counts below are the
+        # capacity model's at headroom 0.25.
         "services": {"chat": {"capacity": {"requestsPerSecond": 10}, "headroom": 0.25, "stabilizationSeconds": 600,
-                              "maxLendStep": 4, "gpusPerReplica": 4, **service}},
+                              "maxLendStep": 4, "gpusPerReplica": 4, "lendHysteresis": 0,
+                              "volatilityHeadroomMax": 0.0, **service}},
     })
 
 

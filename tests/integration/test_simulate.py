@@ -38,8 +38,10 @@ def trace_of(rps: list[float], name: str = "hand-made") -> Trace:
 
 
 def fleet_of(**service: Any) -> Any:
+    # No look-ahead and no hysteresis unless a test turns them on: the numbers are the capacity model's alone.
     svc = {"baseline": 10, "capacity": {"requestsPerSecond": 1.0}, "headroom": 0.0, "minReplicas": 1,
-           "stabilizationSeconds": 300, "maxLendStep": 10, "trend": False, **service}
+           "stabilizationSeconds": 300, "maxLendStep": 10, "trend": False, "volatilityHeadroomMax": 0.0,
+           "lendHysteresis": 0, **service}
     return parse_fleet({"tickMinutes": 1, "coldStartMinutes": 4, "graceMinutes": 2, "gpuHourPrice": 3.0,
                         "fixedWindow": {"startHour": 20, "endHour": 8, "replicas": {"chat": 3}},
                         "services": {"chat": svc}})

@@ -1012,10 +1012,12 @@ def drain(machine: GateCampaign, ticks: int = 60) -> None:
     w.cluster.fail_next.clear()
     w.source.malformed.clear()
     w.cluster.race_at = None
+    # Room for any job (up to 3 replicas) above the floor, plus the spare replicas the policy keeps before lending.
+    spare = {s: campaign_config([s]).service(s).lend_hysteresis for s in w.services}
     for _ in range(ticks):
         for s in w.services:
             scaler = w.scaler(s)
-            more = w.floor(s) + 3 - (min(w.unsure[s][0], w.gate_reading(s, w.value(s))) if s in w.unsure
+            more = w.floor(s) + 3 + spare[s] - (min(w.unsure[s][0], w.gate_reading(s, w.value(s))) if s in w.unsure
                                      else w.baseline[s])
             if more > 0 and s not in w.pending:  # room for any job: the owner raises the fleet
                 w.owner_sets(s, w.value(s) + more)

@@ -19,7 +19,8 @@ def _example() -> dict[str, Any]:
 def test_example_config_is_valid_and_merges_defaults() -> None:
     config = load_config(EXAMPLE)
     chat = config.service("chat-llama")
-    assert chat.headroom == 0.65 and chat.trend is True and chat.capacity.requests_per_second == 12
+    assert chat.headroom == 0.3 and chat.trend is True and chat.capacity.requests_per_second == 12
+    assert chat.volatility_headroom_max == 1.0 and chat.lend_hysteresis == 2
     assert chat.schedule.mode == "continuous"
     code = config.service("code-qwen")
     assert code.schedule.mode == "window" and code.schedule.timezone == "Asia/Shanghai"

@@ -18,7 +18,7 @@ from offhours.scripts.policy.forecast import (
     trailing_max,
 )
 
-POLICY = ServicePolicy("chat", Capacity(requests_per_second=1.0), headroom=0.0, trend=False)
+POLICY = ServicePolicy("chat", Capacity(requests_per_second=1.0), headroom=0.0, trend=False, volatility_headroom_max=0.0)
 
 
 def test_all_terms_off_gives_no_floor() -> None:
@@ -96,8 +96,9 @@ def test_gate_config_reads_the_look_ahead_knobs() -> None:
     assert (chat.cold_start_seconds, chat.max_grace_seconds, chat.trend, chat.volatility_headroom_max,
             chat.volatility_lookback_seconds, chat.time_of_day_days) == (45, 30, True, 0.9, 7200, 3)
     default = parse_config(_config()).service("chat")
-    assert (default.cold_start_seconds, default.trend, default.volatility_headroom_max, default.time_of_day_days) \
-        == (None, True, 0.0, 0)  # the trend term is on by default (see the frontier in README)
+    assert (default.cold_start_seconds, default.trend, default.volatility_headroom_max,
+            default.volatility_lookback_seconds, default.time_of_day_days) == (None, True, 1.0, 21600.0, 0)
+    # the trend and volatility terms are on by default (bench/results/frontier.json's point)
 
 
 @pytest.mark.parametrize("knob, value, message", [

@@ -51,12 +51,12 @@ def test_simulate_from_prometheus_takes_no_trace(config: Path, capsys: pytest.Ca
     assert code == 2 and "give no --trace or --fleet" in err
 
 
-def test_tune_on_less_than_two_days_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """One day cannot be split into days to fit on and days to check on."""
+def test_tune_on_less_than_three_days_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """One day cannot be split into rolling folds of days to fit on and days to check on."""
     trace = tmp_path / "day.csv"
     trace.write_text("minute,requests,input_tokens,output_tokens\n" + "".join(f"{m},10,100,10\n" for m in range(1440)))
     code, err = _run(["tune", "--trace", str(trace), "--out", str(tmp_path / "t.yaml")], capsys)
-    assert code == 2 and "at least 2 whole days" in err and err.count("\n") == 1
+    assert code == 2 and "at least 3 whole days" in err and err.count("\n") == 1
     assert not (tmp_path / "t.yaml").exists()
 
 

@@ -16,7 +16,9 @@ from offhours.scripts.cli.main import main
 from offhours.scripts.config.loader import parse_config
 from offhours.scripts.history.read import COLUMNS, History, ServiceHistory
 
-GATE = {"services": {"chat": {"capacity": {"requestsPerSecond": 1.0}, "gpusPerReplica": 1, "headroom": 0.3}}}
+# No spare replica kept before lending (the shipped default keeps 2): of two pods, one can be lent.
+GATE = {"services": {"chat": {"capacity": {"requestsPerSecond": 1.0}, "gpusPerReplica": 1, "headroom": 0.3,
+                          "lendHysteresis": 0}}}
 STEPS = 2 * 1440
 
 

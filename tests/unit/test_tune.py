@@ -1,4 +1,4 @@
-"""`tune`'s choice: within the delay budget on the fitting days, checked on days it never saw, honest about rises."""
+"""`tune`: cross-validation over rolling folds of days, rises without precedent told apart, never worse than the defaults."""
 
 import dataclasses
 
@@ -10,18 +10,17 @@ from offhours.scripts.simulate.engine import reaction_minutes
 from offhours.scripts.simulate.fleet import default_fleet, generated_jobs
 from offhours.scripts.simulate.trace import Trace, TraceError
 from offhours.scripts.simulate.tune import (
-    RISE_MARGIN,
+    REFUSE_MARGIN,
     Candidate,
+    FoldScore,
     Knobs,
-    Score,
     choose,
     config_fragment,
-    covers,
-    frontier,
     largest_rise,
-    split_days,
+    rolling_folds,
     text_report,
     tune,
+    worse_than_defaults,
 )
 
 DAY = 1440
@@ -38,55 +37,65 @@ def _diurnal(days: int, step_day: int | None = None, step: float = 1.0, hour: in
 
 
 def _one_service(trace: Trace) -> tuple:
+    """One service configured lean (no hysteresis, no volatility term): a step it was not fitted on costs delay."""
     fleet = default_fleet(trace)
-    fleet = dataclasses.replace(fleet, services=fleet.services[:1])
+    spec = fleet.services[0]
+    spec = dataclasses.replace(spec, policy=dataclasses.replace(spec.policy, lend_hysteresis=0,
+                                                                 volatility_headroom_max=0.0))
+    fleet = dataclasses.replace(fleet, services=(spec,))
     return fleet, generated_jobs(fleet, per_service=60)
 
 
-def _cand(headroom: float, share: float, delay: int, slo: int = 0, margin: int | None = None,
-          look: str = "trend", stabilization: float = 900.0) -> Candidate:
-    score = Score(share, delay, slo, 0, share * 100)
-    return Candidate(Knobs(headroom, look, 0, stabilization), score, score, margin)
+def _cand(headroom: float, shares: list[float], delays: list[int], apart: list[int] | None = None,
+          look: str = "trend") -> Candidate:
+    apart = apart or [0] * len(shares)
+    return Candidate(Knobs(headroom, look, 0, 900.0),
+                     tuple(FoldScore(s, d, a, 0, 0, 0.0) for s, d, a in zip(shares, delays, apart)))
 
 
-def test_choose_lends_most_within_the_budget() -> None:
-    cands = [_cand(0.3, 0.9, 12), _cand(0.5, 0.8, 3), _cand(0.65, 0.7, 0), _cand(1.0, 0.55, 0)]
-    assert choose(cands, 0) == (cands[2], True)
-    assert choose(cands, 5) == (cands[1], True)
-    assert choose(cands, 100) == (cands[0], True)
+def test_folds_are_every_window_of_half_the_days_validated_on_the_days_after_it() -> None:
+    folds = rolling_folds(14)
+    assert [(f.fit, f.validation) for f in folds] == [((i, i + 7), (i + 7, i + 9)) for i in range(6)]
+    assert [(f.fit, f.validation) for f in rolling_folds(3)] == [((0, 1), (1, 2)), ((1, 2), (2, 3))]
+    for days in range(3, 30):  # invariant: validation days always follow their fitting window, inside the trace
+        for f in rolling_folds(days):
+            assert f.fit[1] == f.validation[0] and f.validation[1] <= days and f.fit[0] >= 0
+        assert rolling_folds(days)[-1].validation[1] == days  # the last days are validated
+    with pytest.raises(TraceError, match="at least 3 whole days"):
+        rolling_folds(2)
 
 
-def test_a_setting_that_keeps_the_budget_with_a_slower_reaction_is_preferred() -> None:
-    """The margin: one that only just keeps up with the rises it saw loses to one that keeps up at twice the cold start."""
-    cands = [_cand(0.4, 0.75, 0, margin=19), _cand(0.45, 0.63, 0, margin=0), _cand(0.6, 0.5, 0, margin=0)]
-    assert choose(cands, 0) == (cands[1], True)
-    assert choose(cands[:1], 0) == (cands[0], True)  # none keeps the margin: the budget alone decides
+def test_the_best_worst_fold_within_the_budget_is_chosen_not_the_best_average() -> None:
+    steady = _cand(0.5, [0.70, 0.70, 0.70], [0, 0, 0])
+    spiky = _cand(0.4, [0.95, 0.95, 0.60], [0, 0, 0])
+    lean = _cand(0.3, [0.90, 0.90, 0.90], [0, 3, 0])
+    assert choose([steady, spiky, lean], 0) == (steady, True)
+    assert choose([steady, spiky, lean], 3) == (lean, True)
 
 
-def test_shares_too_close_to_tell_apart_go_to_the_safer_setting() -> None:
-    """Within 2 points of the most lending, the look-ahead that follows recent rises, then the longer window, wins."""
-    cands = [_cand(0.4, 0.70, 0, margin=0), _cand(0.4, 0.69, 0, margin=0, look="trend+volatility"),
-             _cand(0.4, 0.60, 0, margin=0, look="trend+volatility", stabilization=1800.0)]
-    assert choose(cands, 0)[0] is cands[1]
-    cands.append(_cand(0.3, 0.80, 0, margin=0))  # a clearly larger share is not given up for safety
-    assert choose(cands, 0)[0] is cands[3]
+def test_delay_a_rise_without_precedent_explains_does_not_count_against_the_budget() -> None:
+    excused = _cand(0.3, [0.90, 0.90], [0, 8], apart=[0, 8])
+    wide = _cand(1.0, [0.50, 0.50], [0, 0])
+    assert choose([excused, wide], 0) == (excused, True)
 
 
-def test_when_nothing_meets_the_budget_the_least_delayed_is_chosen_and_said() -> None:
-    cands = [_cand(0.3, 0.9, 12), _cand(0.5, 0.8, 3)]
-    assert choose(cands, 0) == (cands[1], False)
+def test_near_ties_go_to_the_safer_setting_and_nothing_within_the_budget_is_said() -> None:
+    lean = _cand(0.5, [0.800], [0], look="none")
+    safe = _cand(0.6, [0.795], [0], look="trend")
+    assert choose([lean, safe], 0)[0] is safe
+    a, b = _cand(0.3, [0.9], [5]), _cand(0.6, [0.7], [2])
+    assert choose([a, b], 0) == (b, False)
 
 
-def test_frontier_keeps_only_undominated_settings() -> None:
-    cands = [_cand(0.3, 0.9, 12), _cand(0.4, 0.85, 20), _cand(0.5, 0.8, 3), _cand(0.65, 0.7, 0), _cand(0.7, 0.6, 0)]
-    assert [c.knobs.headroom for c in frontier(cands)] == [0.65, 0.5, 0.3]
-
-
-def test_split_is_two_thirds_of_whole_days() -> None:
-    assert split_days(_diurnal(14)) == (9, 5)
-    assert split_days(_diurnal(3)) == (2, 1)
-    with pytest.raises(TraceError, match="at least 2 whole days"):
-        split_days(_diurnal(1))
+def test_a_setting_worse_than_the_defaults_on_one_fold_is_refused() -> None:
+    defaults = _cand(0.65, [0.70, 0.70], [0, 0])
+    better = _cand(0.5, [0.75, 0.70 - REFUSE_MARGIN + 0.001], [0, 0])
+    worse = _cand(0.4, [0.90, 0.70 - REFUSE_MARGIN - 0.01], [0, 0])
+    delayed = _cand(0.4, [0.90, 0.90], [0, 2])
+    assert worse_than_defaults(better, defaults, 0) == []
+    assert [w.split(":")[0] for w in worse_than_defaults(worse, defaults, 0)] == ["fold 1"]
+    assert worse_than_defaults(delayed, defaults, 2) == []
+    assert "delay-minutes" in worse_than_defaults(delayed, defaults, 1)[0]
 
 
 def test_largest_rise_is_measured_over_one_reaction_time() -> None:
@@ -96,66 +105,32 @@ def test_largest_rise_is_measured_over_one_reaction_time() -> None:
     rise = largest_rise(trace, fleet.services[0], fleet)
     assert rise.ratio == pytest.approx(2.0, rel=0.02)
     spec = fleet.services[0]
-    # One reaction time is the simulated fleet's own return path: a check, the victim's exit, the cold start.
     assert rise.minute // DAY == 1 and rise.reaction_minutes == reaction_minutes(spec, fleet)
-    assert rise.reaction_minutes == pytest.approx(fleet.reclaim_check_seconds / 60 + fleet.grace_minutes
-                                                  + fleet.cold_start_minutes)
 
 
 def test_tuned_fragment_is_a_valid_gate_config_with_the_chosen_knobs() -> None:
-    trace = _diurnal(3)
+    trace = _diurnal(4)
     fleet, jobs = _one_service(trace)
     [t] = tune(trace, fleet, jobs, 0, workers=1, headrooms=(0.3, 0.65, 1.0), look_ahead=("none", "trend"),
                hysteresis=(0, 1), stabilization=(1.0,))
-    assert t.within_budget and t.chosen.fit.delay_minutes == 0
+    assert t.within_budget and t.chosen.worst_delay == 0 and len(t.chosen.folds) == len(t.folds) == 2
     policy = parse_config(config_fragment([t], fleet)).service(fleet.services[0].name)
     assert (policy.headroom, policy.trend, policy.lend_hysteresis) == (
         t.chosen.knobs.headroom, t.chosen.knobs.look_ahead != "none", t.chosen.knobs.lend_hysteresis)
-    assert policy.capacity == fleet.services[0].policy.capacity
-    assert t.current is not None  # the configured setting is replayed too, for comparison
+    assert t.defaults in t.candidates  # the defaults are replayed beside every setting
 
 
-def test_an_unprecedented_step_on_the_validation_days_is_reported_not_hidden() -> None:
-    """A 2x step no fitting day showed (at 04:00, within the baseline): over the budget on the validation days, named.
-
-    The step costs delay for about one reaction time (the replicas lent are stopped and cold-start
-    meanwhile), not more: once they serve, the backlog drains.
-    """
-    trace = _diurnal(3, step_day=2, step=1.0)
+def test_an_unprecedented_step_on_a_validation_day_is_told_apart_and_shown_beside_the_total() -> None:
+    """A 2x step no fitting day showed: its delay (about one reaction time) is apart, the total beside it."""
+    trace = _diurnal(4, step_day=3, step=1.0)
     fleet, jobs = _one_service(trace)
-    [t] = tune(trace, fleet, jobs, 0, workers=1, headrooms=(0.3, 0.65), look_ahead=("trend",), hysteresis=(0,),
+    [t] = tune(trace, fleet, jobs, 0, workers=1, headrooms=(0.3,), look_ahead=("trend",), hysteresis=(0,),
                stabilization=(1.0,))
-    assert t.chosen.fit.delay_minutes == 0
-    assert t.chosen.validation.delay_minutes > 0
-    assert t.chosen.validation.delay_minutes <= t.rise.reaction_minutes
+    lean = next(c for c in t.candidates if c.knobs.headroom == 0.3)
+    last = lean.folds[-1]  # fit on days 1-2, validated on day 3: the step
+    assert last.delay_minutes > 0 and last.delay_without_precedent == last.delay_minutes
+    assert last.delay_minutes <= t.rise.reaction_minutes + 2
+    assert lean.worst_delay == 0  # it does not count against the budget
     report = text_report([t], 0, 30.0)
-    assert "OVER the budget" in report and "+100% of the level (day 2 0" in report
-    assert "rises beyond it are not covered" in report
-
-
-def test_a_headroom_below_the_fitting_days_largest_rise_is_not_trusted_to_cover_a_larger_one() -> None:
-    """Invariant: without the volatility term, the chosen headroom covers RISE_MARGIN times the fitting days' largest rise.
-
-    A setting that kept the budget on the fitting days with a headroom below the rises they held did
-    so by the rounding of replicas; the next, larger rise finds it short. The volatility term is
-    judged by its replays alone (its headroom grows after volatile hours).
-    """
-    lean = _cand(0.5, 0.60, 0, margin=0, look="none")
-    safe = _cand(0.5, 0.53, 0, margin=0, look="trend+volatility")
-    wide = _cand(1.0, 0.30, 0, margin=0, look="none")
-    assert choose([lean, safe, wide], 0, fit_rise=0.57)[0] is safe  # +57% seen: 0.5 covers neither it nor 1.5x it
-    assert choose([lean, safe, wide], 0, fit_rise=0.30)[0] is lean  # 1.5 x 30% = 45%: 0.5 covers it
-    assert choose([lean, wide], 0, fit_rise=0.57)[0] is wide  # 1.0 >= 1.5 x 57%
-    assert choose([lean], 0, fit_rise=0.9) == (lean, True)  # none covers: the budget and the cold-start margin decide
-    assert not covers(lean.knobs, 0.57) and covers(safe.knobs, 5.0) and covers(wide.knobs, 1.0 / RISE_MARGIN)
-
-
-def test_the_rise_margin_is_measured_on_the_fitting_days_only() -> None:
-    """A step only the validation days hold must not shape the choice that is checked on them."""
-    trace = _diurnal(3, step_day=2, step=1.0)
-    fleet, jobs = _one_service(trace)
-    [t] = tune(trace, fleet, jobs, 0, workers=1, headrooms=(0.65,), look_ahead=("trend",), hysteresis=(0,),
-               stabilization=(1.0,))
-    assert t.fit_rise is not None and t.fit_rise.ratio < 0.1  # the diurnal curve within a reaction time
-    assert t.rise.ratio == pytest.approx(1.0, rel=0.05)  # the whole trace's, reported beside it
-    assert "largest rise on the fitting days: +" in text_report([t], 0, 30.0)
+    assert f"{last.delay_minutes:5d} ({last.delay_without_precedent:3d})" in report
+    assert "rise without precedent" in report and "defaults:" in report

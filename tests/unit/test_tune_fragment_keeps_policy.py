@@ -12,14 +12,14 @@ from datetime import time
 from offhours.scripts.config.loader import parse_config
 from offhours.scripts.policy.config import Capacity, Schedule, ServicePolicy
 from offhours.scripts.simulate.fleet import Fleet, ServiceSpec
-from offhours.scripts.simulate.tune import Candidate, Knobs, Rise, Score, ServiceTuning, config_fragment
+from offhours.scripts.simulate.tune import Candidate, FoldScore, Knobs, Rise, ServiceTuning, config_fragment, rolling_folds
 
-_SCORE = Score(0.5, 0, 0, 0, 1.0)
+_SCORE = (FoldScore(0.5, 0, 0, 0, 0, 1.0),)
 
 
 def _tuning(name: str, knobs: Knobs) -> ServiceTuning:
-    chosen = Candidate(knobs, _SCORE, _SCORE, 0)
-    return ServiceTuning(name, [chosen], chosen, True, Rise(0.2, 0, 5.0), 2, 1)
+    chosen = Candidate(knobs, _SCORE)
+    return ServiceTuning(name, [chosen], chosen, True, Rise(0.2, 0, 5.0), rolling_folds(3)[:1], [0.2], chosen, chosen)
 
 
 def test_the_fragment_reads_back_as_the_policy_replayed_with_the_chosen_knobs() -> None:
