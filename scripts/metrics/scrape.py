@@ -5,7 +5,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from offhours.scripts.metrics.exposition import ExpositionError
-from offhours.scripts.metrics.fetch import FetchError, fetch_pages
+from offhours.scripts.inputs.pages import FetchError, fetch_pages
 from offhours.scripts.metrics.vllm import MetricsIncomplete, PodMetrics, read_pod_text
 
 

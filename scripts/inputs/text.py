@@ -1,0 +1,62 @@
+"""Bytes to text: a size bound first, then the encoding checked (UTF-8; BOMs and UTF-16/32 named as such).
+
+A file in another encoding, a binary file, an empty or an enormous one is something a person does,
+not a bug: it is refused before it is parsed, with its name and what to do, never a traceback.
+"""
+
+import codecs
+from pathlib import Path
+from typing import BinaryIO
+
+from offhours.scripts.inputs.errors import InputError
+from offhours.scripts.inputs.limits import MIB
+
+_BOMS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"), (codecs.BOM_UTF16_LE, "UTF-16"),
+         (codecs.BOM_UTF16_BE, "UTF-16"))
+
+
+def _size(limit_bytes: int) -> str:
+    return f"{limit_bytes / MIB:g} MiB" if limit_bytes >= MIB else f"{limit_bytes / 1024:g} KiB"
+
+
+def decode(data: bytes, source: str, allow_empty: bool = False) -> str:
+    """Return `data` as UTF-8 text (a UTF-8 byte order mark dropped); InputError naming what is wrong."""
+    for bom, name in _BOMS:
+        if data.startswith(bom):
+            raise InputError(source, f"is {name} text: save it as UTF-8")
+    if b"\x00" in data:
+        raise InputError(source, "is a binary file, not text")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise InputError(source, f"is not UTF-8 text (byte 0x{data[err.start]:02x} at offset {err.start}): "
+                                 "save it as UTF-8") from None
+    if not allow_empty and not text.strip():
+        raise InputError(source, "is empty")
+    return text
+
+
+def read_stream(stream: BinaryIO, limit_bytes: int, source: str) -> bytes:
+    """Read at most `limit_bytes` from a binary stream; InputError if there is more."""
+    data = stream.read(limit_bytes + 1)  # a file that grew meanwhile, a device or a pipe is still bounded
+    if len(data) > limit_bytes:
+        raise InputError(source, f"is more than the {_size(limit_bytes)} allowed")
+    return data
+
+
+def read_bytes(path: str | Path, limit_bytes: int) -> bytes:
+    """Return the bytes of `path`, refused past `limit_bytes` (by its size first, unread).
+
+    A file that cannot be opened raises OSError, as `open` does (callers name it in their own words).
+    """
+    file = Path(path)
+    size = file.stat().st_size
+    if size > limit_bytes and file.is_file():
+        raise InputError(str(path), f"is {size / MIB:.1f} MiB: more than the {_size(limit_bytes)} allowed")
+    with file.open("rb") as handle:
+        return read_stream(handle, limit_bytes, str(path))
+
+
+def read_text(path: str | Path, limit_bytes: int, allow_empty: bool = False) -> str:
+    """Return the UTF-8 text of `path`, bounded and checked (`read_bytes`, then `decode`)."""
+    return decode(read_bytes(path, limit_bytes), str(path), allow_empty)
