@@ -4,9 +4,9 @@ import json
 
 import pytest
 
+from offhours.scripts.history.promrange import decode_matrix, query_range
 from offhours.scripts.inputs.httpget import Answer
 from offhours.scripts.metrics import prometheus
-from offhours.scripts.history.promrange import decode_matrix, query_range
 from offhours.scripts.metrics.prometheus import PrometheusError
 
 NOT_FINITE = [float("nan"), float("inf"), float("-inf")]
