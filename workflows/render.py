@@ -10,7 +10,6 @@ With `console`, the web console's optional install (scripts/console/manifests.py
 read-only Roles, Deployment and Service) is added to the same set and kustomization.
 """
 
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from offhours.cronworkflows.gate import gate_cron_workflow
 from offhours.cronworkflows.rbac import rbac_manifests
 from offhours.scripts.backstop.manifests import backstop_manifests
 from offhours.scripts.config.loader import parse_config_text
+from offhours.scripts.inputs.text import package_text
 from offhours.scripts.names import GATE_CONFIG_KEY, GATE_CONFIG_MAP, LABEL_MANAGED, OFFHOURS_IMAGE
 from offhours.scripts.policy.config import GateConfig
 from offhours.steps.library import steps_workflow_template
@@ -29,7 +29,7 @@ from offhours.workflows.priority_class import priority_class
 
 def example_gate_config_text() -> str:
     """Return the text of the bundled example gate configuration."""
-    return resources.files("offhours.cronworkflows").joinpath("gate-config.example.yaml").read_text()
+    return package_text("offhours.cronworkflows", "gate-config.example.yaml")
 
 
 def parse_gate_config_text(text: str, source: str = "gate config") -> GateConfig:

@@ -17,7 +17,6 @@ import json
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any
 
 from kubernetes import client
@@ -25,6 +24,7 @@ from kubernetes.client.exceptions import ApiException
 
 from offhours.scripts.cli.gate_health import TickFailure, Verdict, services_ticks, verdict
 from offhours.scripts.config.loader import load_config, parse_config_text
+from offhours.scripts.inputs.text import package_bytes
 from offhours.scripts.names import (
     ARGO_GROUP,
     ARGO_VERSION,
@@ -117,7 +117,7 @@ def _absent(err: ApiException) -> bool:
 
 
 def _vendored_schema(file: str) -> dict[str, Any]:
-    raw = resources.files("offhours.schemas").joinpath("argo", file).read_bytes()
+    raw = package_bytes("offhours.schemas", "argo", file)
     return dict(json.loads(gzip.decompress(raw)))
 
 

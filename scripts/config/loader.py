@@ -7,7 +7,6 @@ partial is returned.
 import json
 from datetime import time as clock
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -16,7 +15,7 @@ import jsonschema
 
 from offhours.scripts.inputs.errors import InputError
 from offhours.scripts.inputs.limits import CONFIG_BYTES
-from offhours.scripts.inputs.text import read_text
+from offhours.scripts.inputs.text import package_text, read_text
 from offhours.scripts.inputs.yamldoc import load_yaml
 from offhours.scripts.policy import forecast
 from offhours.scripts.policy.config import Capacity, ConfigError, GateConfig, MetricsConfig, Schedule, ServicePolicy
@@ -29,7 +28,7 @@ DEFAULT_RECLAIM_CHECK_SECONDS = 15
 @cache
 def schema() -> dict[str, Any]:
     """Return the JSON Schema of the gate configuration."""
-    return dict(json.loads(resources.files("offhours.schemas").joinpath("gate-config.schema.json").read_text()))
+    return dict(json.loads(package_text("offhours.schemas", "gate-config.schema.json")))
 
 
 def _path(error: jsonschema.ValidationError) -> str:

@@ -27,3 +27,7 @@ TRACE_MAX_ROWS = 2 * 366 * 1440  # two years of minutes: the longest history a r
 
 # HTTP answers: a total deadline for the whole answer is the caller's (its timeout); these are the rest.
 HTTP_HEADER_BYTES = 64 * 1024  # an answer's status line and headers are far below this
+
+# Files of the package itself (schemas, the bundled traces, the example configuration) and of the pod.
+PACKAGE_DATA_BYTES = 64 * MIB  # the largest, a bundled trace, is ~650 KiB; Argo's CRD schemas gzipped ~200 KiB
+SMALL_FILE_BYTES = 64 * 1024  # a pod's service-account namespace file, a pid file, a demo's env file

@@ -5,11 +5,12 @@ not a bug: it is refused before it is parsed, with its name and what to do, neve
 """
 
 import codecs
+from importlib import resources
 from pathlib import Path
 from typing import BinaryIO
 
 from offhours.scripts.inputs.errors import InputError
-from offhours.scripts.inputs.limits import MIB
+from offhours.scripts.inputs.limits import MIB, PACKAGE_DATA_BYTES
 
 _BOMS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"), (codecs.BOM_UTF16_LE, "UTF-16"),
          (codecs.BOM_UTF16_BE, "UTF-16"))
@@ -60,3 +61,17 @@ def read_bytes(path: str | Path, limit_bytes: int) -> bytes:
 def read_text(path: str | Path, limit_bytes: int, allow_empty: bool = False) -> str:
     """Return the UTF-8 text of `path`, bounded and checked (`read_bytes`, then `decode`)."""
     return decode(read_bytes(path, limit_bytes), str(path), allow_empty)
+
+
+def package_bytes(package: str, *parts: str) -> bytes:
+    """Return the bytes of a file shipped in `package` (bundled schemas, traces, examples), bounded like any input."""
+    resource = resources.files(package)
+    for part in parts:
+        resource = resource.joinpath(part)
+    with resource.open("rb") as handle:
+        return read_stream(handle, PACKAGE_DATA_BYTES, "/".join((package, *parts)))
+
+
+def package_text(package: str, *parts: str) -> str:
+    """Return the UTF-8 text of a file shipped in `package` (`package_bytes`, then `decode`)."""
+    return decode(package_bytes(package, *parts), "/".join((package, *parts)))

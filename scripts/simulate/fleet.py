@@ -4,7 +4,6 @@ import json
 import math
 from dataclasses import dataclass, field
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ import numpy as np
 from offhours.scripts.config.loader import service_policy
 from offhours.scripts.inputs.errors import InputError
 from offhours.scripts.inputs.limits import FLEET_BYTES
+from offhours.scripts.inputs.text import package_text
 from offhours.scripts.inputs.yamldoc import read_yaml
 from offhours.scripts.policy.config import Capacity, ServicePolicy
 from offhours.scripts.simulate.trace import Trace
@@ -75,7 +75,7 @@ class Fleet:
 
 @cache
 def _schema(name: str) -> dict[str, Any]:
-    return dict(json.loads(resources.files("offhours.schemas").joinpath(name).read_text()))
+    return dict(json.loads(package_text("offhours.schemas", name)))
 
 
 def _validate(raw: Any, schema: str, what: str) -> None:

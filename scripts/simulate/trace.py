@@ -7,7 +7,6 @@ refused with an error naming the line and column.
 
 import math
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +14,7 @@ import numpy as np
 from offhours.scripts.inputs.csvdoc import csv_rows
 from offhours.scripts.inputs.errors import InputError
 from offhours.scripts.inputs.limits import TRACE_BYTES, TRACE_MAX_ROWS
-from offhours.scripts.inputs.text import read_text
+from offhours.scripts.inputs.text import package_text, read_text
 
 BUNDLED = "servegen_m_small_per_minute.csv"
 # The bundled traces by the name `--trace` accepts (a file of that name, if there is one, wins).
@@ -91,7 +90,7 @@ def load_trace(path: str | Path | None = None) -> Trace:
     """Load a trace file, or a bundled trace by name (`m-small`, `m-mid`); the default one when `path` is None."""
     if path is None or (str(path) in BUNDLED_TRACES and not Path(path).exists()):
         file = BUNDLED if path is None else BUNDLED_TRACES[str(path)]
-        text = resources.files("offhours.scripts.simulate").joinpath("data", file).read_text()
+        text = package_text("offhours.scripts.simulate", "data", file)
         return parse_trace(text, file)
     try:
         text = read_text(path, TRACE_BYTES)
