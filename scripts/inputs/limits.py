@@ -14,7 +14,7 @@ KUBECONFIG_BYTES = 4 * MIB  # certificates inline for dozens of clusters are ~10
 TRACE_BYTES = 128 * MIB  # a per-minute trace row is ~30 B: a year of minutes is ~16 MiB
 METRICS_PAGE_BYTES = 16 * MIB  # a vLLM /metrics page is ~16 KiB; anything this big is not one
 PROMETHEUS_ANSWER_BYTES = 64 * MIB  # a range query of 11,000 points is ~300 KiB per series
-FORM_BYTES = 64 * 1024  # the console's forms hold a token or a job's parameters: a few KiB
+FORM_BYTES = 1 * MIB  # a console form: a token or a job's parameters; Argo keeps a whole workflow in one etcd object
 
 # YAML (and JSON) documents.
 MAX_DEPTH = 64  # Kubernetes manifests nest ~20 deep; the parsers' own recursion gives out near 1,000
