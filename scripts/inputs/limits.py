@@ -16,6 +16,10 @@ METRICS_PAGE_BYTES = 16 * MIB  # a vLLM /metrics page is ~16 KiB; anything this 
 PROMETHEUS_ANSWER_BYTES = 64 * MIB  # a range query of 11,000 points is ~300 KiB per series
 FORM_BYTES = 1 * MIB  # a console form: a token or a job's parameters; Argo keeps a whole workflow in one etcd object
 
+# A pipe or a device named as a file (`<(kubectl get ...)`, /dev/stdin) must end within this: a
+# regular file is bounded by its size, a stream that trickles by time.
+FILE_READ_SECONDS = 60.0
+
 # YAML (and JSON) documents.
 MAX_DEPTH = 64  # Kubernetes manifests nest ~20 deep; the parsers' own recursion gives out near 1,000
 YAML_MAX_ALIAS_NODES = 100_000  # nodes that aliases may add beyond the written ones ("billion laughs")

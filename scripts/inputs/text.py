@@ -5,19 +5,26 @@ not a bug: it is refused before it is parsed, with its name and what to do, neve
 """
 
 import codecs
+import errno
+import os
+import select
+import stat
+import time
 from importlib import resources
 from pathlib import Path
 from typing import BinaryIO
 
 from offhours.scripts.inputs.errors import InputError
-from offhours.scripts.inputs.limits import MIB, PACKAGE_DATA_BYTES
+from offhours.scripts.inputs.limits import FILE_READ_SECONDS, MIB, PACKAGE_DATA_BYTES
 
 _BOMS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"), (codecs.BOM_UTF16_LE, "UTF-16"),
          (codecs.BOM_UTF16_BE, "UTF-16"))
 
 
 def _size(limit_bytes: int) -> str:
-    return f"{limit_bytes / MIB:g} MiB" if limit_bytes >= MIB else f"{limit_bytes / 1024:g} KiB"
+    if limit_bytes >= MIB:
+        return f"{limit_bytes / MIB:g} MiB"
+    return f"{limit_bytes / 1024:g} KiB" if limit_bytes % 1024 == 0 else f"{limit_bytes:,} bytes"
 
 
 def decode(data: bytes, source: str, allow_empty: bool = False) -> str:
@@ -45,17 +52,47 @@ def read_stream(stream: BinaryIO, limit_bytes: int, source: str) -> bytes:
     return data
 
 
-def read_bytes(path: str | Path, limit_bytes: int) -> bytes:
-    """Return the bytes of `path`, refused past `limit_bytes` (by its size first, unread).
+def read_bytes(path: str | Path, limit_bytes: int, seconds: float = FILE_READ_SECONDS) -> bytes:
+    """Return the bytes of `path`, refused past `limit_bytes` (a regular file by its size first, unread).
 
+    A pipe or a device (`<(kubectl ...)`, /dev/stdin) must end within `seconds`, however slowly it trickles.
     A file that cannot be opened raises OSError, as `open` does (callers name it in their own words).
     """
     file = Path(path)
-    size = file.stat().st_size
-    if size > limit_bytes and file.is_file():
-        raise InputError(str(path), f"is {size / MIB:.1f} MiB: more than the {_size(limit_bytes)} allowed")
-    with file.open("rb") as handle:
-        return read_stream(handle, limit_bytes, str(path))
+    info = file.stat()
+    if stat.S_ISREG(info.st_mode):
+        if info.st_size > limit_bytes:
+            raise InputError(str(path), f"is {info.st_size / MIB:.1f} MiB: more than the {_size(limit_bytes)} allowed")
+        with file.open("rb") as handle:
+            return read_stream(handle, limit_bytes, str(path))
+    if stat.S_ISDIR(info.st_mode):
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+    return _read_until(file, limit_bytes, time.monotonic() + seconds, seconds)
+
+
+def _read_until(file: Path, limit_bytes: int, deadline: float, seconds: float) -> bytes:
+    """Read a pipe or a device to its end by `deadline`: non-blocking, so neither its open nor a read can wait longer."""
+    fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    data = bytearray()
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise InputError(str(file), f"did not end within {seconds:g} s")
+            ready, _, _ = select.select([fd], [], [], left)
+            if not ready:
+                continue
+            try:
+                chunk = os.read(fd, 64 * 1024)
+            except BlockingIOError:
+                continue
+            if not chunk:
+                return bytes(data)
+            data += chunk
+            if len(data) > limit_bytes:
+                raise InputError(str(file), f"is more than the {_size(limit_bytes)} allowed")
+    finally:
+        os.close(fd)
 
 
 def read_text(path: str | Path, limit_bytes: int, allow_empty: bool = False) -> str:
