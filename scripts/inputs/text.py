@@ -17,6 +17,7 @@ from typing import BinaryIO
 from offhours.scripts.inputs.errors import InputError
 from offhours.scripts.inputs.limits import FILE_READ_SECONDS, MIB, PACKAGE_DATA_BYTES
 
+_CHUNK = 256 * 1024
 _BOMS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"), (codecs.BOM_UTF16_LE, "UTF-16"),
          (codecs.BOM_UTF16_BE, "UTF-16"))
 
@@ -46,10 +47,13 @@ def decode(data: bytes, source: str, allow_empty: bool = False) -> str:
 
 def read_stream(stream: BinaryIO, limit_bytes: int, source: str) -> bytes:
     """Read at most `limit_bytes` from a binary stream; InputError if there is more."""
-    data = stream.read(limit_bytes + 1)  # a file that grew meanwhile, a device or a pipe is still bounded
-    if len(data) > limit_bytes:
-        raise InputError(source, f"is more than the {_size(limit_bytes)} allowed")
-    return data
+    # In pieces: `read(n)` sets n bytes aside at once, so one read of the bound would cost the bound for a small file.
+    data = bytearray()
+    while chunk := stream.read(_CHUNK):
+        data += chunk
+        if len(data) > limit_bytes:  # a file that grew meanwhile, a device or a pipe is still bounded
+            raise InputError(source, f"is more than the {_size(limit_bytes)} allowed")
+    return bytes(data)
 
 
 def read_bytes(path: str | Path, limit_bytes: int, seconds: float = FILE_READ_SECONDS) -> bytes:

@@ -106,8 +106,9 @@ def _invalid(source: str, err: Exception) -> InputError:
 
 def load_yaml_all(text: str, source: str) -> list[Any]:
     """Return every document of `text`; InputError naming `source` and what is wrong."""
-    loader = _BoundedLoader(text, source)
+    loader = None
     try:
+        loader = _BoundedLoader(text, source)  # its reader already refuses control characters
         docs = []
         while loader.check_node():
             docs.append(loader.construct_document(loader.get_node()))
@@ -117,7 +118,8 @@ def load_yaml_all(text: str, source: str) -> list[Any]:
     except (yaml.YAMLError, ValueError, TypeError, RecursionError) as err:  # ValueError: an int past 4,300 digits
         raise _invalid(source, err) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def load_yaml(text: str, source: str) -> Any:
