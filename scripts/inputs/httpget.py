@@ -110,7 +110,7 @@ def http_get(url: str, timeout: float, max_bytes: int, params: dict[str, str] | 
         if time.monotonic() >= deadline:
             raise _DeadlinePassed
         raw = connection.sock
-        connection.sock = _DeadlineSocket(raw, deadline)  # type: ignore[assignment]
+        connection.sock = _DeadlineSocket(raw, deadline)
         connection.request("GET", target, headers=headers)
         response = connection.getresponse()
         length = response.getheader("Content-Length", "")

@@ -12,7 +12,7 @@ import stat
 import time
 from importlib import resources
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO
 
 from offhours.scripts.inputs.errors import InputError
 from offhours.scripts.inputs.limits import FILE_READ_SECONDS, MIB, PACKAGE_DATA_BYTES
@@ -45,7 +45,7 @@ def decode(data: bytes, source: str, allow_empty: bool = False) -> str:
     return text
 
 
-def read_stream(stream: BinaryIO, limit_bytes: int, source: str) -> bytes:
+def read_stream(stream: IO[bytes], limit_bytes: int, source: str) -> bytes:
     """Read at most `limit_bytes` from a binary stream; InputError if there is more."""
     # In pieces: `read(n)` sets n bytes aside at once, so one read of the bound would cost the bound for a small file.
     data = bytearray()
