@@ -26,7 +26,7 @@ READER = r"""
 import json, resource, sys, time
 from offhours.scripts.cluster.base import Pod
 from offhours.scripts.metrics.sources import DirectSource, PrometheusSource, ServiceTarget
-from offhours.scripts.metrics.fetch import fetch_pages
+from offhours.scripts.inputs.pages import fetch_pages
 import requests
 mode, port, url = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 pods = {f"svc-{s}": [Pod(f"svc-{s}-{i}", f"127.1.{s}.{i + 1}") for i in range({replicas})] for s in range({services})}

@@ -10,7 +10,6 @@ With `console`, the web console's optional install (scripts/console/manifests.py
 read-only Roles, Deployment and Service) is added to the same set and kustomization.
 """
 
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +18,10 @@ import yaml
 from offhours.cronworkflows.gate import gate_cron_workflow
 from offhours.cronworkflows.rbac import rbac_manifests
 from offhours.scripts.backstop.manifests import backstop_manifests
-from offhours.scripts.config.loader import parse_config
+from offhours.scripts.config.loader import parse_config_text
+from offhours.scripts.inputs.text import package_text
 from offhours.scripts.names import GATE_CONFIG_KEY, GATE_CONFIG_MAP, LABEL_MANAGED, OFFHOURS_IMAGE
-from offhours.scripts.policy.config import ConfigError, GateConfig
+from offhours.scripts.policy.config import GateConfig
 from offhours.steps.library import steps_workflow_template
 from offhours.workflows import llm_pipeline, single_job
 from offhours.workflows.priority_class import priority_class
@@ -29,16 +29,12 @@ from offhours.workflows.priority_class import priority_class
 
 def example_gate_config_text() -> str:
     """Return the text of the bundled example gate configuration."""
-    return resources.files("offhours.cronworkflows").joinpath("gate-config.example.yaml").read_text()
+    return package_text("offhours.cronworkflows", "gate-config.example.yaml")
 
 
 def parse_gate_config_text(text: str, source: str = "gate config") -> GateConfig:
     """Parse and validate the text of a gate configuration; a ConfigError names what is wrong."""
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        raise ConfigError(f"gate config: {source} is not valid YAML: {str(err).splitlines()[0]}") from None
-    return parse_config(raw)
+    return parse_config_text(text, source)
 
 
 def example_gate_config() -> GateConfig:

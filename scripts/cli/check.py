@@ -17,15 +17,14 @@ import json
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any
 
-import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from offhours.scripts.cli.gate_health import TickFailure, Verdict, services_ticks, verdict
-from offhours.scripts.config.loader import load_config, parse_config
+from offhours.scripts.config.loader import load_config, parse_config_text
+from offhours.scripts.inputs.text import package_bytes
 from offhours.scripts.names import (
     ARGO_GROUP,
     ARGO_VERSION,
@@ -118,7 +117,7 @@ def _absent(err: ApiException) -> bool:
 
 
 def _vendored_schema(file: str) -> dict[str, Any]:
-    raw = resources.files("offhours.schemas").joinpath("argo", file).read_bytes()
+    raw = package_bytes("offhours.schemas", "argo", file)
     return dict(json.loads(gzip.decompress(raw)))
 
 
@@ -348,8 +347,8 @@ class Checker:
             yield Check(f"ConfigMap {where}", False, f"has no key {CONFIG_KEY}", fix)
             return
         try:
-            installed = parse_config(yaml.safe_load(text))
-        except (ConfigError, yaml.YAMLError) as err:
+            installed = parse_config_text(text, f"ConfigMap {where}")
+        except ConfigError as err:
             yield Check(f"ConfigMap {where}", False, f"{CONFIG_KEY} is invalid: {str(err).splitlines()[0]}", fix)
             return
         if self.config_file and installed != self.config:

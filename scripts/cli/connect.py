@@ -16,6 +16,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
 from offhours.scripts.cluster.errors import failed_call
+from offhours.scripts.inputs.kubeconfig import check_kubeconfig
 
 PROBE_TIMEOUT_SECONDS = 3.0
 HOW_TO_GET_ONE = ("start the local one with `make cluster-up` and "
@@ -38,6 +39,7 @@ def kubeconfig_path(flag: str | None = None) -> str | None:
 def connect(kubeconfig: str | None = None, probe: bool = True) -> client.ApiClient:
     """Load the client configuration and check the API server answers; NoCluster (one line) if there is none."""
     path = kubeconfig_path(kubeconfig)
+    check_kubeconfig(path)  # bounded and checked before the client reads it (InputError: one line, cli/errors.py)
     try:
         kube_config.load_kube_config(config_file=path)
     except UnicodeDecodeError:

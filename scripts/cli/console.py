@@ -42,14 +42,12 @@ def _gate_config(args: argparse.Namespace, reader: Any) -> Any:
     config = _config(args)
     if config is not None:
         return config
-    import yaml
-
-    from offhours.scripts.config.loader import parse_config
+    from offhours.scripts.config.loader import parse_config_text
     from offhours.scripts.names import GATE_CONFIG_KEY, GATE_CONFIG_MAP
 
     try:
         cm = reader.core.read_namespaced_config_map(GATE_CONFIG_MAP, reader.serving_namespace, _request_timeout=10)
-        return parse_config(yaml.safe_load((cm.data or {}).get(GATE_CONFIG_KEY) or ""))
+        return parse_config_text((cm.data or {}).get(GATE_CONFIG_KEY) or "", f"ConfigMap {GATE_CONFIG_MAP}")
     except Exception:  # noqa: BLE001 - /metrics then names the services the serving namespace shows
         return None
 

@@ -44,6 +44,10 @@ from offhours.scripts.cli.demo_text import (
     summary_lines,
 )
 from offhours.scripts.cli.text import printable
+from offhours.scripts.inputs.errors import InputError
+from offhours.scripts.inputs.limits import MANIFEST_BYTES, SMALL_FILE_BYTES
+from offhours.scripts.inputs.text import read_bytes, read_text
+from offhours.scripts.inputs.yamldoc import read_yaml
 from offhours.scripts.metrics.emulator import EmulatedServer, Fleet
 from offhours.scripts.names import (
     ANNOTATION_WAITING_REASON,
@@ -273,7 +277,7 @@ def local_cluster() -> dict[str, str]:
     env_file = CLUSTER_STATE / "env"
     if not env_file.exists():
         raise SystemExit("offhours demo: no local control plane: run `make cluster-up` first")
-    return dict(line.split("=", 1) for line in env_file.read_text().split())
+    return dict(line.split("=", 1) for line in read_text(env_file, SMALL_FILE_BYTES).split())
 
 
 def install(env: dict[str, str], raw_config: dict[str, Any], replicas: int, say: Callable[[str], None]) -> None:
@@ -285,7 +289,7 @@ def install(env: dict[str, str], raw_config: dict[str, Any], replicas: int, say:
     shutil.rmtree(out, ignore_errors=True)
     write(out, yaml.safe_dump(raw_config))
     kubectl(bin_dir, kubeconfig, "apply", "--server-side", "--force-conflicts", "-k", str(out))
-    cron = yaml.safe_load((out / "cronworkflow-offhours-gate.yaml").read_text())
+    cron = read_yaml(str(out / "cronworkflow-offhours-gate.yaml"), MANIFEST_BYTES)
     cron_ns = cron["metadata"]["namespace"]
     for ns in sorted({SERVING, cron_ns}):  # the ConfigMap beside the CronWorkflow that mounts it
         kubectl(bin_dir, kubeconfig, "apply", "--server-side", "--force-conflicts", "-f", "-", stdin=json.dumps({
@@ -455,8 +459,8 @@ def _interrupt(*_: Any) -> None:
 def sandbox_pid() -> int | None:
     """Return the pid of the running sandbox, or None (no pid file, its process gone, or the pid reused)."""
     try:
-        pid = int(PID_FILE.read_text().strip())
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        pid = int(read_text(PID_FILE, SMALL_FILE_BYTES).strip())
+        cmdline = read_bytes(f"/proc/{pid}/cmdline", SMALL_FILE_BYTES).replace(b"\0", b" ").decode(errors="replace")
     except (OSError, ValueError):
         return None
     return pid if " demo" in cmdline and "--keep" in cmdline and pid != os.getpid() else None
@@ -465,8 +469,8 @@ def sandbox_pid() -> int | None:
 def _running(pid: int) -> bool:
     """Whether process `pid` still runs: an exited one its parent has not reaped yet (a zombie) has ended."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
+        stat = read_text(f"/proc/{pid}/stat", SMALL_FILE_BYTES)
+    except (OSError, InputError):
         return False
     return stat.rsplit(")", 1)[-1].split()[0] != "Z"
 
@@ -624,7 +628,7 @@ def stop_gate(env: dict[str, str], api: client.ApiClient, baseline: int) -> list
     bin_dir, kubeconfig = env["OFFHOURS_CLUSTER_BIN"], env["KUBECONFIG"]
     left: list[str] = []
     try:
-        cron_ns = yaml.safe_load((DEMO_DIR / "manifests" / "cronworkflow-offhours-gate.yaml").read_text())
+        cron_ns = read_yaml(str(DEMO_DIR / "manifests" / "cronworkflow-offhours-gate.yaml"), MANIFEST_BYTES)
         namespace = cron_ns["metadata"]["namespace"]
         kubectl(bin_dir, kubeconfig, "-n", namespace, "patch", "cronworkflow", GATE_CRON_WORKFLOW, "--type=merge",
                 "-p", '{"spec":{"suspend":true}}')
@@ -633,7 +637,7 @@ def stop_gate(env: dict[str, str], api: client.ApiClient, baseline: int) -> list
         delete_gate_runs(bin_dir, kubeconfig, namespace, wait=False)
         left.append(f"left on the cluster: the gate CronWorkflow {namespace}/{GATE_CRON_WORKFLOW} suspended and its "
                     "runs deleted (the emulated vLLM servers stopped with this process, so every tick would fail)")
-    except (OSError, RuntimeError, subprocess.TimeoutExpired, KeyError, TypeError) as err:
+    except (OSError, RuntimeError, subprocess.TimeoutExpired, KeyError, TypeError, InputError) as err:
         left.append(f"could not suspend the gate CronWorkflow ({err}): it still ticks and finds no vLLM metrics")
     try:
         dep = client.AppsV1Api(api).read_namespaced_deployment(SERVICE, SERVING)

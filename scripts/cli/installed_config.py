@@ -14,11 +14,10 @@ READ_TIMEOUT_SECONDS = 10
 
 def installed_gate_config(core: Any, serving_namespace: str) -> tuple[GateConfig | None, str]:
     """Return (the installed configuration, '') or (None, why there is none to read) from a CoreV1Api."""
-    import yaml
     from kubernetes.client.exceptions import ApiException
 
     from offhours.scripts.cluster.errors import describe_api_error
-    from offhours.scripts.config.loader import parse_config
+    from offhours.scripts.config.loader import parse_config_text
     from offhours.scripts.names import GATE_CONFIG_KEY, GATE_CONFIG_MAP
     from offhours.scripts.policy.config import ConfigError
 
@@ -34,6 +33,6 @@ def installed_gate_config(core: Any, serving_namespace: str) -> tuple[GateConfig
     if not text:
         return None, f"{where} has no key {GATE_CONFIG_KEY}"
     try:
-        return parse_config(yaml.safe_load(text)), ""
-    except (ConfigError, yaml.YAMLError, RecursionError) as err:
+        return parse_config_text(text, where), ""
+    except ConfigError as err:
         return None, f"{where} is invalid: {str(err).splitlines()[0] if str(err) else type(err).__name__}"

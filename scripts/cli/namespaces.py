@@ -14,6 +14,10 @@ from pathlib import Path
 from kubernetes import config as kube_config
 from kubernetes.config.config_exception import ConfigException
 
+from offhours.scripts.inputs.errors import InputError
+from offhours.scripts.inputs.kubeconfig import check_kubeconfig
+from offhours.scripts.inputs.limits import SMALL_FILE_BYTES
+from offhours.scripts.inputs.text import read_text
 from offhours.scripts.policy.config import GateConfig
 
 IN_CLUSTER_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
@@ -36,6 +40,7 @@ class Namespaces:
 
 def context_namespace(kubeconfig: str | None = None) -> str | None:
     """Return the kubeconfig's current context's namespace; None without a kubeconfig, a context or a namespace in it."""
+    check_kubeconfig(kubeconfig)  # the first read of it: bounded and checked (InputError), before the client's own
     try:
         _, active = kube_config.list_kube_config_contexts(config_file=kubeconfig)
         namespace = ((active or {}).get("context") or {}).get("namespace")
@@ -51,8 +56,8 @@ def context_namespace(kubeconfig: str | None = None) -> str | None:
 def pod_namespace() -> str | None:
     """Return the namespace of the pod this runs in; None outside a pod."""
     try:
-        return IN_CLUSTER_NAMESPACE.read_text().strip() or None
-    except OSError:
+        return read_text(IN_CLUSTER_NAMESPACE, SMALL_FILE_BYTES).strip() or None
+    except (OSError, InputError):
         return None
 
 

@@ -9,8 +9,9 @@ from offhours.scripts.names import OFFHOURS_IMAGE
 
 
 def _render(args: argparse.Namespace) -> int:
-    from offhours.scripts.config.files import YAML_ERRORS, InputFileError, read_text, yaml_error
     from offhours.scripts.config.loader import CONFIG_LIMIT_BYTES
+    from offhours.scripts.inputs.errors import InputError
+    from offhours.scripts.inputs.text import read_text
     from offhours.scripts.policy.config import ConfigError
     from offhours.workflows.render import write
 
@@ -19,8 +20,8 @@ def _render(args: argparse.Namespace) -> int:
     except OSError as err:
         print(f"render: cannot read {args.gate_config}: {err.strerror}", file=sys.stderr)
         return 2
-    except InputFileError as err:
-        print(f"render: {args.gate_config} {err}", file=sys.stderr)
+    except InputError as err:
+        print(f"render: {err}", file=sys.stderr)
         return 2
     try:
         paths = write(Path(args.out), text, args.image, args.console)
@@ -29,9 +30,6 @@ def _render(args: argparse.Namespace) -> int:
         return 2
     except ConfigError as err:
         print(err, file=sys.stderr)
-        return 2
-    except YAML_ERRORS as err:
-        print(f"render: {args.gate_config} {yaml_error(err)}", file=sys.stderr)
         return 2
     for path in paths:
         print(path)

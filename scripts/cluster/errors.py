@@ -30,6 +30,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
 from offhours.scripts.cluster.base import ClusterError
+from offhours.scripts.inputs.errors import InputError
 from offhours.scripts.policy.config import ConfigError
 
 STATUS_WORDS = {401: "not authenticated", 403: "no rights", 404: "not found"}
@@ -104,6 +105,8 @@ def explain(err: BaseException) -> tuple[str, int] | None:
         return (f"no Kubernetes configuration: {err} (set KUBECONFIG, or write ~/.kube/config)", 2)
     if isinstance(err, ConfigError):
         return str(err), 2
+    if isinstance(err, InputError):  # a file, stream or answer the input layer refused: it names which
+        return f"an input file is not usable: {err}", 2
     if isinstance(err, ClusterError):
         return str(err), 1
     if isinstance(err, OSError) and err.filename is not None:

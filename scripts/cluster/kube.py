@@ -92,6 +92,9 @@ def load_client_config() -> None:
         config.load_incluster_config()
     except config.ConfigException:
         # $KUBECONFIG read now, not when the client library was imported (it caches it at import).
+        from offhours.scripts.inputs.kubeconfig import check_kubeconfig  # here: a small hunk in a busy file
+
+        check_kubeconfig(os.environ.get("KUBECONFIG") or None)  # bounded and checked first (the input layer)
         config.load_kube_config(config_file=os.environ.get("KUBECONFIG") or None)
 
 

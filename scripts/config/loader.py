@@ -7,15 +7,16 @@ partial is returned.
 import json
 from datetime import time as clock
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import jsonschema
-import yaml
 
-from offhours.scripts.config.files import YAML_ERRORS, InputFileError, read_text, yaml_error
+from offhours.scripts.inputs.errors import InputError
+from offhours.scripts.inputs.limits import CONFIG_BYTES
+from offhours.scripts.inputs.text import package_text, read_text
+from offhours.scripts.inputs.yamldoc import load_yaml
 from offhours.scripts.policy import forecast
 from offhours.scripts.policy.config import Capacity, ConfigError, GateConfig, MetricsConfig, Schedule, ServicePolicy
 from offhours.scripts.policy.record import MAX_EXACT_NEEDS
@@ -27,7 +28,7 @@ DEFAULT_RECLAIM_CHECK_SECONDS = 15
 @cache
 def schema() -> dict[str, Any]:
     """Return the JSON Schema of the gate configuration."""
-    return dict(json.loads(resources.files("offhours.schemas").joinpath("gate-config.schema.json").read_text()))
+    return dict(json.loads(package_text("offhours.schemas", "gate-config.schema.json")))
 
 
 def _path(error: jsonschema.ValidationError) -> str:
@@ -186,17 +187,24 @@ def _refuse_shared_deployments(services: list[ServicePolicy]) -> None:
         seen[deployment] = policy.name
 
 
-CONFIG_LIMIT_BYTES = 1024 * 1024  # a gate configuration is a few KiB; a ConfigMap holds at most 1 MiB
+CONFIG_LIMIT_BYTES = CONFIG_BYTES
+
+
+def parse_config_text(text: str, source: str) -> GateConfig:
+    """Parse (bounded YAML, duplicate keys refused) and validate a gate configuration's text; ConfigError names `source`."""
+    try:
+        raw = load_yaml(text, source)
+    except InputError as err:
+        raise ConfigError(f"gate config: {err}") from None
+    return parse_config(raw)
 
 
 def load_config(path: str | Path) -> GateConfig:
     """Read and validate a gate configuration file."""
     try:
-        raw = yaml.safe_load(read_text(path, CONFIG_LIMIT_BYTES))
+        text = read_text(path, CONFIG_LIMIT_BYTES)
     except OSError as err:
         raise ConfigError(f"gate config: cannot read {path}: {err.strerror}") from None
-    except InputFileError as err:
-        raise ConfigError(f"gate config: {path} {err}") from None
-    except YAML_ERRORS as err:
-        raise ConfigError(f"gate config: {path} {yaml_error(err)}") from None
-    return parse_config(raw)
+    except InputError as err:
+        raise ConfigError(f"gate config: {err}") from None
+    return parse_config_text(text, str(path))

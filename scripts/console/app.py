@@ -17,6 +17,7 @@ from offhours.scripts.console.auth import MAX_TOKEN_BYTES, Access, Authenticator
 from offhours.scripts.console.charts import Series, line_chart
 from offhours.scripts.console.request_pages import Estimator, actual_start_minutes, add_request_routes, kept_estimate
 from offhours.scripts.console.source import PoolSource
+from offhours.scripts.inputs.limits import FORM_BYTES
 from offhours.scripts.names import CONSOLE_TOKEN_COOKIE
 from offhours.scripts.pool import usage
 from offhours.scripts.pool.model import FINISHED, WAITING, Pool, RunView, gpus_of, names_a_workflow
@@ -109,6 +110,7 @@ def create_app(source: PoolSource, gpus_per_replica: Mapping[str, int] | None = 
     another namespace are refused, as `offhours submit` refuses them.
     """
     app = Flask(__name__)
+    app.config["MAX_CONTENT_LENGTH"] = FORM_BYTES  # a larger body is refused (413) before any of it is read
     app.jinja_env.globals.update(age=age, stamp=stamp, gpus_of=gpus_of, sentence=sentence, WAITING=WAITING,
                                  requests_enabled=person_api is not None, looked=looked,
                                  actual_start_minutes=actual_start_minutes)

@@ -11,9 +11,8 @@ import math
 from collections.abc import Iterator
 
 import numpy as np
-import requests
 
-from offhours.scripts.metrics.prometheus import _NUMBER, PrometheusError, _shown, answer_data
+from offhours.scripts.metrics.prometheus import _NUMBER, PrometheusError, _shown, answer_data, ask
 
 MAX_POINTS = 11_000  # Prometheus' per-series limit on one range query's grid (its query API refuses more)
 
@@ -69,15 +68,8 @@ def query_range(url: str, promql: str, start: float, step: float, points: int, t
     for first, last in chunks(points, max_points):
         params = {"query": promql, "start": _at(start + first * step), "end": _at(start + last * step),
                   "step": _at(step)}
-        try:
-            response = requests.get(f"{url.rstrip('/')}/api/v1/query_range", params=params, timeout=timeout)
-        except requests.RequestException as err:
-            raise PrometheusError(f"range query {promql!r}: {type(err).__name__}: {err}") from None
-        try:
-            body = response.json()
-        except (ValueError, RecursionError):  # a proxy's garbage can nest deeper than the parser goes
-            raise PrometheusError(f"range query {promql!r}: HTTP {response.status_code}, not JSON") from None
-        for metric, values in decode_matrix(response.status_code, body, promql):
+        status, body = ask(url, "/api/v1/query_range", params, timeout, f"range query {promql!r}")
+        for metric, values in decode_matrix(status, body, promql):
             key = tuple(sorted(metric.items()))
             row = grid.get(key)
             if row is None:

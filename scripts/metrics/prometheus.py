@@ -10,8 +10,10 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-import requests
-
+from offhours.scripts.inputs.errors import InputError
+from offhours.scripts.inputs.httpget import http_get
+from offhours.scripts.inputs.jsondoc import load_json
+from offhours.scripts.inputs.limits import PROMETHEUS_ANSWER_BYTES
 from offhours.scripts.metrics import vllm
 
 
@@ -105,16 +107,24 @@ def decode_vector(status_code: int, body: object, promql: str) -> list[tuple[dic
     return decoded
 
 
+def ask(url: str, api: str, params: dict[str, str], timeout: float, where: str) -> tuple[int, object]:
+    """GET a Prometheus API path; return (HTTP status, decoded JSON body); `PrometheusError` naming `where` else.
+
+    `timeout` bounds the whole answer, not each read (the input layer's HTTP reader), and its bytes are capped.
+    """
+    try:
+        answer = http_get(f"{url.rstrip('/')}{api}", timeout, PROMETHEUS_ANSWER_BYTES, params)
+    except InputError as err:
+        raise PrometheusError(f"{where}: {err}") from None
+    try:
+        return answer.status, load_json(answer.body, f"{where}: the answer")
+    except InputError as err:
+        raise PrometheusError(f"{where}: HTTP {answer.status}, not JSON ({err.problem})") from None
+
+
 def _query(url: str, promql: str, timeout: float) -> list[tuple[dict[str, str], float]]:
-    try:
-        response = requests.get(f"{url.rstrip('/')}/api/v1/query", params={"query": promql}, timeout=timeout)
-    except requests.RequestException as err:
-        raise PrometheusError(f"query {promql!r}: {type(err).__name__}: {err}") from None
-    try:
-        body = response.json()
-    except ValueError:
-        raise PrometheusError(f"query {promql!r}: HTTP {response.status_code}, not JSON") from None
-    return decode_vector(response.status_code, body, promql)
+    status, body = ask(url, "/api/v1/query", {"query": promql}, timeout, f"query {promql!r}")
+    return decode_vector(status, body, promql)
 
 
 def read_services(url: str, label: str, window: str, extra: str = "", timeout: float = 10.0) -> dict[str, ServiceReading]:

@@ -4,8 +4,9 @@ import ipaddress
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from offhours.scripts.inputs.limits import METRICS_PAGE_BYTES
+from offhours.scripts.inputs.pages import FetchError, fetch_pages
 from offhours.scripts.metrics.exposition import ExpositionError
-from offhours.scripts.metrics.fetch import FetchError, fetch_pages
 from offhours.scripts.metrics.vllm import MetricsIncomplete, PodMetrics, read_pod_text
 
 
@@ -37,7 +38,7 @@ def metrics_url(ip: str, port: int, path: str) -> str:
     return f"http://{ip}:{port}{path}"
 
 
-MAX_PAGE_BYTES = 16 * 1024 * 1024  # a vLLM page is ~16 KB; anything this big is not one
+MAX_PAGE_BYTES = METRICS_PAGE_BYTES
 
 
 def scrape(targets: Sequence[Target], timeout: float = 2.0, concurrency: int = 64) -> ScrapeResult:

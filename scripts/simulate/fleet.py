@@ -4,15 +4,17 @@ import json
 import math
 from dataclasses import dataclass, field
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import numpy as np
-import yaml
 
 from offhours.scripts.config.loader import service_policy
+from offhours.scripts.inputs.errors import InputError
+from offhours.scripts.inputs.limits import FLEET_BYTES
+from offhours.scripts.inputs.text import package_text
+from offhours.scripts.inputs.yamldoc import read_yaml
 from offhours.scripts.policy.config import Capacity, ServicePolicy
 from offhours.scripts.simulate.trace import Trace
 
@@ -75,7 +77,7 @@ class Fleet:
 
 @cache
 def _schema(name: str) -> dict[str, Any]:
-    return dict(json.loads(resources.files("offhours.schemas").joinpath(name).read_text()))
+    return dict(json.loads(package_text("offhours.schemas", name)))
 
 
 def _validate(raw: Any, schema: str, what: str) -> None:
@@ -87,11 +89,11 @@ def _validate(raw: Any, schema: str, what: str) -> None:
 
 def _read(path: str | Path, what: str) -> Any:
     try:
-        return yaml.safe_load(Path(path).read_text())
+        return read_yaml(str(path), FLEET_BYTES)
     except OSError as err:
         raise FleetError(f"{what} {path}: cannot read: {err.strerror}") from None
-    except yaml.YAMLError as err:
-        raise FleetError(f"{what} {path}: not valid YAML: {str(err).splitlines()[0]}") from None
+    except InputError as err:
+        raise FleetError(f"{what} {err}") from None
 
 
 def parse_fleet(raw: Any, what: str = "fleet") -> Fleet:

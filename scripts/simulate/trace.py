@@ -5,14 +5,16 @@ default (scripts/simulate/data/SOURCE.md), and `m-mid` (SOURCE-m-mid.md there). 
 refused with an error naming the line and column.
 """
 
-import csv
-import io
 import math
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 import numpy as np
+
+from offhours.scripts.inputs.csvdoc import csv_rows
+from offhours.scripts.inputs.errors import InputError
+from offhours.scripts.inputs.limits import TRACE_BYTES, TRACE_MAX_ROWS
+from offhours.scripts.inputs.text import package_text, read_text
 
 BUNDLED = "servegen_m_small_per_minute.csv"
 # The bundled traces by the name `--trace` accepts (a file of that name, if there is one, wins).
@@ -46,15 +48,22 @@ class Trace:
 
 def parse_trace(text: str, name: str = "trace") -> Trace:
     """Parse CSV text with the header minute,requests,input_tokens,output_tokens; minutes 0, 1, 2, ..."""
-    reader = csv.reader(io.StringIO(text))
     try:
-        header = next(reader)
+        return _parse_rows(text, name)
+    except InputError as err:
+        raise TraceError(str(err)) from None
+
+
+def _parse_rows(text: str, name: str) -> Trace:
+    reader = csv_rows(text, name, TRACE_MAX_ROWS + 1)  # the header, and at most TRACE_MAX_ROWS minutes
+    try:
+        _, header = next(reader)
     except StopIteration:
         raise TraceError(f"{name}: empty file") from None
     if tuple(h.strip() for h in header) != COLUMNS:
-        raise TraceError(f"{name}: line 1: header must be {','.join(COLUMNS)}, got {','.join(header)}")
+        raise TraceError(f"{name}: line 1: header must be {','.join(COLUMNS)}, got {','.join(header)[:200]}")
     rows: list[tuple[float, float, float]] = []
-    for line_no, row in enumerate(reader, start=2):
+    for line_no, row in reader:
         if not row or all(not c.strip() for c in row):
             continue
         if len(row) != 4:
@@ -81,12 +90,15 @@ def load_trace(path: str | Path | None = None) -> Trace:
     """Load a trace file, or a bundled trace by name (`m-small`, `m-mid`); the default one when `path` is None."""
     if path is None or (str(path) in BUNDLED_TRACES and not Path(path).exists()):
         file = BUNDLED if path is None else BUNDLED_TRACES[str(path)]
-        text = resources.files("offhours.scripts.simulate").joinpath("data", file).read_text()
+        text = package_text("offhours.scripts.simulate", "data", file)
         return parse_trace(text, file)
     try:
-        return parse_trace(Path(path).read_text(), str(path))
+        text = read_text(path, TRACE_BYTES)
     except OSError as err:
         raise TraceError(f"{path}: cannot read: {err.strerror}") from None
+    except InputError as err:
+        raise TraceError(str(err)) from None
+    return parse_trace(text, str(path))
 
 
 def format_trace(trace: Trace) -> str:

@@ -4,11 +4,11 @@ import copy
 import gzip
 import json
 from functools import cache
-from importlib import resources
 from typing import Any
 
 import jsonschema
 
+from offhours.scripts.inputs.text import package_bytes
 from offhours.scripts.names import ARGO_API_VERSION
 from offhours.scripts.validate.problems import Problem, json_path
 
@@ -42,7 +42,7 @@ def _forbid_unknown_fields(node: Any) -> None:
 @cache
 def strict_schema(kind: str) -> dict[str, Any]:
     """Return the openAPIV3Schema of `kind`'s CRD with unknown fields forbidden."""
-    data = resources.files("offhours.schemas").joinpath("argo", SCHEMA_FILES[kind]).read_bytes()
+    data = package_bytes("offhours.schemas", "argo", SCHEMA_FILES[kind])
     schema = copy.deepcopy(json.loads(gzip.decompress(data))["openAPIV3Schema"])
     _forbid_unknown_fields(schema)
     # metadata is `type: object` in a CRD; the API server checks it, not the CRD.

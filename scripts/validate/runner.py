@@ -4,15 +4,16 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from offhours.scripts.config.files import YAML_ERRORS, InputFileError, read_text, yaml_error
+from offhours.scripts.inputs.errors import InputError
+from offhours.scripts.inputs.limits import MANIFEST_BYTES
+from offhours.scripts.inputs.text import read_text
+from offhours.scripts.inputs.yamldoc import load_yaml_all
 from offhours.scripts.validate.crd import schema_problems
 from offhours.scripts.validate.lint import build_catalog, lint_problems
 from offhours.scripts.validate.problems import Problem
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
-MANIFEST_LIMIT_BYTES = 32 * 1024 * 1024  # etcd keeps objects under 1.5 MiB; a file of many is still far below this
+MANIFEST_LIMIT_BYTES = MANIFEST_BYTES
 
 Document = tuple[str, int, dict[str, Any]]
 
@@ -40,15 +41,17 @@ def load_documents(paths: Iterable[str | Path]) -> tuple[list[Document], list[Pr
     for file in _files(paths):
         name = str(file)
         try:
-            loaded = list(yaml.safe_load_all(read_text(file, MANIFEST_LIMIT_BYTES, allow_empty=True)))
+            text = read_text(file, MANIFEST_LIMIT_BYTES, allow_empty=True)
         except OSError as err:
             problems.append(Problem(name, 0, ".", f"cannot read: {err.strerror}", unreadable=True))
             continue
-        except InputFileError as err:
-            problems.append(Problem(name, 0, ".", f"the file {err}", unreadable=True))
+        except InputError as err:
+            problems.append(Problem(name, 0, ".", f"the file {err.problem}", unreadable=True))
             continue
-        except YAML_ERRORS as err:
-            problems.append(Problem(name, 0, ".", yaml_error(err).removeprefix("is ")))
+        try:
+            loaded = load_yaml_all(text, name)
+        except InputError as err:
+            problems.append(Problem(name, 0, ".", err.problem.removeprefix("is ")))
             continue
         if not any(doc is not None for doc in loaded) and file in explicit:
             problems.append(Problem(name, 0, ".", "the file is empty: it holds no manifest", unreadable=True))

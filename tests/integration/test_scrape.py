@@ -14,9 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from offhours.scripts.inputs.pages import FetchError, fetch_pages
 from offhours.scripts.metrics import scrape as scrape_module
 from offhours.scripts.metrics.emulator import EmulatedServer
-from offhours.scripts.metrics.fetch import FetchError, fetch_pages
 from offhours.scripts.metrics.scrape import Target, scrape
 
 Behaviour = Callable[[socket.socket, threading.Event], None]

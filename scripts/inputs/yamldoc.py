@@ -1,0 +1,135 @@
+"""YAML read within bounds: nesting, alias expansion ("billion laughs") and duplicate keys refused.
+
+PyYAML's safe loader keeps the last of two equal keys (a service written twice silently loses its
+first half), expands aliases into as many nodes as they name (a few hundred bytes can stand for
+10^9 nodes that a schema check or a walk then visits), and recurses once per level of nesting. Here
+the composed graph is measured before anything is constructed, and a duplicate key is an error
+naming the key and both lines.
+"""
+
+from typing import Any
+
+import yaml
+
+from offhours.scripts.inputs.errors import InputError
+from offhours.scripts.inputs.limits import MAX_DEPTH, YAML_MAX_ALIAS_NODES
+from offhours.scripts.inputs.text import read_text
+
+_MERGE = "tag:yaml.org,2002:merge"
+NESTED_TOO_DEEPLY = "is nested too deeply to parse"
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """The pure-Python safe loader, composing at most MAX_DEPTH levels and refusing duplicate keys."""
+
+    def __init__(self, text: str, source: str) -> None:
+        super().__init__(text)
+        self.source = source
+        self.depth = 0
+        self.written = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise InputError(self.source, NESTED_TOO_DEEPLY)
+        try:
+            if not self.check_event(yaml.AliasEvent):
+                self.written += 1
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+    def compose_document(self) -> Any:
+        node = super().compose_document()
+        if node is not None:
+            _check_expansion(node, self.written, self.source)
+        self.written = 0
+        return node
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == _MERGE or not isinstance(key_node, yaml.ScalarNode):
+                    continue  # a merge's keys may be overridden (YAML's rule); other keys are checked where built
+                key = self.construct_object(key_node)
+                line = key_node.start_mark.line + 1
+                if key in seen:
+                    raise InputError(self.source, f"has the key {key!r} twice: line {seen[key]} and line {line} "
+                                                  "(a duplicate is refused, never read as the last one)")
+                seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+def _children(node: Any) -> list[Any]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    return []
+
+
+def _check_expansion(root: Any, written: int, source: str) -> None:
+    """Refuse a graph whose aliases expand past the bound, nest past MAX_DEPTH, or contain themselves."""
+    size: dict[int, int] = {}
+    depth: dict[int, int] = {}
+    open_nodes: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(root, False)]
+    while stack:  # post-order, without recursion: an aliased graph can be deeper than Python's stack
+        node, done = stack.pop()
+        key = id(node)
+        if done:
+            kids = _children(node)
+            size[key] = 1 + sum(size[id(k)] for k in kids)
+            depth[key] = 1 + max((depth[id(k)] for k in kids), default=0)
+            open_nodes.discard(key)
+            if size[key] > written + YAML_MAX_ALIAS_NODES:
+                raise InputError(source, f"has aliases that expand it past {written + YAML_MAX_ALIAS_NODES:,} nodes")
+            if depth[key] > MAX_DEPTH:
+                raise InputError(source, NESTED_TOO_DEEPLY)
+            continue
+        if key in size:
+            continue
+        if key in open_nodes:
+            raise InputError(source, "has an alias inside its own anchor (a recursive document)")
+        open_nodes.add(key)
+        stack.append((node, True))
+        stack.extend((kid, False) for kid in _children(node) if id(kid) not in size)
+
+
+def _invalid(source: str, err: Exception) -> InputError:
+    if isinstance(err, RecursionError):
+        return InputError(source, NESTED_TOO_DEEPLY)
+    first = str(err).splitlines()[0] if str(err) else type(err).__name__
+    return InputError(source, f"is not valid YAML: {first}")
+
+
+def load_yaml_all(text: str, source: str) -> list[Any]:
+    """Return every document of `text`; InputError naming `source` and what is wrong."""
+    loader = None
+    try:
+        loader = _BoundedLoader(text, source)  # its reader already refuses control characters
+        docs = []
+        while loader.check_node():
+            docs.append(loader.construct_document(loader.get_node()))
+        return docs
+    except InputError:
+        raise
+    except (yaml.YAMLError, ValueError, TypeError, RecursionError) as err:  # ValueError: an int past 4,300 digits
+        raise _invalid(source, err) from None
+    finally:
+        if loader is not None:
+            loader.dispose()
+
+
+def load_yaml(text: str, source: str) -> Any:
+    """Return the one document of `text` (None for an empty one); more than one is refused."""
+    docs = load_yaml_all(text, source)
+    if len(docs) > 1:
+        raise InputError(source, f"is not valid YAML: it holds {len(docs)} documents, not one")
+    return docs[0] if docs else None
+
+
+def read_yaml(path: str, limit_bytes: int, allow_empty: bool = False) -> Any:
+    """Read a YAML file of one document within its size bound (`text.read_text`, then `load_yaml`)."""
+    return load_yaml(read_text(path, limit_bytes, allow_empty), str(path))
