@@ -74,8 +74,9 @@ def main() -> None:
         boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket="bench")
         with fault_proxy(endpoint) as proxy:
             proxy.faults.append(Fault("hang"))
+            hung = CheckpointStore("s3://bench/hung/run/job", proxy.url, run_id="run", readonly=True)
             out["hung_endpoint"] = {
-                "resume_gives_up_after_s": give_up(CheckpointStore("s3://bench/hung/run/job", proxy.url).latest),
+                "resume_gives_up_after_s": give_up(hung.latest),
                 "gate_progress_read_gives_up_after_s": give_up(
                     lambda: latest_progress_time("s3://bench/hung/run", proxy.url)),
                 "requests_seen": len(proxy.seen),

@@ -61,7 +61,7 @@ def _missing(err: BaseException) -> bool:
 
 
 class S3Backend:
-    """Checkpoint folders `step-N/{data,COMPLETE}` and named objects under one key prefix."""
+    """Named objects under one key prefix (`_log/<seq>`, `_data/<name>`, `progress.json`)."""
 
     def __init__(self, location: StoreLocation, endpoint_url: str | None, policy: RetryPolicy) -> None:
         self.location, self.policy, self.bucket, self.endpoint_url = location, policy, location.bucket, endpoint_url
