@@ -53,7 +53,6 @@ from offhours.scripts.runtime.checkpoint_log import (
     LOG_NAME,
     Entry,
     LogError,
-    StaleEpoch,
     Version,
     collectable,
     data_name,
@@ -141,7 +140,7 @@ class _Backend(Protocol):
     def read(self, name: str) -> bytes | None: ...
     def names(self, folder: str, after: str = "") -> list[str]: ...
     def delete(self, name: str) -> None: ...
-    def sweep(self, below_epoch: int) -> None: ...
+    def sweep(self, epoch: int) -> None: ...
     def find(self, name: str) -> list[tuple[StoreLocation, bytes]]: ...
 
 
@@ -301,7 +300,7 @@ class CheckpointStore:
             entry = start_after(self._head(), self.run_id, uuid.uuid4().hex)
             if self._publish(entry):
                 self._seen = entry
-                self._backend.sweep(entry.epoch)  # what crashed writers of older epochs left
+                self._backend.sweep(entry.epoch)  # what crashed (or now fenced) writers left
                 return entry.epoch
         raise CheckpointError(f"{self.uri}: {_RACES} other starts or saves won the log in a row; not started",
                               retryable=True)
@@ -332,27 +331,34 @@ class CheckpointStore:
 
     def _save(self, step: int, data: bytes, epoch: int) -> Entry:
         name = data_name(step, epoch, uuid.uuid4().hex[:16])
-        self._backend.write_new(f"{DATA}/{name}", data, epoch)
+        try:
+            self._backend.write_new(f"{DATA}/{name}", data, epoch)
+        except StoreFailure:
+            self._head_of(epoch, step, name)  # a newer start may have swept the bytes being written: say so
+            raise
         version = Version(step, name, len(data), hashlib.sha256(data).hexdigest())
         for _ in range(_RACES):
-            head = self._head()
-            assert head is not None  # this store's own start entry is in the log
-            try:
-                entry = save_after(head, epoch, uuid.uuid4().hex, version, self.keep)
-            except StaleEpoch as stale:
-                try:  # nobody will publish it: best effort, else the next writer's collection removes it
-                    self._backend.delete(f"{DATA}/{name}")
-                except StoreFailure:
-                    pass
-                raise StaleWriterError(
-                    f"{self.uri}: save of step {step} refused: this writer holds epoch {stale.mine} of run "
-                    f"{self.run_id!r}, and a newer start of the run took epoch {stale.current}; this process "
-                    "must stop (its run continues elsewhere)") from None
+            entry = save_after(self._head_of(epoch, step, name), epoch, uuid.uuid4().hex, version, self.keep)
             if self._publish(entry):
                 self._seen = entry
                 return entry
         raise CheckpointError(f"{self.uri}: {_RACES} other writers won the log in a row; step {step} not saved",
                               retryable=True)
+
+    def _head_of(self, epoch: int, step: int, name: str) -> Entry:
+        """Return the newest entry if `epoch` still holds the store; else delete the unpublished `name` and refuse."""
+        head = self._head()
+        assert head is not None  # this store's own start entry is in the log
+        if head.epoch == epoch:
+            return head
+        try:  # nobody will publish it: best effort, else the next writer's collection removes it
+            self._backend.delete(f"{DATA}/{name}")
+        except StoreFailure:
+            pass
+        raise StaleWriterError(
+            f"{self.uri}: save of step {step} refused: this writer holds epoch {epoch} of run {self.run_id!r}, "
+            f"and a newer start of the run took epoch {head.epoch}; this process must stop (its run continues "
+            "elsewhere)")
 
     def _collect(self, published: Entry) -> None:
         """Delete the data objects `published` no longer lists (best effort: the next save's collection retries)."""

@@ -114,6 +114,10 @@ class FileBackend:
                 created = True
             except FileExistsError:
                 created = False
+            except FileNotFoundError:
+                if tmp.exists():
+                    raise
+                created = False  # a start of this epoch or a newer one swept it: the name is taken by then
             finally:
                 _unlink(tmp)
             _fsync_dir((self.root / name).parent)
@@ -166,11 +170,12 @@ class FileBackend:
         """Delete `name` (done when it is already gone)."""
         self._call(f"removing {name}", lambda: _unlink(self.root / name))
 
-    def sweep(self, below_epoch: int) -> None:
-        """Remove the temporary files that crashed writes of epochs before `below_epoch` left (best effort).
+    def sweep(self, epoch: int) -> None:
+        """Remove the temporary files that writes of `epoch` or older left (best effort).
 
-        Run by a start once its entry is published: every older writer is fenced off by then, and a
-        racing start's files (a newer epoch) are left alone.
+        Run by the start that took `epoch`, once its entry is published: every other writer of those
+        epochs is fenced off by then (a racing start of the same epoch has lost its entry), and a
+        racing start's files of a newer epoch are left alone.
         """
         for folder in (self.root, *(self.root / f for f in INTERNAL)):
             try:
@@ -179,7 +184,7 @@ class FileBackend:
                 continue
             for entry in entries:
                 match = _TMP_NAME.match(entry.name)
-                if match and int(match.group(1)) < below_epoch:
+                if match and int(match.group(1)) <= epoch:
                     try:
                         _unlink(Path(entry.path))
                     except OSError:

@@ -187,7 +187,7 @@ class S3Backend:
         self._call(f"removing {name}", partial(self.s3.delete_object, Bucket=self.bucket, Key=self._dir + name))
         reached(f"deleted {name}")
 
-    def sweep(self, below_epoch: int) -> None:
+    def sweep(self, epoch: int) -> None:
         """Nothing to sweep: an S3 PUT leaves a whole object or none."""
 
     def put(self, name: str, data: bytes) -> None:
