@@ -40,6 +40,7 @@ import os
 import re
 import signal
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -237,6 +238,9 @@ class CheckpointStore:
         self._backend = _backend_for(self.location, endpoint_url, self.policy)
         self.epoch: int | None = None  # taken by the first latest() or save()
         self._seen: Entry | None = None  # the newest log entry this store has read or written
+        # One call at a time per store: a save from a background thread (an asynchronous checkpoint) and one
+        # from the main thread share an epoch, and one's collection must not see the other's unpublished bytes.
+        self._lock = threading.RLock()
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> "CheckpointStore":
@@ -290,9 +294,10 @@ class CheckpointStore:
         """Take the run's next epoch (done by the first latest() or save()); return it. Older writers are refused."""
         if self.readonly:
             raise CheckpointError(f"{self.uri}: a read-only store takes no epoch")
-        if self.epoch is None:
-            self.epoch = self._guarded(self._take_epoch)
-        return self.epoch
+        with self._lock:
+            if self.epoch is None:
+                self.epoch = self._guarded(self._take_epoch)
+            return self.epoch
 
     def _take_epoch(self) -> int:
         self._backend.probe()
@@ -320,14 +325,15 @@ class CheckpointStore:
         if self.readonly:
             raise CheckpointError(f"{self.uri}: a read-only store does not save")
         data = bytes(data)
-        epoch = self.start()
-        published = self._guarded(lambda: self._save(step, data, epoch))
-        self._collect(published)
-        record = {"step": step, "time": time.time(), "run": self.run_id, "store": self.location.uri}
-        try:
-            self._backend.put(PROGRESS, json.dumps(record).encode())
-        except StoreFailure as err:  # the checkpoint is saved; progress only informs the gate's choice of victims
-            print(f"offhours checkpoint: {self.uri}: progress not recorded: {err}", file=sys.stderr, flush=True)
+        with self._lock:
+            epoch = self.start()
+            published = self._guarded(lambda: self._save(step, data, epoch))
+            self._collect(published)
+            record = {"step": step, "time": time.time(), "run": self.run_id, "store": self.location.uri}
+            try:
+                self._backend.put(PROGRESS, json.dumps(record).encode())
+            except StoreFailure as err:  # the checkpoint is saved; progress only informs the gate's choice of victims
+                print(f"offhours checkpoint: {self.uri}: progress not recorded: {err}", file=sys.stderr, flush=True)
 
     def _save(self, step: int, data: bytes, epoch: int) -> Entry:
         name = data_name(step, epoch, uuid.uuid4().hex[:16])
@@ -376,9 +382,10 @@ class CheckpointStore:
         outlasts the retries raises CheckpointError: a job must not start over from scratch because
         its checkpoints could not be read; so does a log that is not this run's.
         """
-        if not self.readonly:
-            self.start()
-        return self._guarded(self._latest)
+        with self._lock:
+            if not self.readonly:
+                self.start()
+            return self._guarded(self._latest)
 
     def _latest(self) -> Checkpoint | None:
         head = self._head()

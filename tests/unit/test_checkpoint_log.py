@@ -14,6 +14,7 @@ The invariants, in words:
 import json
 import shutil
 import tempfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -144,6 +145,31 @@ def test_a_read_only_store_takes_no_epoch_and_does_not_save(tmp_path: Path) -> N
     writer.save(2, b"two")  # still the holder of the newest epoch
     latest = looker.latest()
     assert latest is not None and (latest.step, latest.data) == (2, b"two")
+
+
+def test_saves_from_two_threads_of_one_writer_never_damage_the_newest(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """Fault: an asynchronous periodic save in a thread while the main thread saves on SIGTERM, with one store."""
+    store = CheckpointStore(f"file://{tmp_path}/ckpt", run_id="r", keep=1)
+
+    errors: list[BaseException] = []
+
+    def saver(base: int) -> None:
+        try:
+            for i in range(15):
+                store.save(base + i, f"bytes of {base + i}".encode())
+        except BaseException as err:  # noqa: BLE001 - reported below, where pytest sees it
+            errors.append(err)
+    threads = [threading.Thread(target=saver, args=(b,)) for b in (100, 200)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    latest = CheckpointStore(f"file://{tmp_path}/ckpt", run_id="r", readonly=True).latest()
+    assert latest is not None and latest.data == f"bytes of {latest.step}".encode()
+    assert latest.step in (114, 214) and "damaged" not in capsys.readouterr().err
+    assert len(list((tmp_path / "ckpt" / "r" / "_data").iterdir())) == 1  # keep=1: the rest collected
 
 
 # --- generated: starts, saves, stale saves and crashes --------------------------------------------------------
