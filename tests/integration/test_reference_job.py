@@ -156,6 +156,20 @@ def test_corrupt_or_half_written_checkpoints_are_skipped(tmp_path: Path) -> None
     assert store.progress()["step"] == 200
 
 
+def test_a_new_run_given_a_finished_runs_bare_uri_does_all_its_work(reference: np.ndarray, tmp_path: Path) -> None:
+    """Fault (seen): one's own template gives the job step a bare checkpoint URI; run 1 finishes there, and run 2,
+    given the same URI, read run 1's progress, said "start at step 1500 of 1500" and succeeded without training."""
+    bare = f"file://{tmp_path}/ckpt"
+    first = Job(bare, tmp_path / "first.log", tmp_path / "first.npy", {**os.environ, "OFFHOURS_RUN_ID": "first"})
+    assert first.wait(timeout=120) == 0
+    second = Job(bare, tmp_path / "second.log", tmp_path / "second.npy", {**os.environ, "OFFHOURS_RUN_ID": "second"})
+    assert second.expect("start at step") == f"start at step 0 of {STEPS}"
+    assert second.wait(timeout=120) == 0
+    executed = [int(line) for line in (tmp_path / "second.log").read_text().split()]
+    assert executed == list(range(STEPS))  # it did the whole run's work itself
+    assert np.load(tmp_path / "second.npy").tobytes() == reference.tobytes()
+
+
 def test_store_refuses_unusable_uris() -> None:
     with pytest.raises(CheckpointError, match="must be file:// or s3://"):
         CheckpointStore("gs://bucket/run", run_id="r")
