@@ -18,8 +18,10 @@ deps: ## Install what the tests need beyond Python: Prometheus, Chromium (Debian
 	@prometheus --version 2>&1 | head -1
 	@command -v chromedriver >/dev/null || { apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null; }
 	@chromium --version 2>/dev/null | head -1
+	@# 4.0.0 honours conditional puts (the store's fence); 2.4.1 ignores them, and the store must refuse it.
+	@mvn -q dependency:get -Dartifact=org.gaul:s3proxy:4.0.0:jar:jar-with-dependencies -Dtransitive=false
 	@mvn -q dependency:get -Dartifact=org.gaul:s3proxy:2.4.1:jar:jar-with-dependencies -Dtransitive=false
-	@echo "s3proxy 2.4.1 (Maven Central)"
+	@echo "s3proxy 4.0.0 and 2.4.1 (Maven Central)"
 
 .PHONY: install
 install: ## Install offhours (editable, strict: tools see one real `offhours` tree; rerun after adding a module)

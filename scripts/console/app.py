@@ -7,6 +7,7 @@ With an authenticator (`offhours console --auth kubernetes`, the in-cluster inst
 
 import dataclasses
 import ipaddress
+import os
 from collections.abc import Collection, Mapping
 from typing import Any
 
@@ -15,6 +16,7 @@ from flask import Flask, Response, abort, g, redirect, render_template, request
 from offhours.scripts.console.asperson import Person, PersonApi
 from offhours.scripts.console.auth import MAX_TOKEN_BYTES, Access, Authenticator, ReviewUnavailable, bearer_token
 from offhours.scripts.console.charts import Series, line_chart
+from offhours.scripts.console.protection import LOGIN_LIMIT, protect, secure_cookie
 from offhours.scripts.console.request_pages import Estimator, actual_start_minutes, add_request_routes, kept_estimate
 from offhours.scripts.console.source import PoolSource
 from offhours.scripts.inputs.limits import FORM_BYTES
@@ -97,7 +99,7 @@ def visible(pool: Pool, access: Access | None) -> Pool:
 def create_app(source: PoolSource, gpus_per_replica: Mapping[str, int] | None = None,
                services: Collection[str] | None = None, auth: Authenticator | None = None,
                person_api: PersonApi | None = None, estimator: Estimator | None = None, local_user: str = "",
-               looked: str = "", admits_from: tuple[str, str] | None = None) -> Flask:
+               looked: str = "", admits_from: tuple[str, str] | None = None, secure_cookies: bool | None = None) -> Flask:
     """Build the console over `source`.
 
     `gpus_per_replica`: the gate configuration's, for services whose Deployment says none; `services`:
@@ -107,7 +109,9 @@ def create_app(source: PoolSource, gpus_per_replica: Mapping[str, int] | None = 
     request's estimate; `local_user`: who the person is without authentication (the kubeconfig's
     user); `looked`: where the pool was read, named when it is empty; `admits_from`: the gate configuration's
     workflowNamespace and which configuration says so (None: none was read): requests and resubmits from
-    another namespace are refused, as `offhours submit` refuses them.
+    another namespace are refused, as `offhours submit` refuses them. `secure_cookies`: set the Secure flag on
+    cookies even when the request did not come over TLS (a TLS-terminating proxy in front; default: the
+    environment's OFFHOURS_CONSOLE_SECURE_COOKIES=1); protection.py says what guards every request.
     """
     app = Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = FORM_BYTES  # a larger body is refused (413) before any of it is read
@@ -152,10 +156,16 @@ def create_app(source: PoolSource, gpus_per_replica: Mapping[str, int] | None = 
             return render_template("error.html", title="unavailable", message=str(err), page=""), 503
         return unauthorized("The API server does not accept this token.") if access is None else access
 
+    # After `authenticate`, so a misdirected or unauthenticated request is refused as such before its CSRF check.
+    if secure_cookies is None:
+        secure_cookies = os.environ.get("OFFHOURS_CONSOLE_SECURE_COOKIES", "") in ("1", "true", "yes")
+    limiter = protect(app, secure_cookies)
+
     def pool_for_reader() -> Pool:
         return visible(source.pool(), g.access)
 
     @app.route("/login", methods=["GET", "POST"])
+    @limiter.limit(LOGIN_LIMIT, methods=["POST"])
     def login() -> Any:
         if auth is None:
             return redirect("/")
@@ -168,7 +178,7 @@ def create_app(source: PoolSource, gpus_per_replica: Mapping[str, int] | None = 
         if not isinstance(access, Access):
             return access
         answer = redirect("/")
-        answer.set_cookie(CONSOLE_TOKEN_COOKIE, token, httponly=True, samesite="Strict", secure=request.is_secure)
+        answer.set_cookie(CONSOLE_TOKEN_COOKIE, token, httponly=True, samesite="Strict", secure=secure_cookie(app))
         return answer
 
     @app.post("/logout")

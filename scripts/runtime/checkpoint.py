@@ -5,8 +5,8 @@ A job on borrowed GPUs is stopped whenever serving needs them back. In a few lin
     from offhours.scripts.runtime.checkpoint import CheckpointStore, PreemptionSignal, PREEMPTED_EXIT_CODE
 
     stop = PreemptionSignal.install()             # first: SIGTERM sets a flag; the step in flight finishes
-    store = CheckpointStore.from_env()            # OFFHOURS_CHECKPOINT_URI: file:// or s3://
-    latest = store.latest()                       # newest *complete* checkpoint, or None
+    store = CheckpointStore.from_env()            # OFFHOURS_CHECKPOINT_URI (file:// or s3://) and OFFHOURS_RUN_ID
+    latest = store.latest()                       # takes the run's next epoch; newest *complete* checkpoint, or None
     step, state = (latest.step, load(latest.data)) if latest else (0, fresh())
     while step < total:
         state = train_one_step(state, step); step += 1
@@ -16,38 +16,61 @@ A job on borrowed GPUs is stopped whenever serving needs them back. In a few lin
             sys.exit(PREEMPTED_EXIT_CODE)         # 75: preempted, resumable (retried, not a failure)
 
 A `CheckpointError` whose `retryable` is true (the store stayed unreachable past its retries) is
-worth exiting 75 for too: the step is retried from the last checkpoint instead of failing.
+worth exiting 75 for too: the step is retried from the last checkpoint instead of failing. A
+`StaleWriterError` means a newer start of the same run holds the store: this process must stop.
 
-A checkpoint is a folder `step-<12 digits>` holding `data` and a `COMPLETE` marker (size and
-SHA-256 of `data`) written last; on `file://` the folder is renamed into place, on `s3://` the
-marker is the commit. A checkpoint without a valid marker (half-written, corrupt) is skipped,
-never loaded, and what a cut-short save left is removed by the next save. `progress.json` beside
-them tells the gate how much work a stop would lose; it names the store and the run that wrote it,
-so it is never read as another run's. Every store call has timeouts and a bounded retry
-(`offhours.scripts.runtime.store_policy`); the URI is read by `offhours.scripts.runtime.store_uri`,
-the same reader as the parameter check's.
+Where: a run's store is `<uri>/<run-id>`, derived here from the run id, whatever URI the caller
+passes, and every read checks that the log it reads is that run's, so no run reads another's
+progress (`offhours.scripts.runtime.checkpoint_log` describes the log). How: every save writes its
+bytes under a name no other save uses, then publishes them with one exclusive create of the next
+log entry; a complete checkpoint is never overwritten, renamed or deleted until a newer one is
+published. Who: each start of the run (the first `latest()` or `save()` of a store) takes the next
+epoch with the same exclusive create; a writer of an older epoch is refused from then on. The
+storage checks that create itself (`link` on files, `If-None-Match: *` on S3; an S3 server that
+ignores it is refused). `progress.json` beside the log tells the gate how much work a stop would
+lose; it names the store and the run that wrote it, so it is never read as another run's. Every
+store call has timeouts and a bounded retry (`offhours.scripts.runtime.store_policy`); the URI is
+read by `offhours.scripts.runtime.store_uri`, the same reader as the parameter check's.
 """
 
 import hashlib
 import json
 import math
 import os
+import re
 import signal
 import sys
+import threading
 import time
-from collections.abc import Mapping
+import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import FrameType
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
+from offhours.scripts.runtime.checkpoint_log import (
+    DATA,
+    LOG,
+    LOG_NAME,
+    Entry,
+    LogError,
+    Version,
+    collectable,
+    data_name,
+    decode,
+    log_name,
+    save_after,
+    start_after,
+)
 from offhours.scripts.runtime.exit_codes import PREEMPTED_EXIT_CODE
-from offhours.scripts.runtime.store_policy import RetryPolicy, StoreFailure
+from offhours.scripts.runtime.store_policy import ConditionalPutsIgnored, RetryPolicy, StoreFailure
 from offhours.scripts.runtime.store_uri import StoreLocation, StoreURIError, parse_store_uri
 
 __all__ = ["PREEMPTED_EXIT_CODE", "Checkpoint", "CheckpointError", "CheckpointStore", "PreemptionSignal",
-           "RetryPolicy"]
+           "RetryPolicy", "StaleWriterError"]
 
-MARKER, DATA, PROGRESS = "COMPLETE", "data", "progress.json"
+T = TypeVar("T")
+PROGRESS = "progress.json"
 
 
 class CheckpointError(RuntimeError):
@@ -61,6 +84,10 @@ class CheckpointError(RuntimeError):
     def __init__(self, message: str, retryable: bool = False) -> None:
         super().__init__(message)
         self.retryable = retryable
+
+
+class StaleWriterError(CheckpointError):
+    """A newer start of the same run (a resubmit, a retry, a resumed copy) took the store: this writer must stop."""
 
 
 @dataclass(frozen=True)
@@ -101,39 +128,20 @@ class PreemptionSignal:
         self.requested, self.at = True, time.time()
 
 
-def _step_name(step: int) -> str:
-    return f"step-{step:012d}"
-
-
 MAX_STEP = 10**15 - 1  # step names stay short enough for any key or file name
-
-
-def _marker(data: bytes, step: int) -> bytes:
-    return json.dumps({"step": step, "size": len(data), "sha256": hashlib.sha256(data).hexdigest(),
-                       "time": time.time()}).encode()
-
-
-def _vouched(marker: bytes, step: int) -> dict[str, Any] | None:
-    """Return the marker's record if it is one for `step`, else None."""
-    try:
-        meta = json.loads(marker)
-    except ValueError:
-        return None
-    return meta if isinstance(meta, dict) and meta.get("step") == step and isinstance(meta.get("size"), int) else None
-
-
-def _valid(marker: bytes, data: bytes, step: int) -> bool:
-    meta = _vouched(marker, step)
-    return bool(meta and meta["size"] == len(data) and meta.get("sha256") == hashlib.sha256(data).hexdigest())
+_RUN_ID = re.compile(r"^[a-z0-9]([-a-z0-9]{0,48}[a-z0-9])?$", re.ASCII)  # a DNS label, as the parameter check reads it
+_RACES = 64  # exclusive creates lost in a row before a call gives up (each loss is another writer's progress)
 
 
 class _Backend(Protocol):
-    def steps(self) -> list[int]: ...
-    def read(self, folder: str, name: str) -> bytes | None: ...
-    def commit(self, folder: str, files: dict[str, bytes]) -> None: ...
-    def sweep(self, keep: str, names: tuple[str, ...]) -> None: ...
+    def probe(self) -> None: ...
+    def create(self, name: str, data: bytes, epoch: int) -> bool: ...
+    def write_new(self, name: str, data: bytes, epoch: int) -> None: ...
     def put(self, name: str, data: bytes) -> None: ...
-    def get(self, name: str) -> bytes | None: ...
+    def read(self, name: str) -> bytes | None: ...
+    def names(self, folder: str, after: str = "") -> list[str]: ...
+    def delete(self, name: str) -> None: ...
+    def sweep(self, epoch: int) -> None: ...
     def find(self, name: str) -> list[tuple[StoreLocation, bytes]]: ...
 
 
@@ -204,18 +212,35 @@ def latest_progress_time(prefix_uri: str, endpoint_url: str | None = None, polic
 
 
 class CheckpointStore:
-    """Checkpoints of one run under a `file://` or `s3://` URI."""
+    """The checkpoints of one run, at `<uri>/<run-id>` under a `file://` or `s3://` URI.
+
+    `readonly`: a store that only looks (a tool, a test) takes no epoch, so it fences no writer, and
+    refuses to save. `keep`: how many published versions a save keeps (the newest, and fallbacks
+    should the newest be damaged later); older ones are deleted once a newer one is published.
+    """
 
     def __init__(self, uri: str, endpoint_url: str | None = None, run_id: str | None = None,
-                 policy: RetryPolicy | None = None) -> None:
-        self.uri = uri
-        self.location = _location(uri)
-        # The run this store's progress is for: the step's OFFHOURS_RUN_ID unless told otherwise, so a job
-        # that builds its store from the URI alone still records progress the gate will read.
-        self.run_id = run_id if run_id is not None else os.environ.get("OFFHOURS_RUN_ID") or None
+                 policy: RetryPolicy | None = None, keep: int = 2, readonly: bool = False) -> None:
+        base = _location(uri)
+        run = run_id if run_id is not None else os.environ.get("OFFHOURS_RUN_ID") or None
+        if not isinstance(run, str) or not _RUN_ID.match(run):
+            why = "no run id (pass run_id or set OFFHOURS_RUN_ID)" if run is None else \
+                f"run id {str(run)[:60]!r} is not a DNS label of at most 50 characters"
+            raise CheckpointError(f"{uri}: {why}: a run's checkpoints live at <uri>/<run-id>")
+        if isinstance(keep, bool) or not isinstance(keep, int) or not 1 <= keep <= 100:
+            raise CheckpointError(f"{uri}: keep must be a whole number from 1 to 100, not {keep!r}")
+        try:
+            self.location = base.child(run)
+        except StoreURIError as err:
+            raise CheckpointError(f"{uri}: with the run id {run!r} appended, it {err}") from None
+        self.uri, self.run_id, self.keep, self.readonly = self.location.uri, run, keep, readonly
         self.policy = _policy(os.environ, policy)
         self._backend = _backend_for(self.location, endpoint_url, self.policy)
-        self._swept = False
+        self.epoch: int | None = None  # taken by the first latest() or save()
+        self._seen: Entry | None = None  # the newest log entry this store has read or written
+        # One call at a time per store: a save from a background thread (an asynchronous checkpoint) and one
+        # from the main thread share an epoch, and one's collection must not see the other's unpublished bytes.
+        self._lock = threading.RLock()
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> "CheckpointStore":
@@ -227,60 +252,155 @@ class CheckpointStore:
         uri = env.get("OFFHOURS_CHECKPOINT_URI")
         if not uri:
             raise CheckpointError("OFFHOURS_CHECKPOINT_URI is not set")
-        return cls(uri, env.get("OFFHOURS_S3_ENDPOINT_URL") or env.get("AWS_ENDPOINT_URL"),
-                   env.get("OFFHOURS_RUN_ID") or None, _policy(env, None))
+        run = env.get("OFFHOURS_RUN_ID") or None
+        if run is None:
+            raise CheckpointError(f"{uri}: OFFHOURS_RUN_ID is not set: a run's checkpoints live at <uri>/<run-id>")
+        return cls(uri, env.get("OFFHOURS_S3_ENDPOINT_URL") or env.get("AWS_ENDPOINT_URL"), run, _policy(env, None))
 
     def _failed(self, err: StoreFailure) -> CheckpointError:
         return CheckpointError(f"{self.uri}: {err}", retryable=err.transient)
 
-    def save(self, step: int, data: bytes) -> None:
-        """Write the checkpoint taken after `step` atomically, then record the progress.
+    def _entry(self, seq: int) -> Entry:
+        text = self._backend.read(log_name(seq))
+        if text is None:
+            raise LogError(f"entry {seq} was listed and is gone (entries are never deleted)")
+        return decode(text, seq, self.run_id)
 
-        Transient storage errors are retried (see `RetryPolicy`); a save that still fails raises
-        CheckpointError and leaves no checkpoint of this step that `latest()` would load.
+    def _head(self) -> Entry | None:
+        """Return the newest log entry (the run's state), checked to be this run's; None for an empty store."""
+        after = f"{self._seen.seq:012d}" if self._seen else ""
+        seqs = [int(m.group(1)) for n in self._backend.names(LOG, after) if (m := LOG_NAME.match(n))]
+        if seqs:
+            self._seen = self._entry(max(seqs))
+        return self._seen
+
+    def _publish(self, entry: Entry) -> bool:
+        """Create `entry` exclusively; True when it is in the log (a retry may find its own first try there)."""
+        if self._backend.create(log_name(entry.seq), entry.encode(), entry.epoch):
+            return True
+        return self._entry(entry.seq).writer == entry.writer
+
+    def _guarded(self, fn: Callable[[], T]) -> T:
+        try:
+            return fn()
+        except StoreFailure as err:
+            raise self._failed(err) from None
+        except LogError as err:
+            raise CheckpointError(f"{self.uri}: {err}") from None
+        except ConditionalPutsIgnored as err:
+            raise CheckpointError(f"{self.uri}: {err}") from None
+
+    def start(self) -> int:
+        """Take the run's next epoch (done by the first latest() or save()); return it. Older writers are refused."""
+        if self.readonly:
+            raise CheckpointError(f"{self.uri}: a read-only store takes no epoch")
+        with self._lock:
+            if self.epoch is None:
+                self.epoch = self._guarded(self._take_epoch)
+            return self.epoch
+
+    def _take_epoch(self) -> int:
+        self._backend.probe()
+        for _ in range(_RACES):
+            entry = start_after(self._head(), self.run_id, uuid.uuid4().hex)
+            if self._publish(entry):
+                self._seen = entry
+                self._backend.sweep(entry.epoch)  # what crashed (or now fenced) writers left
+                return entry.epoch
+        raise CheckpointError(f"{self.uri}: {_RACES} other starts or saves won the log in a row; not started",
+                              retryable=True)
+
+    def save(self, step: int, data: bytes) -> None:
+        """Write the checkpoint taken after `step` and publish it in one step, then record the progress.
+
+        A save of a step already saved publishes a new version of it. Transient storage errors are
+        retried (see `RetryPolicy`); a save that still fails raises CheckpointError, and the last
+        published checkpoint stays the newest. A save by a writer whose epoch a newer start of the
+        run took raises StaleWriterError and publishes nothing.
         """
         if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step <= MAX_STEP:
             raise CheckpointError(f"{self.uri}: step must be a whole number from 0 to {MAX_STEP}, not {step!r}")
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise CheckpointError(f"{self.uri}: checkpoint data must be bytes, not {type(data).__name__}")
-        data, folder = bytes(data), _step_name(step)
-        if not self._swept:  # what killed saves left (a process's debris is swept by the next one's first save)
-            self._backend.sweep(folder, (DATA, MARKER))  # before writing: it may be what fills the disk
-            self._swept = True
+        if self.readonly:
+            raise CheckpointError(f"{self.uri}: a read-only store does not save")
+        data = bytes(data)
+        with self._lock:
+            epoch = self.start()
+            published = self._guarded(lambda: self._save(step, data, epoch))
+            self._collect(published)
+            record = {"step": step, "time": time.time(), "run": self.run_id, "store": self.location.uri}
+            try:
+                self._backend.put(PROGRESS, json.dumps(record).encode())
+            except StoreFailure as err:  # the checkpoint is saved; progress only informs the gate's choice of victims
+                print(f"offhours checkpoint: {self.uri}: progress not recorded: {err}", file=sys.stderr, flush=True)
+
+    def _save(self, step: int, data: bytes, epoch: int) -> Entry:
+        name = data_name(step, epoch, uuid.uuid4().hex[:16])
         try:
-            self._backend.commit(folder, {DATA: data, MARKER: _marker(data, step)})
+            self._backend.write_new(f"{DATA}/{name}", data, epoch)
+        except StoreFailure:
+            self._head_of(epoch, step, name)  # a newer start may have swept the bytes being written: say so
+            raise
+        version = Version(step, name, len(data), hashlib.sha256(data).hexdigest())
+        for _ in range(_RACES):
+            entry = save_after(self._head_of(epoch, step, name), epoch, uuid.uuid4().hex, version, self.keep)
+            if self._publish(entry):
+                self._seen = entry
+                return entry
+        raise CheckpointError(f"{self.uri}: {_RACES} other writers won the log in a row; step {step} not saved",
+                              retryable=True)
+
+    def _head_of(self, epoch: int, step: int, name: str) -> Entry:
+        """Return the newest entry if `epoch` still holds the store; else delete the unpublished `name` and refuse."""
+        head = self._head()
+        assert head is not None  # this store's own start entry is in the log
+        if head.epoch == epoch:
+            return head
+        try:  # nobody will publish it: best effort, else the next writer's collection removes it
+            self._backend.delete(f"{DATA}/{name}")
+        except StoreFailure:
+            pass
+        raise StaleWriterError(
+            f"{self.uri}: save of step {step} refused: this writer holds epoch {epoch} of run {self.run_id!r}, "
+            f"and a newer start of the run took epoch {head.epoch}; this process must stop (its run continues "
+            "elsewhere)")
+
+    def _collect(self, published: Entry) -> None:
+        """Delete the data objects `published` no longer lists (best effort: the next save's collection retries)."""
+        assert self.epoch is not None
+        try:
+            for name in collectable(self._backend.names(DATA), published, self.epoch):
+                self._backend.delete(f"{DATA}/{name}")
         except StoreFailure as err:
-            self._swept = False  # this save may have left some: the next one looks again
-            raise self._failed(err) from None
-        record = {"step": step, "time": time.time(), "run": self.run_id, "store": self.location.uri}
-        try:
-            self._backend.put(PROGRESS, json.dumps(record).encode())
-        except StoreFailure as err:  # the checkpoint is saved; progress only informs the gate's choice of victims
-            print(f"offhours checkpoint: {self.uri}: progress not recorded: {err}", file=sys.stderr, flush=True)
+            print(f"offhours checkpoint: {self.uri}: old versions not yet removed: {err}", file=sys.stderr, flush=True)
 
     def latest(self) -> Checkpoint | None:
-        """Return the newest complete checkpoint; incomplete or corrupt ones are skipped.
+        """Return the newest published checkpoint whose bytes are whole; a damaged version is skipped.
 
-        A storage error that outlasts the retries raises CheckpointError: a job must not start over
-        from scratch because its checkpoints could not be read.
+        A writable store takes the run's next epoch first (a start of the run). A storage error that
+        outlasts the retries raises CheckpointError: a job must not start over from scratch because
+        its checkpoints could not be read; so does a log that is not this run's.
         """
-        try:
-            for step in reversed(self._backend.steps()):
-                folder = _step_name(step)
-                marker = self._backend.read(folder, MARKER)
-                if marker is None or _vouched(marker, step) is None:
-                    continue  # half-written or corrupt: its data is not even downloaded
-                data = self._backend.read(folder, DATA)
-                if data is not None and _valid(marker, data, step):
-                    return Checkpoint(step, data)
-        except StoreFailure as err:
-            raise self._failed(err) from None
+        with self._lock:
+            if not self.readonly:
+                self.start()
+            return self._guarded(self._latest)
+
+    def _latest(self) -> Checkpoint | None:
+        head = self._head()
+        for version in reversed(head.versions if head else ()):
+            data = self._backend.read(f"{DATA}/{version.name}")
+            if data is not None and version.vouches_for(data):
+                return Checkpoint(version.step, data)
+            print(f"offhours checkpoint: {self.uri}: step {version.step} ({version.name}) is damaged or missing; "
+                  "trying an older version", file=sys.stderr, flush=True)
         return None
 
     def progress(self) -> dict[str, Any] | None:
         """Return the last recorded progress (step and time of the newest checkpoint), if any."""
         try:
-            text = self._backend.get(PROGRESS)
+            text = self._backend.read(PROGRESS)
             record = json.loads(text) if text else None
         except (StoreFailure, ValueError):  # progress is advisory
             return None

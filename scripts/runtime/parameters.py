@@ -214,8 +214,9 @@ def _relation_problem(schema: Mapping[str, str], values: Mapping[str, str], name
         return (f"names the run id {clash!r} as a folder: steps add /<run-id>/<step> themselves, and this one's "
                 "checkpoints could be taken for another run's; leave the run id out")
     for run in runs or ["r" * 50]:
-        # What the steps will write: <base>/<run-id>/<step>[/<item>], with room for names of 63 characters.
-        problem = store_uri_problem(f"{values[name]}/{run}/{'s' * 63}/{'i' * 63}")
+        # What the steps will write: <base>/<run-id>/<step>[/<item>] (names of up to 63 characters), and below
+        # it the store's own place, /<run-id> again (the store derives it from the run id itself).
+        problem = store_uri_problem(f"{values[name]}/{run}/{'s' * 63}/{'i' * 63}/{run}")
         if problem:
             return f"cannot hold the steps' checkpoints: with the run id {run!r} appended, it {problem}"
     return None

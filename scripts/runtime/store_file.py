@@ -1,26 +1,28 @@
-"""The checkpoint store on a file system (`file://`): a checkpoint folder appears whole, by rename, or not at all.
+"""The checkpoint store on a file system (`file://`): files appear whole, by `link` or rename, or not at all.
 
-Everything a save writes first goes to a `.offhours-tmp-*` entry beside the checkpoints; a save
-that fails removes its own, and every save first removes those an earlier, killed save left, so
-interrupted saves never add up. The store has one writer at a time (Argo runs one attempt of a
-step at a time); a sweep could otherwise remove a concurrent writer's half-written entry, which
-only fails that writer's save, never a complete checkpoint.
+Every file is first written to a `.offhours-tmp-*` entry in its folder and fsynced; a log entry is
+then published with `os.link` (which fails if the name exists: the exclusive create the writers'
+fence relies on), a data object (named uniquely by its writer) with a rename; the folder is fsynced
+after. A crash leaves at most temporary entries, which the next start of the run removes.
 """
 
 import errno
 import os
-import shutil
+import re
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
+from offhours.scripts.runtime.store_points import reached
 from offhours.scripts.runtime.store_policy import RetryPolicy
-from offhours.scripts.runtime.store_uri import STEP_FOLDER, StoreLocation, StoreURIError, parse_store_uri
+from offhours.scripts.runtime.store_uri import StoreLocation, StoreURIError, parse_store_uri
 
 T = TypeVar("T")
 
 TMP = ".offhours-tmp-"
+_TMP_NAME = re.compile(r"^\.offhours-tmp-([0-9]{12})-[0-9a-f]{32}$", re.ASCII)
+INTERNAL = ("_log", "_data")  # the store's own folders: never searched for progress
 CHUNK = 1 << 20
 # What may pass by itself: an I/O error, a full disk or quota (space can come back), a stale NFS handle.
 _TRANSIENT = {errno.EIO, errno.EAGAIN, errno.EINTR, errno.ENOSPC, errno.EDQUOT, errno.ESTALE, errno.ETIMEDOUT,
@@ -36,17 +38,20 @@ _write_fd = os.write  # the one call that writes bytes (a test injects a full di
 
 
 def _write(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    reached(f"write {path.name}")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
     try:
         view = memoryview(data)
         while view:
             view = view[_write_fd(fd, view[:CHUNK]):]
+        reached(f"fsync {path.name}")
         os.fsync(fd)
     finally:
         os.close(fd)
 
 
 def _fsync_dir(path: Path) -> None:
+    reached(f"fsync {path.name}/")
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
@@ -54,25 +59,24 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _remove(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path, ignore_errors=True)
-    else:
-        try:
-            path.unlink()
-        except FileNotFoundError:
-            pass
+def _unlink(path: Path) -> None:
+    reached(f"unlink {path.name}")
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        pass
+    reached(f"unlinked {path.name}")
 
 
 def _read(path: Path) -> bytes | None:
     try:
         return path.read_bytes()
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return None
 
 
 class FileBackend:
-    """Checkpoint folders `step-N/{data,COMPLETE}` and named files under one folder."""
+    """Named files under one folder (`_log/<seq>`, `_data/<name>`, `progress.json`)."""
 
     def __init__(self, location: StoreLocation, policy: RetryPolicy) -> None:
         self.location, self.policy = location, policy
@@ -81,80 +85,117 @@ class FileBackend:
     def _call(self, what: str, fn: Callable[[], T]) -> T:
         return self.policy.call(what, fn, transient)  # the store names its URI in front
 
-    def steps(self) -> list[int]:
-        """Return the steps that have a checkpoint folder (complete or not)."""
-        def scan() -> list[int]:
-            try:
-                entries = list(os.scandir(self.root))
-            except (FileNotFoundError, NotADirectoryError):
-                return []
-            return sorted(int(m.group(1)) for e in entries if (m := STEP_FOLDER.match(e.name)) and e.is_dir())
-        return self._call("listing checkpoints", scan)
+    def _staged(self, name: str, data: bytes, epoch: int) -> Path:
+        """Write `data` to a fresh temporary file beside `name` and fsync it; return its path.
 
-    def read(self, folder: str, name: str) -> bytes | None:
-        """Return the bytes of `folder/name`, or None when it does not exist."""
-        return self._call(f"reading {folder}/{name}", lambda: _read(self.root / folder / name))
-
-    def sweep(self, keep: str = "", names: tuple[str, ...] = ()) -> None:
-        """Remove what interrupted saves left behind (best effort: a failure here never fails a save).
-
-        Checkpoint folders only ever appear whole here, so only the temporary entries are swept.
+        The temporary name carries the writer's epoch: a start sweeps only those of older epochs.
         """
+        folder = (self.root / name).parent
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / f"{TMP}{epoch:012d}-{uuid.uuid4().hex}"
         try:
-            for entry in os.scandir(self.root):
-                if entry.name.startswith(TMP):
-                    _remove(Path(entry.path))
-        except OSError:
-            pass
-
-    def commit(self, folder: str, files: dict[str, bytes]) -> None:
-        """Write `files` into a new `folder` and rename it into place, replacing an older one of that name."""
-        self._call(f"saving {folder}", lambda: self._commit_once(folder, files))
-
-    def _commit_once(self, folder: str, files: dict[str, bytes]) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
-        tag = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        tmp, old, final = self.root / f"{TMP}{folder}-{tag}", self.root / f"{TMP}replaced-{folder}-{tag}", \
-            self.root / folder
-        try:
-            tmp.mkdir()
-            for name, data in files.items():
-                _write(tmp / name, data)
-            _fsync_dir(tmp)
-            if final.exists():  # a retried save of the same step: set the old one aside, then replace it
-                os.rename(final, old)
-            os.rename(tmp, final)  # atomic on one file system: the checkpoint appears complete or not at all
-            _fsync_dir(self.root)
+            _write(tmp, data)
         except BaseException:
-            _remove(tmp)
-            if old.exists() and not final.exists():
-                os.rename(old, final)
+            tmp.unlink(missing_ok=True)
             raise
-        _remove(old)
+        return tmp
+
+    def probe(self) -> None:
+        """File systems always take `link` exclusively (POSIX): nothing to ask."""
+
+    def create(self, name: str, data: bytes, epoch: int) -> bool:
+        """Create `name` holding `data` unless it exists (then False); atomic and exclusive (`link`)."""
+        def once() -> bool:
+            tmp = self._staged(name, data, epoch)
+            try:
+                reached(f"link {name}")
+                os.link(tmp, self.root / name)
+                reached(f"linked {name}")
+                created = True
+            except FileExistsError:
+                created = False
+            except FileNotFoundError:
+                if tmp.exists():
+                    raise
+                created = False  # a start of this epoch or a newer one swept it: the name is taken by then
+            finally:
+                _unlink(tmp)
+            _fsync_dir((self.root / name).parent)
+            return created
+        return self._call(f"creating {name}", once)
+
+    def write_new(self, name: str, data: bytes, epoch: int) -> None:
+        """Write `data` under `name`, a name no one else writes (its writer's unique name), atomically."""
+        def once() -> None:
+            tmp = self._staged(name, data, epoch)
+            try:
+                reached(f"rename {name}")
+                os.rename(tmp, self.root / name)
+                reached(f"renamed {name}")
+            except BaseException:
+                tmp.unlink(missing_ok=True)
+                raise
+            _fsync_dir((self.root / name).parent)
+        self._call(f"writing {name}", once)
 
     def put(self, name: str, data: bytes) -> None:
-        """Replace the file `name` atomically."""
+        """Replace the file `name` atomically (advisory records only: nothing relies on who wins)."""
         def once() -> None:
-            self.root.mkdir(parents=True, exist_ok=True)
-            tmp = self.root / f"{TMP}{name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+            tmp = self._staged(name, data, 0)
             try:
-                _write(tmp, data)
+                reached(f"replace {name}")
                 os.replace(tmp, self.root / name)
+                reached(f"replaced {name}")
             except BaseException:
-                _remove(tmp)
+                tmp.unlink(missing_ok=True)
                 raise
         self._call(f"writing {name}", once)
 
-    def get(self, name: str) -> bytes | None:
-        """Return the bytes of the file `name`, or None."""
+    def read(self, name: str) -> bytes | None:
+        """Return the bytes of `name`, or None when it does not exist."""
         return self._call(f"reading {name}", lambda: _read(self.root / name))
+
+    def names(self, folder: str, after: str = "") -> list[str]:
+        """Return the names of the files directly in `folder` (after `after`, sorted); temporary ones left out."""
+        def scan() -> list[str]:
+            try:
+                entries = list(os.scandir(self.root / folder))
+            except (FileNotFoundError, NotADirectoryError):
+                return []
+            return sorted(e.name for e in entries if not e.name.startswith(TMP) and e.name > after
+                          and e.is_file(follow_symlinks=False))
+        return self._call(f"listing {folder}", scan)
+
+    def delete(self, name: str) -> None:
+        """Delete `name` (done when it is already gone)."""
+        self._call(f"removing {name}", lambda: _unlink(self.root / name))
+
+    def sweep(self, epoch: int) -> None:
+        """Remove the temporary files that writes of `epoch` or older left (best effort).
+
+        Run by the start that took `epoch`, once its entry is published: every other writer of those
+        epochs is fenced off by then (a racing start of the same epoch has lost its entry), and a
+        racing start's files of a newer epoch are left alone.
+        """
+        for folder in (self.root, *(self.root / f for f in INTERNAL)):
+            try:
+                entries = list(os.scandir(folder))
+            except OSError:
+                continue
+            for entry in entries:
+                match = _TMP_NAME.match(entry.name)
+                if match and int(match.group(1)) <= epoch:
+                    try:
+                        _unlink(Path(entry.path))
+                    except OSError:
+                        pass
 
     def find(self, name: str) -> list[tuple[StoreLocation, bytes]]:
         """Every file `name` at or below the root, with the location of its folder (links are not followed)."""
         def walk() -> list[Path]:
             found = []
             for folder, dirs, files in os.walk(self.root):
-                dirs[:] = [d for d in dirs if not d.startswith(TMP) and not STEP_FOLDER.match(d)]
+                dirs[:] = [d for d in dirs if not d.startswith(TMP) and d not in INTERNAL]
                 if name in files:
                     found.append(Path(folder))
             return found

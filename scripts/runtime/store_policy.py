@@ -43,6 +43,10 @@ class StoreFailure(RuntimeError):
         self.transient = transient
 
 
+class ConditionalPutsIgnored(RuntimeError):
+    """The storage took a second exclusive create of one name: it cannot fence a run's writers."""
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     """Timeouts and the bounded retry of every store call."""

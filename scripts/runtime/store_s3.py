@@ -1,25 +1,32 @@
-"""The checkpoint store on S3 (`s3://`, any S3-compatible server): the marker written last is the commit.
+"""The checkpoint store on S3 (`s3://`, any S3-compatible server that honours conditional puts).
 
-S3 has no rename: a checkpoint's `data` goes first and its `COMPLETE` marker, which vouches for it,
-last; one PUT is atomic, so a reader sees a whole object or none. A save cut short leaves at most a
-`data` without a marker, which no reader loads and the next save deletes. The client has connect
-and read timeouts and no retries of its own: `RetryPolicy` is the one bounded retry of every call,
-body reads included (botocore does not retry a response whose body breaks off).
+One PUT is atomic, so a reader sees a whole object or none; a log entry is created with a
+create-only PUT (`If-None-Match: *`), which the server refuses (412) when the key exists: the
+exclusive create the writers' fence relies on. A server that ignores the condition is refused
+once, at the first write (`probe`). The client has connect and read timeouts and no retries of its
+own: `RetryPolicy` is the one bounded retry of every call, body reads included (botocore does not
+retry a response whose body breaks off).
 """
 
 import time
+import uuid
 from collections.abc import Callable
 from functools import partial
 from typing import Any, TypeVar
 
-from offhours.scripts.runtime.store_policy import RetryPolicy
-from offhours.scripts.runtime.store_uri import STEP_FOLDER, StoreLocation, StoreURIError
+from offhours.scripts.runtime.store_points import reached
+from offhours.scripts.runtime.store_policy import ConditionalPutsIgnored, RetryPolicy
+from offhours.scripts.runtime.store_uri import StoreLocation, StoreURIError
 
 T = TypeVar("T")
 
 _THROTTLED = {"SlowDown", "Throttling", "ThrottlingException", "RequestTimeout", "InternalError", "ServiceUnavailable",
-              "RequestLimitExceeded", "TooManyRequests"}
+              "RequestLimitExceeded", "TooManyRequests",
+              "ConditionalRequestConflict"}  # 409: a concurrent conditional write to the key; AWS says try again
 _CHUNK = 1 << 20
+_PROBE = "_probe-"
+INTERNAL = ("_log", "_data")  # the store's own folders: never searched for progress
+_PROBED: set[tuple[str | None, str]] = set()  # (endpoint, bucket) whose conditional puts were seen refused
 
 
 class _BodyTooSlow(TimeoutError):
@@ -40,6 +47,13 @@ def transient(err: BaseException) -> bool:
                             ConnectionResetError, BrokenPipeError, TimeoutError))
 
 
+def _precondition_failed(err: BaseException) -> bool:
+    from botocore.exceptions import ClientError
+
+    return isinstance(err, ClientError) and (err.response.get("Error", {}).get("Code") == "PreconditionFailed"
+                                             or err.response.get("ResponseMetadata", {}).get("HTTPStatusCode") == 412)
+
+
 def _missing(err: BaseException) -> bool:
     from botocore.exceptions import ClientError
 
@@ -47,7 +61,7 @@ def _missing(err: BaseException) -> bool:
 
 
 class S3Backend:
-    """Checkpoint folders `step-N/{data,COMPLETE}` and named objects under one key prefix."""
+    """Named objects under one key prefix (`_log/<seq>`, `_data/<name>`, `progress.json`)."""
 
     def __init__(self, location: StoreLocation, endpoint_url: str | None, policy: RetryPolicy) -> None:
         self.location, self.policy, self.bucket, self.endpoint_url = location, policy, location.bucket, endpoint_url
@@ -74,20 +88,17 @@ class S3Backend:
     def _call(self, what: str, fn: Callable[[], T]) -> T:
         return self.policy.call(what, fn, transient)  # the store names its URI in front
 
-    def _list(self, prefix: str, delimiter: bool) -> tuple[list[str], list[str]]:
+    def _list(self, prefix: str, delimiter: bool, start_after: str = "") -> tuple[list[str], list[str]]:
         keys, folders, start = [], [], time.monotonic()
-        extra = {"Delimiter": "/"} if delimiter else {}
+        extra: dict[str, str] = {"Delimiter": "/"} if delimiter else {}
+        if start_after:
+            extra["StartAfter"] = start_after
         for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix, **extra):
             keys += [obj["Key"] for obj in page.get("Contents", [])]
             folders += [p["Prefix"] for p in page.get("CommonPrefixes", [])]
             if time.monotonic() - start > self.policy.deadline:  # each page is bounded by the socket timeouts
                 raise _BodyTooSlow(f"listing {prefix} still has pages after {self.policy.deadline:g} s")
         return keys, folders
-
-    def steps(self) -> list[int]:
-        """Return the steps that have a checkpoint folder (complete or not)."""
-        _, folders = self._call("listing checkpoints", lambda: self._list(self._dir + "step-", True))
-        return sorted(int(m.group(1)) for f in folders if (m := STEP_FOLDER.match(f[len(self._dir):].rstrip("/"))))
 
     def _get_once(self, key: str) -> bytes | None:
         try:
@@ -107,60 +118,81 @@ class S3Backend:
     def _get(self, key: str) -> bytes | None:
         return self._call(f"reading {key[len(self._dir):]}", lambda: self._get_once(key))
 
-    def _put(self, key: str, data: bytes) -> None:
-        self._call(f"writing {key[len(self._dir):]}",
-                   lambda: self.s3.put_object(Bucket=self.bucket, Key=key, Body=data))
+    def _put(self, key: str, data: bytes, **conditions: str) -> None:
+        name = key[len(self._dir):]
+        reached(f"put {name}")
+        self._call(f"writing {name}", lambda: self.s3.put_object(Bucket=self.bucket, Key=key, Body=data, **conditions))
+        reached(f"put done {name}")
 
-    def read(self, folder: str, name: str) -> bytes | None:
-        """Return the bytes of `folder/name`, or None when it does not exist."""
-        return self._get(f"{self._dir}{folder}/{name}")
-
-    def commit(self, folder: str, files: dict[str, bytes]) -> None:
-        """Write `files` into `folder` in order: the last one is the commit."""
-        written = []
+    def _create_once(self, key: str, data: bytes) -> bool:
         try:
-            for name, data in files.items():
-                self._put(f"{self._dir}{folder}/{name}", data)
-                written.append(name)
-        except Exception:
-            for name in written:  # best effort, one try: no data without its marker left (else the next sweep)
-                try:
-                    self.s3.delete_object(Bucket=self.bucket, Key=f"{self._dir}{folder}/{name}")
-                except Exception:  # noqa: BLE001, S110 - the sweep of the next save removes it
-                    pass
+            self.s3.put_object(Bucket=self.bucket, Key=key, Body=data, IfNoneMatch="*")
+        except Exception as err:
+            if _precondition_failed(err):
+                return False
             raise
+        return True
 
-    def sweep(self, keep: str, names: tuple[str, ...]) -> None:
-        """Delete what saves cut short left: the files of checkpoint folders whose last file (the marker) is missing.
+    def create(self, name: str, data: bytes, epoch: int = 0) -> bool:
+        """Create `name` holding `data` unless it exists (then False): a create-only PUT (`If-None-Match: *`).
 
-        Only the store's own names directly inside `step-N` folders are touched, never `keep` (the
-        folder about to be written) and never anything else a person put there.
+        A retried PUT whose first try landed (its answer lost) finds its own object and answers False:
+        the caller reads the entry back to tell its own from another writer's.
         """
-        try:
-            keys, _ = self._call("listing checkpoints", lambda: self._list(self._dir + "step-", False))
-        except Exception:  # noqa: BLE001 - best effort: a failed sweep never fails the save that ran it
+        reached(f"put {name}")
+        created = self._call(f"creating {name}", lambda: self._create_once(self._dir + name, data))
+        reached(f"put done {name}")
+        return created
+
+    def probe(self) -> None:
+        """Check, once per process and bucket, that the server refuses a second create-only PUT of one key.
+
+        Raise ConditionalPutsIgnored when it does not: such a server cannot fence writers, and a read
+        followed by a write is no substitute (two writers can both read "absent").
+        """
+        key = (self.endpoint_url, self.bucket)
+        if key in _PROBED:
             return
-        present: dict[str, set[str]] = {}
-        for key in keys:
-            folder, _, name = key[len(self._dir):].partition("/")
-            if STEP_FOLDER.match(folder) and folder != keep and name in names:
-                present.setdefault(folder, set()).add(name)
-        orphans = [f"{self._dir}{folder}/{name}" for folder, found in sorted(present.items()) if names[-1] not in found
-                   for name in sorted(found)]
-        # One DELETE per object: DeleteObjects needs a checksum header not every S3-compatible server takes.
-        for key in orphans:
-            try:
-                self._call("removing interrupted saves", partial(self.s3.delete_object, Bucket=self.bucket, Key=key))
-            except Exception:  # noqa: BLE001 - best effort, as above
-                return
+        name = f"{_PROBE}{uuid.uuid4().hex}"
+        first = self._call("probing conditional puts", lambda: self._create_once(self._dir + name, b"1"))
+        second = self._call("probing conditional puts", lambda: self._create_once(self._dir + name, b"2"))
+        try:
+            self._call("probing conditional puts", lambda: self.s3.delete_object(Bucket=self.bucket, Key=self._dir + name))
+        except Exception:  # noqa: BLE001, S110 - a leftover probe object is harmless
+            pass
+        if not first or second:
+            raise ConditionalPutsIgnored(
+                f"the S3 server{' at ' + self.endpoint_url if self.endpoint_url else ''} ignores conditional puts "
+                "(a second PUT with If-None-Match: * of one key succeeded), so it cannot fence a run's writers: "
+                "use a server that honours them (AWS S3, MinIO, s3proxy 4.0 or newer)")
+        _PROBED.add(key)
+
+    def write_new(self, name: str, data: bytes, epoch: int = 0) -> None:
+        """Write `data` under `name`, a name no one else writes (its writer's unique name): one atomic PUT."""
+        self._put(self._dir + name, data)
+
+    def read(self, name: str) -> bytes | None:
+        """Return the bytes of `name`, or None when it does not exist."""
+        return self._get(self._dir + name)
+
+    def names(self, folder: str, after: str = "") -> list[str]:
+        """Return the names of the objects directly in `folder` (after `after`, sorted)."""
+        prefix = f"{self._dir}{folder}/"
+        keys, _ = self._call(f"listing {folder}", lambda: self._list(prefix, True, prefix + after if after else ""))
+        return sorted(n for k in keys if (n := k[len(prefix):]) and "/" not in n and n > after)
+
+    def delete(self, name: str) -> None:
+        """Delete `name` (done when it is already gone)."""
+        reached(f"delete {name}")
+        self._call(f"removing {name}", partial(self.s3.delete_object, Bucket=self.bucket, Key=self._dir + name))
+        reached(f"deleted {name}")
+
+    def sweep(self, epoch: int) -> None:
+        """Nothing to sweep: an S3 PUT leaves a whole object or none."""
 
     def put(self, name: str, data: bytes) -> None:
         """Replace the object `name`."""
         self._put(self._dir + name, data)
-
-    def get(self, name: str) -> bytes | None:
-        """Return the bytes of the object `name`, or None."""
-        return self._get(self._dir + name)
 
     def find(self, name: str) -> list[tuple[StoreLocation, bytes]]:
         """Every object `name` at or below the prefix, with the location of its folder."""
@@ -168,7 +200,7 @@ class S3Backend:
         out = []
         for key in keys:
             folder, _, base = key.rpartition("/")
-            if base != name or any(STEP_FOLDER.match(s) for s in folder.split("/")):
+            if base != name or any(s in INTERNAL for s in folder[len(self._dir):].split("/")):
                 continue
             try:
                 location = self.location.child(*folder[len(self._dir):].split("/")) if folder != self._dir.rstrip("/") \

@@ -69,9 +69,9 @@ def blob(step: int, size: int) -> bytes:
 def test_a_hung_endpoint_fails_after_the_bounded_tries(proxy: FaultProxy) -> None:
     """Fault: the endpoint accepts connections and never answers (a hung S3 gateway)."""
     proxy.faults.append(Fault("hang"))
-    store = CheckpointStore("s3://lab/hung/run/job", proxy.url, run_id="run",
+    store = CheckpointStore("s3://lab/hung/run/job", proxy.url, run_id="run", readonly=True,
                             policy=RetryPolicy(connect_timeout=1, read_timeout=1, attempts=2, backoff=0.05))
-    with pytest.raises(CheckpointError, match=r"^s3://lab/hung/run/job: listing checkpoints failed \(2 tries"):
+    with pytest.raises(CheckpointError, match=r"^s3://lab/hung/run/job/run: listing _log failed \(2 tries"):
         store.latest()
     assert proxy.count("GET") == 2  # one try and one retry, then the job gives up instead of waiting
     with pytest.raises(CheckpointError, match="ReadTimeoutError"):
@@ -81,10 +81,10 @@ def test_a_hung_endpoint_fails_after_the_bounded_tries(proxy: FaultProxy) -> Non
 
 def test_503_answers_during_a_save_are_retried(proxy: FaultProxy, s3: dict[str, str]) -> None:
     """Fault: the server answers 503 SlowDown twice to the data upload of a save."""
-    proxy.faults.append(Fault("status", "PUT", "/lab/s503/run/job/step-000000000001/data", times=2, status=503))
+    proxy.faults.append(Fault("status", "PUT", "/lab/s503/run/job/run/_data/000000000000001-", times=2, status=503))
     store = CheckpointStore("s3://lab/s503/run/job", proxy.url, run_id="run", policy=FAST)
     store.save(1, blob(1, 1000))
-    assert proxy.count("PUT", "step-000000000001/data") == 3
+    assert proxy.count("PUT", "_data/000000000000001-") == 3
     latest = store.latest()
     assert latest is not None and (latest.step, latest.data) == (1, blob(1, 1000))
 
@@ -93,52 +93,39 @@ def test_a_connection_reset_mid_body_during_resume_is_retried(proxy: FaultProxy)
     """Fault: the connection is reset after 50 KB of a 300 KB checkpoint download (botocore does not retry a body)."""
     store = CheckpointStore("s3://lab/reset/run/job", proxy.url, run_id="run", policy=FAST)
     store.save(7, blob(7, 300_000))
-    proxy.faults.append(Fault("reset", "GET", "step-000000000007/data", times=1, after_bytes=50_000))
+    proxy.faults.append(Fault("reset", "GET", "_data/000000000000007-", times=1, after_bytes=50_000))
     latest = CheckpointStore("s3://lab/reset/run/job", proxy.url, run_id="run", policy=FAST).latest()
     assert latest is not None and (latest.step, latest.data) == (7, blob(7, 300_000))
-    assert proxy.count("GET", "step-000000000007/data") == 2
+    assert proxy.count("GET", "_data/000000000000007-") == 2
 
 
 def test_an_answer_slower_than_the_read_timeout_is_retried(proxy: FaultProxy) -> None:
-    """Fault: the server takes 2.5 s to answer one marker read, past a 1 s read timeout."""
+    """Fault: the server takes 2.5 s to answer one read of the log's newest entry, past a 1 s read timeout."""
     store = CheckpointStore("s3://lab/slow/run/job", proxy.url, run_id="run", policy=FAST)
     store.save(3, b"three")
-    proxy.faults.append(Fault("slow", "GET", "step-000000000003/COMPLETE", times=1, delay=2.5))
-    latest = store.latest()
+    proxy.faults.append(Fault("slow", "GET", "_log/000000000002", times=1, delay=2.5))
+    latest = CheckpointStore("s3://lab/slow/run/job", proxy.url, run_id="run", policy=FAST, readonly=True).latest()
     assert latest is not None and latest.data == b"three"
-    assert proxy.count("GET", "step-000000000003/COMPLETE") == 2
+    assert proxy.count("GET", "_log/000000000002") == 2
 
 
-def test_a_marker_that_never_lands_leaves_no_checkpoint_and_nothing_behind(proxy: FaultProxy,
-                                                                           s3: dict[str, str]) -> None:
-    """Fault: every upload of one save's COMPLETE marker gets a 500, and the clean-up delete fails too."""
+def test_a_log_entry_that_never_lands_publishes_nothing_and_leaves_nothing_behind(proxy: FaultProxy,
+                                                                                s3: dict[str, str]) -> None:
+    """Fault: every upload of one save's log entry (its publishing step) gets a 500; deletes fail too."""
     store = CheckpointStore("s3://lab/marker/run/job", proxy.url, run_id="run", policy=FAST)
-    store.save(1, b"one")
-    proxy.faults += [Fault("status", "PUT", "step-000000000002/COMPLETE", status=500),
-                     Fault("status", "DELETE", status=500)]
-    with pytest.raises(CheckpointError, match="step-000000000002/COMPLETE failed \\(3 tries"):
+    store.save(1, b"one")  # entries 1 (the start) and 2
+    proxy.faults += [Fault("status", "PUT", "_log/000000000003", status=500), Fault("status", "DELETE", status=500)]
+    with pytest.raises(CheckpointError, match=r"creating _log/000000000003 failed \(3 tries"):
         store.save(2, b"two")
-    assert keys(s3, "marker/run/job/step-000000000002/") == ["marker/run/job/step-000000000002/data"]
+    assert [k.split("/")[-1][:15] for k in keys(s3, "marker/run/job/run/_data/")] == ["000000000000001",
+                                                                                     "000000000000002"]
     latest = store.latest()
-    assert latest is not None and (latest.step, latest.data) == (1, b"one")  # the orphan is never loaded
+    assert latest is not None and (latest.step, latest.data) == (1, b"one")  # the unpublished bytes are never read
     assert store.progress()["step"] == 1  # nor recorded as progress
     proxy.faults.clear()
-    store.save(3, b"three")  # the next save sweeps what the cut-short one left
-    assert keys(s3, "marker/run/job/") == ["marker/run/job/progress.json",
-                                           "marker/run/job/step-000000000001/COMPLETE",
-                                           "marker/run/job/step-000000000001/data",
-                                           "marker/run/job/step-000000000003/COMPLETE",
-                                           "marker/run/job/step-000000000003/data"]
-
-
-def test_a_failed_save_removes_its_own_data_when_it_can(proxy: FaultProxy, s3: dict[str, str]) -> None:
-    """Fault: the marker upload fails for good but the server still takes deletes."""
-    store = CheckpointStore("s3://lab/own/run/job", proxy.url, run_id="run", policy=FAST)
-    proxy.faults.append(Fault("status", "PUT", "COMPLETE", status=500))
-    with pytest.raises(CheckpointError):
-        store.save(1, b"one")
-    assert keys(s3, "own/") == []
-    assert store.latest() is None
+    store.save(3, b"three")  # its collection deletes the bytes no entry lists
+    assert [k.split("/")[-1][:15] for k in keys(s3, "marker/run/job/run/_data/")] == ["000000000000001",
+                                                                                     "000000000000003"]
 
 
 # --- S3: one run's checkpoints and progress are never another's ----------------------------------
@@ -161,13 +148,15 @@ def test_runs_whose_ids_share_a_prefix_never_read_each_others_progress(proxy: Fa
 
 def test_an_s3_store_writes_exactly_the_keys_its_uri_names(proxy: FaultProxy, s3: dict[str, str]) -> None:
     """Fault: a URI read loosely (a fragment or query dropped, escapes decoded) writing under another run's keys."""
-    CheckpointStore("s3://lab/données/ünï/job", proxy.url, run_id="ünï").save(1, b"x")
-    assert keys(s3, "données/") == ["données/ünï/job/progress.json", "données/ünï/job/step-000000000001/COMPLETE",
-                                    "données/ünï/job/step-000000000001/data"]
+    CheckpointStore("s3://lab/données/ünï/job", proxy.url, run_id="r").save(1, b"x")
+    assert [k.rsplit("-", 1)[0] for k in keys(s3, "données/")] == [
+        "données/ünï/job/r/_data/000000000000001-000000000001", "données/ünï/job/r/_log/000000000001",
+        "données/ünï/job/r/_log/000000000002", "données/ünï/job/r/progress.json"]
+    puts = proxy.count("PUT")
     for uri in ("s3://lab/frag/x#y", "s3://lab/frag/x?y=1", "s3://lab/frag/x%2Fy", "s3://lab/frag//x"):
         with pytest.raises(CheckpointError, match=f"^{re.escape(uri)}: "):
-            CheckpointStore(uri, proxy.url).save(1, b"x")
-    assert keys(s3, "frag") == [] and proxy.count("PUT") == 3
+            CheckpointStore(uri, proxy.url, run_id="r").save(1, b"x")
+    assert keys(s3, "frag") == [] and proxy.count("PUT") == puts
 
 
 # --- the file system: a full disk, a flaky read ------------------------------------------------
@@ -187,7 +176,13 @@ def full_disk(after: int, times: int | None = None) -> Any:
 
 
 def leftovers(root: Path) -> list[str]:
-    return sorted(p.name for p in root.iterdir() if p.name.startswith(store_file.TMP))
+    """The temporary files under a store's place (what crashed or failed writes left)."""
+    return sorted(p.name for p in root.rglob("*") if p.name.startswith(store_file.TMP))
+
+
+def data_steps(root: Path) -> list[int]:
+    """The steps of the data objects a file store holds (published or not)."""
+    return sorted(int(p.name[:15]) for p in (root / "_data").iterdir() if not p.name.startswith(store_file.TMP))
 
 
 def test_a_full_disk_during_a_save_leaves_the_last_checkpoint_and_no_debris(tmp_path: Path,
@@ -196,10 +191,10 @@ def test_a_full_disk_during_a_save_leaves_the_last_checkpoint_and_no_debris(tmp_
     store = CheckpointStore(f"file://{tmp_path}/run/job", run_id="run", policy=FAST)
     store.save(1, blob(1, 1000))
     monkeypatch.setattr(store_file, "_write_fd", full_disk(after=2_500_000))
-    with pytest.raises(CheckpointError, match=r"saving step-000000000002 failed \(3 tries.*No space left"):
+    with pytest.raises(CheckpointError, match=r"writing _data/000000000000002-\S+ failed \(3 tries.*No space left"):
         store.save(2, blob(2, 4_000_000))
     assert leftovers(tmp_path / "run" / "job") == []
-    assert sorted(p.name for p in (tmp_path / "run" / "job").iterdir()) == ["progress.json", "step-000000000001"]
+    assert data_steps(tmp_path / "run" / "job" / "run") == [1]
     latest = store.latest()
     assert latest is not None and (latest.step, latest.data) == (1, blob(1, 1000))
     assert store.progress()["step"] == 1
@@ -212,7 +207,7 @@ def test_a_disk_full_for_a_moment_is_retried(tmp_path: Path, monkeypatch: pytest
     store.save(4, blob(4, 3_000_000))
     latest = store.latest()
     assert latest is not None and (latest.step, latest.data) == (4, blob(4, 3_000_000))
-    assert leftovers(tmp_path / "run" / "job") == []
+    assert leftovers(tmp_path / "run" / "job") == [] and data_steps(tmp_path / "run" / "job" / "run") == [4]
 
 
 def test_an_io_error_while_resuming_is_retried(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -222,7 +217,7 @@ def test_an_io_error_while_resuming_is_retried(tmp_path: Path, monkeypatch: pyte
     real, failed = store_file._read, []
 
     def flaky(path: Path) -> bytes | None:
-        if path.name == "data" and not failed:
+        if path.parent.name == "_data" and not failed:
             failed.append(path)
             raise OSError(errno.EIO, os.strerror(errno.EIO))
         return real(path)
@@ -234,8 +229,9 @@ def test_an_io_error_while_resuming_is_retried(tmp_path: Path, monkeypatch: pyte
 def test_a_mistake_no_retry_can_fix_fails_at_once_naming_the_store(tmp_path: Path) -> None:
     """Fault: the checkpoint folder's parent is a file (a wrong mount or a typo): one clear error after one try."""
     (tmp_path / "file").write_text("not a folder")
-    store = CheckpointStore(f"file://{tmp_path}/file/run/job", policy=FAST)
-    with pytest.raises(CheckpointError, match=rf"^file://{tmp_path}/file/run/job: saving .* \(1 try.*(NotADirectory|FileExists)"):
+    store = CheckpointStore(f"file://{tmp_path}/file/run/job", run_id="r", policy=FAST)
+    with pytest.raises(CheckpointError, match=rf"^file://{tmp_path}/file/run/job/r: creating _log/000000000001 "
+                                              r"failed \(1 try.*(NotADirectory|FileExists)"):
         store.save(1, b"x")
     assert (tmp_path / "file").read_text() == "not a folder"
 
@@ -283,27 +279,17 @@ def test_sigkill_at_any_point_of_a_save_leaves_only_whole_checkpoints(scheme: st
         time.sleep(rng.uniform(0, 0.05))
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
-        latest = CheckpointStore(uri, endpoint or None, policy=FAST).latest()
+        latest = CheckpointStore(uri, endpoint or None, run_id="run", policy=FAST, readonly=True).latest()
         if latest is not None:
             assert latest.data == blob(latest.step, size)  # whole and the step's own: never a torn one
             steps_seen.append(latest.step)
     assert steps_seen and steps_seen == sorted(steps_seen)  # every restart resumed; none went back
-    # What ten killed saves left: at most the last one's, since every save first sweeps earlier debris.
-    if scheme == "file":
-        assert len(leftovers(tmp_path / "run" / "job")) <= 1
-    else:
-        names = [k.rsplit("/", 2)[-2:] for k in keys(env, "killed/run/job/step-")]
-        assert len({f for f, n in names if n == "data"} - {f for f, n in names if n == "COMPLETE"}) <= 1
     final = CheckpointStore(uri, endpoint or None, run_id="run", policy=FAST)
-    final.save(10_000, b"last")  # sweeps what the killed saves left
+    final.save(10_000, b"last")  # a start sweeps what killed writers left; its save collects the unpublished
     if scheme == "file":
-        root = tmp_path / "run" / "job"
-        assert leftovers(root) == []
-        for folder in (p for p in root.iterdir() if p.is_dir()):
-            assert sorted(f.name for f in folder.iterdir()) == ["COMPLETE", "data"]
+        place = tmp_path / "run" / "job" / "run"
+        assert leftovers(place) == []
+        kept = sorted(p.name[:15] for p in (place / "_data").iterdir())
     else:
-        found: dict[str, set[str]] = {}
-        for key in keys(env, "killed/run/job/step-"):
-            folder, name = key.rsplit("/", 1)
-            found.setdefault(folder, set()).add(name)
-        assert found and all(names == {"COMPLETE", "data"} for names in found.values()), found
+        kept = sorted(k.split("/")[-1][:15] for k in keys(env, "killed/run/job/run/_data/"))
+    assert len(kept) == 2 and kept[-1] == f"{10_000:015d}"  # the newest and one fallback, nothing else

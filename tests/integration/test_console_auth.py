@@ -11,6 +11,7 @@ from kubernetes import client
 from offhours.scripts.console.app import create_app
 from offhours.scripts.console.auth import MAX_TOKEN_BYTES, KubernetesAuth
 from offhours.scripts.console.source import PoolSource
+from tests.support.console_forms import csrf_token
 from tests.support.fleet import free_port
 from tests.support.tenant_pool import Reader, pool_of, running
 
@@ -42,14 +43,16 @@ def test_an_api_server_that_cannot_review_a_token_is_503_never_an_open_door(app)
     assert answer.status_code == 503
     page = answer.get_data(as_text=True)
     assert "train" not in page and "cannot review the token" in page
-    assert app.post("/login", data={"token": "some-token"}).status_code == 503
+    csrf = csrf_token(app.get("/login").get_data(as_text=True))
+    assert app.post("/login", data={"token": "some-token", "csrf_token": csrf}).status_code == 503
 
 
 @pytest.mark.parametrize("token", ["x" * (MAX_TOKEN_BYTES + 1), "", "   "])
 def test_an_absurd_token_is_refused_without_asking_the_api_server(app, token: str) -> None:
     """Fault: a hostile client sends an enormous or empty token (the dead API server would make a call a 503)."""
     assert app.get("/", headers={"Authorization": f"Bearer {token}"}).status_code == 401
-    assert app.post("/login", data={"token": token}).status_code == 401
+    csrf = csrf_token(app.get("/login").get_data(as_text=True))
+    assert app.post("/login", data={"token": token, "csrf_token": csrf}).status_code == 401
     app.set_cookie("offhours-console-token", token[:4000])
     assert app.get("/").status_code in (401, 503)
 

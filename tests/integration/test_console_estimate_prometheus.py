@@ -28,10 +28,11 @@ from offhours.scripts.policy.estimate import Estimate, EstimateError, JobRequest
 from offhours.scripts.simulate.estimate import HistoryEstimator, prometheus_history
 from offhours.scripts.simulate.trace import Trace, days_of, load_trace
 from tests.support.backfill import RenderedService, backfill
+from tests.support.console_forms import hidden
 from tests.support.fault_proxy import Fault, FaultProxy, fault_proxy
 from tests.support.fleet import free_port
 from tests.support.prometheus_fixture import running_prometheus
-from tests.unit.test_console_request_review import GOOD, form_key
+from tests.unit.test_console_request_review import GOOD
 from tests.unit.test_console_resubmit import Store
 
 pytestmark = pytest.mark.prometheus
@@ -120,11 +121,11 @@ def test_a_range_prometheus_holds_nothing_of_is_a_named_fallback(prometheus: str
 
 
 def post(client: Any, action: str) -> Any:
-    key = form_key(client.get("/request/offhours-job").get_data(as_text=True))
+    key = hidden(client.get("/request/offhours-job").get_data(as_text=True))
     values = {**GOOD, "replicas": str(REQUEST.replicas)}
     return client.post("/request/offhours-job", data={
         **{f"param:{k}": v for k, v in values.items()}, "estimate-hours": str(REQUEST.hours),
-        "estimate-checkpoint-minutes": str(REQUEST.checkpoint_minutes), "form-key": key, "action": action})
+        "estimate-checkpoint-minutes": str(REQUEST.checkpoint_minutes), **key, "action": action})
 
 
 def console(estimator: HistoryEstimator) -> tuple[Any, Store]:

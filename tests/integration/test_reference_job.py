@@ -32,7 +32,7 @@ class Job:
         self.log = log
         self.proc = subprocess.Popen([sys.executable, str(JOB), "--steps", str(STEPS), "--every", str(EVERY),
                                       "--step-seconds", "0.002", "--log", str(log), "--out", str(out)],
-                                     env={**(env or os.environ), "OFFHOURS_CHECKPOINT_URI": uri},
+                                     env={"OFFHOURS_RUN_ID": "ref", **(env or os.environ), "OFFHOURS_CHECKPOINT_URI": uri},
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.lines: "queue.Queue[str | None]" = queue.Queue()
         self.said: list[str] = []
@@ -143,25 +143,38 @@ def test_sigkill_redoes_at_most_one_checkpoint_interval(reference: np.ndarray, t
 
 
 def test_corrupt_or_half_written_checkpoints_are_skipped(tmp_path: Path) -> None:
-    store = CheckpointStore(f"file://{tmp_path}/ckpt")
+    """Fault: bit rot in the newest checkpoint's bytes, and a half-written file a killed save left beside it."""
+    store = CheckpointStore(f"file://{tmp_path}/ckpt", run_id="r")
     store.save(100, b"good-100")
     store.save(200, b"good-200")
-    (tmp_path / "ckpt" / "step-000000000300").mkdir()
-    (tmp_path / "ckpt" / "step-000000000300" / "data").write_bytes(b"half written, no marker")
-    bad = tmp_path / "ckpt" / "step-000000000400"
-    bad.mkdir()
-    (bad / "data").write_bytes(b"bit rot")
-    (bad / "COMPLETE").write_bytes((tmp_path / "ckpt" / "step-000000000200" / "COMPLETE").read_bytes())
+    data = tmp_path / "ckpt" / "r" / "_data"
+    (data / ".offhours-tmp-000000000001-half").write_bytes(b"half written")
+    [newest] = [p for p in data.iterdir() if p.name.startswith("000000000000200-")]
+    newest.write_bytes(b"bit rot!")
     latest = store.latest()
-    assert latest is not None and (latest.step, latest.data) == (200, b"good-200")
+    assert latest is not None and (latest.step, latest.data) == (100, b"good-100")  # the older version kept
     assert store.progress()["step"] == 200
+
+
+def test_a_new_run_given_a_finished_runs_bare_uri_does_all_its_work(reference: np.ndarray, tmp_path: Path) -> None:
+    """Fault (seen): one's own template gives the job step a bare checkpoint URI; run 1 finishes there, and run 2,
+    given the same URI, read run 1's progress, said "start at step 1500 of 1500" and succeeded without training."""
+    bare = f"file://{tmp_path}/ckpt"
+    first = Job(bare, tmp_path / "first.log", tmp_path / "first.npy", {**os.environ, "OFFHOURS_RUN_ID": "first"})
+    assert first.wait(timeout=120) == 0
+    second = Job(bare, tmp_path / "second.log", tmp_path / "second.npy", {**os.environ, "OFFHOURS_RUN_ID": "second"})
+    assert second.expect("start at step") == f"start at step 0 of {STEPS}"
+    assert second.wait(timeout=120) == 0
+    executed = [int(line) for line in (tmp_path / "second.log").read_text().split()]
+    assert executed == list(range(STEPS))  # it did the whole run's work itself
+    assert np.load(tmp_path / "second.npy").tobytes() == reference.tobytes()
 
 
 def test_store_refuses_unusable_uris() -> None:
     with pytest.raises(CheckpointError, match="must be file:// or s3://"):
-        CheckpointStore("gs://bucket/run")
+        CheckpointStore("gs://bucket/run", run_id="r")
     with pytest.raises(CheckpointError, match="needs a bucket"):
-        CheckpointStore("s3:///run")
+        CheckpointStore("s3:///run", run_id="r")
     with pytest.raises(CheckpointError, match="OFFHOURS_CHECKPOINT_URI is not set"):
         CheckpointStore.from_env({})
 
@@ -196,7 +209,8 @@ def test_s3_half_written_checkpoint_is_skipped(s3: dict[str, str], monkeypatch: 
 
     client = boto3.client("s3", endpoint_url=s3["OFFHOURS_S3_ENDPOINT_URL"],
                           config=Config(request_checksum_calculation="when_required"))
-    client.put_object(Bucket="lab", Key="runs/partial/job/step-000000000020/data", Body=b"no marker yet")
+    client.put_object(Bucket="lab", Key="runs/partial/job/partial/_data/000000000000020-000000000001-0123456789abcdef",
+                      Body=b"never published")
     latest = store.latest()
     assert latest is not None and (latest.step, latest.data) == (10, b"ten")
     # The progress the gate reads to pick victims, on S3 as on files.
@@ -212,8 +226,8 @@ def test_s3_store_rides_out_transient_faults_bit_identical(reference: np.ndarray
     from tests.support.fault_proxy import Fault, fault_proxy
 
     with fault_proxy(s3["OFFHOURS_S3_ENDPOINT_URL"]) as proxy:
-        proxy.faults += [Fault("status", "PUT", "/data", times=3, status=503),
-                         Fault("reset", "GET", "/data", times=2, after_bytes=100)]
+        proxy.faults += [Fault("status", "PUT", "/_data/", times=3, status=503),
+                         Fault("reset", "GET", "/_data/", times=2, after_bytes=100)]
         env = {**s3, "OFFHOURS_S3_ENDPOINT_URL": proxy.url, "OFFHOURS_RUN_ID": "flaky",
                "OFFHOURS_STORE_READ_TIMEOUT": "5"}
         weights, executed, codes = run_with_stops("s3://lab/runs/flaky/job", tmp_path, stops=2, sig=signal.SIGTERM,
@@ -237,4 +251,4 @@ def test_a_store_that_stays_down_is_a_resumable_stop_and_a_refusal_a_failure(
         said = job.expect("checkpoint store:", timeout=120)
         assert job.wait(timeout=120) == code
     assert f"({2 if status == 503 else 1} tr" in said, said
-    assert proxy.count("GET") == (2 if status == 503 else 1)
+    assert proxy.count("PUT") + proxy.count("GET") == (2 if status == 503 else 1)  # the first call: the probe

@@ -1,4 +1,9 @@
-"""A real S3-compatible server on loopback: s3proxy (Maven Central) on its filesystem backend."""
+"""A real S3-compatible server on loopback: s3proxy (Maven Central) on its filesystem backend.
+
+4.0.0 by default: it honours conditional puts (`If-None-Match: *` resolved as it writes), which the
+checkpoint store's fence needs. 2.4.1 ignores them (measured by tests/integration/test_checkpoint_crash.py),
+so the store must refuse it.
+"""
 
 import os
 import shutil
@@ -9,17 +14,26 @@ from pathlib import Path
 
 from tests.support.fleet import free_port, wait_until_serving
 
-S3PROXY_VERSION = "2.4.1"
-S3PROXY_JAR = (Path.home() / ".m2" / "repository" / "org" / "gaul" / "s3proxy" / S3PROXY_VERSION
-               / f"s3proxy-{S3PROXY_VERSION}-jar-with-dependencies.jar")
+S3PROXY_VERSION = "4.0.0"
+IGNORES_CONDITIONAL_PUTS = "2.4.1"
+
+
+def s3proxy_jar(version: str = S3PROXY_VERSION) -> Path:
+    """Where `mvn dependency:get` (make deps) puts the s3proxy jar of `version`."""
+    return (Path.home() / ".m2" / "repository" / "org" / "gaul" / "s3proxy" / version
+            / f"s3proxy-{version}-jar-with-dependencies.jar")
+
+
+S3PROXY_JAR = s3proxy_jar()
 IDENTITY, CREDENTIAL = "offhours-test", "offhours-test-secret"
 
 
 @contextmanager
-def running_s3proxy(workdir: Path) -> Iterator[str]:
-    """Start s3proxy on 127.0.0.1; yield its endpoint URL."""
+def running_s3proxy(workdir: Path, version: str = S3PROXY_VERSION) -> Iterator[str]:
+    """Start s3proxy `version` on 127.0.0.1; yield its endpoint URL."""
     assert shutil.which("java"), "java is not installed"
-    assert S3PROXY_JAR.exists(), f"{S3PROXY_JAR} missing: make deps fetches it from Maven Central"
+    jar = s3proxy_jar(version)
+    assert jar.exists(), f"{jar} missing: make deps fetches it from Maven Central"
     port = free_port()
     (workdir / "data").mkdir(parents=True, exist_ok=True)
     props = workdir / "s3proxy.conf"
@@ -28,7 +42,7 @@ def running_s3proxy(workdir: Path) -> Iterator[str]:
         f"s3proxy.identity={IDENTITY}", f"s3proxy.credential={CREDENTIAL}",
         "jclouds.provider=filesystem", f"jclouds.filesystem.basedir={workdir / 'data'}", ""]))
     log = (workdir / "s3proxy.log").open("w")
-    proc = subprocess.Popen(["java", "-jar", str(S3PROXY_JAR), "--properties", str(props)], stdout=log,
+    proc = subprocess.Popen(["java", "-jar", str(jar), "--properties", str(props)], stdout=log,
                             stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:

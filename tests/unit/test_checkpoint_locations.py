@@ -31,7 +31,7 @@ def test_the_check_accepts_exactly_the_uris_the_store_writes(uri: str) -> None:
     """Fault: a URI the check lets through but the store refuses (or writes elsewhere), or the reverse."""
     problem = value_problem("checkpoint-uri", uri)
     try:
-        CheckpointStore(uri, policy=RetryPolicy())
+        CheckpointStore(uri, run_id="r", policy=RetryPolicy())
         refused = None
     except CheckpointError as err:
         refused = str(err)
@@ -47,7 +47,7 @@ def test_any_text_is_accepted_by_both_or_refused_by_both(tail: str) -> None:
     for uri in (f"s3://lab/{tail}", f"file:///{tail}", tail):
         problem = value_problem("checkpoint-uri", uri)
         try:
-            CheckpointStore(uri, policy=RetryPolicy())
+            CheckpointStore(uri, run_id="r", policy=RetryPolicy())
             accepted = True
         except CheckpointError:
             accepted = False
@@ -63,13 +63,14 @@ def test_a_file_store_writes_exactly_at_the_uris_path(tmp_path: Path, uri: str, 
     """Fault: a store writing anywhere but the literal path the URI names (a host read as a folder, escapes decoded)."""
     if " " in uri:
         with pytest.raises(CheckpointError, match="blank"):
-            CheckpointStore(uri.format(tmp=str(tmp_path).lstrip("/")))
+            CheckpointStore(uri.format(tmp=str(tmp_path).lstrip("/")), run_id="run")
         return
     store = CheckpointStore(uri.format(tmp=str(tmp_path).lstrip("/")), run_id="run")
     store.save(3, b"three")
     written = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
-    assert written == [f"{path}/progress.json", f"{path}/step-000000000003/COMPLETE",
-                       f"{path}/step-000000000003/data"]
+    assert [w.rsplit("-", 1)[0] for w in written] == [
+        f"{path}/run/_data/000000000000003-000000000001", f"{path}/run/_log/000000000001",
+        f"{path}/run/_log/000000000002", f"{path}/run/progress.json"]
 
 
 def test_a_checkpoint_base_that_names_the_run_id_is_refused() -> None:
@@ -103,19 +104,19 @@ def test_the_env_parameter_cannot_shadow_what_the_step_sets() -> None:
                                                                f"{STEP_ENVIRONMENT[name]}"
 
 
-def test_step_folders_are_ascii_digits_only(tmp_path: Path) -> None:
-    """Fault: a folder step-١٢ (Arabic-Indic digits, which int() reads as 12) taken for a checkpoint."""
-    store = CheckpointStore(f"file://{tmp_path}/run/job")
+def test_log_entries_are_ascii_digits_only(tmp_path: Path) -> None:
+    """Fault: a log entry named with Arabic-Indic digits (which int() reads as 12) taken for the newest."""
+    store = CheckpointStore(f"file://{tmp_path}/run/job", run_id="r")
     store.save(5, b"five")
-    (tmp_path / "run" / "job" / "step-١٢").mkdir()
-    (tmp_path / "run" / "job" / "step-١٢" / "data").write_bytes(b"not mine")
+    log = tmp_path / "run" / "job" / "r" / "_log"
+    (log / "٠٠٠٠٠٠٠٠٠٠١٢").write_bytes((log / "000000000002").read_bytes())
     latest = store.latest()
     assert latest is not None and (latest.step, latest.data) == (5, b"five")
 
 
 def test_bad_steps_and_data_are_refused_before_any_write(tmp_path: Path) -> None:
     """Fault: a careless caller passing a negative, boolean or text step, or text data: one error, nothing written."""
-    store = CheckpointStore(f"file://{tmp_path}/run/job")
+    store = CheckpointStore(f"file://{tmp_path}/run/job", run_id="r")
     for step, data in ((-1, b"x"), (True, b"x"), ("7", b"x"), (10**15, b"x"), (1, "text")):
         with pytest.raises(CheckpointError, match="step must be|must be bytes"):
             store.save(step, data)  # type: ignore[arg-type]
@@ -131,10 +132,11 @@ def test_store_timeouts_and_retries_come_from_the_environment(monkeypatch: pytes
                        ("OFFHOURS_STORE_ATTEMPTS", "1.5"), ("OFFHOURS_STORE_ATTEMPTS", "0"),
                        ("OFFHOURS_STORE_DEADLINE", "soon"), ("OFFHOURS_STORE_CONNECT_TIMEOUT", "-1")):
         with pytest.raises(CheckpointError, match=f"^{var}='{value}' must be"):
-            CheckpointStore.from_env({"OFFHOURS_CHECKPOINT_URI": "file:///tmp/x", var: value})
+            CheckpointStore.from_env({"OFFHOURS_CHECKPOINT_URI": "file:///tmp/x", "OFFHOURS_RUN_ID": "r", var: value})
     for var, value in (("AWS_DEFAULT_REGION", "us-east-1"), ("AWS_ACCESS_KEY_ID", "k"), ("AWS_SECRET_ACCESS_KEY", "s")):
         monkeypatch.setenv(var, value)  # nothing to look up on an instance-metadata endpoint
-    store = CheckpointStore("s3://lab/run/job", endpoint_url="http://127.0.0.1:9", policy=RetryPolicy(read_timeout=4))
+    store = CheckpointStore("s3://lab/run/job", endpoint_url="http://127.0.0.1:9", run_id="r",
+                            policy=RetryPolicy(read_timeout=4))
     config = store._backend.s3.meta.config  # type: ignore[attr-defined]
     assert (config.connect_timeout, config.read_timeout, config.retries["total_max_attempts"]) == (3.0, 4, 1)
 
@@ -184,8 +186,8 @@ def test_a_copied_progress_file_is_not_taken_for_the_runs_own(tmp_path: Path) ->
     CheckpointStore(f"file://{tmp_path}/ckpt/b/job", run_id="b").save(100, b"b")
     (tmp_path / "ckpt" / "a" / "job").mkdir(parents=True)
     (tmp_path / "ckpt" / "a" / "job" / "progress.json").write_bytes(
-        (tmp_path / "ckpt" / "b" / "job" / "progress.json").read_bytes())
-    forged = {"step": 1, "time": 1e300, "run": "a", "store": f"file://{tmp_path}/ckpt/b/job"}
+        (tmp_path / "ckpt" / "b" / "job" / "b" / "progress.json").read_bytes())
+    forged = {"step": 1, "time": 1e300, "run": "a", "store": f"file://{tmp_path}/ckpt/b/job/b"}
     (tmp_path / "ckpt" / "a" / "x").mkdir()
     (tmp_path / "ckpt" / "a" / "x" / "progress.json").write_text(json.dumps(forged))
     assert latest_progress_time(f"file://{tmp_path}/ckpt/a") is None
@@ -195,5 +197,5 @@ def test_a_store_built_from_the_uri_alone_records_the_steps_run(tmp_path: Path, 
     """Fault: a job that builds its store from OFFHOURS_CHECKPOINT_URI by hand, without from_env or a run id."""
     monkeypatch.setenv("OFFHOURS_RUN_ID", "r7")
     CheckpointStore(f"file://{tmp_path}/ckpt/r7/train").save(2, b"two")
-    assert json.loads((tmp_path / "ckpt" / "r7" / "train" / "progress.json").read_text())["run"] == "r7"
+    assert json.loads((tmp_path / "ckpt" / "r7" / "train" / "r7" / "progress.json").read_text())["run"] == "r7"
     assert latest_progress_time(f"file://{tmp_path}/ckpt/r7") is not None

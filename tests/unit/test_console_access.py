@@ -6,6 +6,7 @@ from offhours.scripts.console.app import create_app
 from offhours.scripts.console.auth import Access
 from offhours.scripts.console.source import PoolSource
 from offhours.scripts.names import CONSOLE_TOKEN_COOKIE
+from tests.support.console_forms import csrf_token
 from tests.support.tenant_pool import Reader, pool_of, running
 
 
@@ -62,6 +63,6 @@ def test_logout_clears_the_token_cookie_whatever_the_api_server_says(auth) -> No
     """Fault: /logout sat behind the token check, so a revoked token or a down API server kept the cookie (401/503)."""
     client = create_app(PoolSource(Reader(pool_of(running({}))), interval=0), auth=auth).test_client()
     client.set_cookie(CONSOLE_TOKEN_COOKIE, "a-token")
-    answer = client.post("/logout")
+    answer = client.post("/logout", data={"csrf_token": csrf_token(client.get("/login").get_data(as_text=True))})
     assert answer.status_code == 302
     assert any(CONSOLE_TOKEN_COOKIE in h and "Expires=Thu, 01 Jan 1970" in h for h in answer.headers.getlist("Set-Cookie"))

@@ -20,7 +20,7 @@ from offhours.scripts.pool import views
 from offhours.scripts.pool.model import FINISHED, Pool
 from tests.support.pool_fixture import ts, workflow
 from tests.support.tenant_pool import pool_of
-from tests.unit.test_console_resubmit import Grants, key_on
+from tests.unit.test_console_resubmit import Grants, csrf_on, key_on
 
 
 def _parked_copy(of: dict[str, Any]) -> dict[str, Any]:
@@ -73,7 +73,7 @@ def _cancel(ns: Namespace, cached_for: float, between: Any = None) -> Any:
     key = key_on(client, "train-1")
     if between is not None:
         between()
-    return client.post("/jobs/train-1/cancel", data={"form-key": key})
+    return client.post("/jobs/train-1/cancel", data={"form-key": key, "csrf_token": csrf_on(client, "train-1")})
 
 
 def _live(ns: Namespace) -> list[str]:

@@ -21,9 +21,10 @@ from offhours.scripts.console.source import PoolSource
 from offhours.scripts.pool.model import Pool
 from offhours.scripts.pool.reader import PoolReadError
 from offhours.scripts.pool.views import unfinished
+from tests.support.console_forms import hidden
 from tests.support.pool_fixture import workflow
 from tests.support.tenant_pool import pool_of
-from tests.unit.test_console_request_review import GOOD, form_key
+from tests.unit.test_console_request_review import GOOD
 from tests.unit.test_console_resubmit import Store
 
 FORM = "/request/offhours-job"
@@ -50,16 +51,16 @@ def client_of(store: Any, jobs: bool = True) -> Any:
     return client
 
 
-def submit(client: Any, values: dict[str, str], key: str | None = None) -> Any:
-    key = key if key is not None else form_key(client.get(FORM).get_data(as_text=True))
-    return client.post(FORM, data={**fields(values), "form-key": key, "action": "submit"})
+def submit(client: Any, values: dict[str, str], key: dict[str, str] | None = None) -> Any:
+    key = key if key is not None else hidden(client.get(FORM).get_data(as_text=True))
+    return client.post(FORM, data={**fields(values), **key, "action": "submit"})
 
 
 def test_a_double_click_creates_one_workflow_and_the_second_names_the_first() -> None:
     """Fault: the form's submit never looked for a live copy of the run id: a double click made two parked copies."""
     store = Store()
     client = client_of(store)
-    key = form_key(client.get(FORM).get_data(as_text=True))  # both clicks post the same page
+    key = hidden(client.get(FORM).get_data(as_text=True))  # both clicks post the same page
     first = submit(client, GOOD, key)
     assert first.status_code == 302
     (made,) = store.workflows
@@ -110,7 +111,7 @@ def test_the_check_reads_the_cluster_afresh_not_the_pages_cache() -> None:
     """Fault: a pool cached before another tab's submit would miss that tab's live workflow."""
     store = Store()
     client = client_of(store)  # the pool is cached for an hour
-    key = form_key(client.get(FORM).get_data(as_text=True))
+    key = hidden(client.get(FORM).get_data(as_text=True))
     store.workflows["made-elsewhere"] = workflow("made-elsewhere", "chat", 1, "parked", "", created=5,
                                                  run_id=GOOD["run-id"], suspend=True)
     answer = submit(client, GOOD, key)
@@ -131,7 +132,7 @@ def test_two_clicks_at_once_create_one_workflow() -> None:
     """Fault: two POSTs in flight together both read the pool before either created, and both created."""
     store = SlowStore()
     client = client_of(store)
-    key = form_key(client.get(FORM).get_data(as_text=True))
+    key = hidden(client.get(FORM).get_data(as_text=True))
     answers: list[int] = []
 
     def click() -> None:

@@ -12,8 +12,9 @@ from typing import Any
 from offhours.scripts.cluster.parked import misplaced_namespace
 from offhours.scripts.console.app import create_app
 from offhours.scripts.console.source import PoolSource
+from tests.support.console_forms import hidden
 from tests.unit.test_console_request_live_run import FORM, submit
-from tests.unit.test_console_request_review import GOOD, form_key
+from tests.unit.test_console_request_review import GOOD
 from tests.unit.test_console_resubmit import SERVICES, Grants, Store, finished_runs, resubmit
 
 SAID = "--config gate.yaml"
@@ -46,7 +47,7 @@ def test_a_request_from_a_console_outside_the_gates_namespace_creates_nothing() 
     client = client_of(store, ("research", SAID))
     form = client.get(FORM)
     assert "is not where the gate admits jobs from" in form.get_data(as_text=True)  # said before it is filled in
-    answer = submit(client, GOOD, form_key(form.get_data(as_text=True)))
+    answer = submit(client, GOOD, hidden(form.get_data(as_text=True)))
     page = answer.get_data(as_text=True)
     assert answer.status_code == 409, page
     assert page.count("is not where the gate admits jobs from") == 1

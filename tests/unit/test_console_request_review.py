@@ -16,6 +16,7 @@ from offhours.scripts.console.source import PoolSource
 from offhours.scripts.names import CONSOLE_TOKEN_COOKIE
 from offhours.scripts.policy.estimate import JobAhead
 from offhours.scripts.pool.usage import usage_by_month
+from tests.support.console_forms import hidden
 from tests.support.pool_fixture import ts, workflow
 from tests.support.tenant_pool import Reader, pool_of
 
@@ -85,8 +86,8 @@ def test_a_superscript_digit_in_replicas_is_refused_not_a_crash(replicas: str) -
         parked_workflow(TEMPLATE, {**GOOD, "replicas": replicas}, "research", 0, ["chat"])
     api = FakePersonApi()
     client = local_client(api)
-    key = form_key(client.get("/request/offhours-job").get_data(as_text=True))
-    answer = client.post("/request/offhours-job", data={**fields({**GOOD, "replicas": replicas}), "form-key": key,
+    key = hidden(client.get("/request/offhours-job").get_data(as_text=True))
+    answer = client.post("/request/offhours-job", data={**fields({**GOOD, "replicas": replicas}), **key,
                                                         "action": "submit"})
     assert answer.status_code == 400
     assert 'id="problem-replicas"' in answer.get_data(as_text=True)
@@ -102,14 +103,14 @@ def test_one_persons_form_key_does_not_post_in_another_persons_name() -> None:
     api = FakePersonApi()
     client = create_app(PoolSource(Reader(pool_of()), interval=0), services=["chat"], auth=Grants(),
                         person_api=api).test_client()
-    alices = form_key(client.get("/request/offhours-job", headers={"Authorization": "Bearer alice"})
+    alices = hidden(client.get("/request/offhours-job", headers={"Authorization": "Bearer alice"})
                       .get_data(as_text=True))
     client.set_cookie(CONSOLE_TOKEN_COOKIE, "bob")
-    answer = client.post("/request/offhours-job", data={**fields(GOOD), "form-key": alices, "action": "submit"})
+    answer = client.post("/request/offhours-job", data={**fields(GOOD), **alices, "action": "submit"})
     assert answer.status_code == 400
     assert api.created == []
-    bobs = form_key(client.get("/request/offhours-job").get_data(as_text=True))
-    assert client.post("/request/offhours-job", data={**fields(GOOD), "form-key": bobs, "action": "submit"}
+    bobs = hidden(client.get("/request/offhours-job").get_data(as_text=True))
+    assert client.post("/request/offhours-job", data={**fields(GOOD), **bobs, "action": "submit"}
                        ).status_code == 302
     assert [who.user for who, _ in api.created] == ["user-bob"]
 
@@ -124,9 +125,9 @@ def test_a_local_console_answers_only_loopback_host_names(host: str) -> None:
     api = FakePersonApi()
     client = local_client(api)
     assert client.get("/request/offhours-job", headers={"Host": host}).status_code == 421
-    key = form_key(client.get("/request/offhours-job").get_data(as_text=True))  # the operator's own browser
+    key = hidden(client.get("/request/offhours-job").get_data(as_text=True))  # the operator's own browser
     answer = client.post("/request/offhours-job", headers={"Host": host},
-                         data={**fields(GOOD), "form-key": key, "action": "submit"})
+                         data={**fields(GOOD), **key, "action": "submit"})
     assert answer.status_code == 421 and api.created == []
     for good in ("localhost:8080", "127.0.0.1:8080", "[::1]:8080"):
         assert client.get("/", headers={"Host": good}).status_code == 200, good
@@ -138,8 +139,8 @@ def test_a_cancel_refused_half_way_names_what_it_did_stop() -> None:
     first = workflow("rl-x", "chat", 1, "admitted", "Running", created=30, started=20, run_id="rl")
     copy = workflow("rl-x-p1", "chat", 1, "parked", created=10, suspend=True, run_id="rl")
     client = local_client(api, first, copy)
-    key = form_key(client.get("/jobs/rl-x-p1").get_data(as_text=True))
-    answer = client.post("/jobs/rl-x-p1/cancel", data={"form-key": key})
+    key = hidden(client.get("/jobs/rl-x-p1").get_data(as_text=True))
+    answer = client.post("/jobs/rl-x-p1/cancel", data=key)
     assert [name for _, name in api.stopped] == ["rl-x"]
     assert re.search(r"\brl-x\b(?!-)", answer.get_data(as_text=True)), "the page does not say rl-x was stopped"
 

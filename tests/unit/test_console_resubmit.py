@@ -24,6 +24,7 @@ from offhours.scripts.console.form import check_request
 from offhours.scripts.console.source import PoolSource
 from offhours.scripts.names import ARGO_CREATOR_LABEL
 from offhours.scripts.pool.model import FINISHED, Pool
+from tests.support.console_forms import csrf_token
 from tests.support.pool_fixture import ts, workflow
 from tests.support.tenant_pool import pool_of
 from tests.unit.test_console_request_review import GOOD, TEMPLATE
@@ -97,8 +98,14 @@ def key_on(client: Any, name: str) -> str:
     return found.group(1)
 
 
+def csrf_on(client: Any, name: str) -> str:
+    """Return the CSRF token the job page carries (one per browser session, whoever signs in)."""
+    return csrf_token(client.get(f"/jobs/{name}").get_data(as_text=True))
+
+
 def resubmit(client: Any, name: str, key: str | None = None) -> Any:
-    return client.post(f"/jobs/{name}/resubmit", data={"form-key": key if key is not None else key_on(client, name)})
+    key = key if key is not None else key_on(client, name)
+    return client.post(f"/jobs/{name}/resubmit", data={"form-key": key, "csrf_token": csrf_on(client, name)})
 
 
 def finished_runs() -> dict[str, list[dict[str, Any]]]:
