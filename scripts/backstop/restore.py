@@ -111,10 +111,8 @@ def _restore_one(cluster: Cluster, namespace: str, service: str, record: Service
     except Exception as err:  # noqa: BLE001 - serving first: the raise goes ahead without its record
         message += f" (its record could not be written first: {err})"
         intent_written = False
-    if scaler is not None:
-        cluster.set_max_replicas(scaler, action.value)
-    else:
-        cluster.scale(dep, action.value)
+    # Only ever a raise, conditional on what was read: max(what serving holds now, the baseline).
+    cluster.raise_serving(scaler if scaler is not None else dep, current, action.value)
     try:
         cluster.write_state(namespace, service, replace(action.record, applying_from=None).to_json())
     except Exception as err:  # noqa: BLE001 - serving is restored; the record is a record

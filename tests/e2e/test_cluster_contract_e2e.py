@@ -44,6 +44,11 @@ class KubeHarness:
     def replicas(self, deployment: str) -> int:
         return int(client.AppsV1Api(self.api).read_namespaced_deployment(deployment, SERVING).spec.replicas)
 
+    def set_replicas(self, deployment: str, replicas: int) -> None:
+        """Another writer (the admin's credentials, a merge patch with no test: as `kubectl scale` does)."""
+        client.AppsV1Api(self.api).patch_namespaced_deployment_scale(deployment, SERVING,
+                                                                     {"spec": {"replicas": replicas}})
+
 
 @pytest.fixture
 def kube_harness(api: client.ApiClient, installed: Any, kubectl: Callable[..., str]) -> Iterator[KubeHarness]:

@@ -27,6 +27,9 @@ class MemoryHarness:
     def replicas(self, deployment: str) -> int:
         return self.cluster.deployments[(self.serving, deployment)].replicas
 
+    def set_replicas(self, deployment: str, replicas: int) -> None:
+        self.cluster.deployments[(self.serving, deployment)].replicas = replicas
+
 
 @pytest.mark.parametrize("check", CONTRACT, ids=[c.__name__ for c in CONTRACT])
 def test_memory_cluster_keeps_the_contract(check: Callable[[Harness], None]) -> None:
