@@ -136,6 +136,10 @@ class Pod:
 class Cluster(Protocol):
     """What the gate and the exit hook need from Kubernetes and Argo."""
 
+    def server_time(self) -> float:
+        """Return the API server's time now (`clock.ServerClock`): the one clock offhours dates and ages anything by."""
+        ...
+
     def deployment(self, namespace: str, service: str, name: str | None = None) -> Deployment:
         """Return the Deployment of `service` (by name, or by label offhours.io/service)."""
         ...

@@ -32,6 +32,7 @@ from offhours.scripts.cluster.base import (
     set_serving_value,
     stop_notes,
 )
+from offhours.scripts.cluster.clock import ServerClock, parse_http_date
 from offhours.scripts.cluster.errors import failed_call
 from offhours.scripts.cluster.lease import LeaseObserver
 from offhours.scripts.cluster.template_grace import MAX_TEMPLATES
@@ -120,6 +121,7 @@ class KubeCluster:
         self.monotonic = monotonic
         self._hpa_lists: dict[str, tuple[float, list[Any]]] = {}
         self.lease_observer = LeaseObserver(monotonic)
+        self.server_clock = ServerClock(monotonic)  # the API server's time, from the Date of its answers
 
     def _call(self, what: str, fn: Callable[[], T], accept: dict[int, T] | None = None,
               retried: Collection[int] = RETRIED_STATUSES) -> T:
@@ -127,7 +129,9 @@ class KubeCluster:
         delay = self.backoff
         for attempt in range(self.retries + 1):
             try:
-                return fn()
+                result = fn()
+                self._heard_date()
+                return result
             except ApiException as err:
                 if accept is not None and err.status in accept:
                     return accept[err.status]
@@ -139,6 +143,24 @@ class KubeCluster:
             self.sleep(delay)
             delay *= 2
         raise AssertionError("unreachable")
+
+    def _heard_date(self) -> None:
+        """Take the API server's time from the `Date` of the answer just received."""
+        answer = getattr(self.api, "last_response", None)
+        getheader = getattr(answer, "getheader", None)
+        server = parse_http_date(getheader("Date")) if callable(getheader) else None
+        if server is not None:
+            self.server_clock.heard(server)
+
+    def server_time(self) -> float:
+        """Return the API server's time now: the `Date` of its latest answer, advanced on this process's monotonic clock."""
+        now = self.server_clock.now()
+        if now is None:
+            self._call("read the API server's time", lambda: client.VersionApi(self.api).get_code())
+            now = self.server_clock.now()
+        if now is None:
+            raise ClusterError("the API server's answers carry no Date header: offhours has no clock to date by")
+        return now
 
     def _pages(self, what: str, list_page: Callable[..., Any]) -> Iterator[Any]:
         """Yield every item of a typed list call, one page of PAGE_SIZE at a time (limit/continue: bounded reads)."""

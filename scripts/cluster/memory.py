@@ -155,6 +155,10 @@ class MemoryCluster:
             raise queued.pop(0)
 
     # -- Cluster ----------------------------------------------------------------------------
+    def server_time(self) -> float:
+        """Return the API server's time: `clock` (the in-memory API server's, whatever its clients' clocks say)."""
+        return self.clock
+
     def deployment(self, namespace: str, service: str, name: str | None = None) -> Deployment:
         """Return the Deployment of `service`."""
         self._call(f"get-deployment {service}")

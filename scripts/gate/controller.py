@@ -224,7 +224,9 @@ class Gate:
     config: GateConfig
     cluster: Cluster
     source: LoadSource
-    clock: Callable[[], float] = time.time
+    # The API server's time (`Cluster.server_time`, when None): what the gate dates its record and decisions by,
+    # so that every process (this loop, the next run, the backstop) reads one clock, never a node's.
+    clock: Callable[[], float] | None = None
     holder: str = field(default_factory=unique_holder)
     out: TextIO = sys.stdout
     progress: Callable[[Job], float | None] | None = None  # last checkpoint time of a running job
@@ -242,6 +244,10 @@ class Gate:
     # so the next tick (of this process or another) does not take the gate's own raise for someone else's.
     _unrecorded: dict[str, UnrecordedWrite] = field(default_factory=dict)
     _unlisted: bool = False  # listing the gate's records failed once (said once per process)
+
+    def now(self) -> float:
+        """Return the time decisions and the record are dated by: the API server's (unless a test gives `clock`)."""
+        return self.clock() if self.clock is not None else self.cluster.server_time()
 
     @property
     def lease_seconds(self) -> int:
@@ -292,7 +298,7 @@ class Gate:
 
     # -- the tick ---------------------------------------------------------------------------
     def _tick(self, t: _Tick) -> list[ServiceOutcome]:
-        now = self.clock()
+        now = self.now()
         services = [p for p in self.config.services if t.only is None or p.name in t.only]
         outcomes = {p.name: ServiceOutcome(p.name) for p in services}
         t.deferred = []
@@ -449,7 +455,7 @@ class Gate:
             # made it another copy. No lineage is ever NO_RUN's, so its copy joins none.
             linked = linked_uids(listed)
             record = replace(record, lineages=with_lineages(lineages, (), linked), copies=with_copies(
-                record.copies, [(j.uid, j.run_id or NO_RUN) for j in to_park], linked, self.clock(), (), self.token))
+                record.copies, [(j.uid, j.run_id or NO_RUN) for j in to_park], linked, self.now(), (), self.token))
             self._fence(t)
             self.cluster.write_state(ns, service, record.to_json())
         tokens = copy_tokens(record.copies)

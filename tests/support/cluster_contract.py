@@ -57,6 +57,14 @@ def serving_writes_test_the_value_they_read(h: Harness) -> None:
     assert h.cluster.raise_serving(dep, 5 - 2, 4) == ServingWrite(4) and h.replicas("contract-svc7") == 4
 
 
+def the_server_time_is_the_api_servers(h: Harness) -> None:
+    """What offhours dates and ages everything by: the API server's clock (here on this machine's), never going back."""
+    first = h.cluster.server_time()
+    h.cluster.read_state(h.serving, "contract-no-such-service")  # an answer: its Date is heard
+    second = h.cluster.server_time()
+    assert abs(first - time.time()) < 120 and first <= second
+
+
 def parked_job_is_admitted_then_stopped(h: Harness) -> None:
     h.add_parked("contract-a", "contract-svc2", 2)
     jobs = {j.name: j for j in h.cluster.jobs(h.research, "contract-svc2")}
@@ -172,6 +180,7 @@ def lease_notes_are_written_only_by_the_holder_and_survive_renewals(h: Harness) 
 CONTRACT: list[Callable[[Harness], None]] = [
     deployment_found_by_label_scaled_and_its_state_kept,
     serving_writes_test_the_value_they_read,
+    the_server_time_is_the_api_servers,
     parked_job_is_admitted_then_stopped,
     admission_caps_the_grace_in_the_same_write,
     parking_a_copy_is_idempotent,

@@ -1,5 +1,6 @@
 """The `Cluster` contract on the in-memory cluster (tests/e2e runs the same checks on the real API server)."""
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -13,7 +14,7 @@ class MemoryHarness:
     serving, research = "serving", "research"
 
     def __init__(self) -> None:
-        self.cluster = MemoryCluster()
+        self.cluster = MemoryCluster(clock=time.time())  # the in-memory API server's clock
 
     def add_service(self, name: str, replicas: int) -> None:
         self.cluster.add_deployment(self.serving, name, replicas)
