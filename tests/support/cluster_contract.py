@@ -23,6 +23,8 @@ class Harness(Protocol):
     def read_workflow(self, name: str) -> dict[str, Any]: ...
     def replicas(self, deployment: str) -> int: ...
     def set_replicas(self, deployment: str, replicas: int) -> None: ...  # another writer (an on-call human)
+    def add_hpa(self, deployment: str, low: int, high: int) -> None: ...
+    def set_max_replicas(self, deployment: str, high: int) -> None: ...  # another writer (the HPA's owner)
 
 
 def deployment_found_by_label_scaled_and_its_state_kept(h: Harness) -> None:
@@ -55,6 +57,21 @@ def serving_writes_test_the_value_they_read(h: Harness) -> None:
     assert h.cluster.raise_serving(dep, 3, 4) == ServingWrite(5) and h.replicas("contract-svc7") == 5
     h.set_replicas("contract-svc7", 1)  # lowered by someone else after the gate read 5
     assert h.cluster.raise_serving(dep, 5 - 2, 4) == ServingWrite(4) and h.replicas("contract-svc7") == 4
+
+
+def autoscaler_writes_test_the_max_they_read(h: Harness) -> None:
+    """With an HPA, the gate's lower of its maxReplicas is tested as a Deployment's replicas are."""
+    h.add_service("contract-svc8", 2)
+    h.add_hpa("contract-svc8", 1, 6)
+    dep = h.cluster.deployment(h.serving, "contract-svc8")
+    scaler = h.cluster.autoscaler(dep)
+    assert scaler is not None and (scaler.kind, scaler.max_replicas) == ("HorizontalPodAutoscaler", 6)
+    h.set_max_replicas("contract-svc8", 9)  # its owner, after the gate read 6
+    assert h.cluster.lower_serving(scaler, 6, 4) == ServingWrite(9, conflict=True) and scaler.max_replicas == 9
+    assert h.cluster.lower_serving(scaler, 9, 4) == ServingWrite(4)
+    h.set_max_replicas("contract-svc8", 3)
+    assert h.cluster.raise_serving(scaler, 4, 6) == ServingWrite(6)
+    assert h.cluster.lower_serving(scaler, 6, 5) == ServingWrite(5)  # the server holds the raise: a test of 6 applies
 
 
 def the_server_time_is_the_api_servers(h: Harness) -> None:
@@ -180,6 +197,7 @@ def lease_notes_are_written_only_by_the_holder_and_survive_renewals(h: Harness) 
 CONTRACT: list[Callable[[Harness], None]] = [
     deployment_found_by_label_scaled_and_its_state_kept,
     serving_writes_test_the_value_they_read,
+    autoscaler_writes_test_the_max_they_read,
     the_server_time_is_the_api_servers,
     parked_job_is_admitted_then_stopped,
     admission_caps_the_grace_in_the_same_write,

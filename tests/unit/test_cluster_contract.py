@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from offhours.scripts.cluster.base import Autoscaler
 from offhours.scripts.cluster.memory import MemoryCluster
 from tests.support.cluster_contract import CONTRACT, Harness
 
@@ -30,6 +31,13 @@ class MemoryHarness:
 
     def set_replicas(self, deployment: str, replicas: int) -> None:
         self.cluster.deployments[(self.serving, deployment)].replicas = replicas
+
+    def add_hpa(self, deployment: str, low: int, high: int) -> None:
+        self.cluster.autoscalers[(self.serving, deployment)] = Autoscaler(
+            "HorizontalPodAutoscaler", self.serving, f"{deployment}-hpa", low, high)
+
+    def set_max_replicas(self, deployment: str, high: int) -> None:
+        self.cluster.autoscalers[(self.serving, deployment)].max_replicas = high
 
 
 @pytest.mark.parametrize("check", CONTRACT, ids=[c.__name__ for c in CONTRACT])
