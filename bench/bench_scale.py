@@ -118,11 +118,10 @@ class ScaleCluster(MemoryCluster):
 
 # state_services: the gate's metadata-only list of its records, counted as the names it answers (a real answer
 # carries each ConfigMap's metadata too: a few hundred bytes per record, whatever the record holds).
-_COUNTED = {"deployment", "autoscaler", "read_state", "ready_pods", "workflow", "write_state", "scale", "admit",
-            "stop", "park_copy", "annotate_workflow", "record_event", "lease_notes", "set_max_replicas",
-            "state_services"}
-_WRITES = {"write_state", "scale", "admit", "stop", "park_copy", "annotate_workflow", "record_event",
-           "set_max_replicas"}
+_COUNTED = {"deployment", "autoscaler", "read_state", "ready_pods", "workflow", "write_state", "lower_serving", "raise_serving",
+            "admit", "stop", "park_copy", "annotate_workflow", "record_event", "lease_notes", "state_services"}
+_WRITES = {"write_state", "lower_serving", "raise_serving", "admit", "stop", "park_copy", "annotate_workflow",
+           "record_event"}
 
 
 class Prometheus:

@@ -36,7 +36,7 @@ def backstop_rules(config: GateConfig) -> list[dict[str, Any]]:
         {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "list"]},
         {"apiGroups": ["apps"], "resources": ["deployments/scale"], "resourceNames": deployments,
          "verbs": ["get", "patch"]},
-        {"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"], "verbs": ["list", "patch"]},
+        {"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"], "verbs": ["get", "list", "patch"]},
         {"apiGroups": [KEDA_GROUP], "resources": ["scaledobjects"], "verbs": ["get", "patch"]},
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [LEASE_NAME],

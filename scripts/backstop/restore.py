@@ -21,7 +21,6 @@ lose their GPUs to serving through their PriorityClass, which needs no Argo eith
 import os
 import socket
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TextIO
@@ -47,9 +46,13 @@ class Restored:
     error: bool = False
 
 
-def run_backstop(cluster: Cluster, namespace: str, clock: Callable[[], float] = time.time,
+def run_backstop(cluster: Cluster, namespace: str, clock: Callable[[], float] | None = None,
                  out: TextIO = sys.stdout, holder: str | None = None) -> list[Restored]:
-    """Restore every expired service of `namespace`; return what was done (nothing when the Lease is held)."""
+    """Restore every expired service of `namespace`; return what was done (nothing when the Lease is held).
+
+    A lease is aged on the API server's clock only (`clock`, by default `Cluster.server_time`): the gate renews it
+    in server time too, so no node's clock, the backstop's or the gate's, decides whether the gate is gone.
+    """
     log = Logger(out)
     who = holder or f"backstop/{socket.gethostname()}/{os.getpid()}"
     try:
@@ -68,7 +71,7 @@ def run_backstop(cluster: Cluster, namespace: str, clock: Callable[[], float] = 
         except Exception as err:  # noqa: BLE001 - the records alone, as the gate reads them without the notes
             log.warning(f"the lease's notes are unreadable: {type(err).__name__}: {err}")
             notes = {}
-        now = clock()
+        now = clock() if clock is not None else cluster.server_time()
         done = []
         for service, text in sorted(cluster.state_records(namespace).items()):
             try:
@@ -111,10 +114,8 @@ def _restore_one(cluster: Cluster, namespace: str, service: str, record: Service
     except Exception as err:  # noqa: BLE001 - serving first: the raise goes ahead without its record
         message += f" (its record could not be written first: {err})"
         intent_written = False
-    if scaler is not None:
-        cluster.set_max_replicas(scaler, action.value)
-    else:
-        cluster.scale(dep, action.value)
+    # Only ever a raise, conditional on what was read: max(what serving holds now, the baseline).
+    cluster.raise_serving(scaler if scaler is not None else dep, current, action.value)
     try:
         cluster.write_state(namespace, service, replace(action.record, applying_from=None).to_json())
     except Exception as err:  # noqa: BLE001 - serving is restored; the record is a record

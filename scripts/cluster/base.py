@@ -5,7 +5,8 @@ Kubernetes API with the `kubernetes` client); both read and write Argo Workflow 
 one codec, `workflow`, and `errors` turns the API's errors into lines. Everything offhours
 remembers lives in Kubernetes objects: the gate's memory of each service (baseline, what it last
 applied, its recent decisions) in one ConfigMap per service, admission on the workflows. The gate never patches a
-Deployment: it writes replicas through the scale subresource, or an autoscaler's maxReplicas.
+Deployment: it writes replicas through the scale subresource, or an autoscaler's maxReplicas, and only
+conditionally (`lower_serving`, `raise_serving`): no serving write overwrites a value its caller did not read.
 """
 
 import math
@@ -78,6 +79,51 @@ class Autoscaler:
     max_replicas: int
 
 
+Serving = Deployment | Autoscaler
+"""What holds a service's size: a Deployment's replicas, or (with an autoscaler) its maxReplicas."""
+
+# A raise whose test keeps failing (another writer changing the field between each read and write) gives up
+# after this many tries; each try reads the field again, so a raise lands unless the field changes this often.
+RAISE_TRIES = 8
+
+
+def serving_value(target: Serving) -> int:
+    """Return the value a serving write changes: the Deployment's replicas, or the autoscaler's maxReplicas."""
+    return target.max_replicas if isinstance(target, Autoscaler) else target.replicas
+
+
+def set_serving_value(target: Serving, value: int) -> None:
+    """Keep the caller's copy of `target` at what the cluster answered."""
+    if isinstance(target, Autoscaler):
+        target.max_replicas = value
+    else:
+        target.replicas = value
+
+
+@dataclass(frozen=True)
+class ServingWrite:
+    """What a conditional serving write left: the value the field holds now, and whether the write's test failed.
+
+    `conflict`: a lower found another value than the one its decision read (another writer changed it in
+    between); nothing was written, and `value` is the other writer's value, which the caller adopts.
+    """
+
+    value: int
+    conflict: bool = False
+
+
+def check_lower(expected: int, value: int) -> None:
+    """Refuse a lower that does not lower (one clear error, nothing written)."""
+    if not 0 <= value < expected:
+        raise ValueError(f"a lower of serving goes from {expected} to a smaller value >= 0, not to {value}")
+
+
+def check_raise(observed: int, at_least: int) -> None:
+    """Refuse a raise that does not raise what its caller read (one clear error, nothing written)."""
+    if at_least <= observed:
+        raise ValueError(f"a raise of serving goes above the {observed} read, not to {at_least}")
+
+
 @dataclass(frozen=True)
 class Pod:
     """A ready serving pod: name and IP (for direct scraping), and how long it took to start, where known."""
@@ -90,20 +136,34 @@ class Pod:
 class Cluster(Protocol):
     """What the gate and the exit hook need from Kubernetes and Argo."""
 
+    def server_time(self) -> float:
+        """Return the API server's time now (`clock.ServerClock`): the one clock offhours dates and ages anything by."""
+        ...
+
     def deployment(self, namespace: str, service: str, name: str | None = None) -> Deployment:
         """Return the Deployment of `service` (by name, or by label offhours.io/service)."""
         ...
 
-    def scale(self, dep: Deployment, replicas: int) -> None:
-        """Set the Deployment's replicas through the scale subresource."""
+    def lower_serving(self, target: Serving, expected: int, value: int) -> ServingWrite:
+        """Lower serving from `expected` (the value the decision read) to `value`, only if it still holds `expected`.
+
+        The write carries a test of that one field (a JSON-patch `test` + `replace` on the scale subresource's
+        `spec.replicas`, or the autoscaler's maxReplicas; never a resourceVersion, which every status update
+        changes). When another writer changed it after the read, nothing is written: the answer is the value
+        found, `conflict` set, for the caller to adopt and decide again on. `target` is left at the answer.
+        """
+        ...
+
+    def raise_serving(self, target: Serving, observed: int, at_least: int) -> ServingWrite:
+        """Make serving `max(what it holds, at_least)`, at once: a test of `observed` (< at_least) + replace of that field.
+
+        On a failed test it reads the field again and tries again at once (up to `RAISE_TRIES`), never
+        lowering what another writer raised meanwhile. `target` is left at the answer.
+        """
         ...
 
     def autoscaler(self, dep: Deployment) -> Autoscaler | None:
         """Return the HPA or KEDA ScaledObject that scales `dep`, if any."""
-        ...
-
-    def set_max_replicas(self, scaler: Autoscaler, replicas: int) -> None:
-        """Set an autoscaler's maxReplicas (maxReplicaCount for KEDA)."""
         ...
 
     def read_state(self, namespace: str, service: str) -> str | None:

@@ -19,13 +19,20 @@ from kubernetes.client.exceptions import ApiException
 
 from offhours.scripts.cluster.base import (
     MAX_WORKFLOW_PODS,
+    RAISE_TRIES,
     Autoscaler,
     ClusterError,
     Deployment,
     ParkedCopy,
     Pod,
+    Serving,
+    ServingWrite,
+    check_lower,
+    check_raise,
+    set_serving_value,
     stop_notes,
 )
+from offhours.scripts.cluster.clock import ServerClock, parse_http_date
 from offhours.scripts.cluster.errors import failed_call
 from offhours.scripts.cluster.lease import LeaseObserver
 from offhours.scripts.cluster.template_grace import MAX_TEMPLATES
@@ -81,6 +88,7 @@ METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v
 PAGE_SIZE = 500  # items per list page: a list's answer stays bounded however many objects there are
 HPA_LIST_SECONDS = 5.0  # one list of a namespace's HPAs serves every service asking within this window
 KEDA_PLURAL = "scaledobjects"
+KEDA_DEFAULT_MAX = 100  # a ScaledObject's maxReplicaCount when it leaves it out
 TEMPLATE_PLURAL = "workflowtemplates"
 RETRIED_STATUSES = {409, 429, 500, 502, 503, 504}
 MAX_START_SECONDS = 6 * 3600.0  # a longer "start" is a pod that waited for something else (a quota, a node)
@@ -116,6 +124,7 @@ class KubeCluster:
         self.monotonic = monotonic
         self._hpa_lists: dict[str, tuple[float, list[Any]]] = {}
         self.lease_observer = LeaseObserver(monotonic)
+        self.server_clock = ServerClock(monotonic)  # the API server's time, from the Date of its answers
 
     def _call(self, what: str, fn: Callable[[], T], accept: dict[int, T] | None = None,
               retried: Collection[int] = RETRIED_STATUSES) -> T:
@@ -123,7 +132,9 @@ class KubeCluster:
         delay = self.backoff
         for attempt in range(self.retries + 1):
             try:
-                return fn()
+                result = fn()
+                self._heard_date()
+                return result
             except ApiException as err:
                 if accept is not None and err.status in accept:
                     return accept[err.status]
@@ -135,6 +146,24 @@ class KubeCluster:
             self.sleep(delay)
             delay *= 2
         raise AssertionError("unreachable")
+
+    def _heard_date(self) -> None:
+        """Take the API server's time from the `Date` of the answer just received."""
+        answer = getattr(self.api, "last_response", None)
+        getheader = getattr(answer, "getheader", None)
+        server = parse_http_date(getheader("Date")) if callable(getheader) else None
+        if server is not None:
+            self.server_clock.heard(server)
+
+    def server_time(self) -> float:
+        """Return the API server's time now: the `Date` of its latest answer, advanced on this process's monotonic clock."""
+        now = self.server_clock.now()
+        if now is None:
+            self._call("read the API server's time", lambda: client.VersionApi(self.api).get_code())
+            now = self.server_clock.now()
+        if now is None:
+            raise ClusterError("the API server's answers carry no Date header: offhours has no clock to date by")
+        return now
 
     def _pages(self, what: str, list_page: Callable[..., Any]) -> Iterator[Any]:
         """Yield every item of a typed list call, one page of PAGE_SIZE at a time (limit/continue: bounded reads)."""
@@ -186,7 +215,7 @@ class KubeCluster:
                 KEDA_GROUP, KEDA_VERSION, dep.namespace, KEDA_PLURAL, owner.name))
             spec = obj.get("spec") or {}
             return Autoscaler("ScaledObject", dep.namespace, owner.name, int(spec.get("minReplicaCount", 0)),
-                              int(spec.get("maxReplicaCount", 100)))
+                              int(spec.get("maxReplicaCount", KEDA_DEFAULT_MAX)))
         return None
 
     def _hpas(self, namespace: str) -> list[Any]:
@@ -203,16 +232,6 @@ class KubeCluster:
             self.autoscaling.list_namespaced_horizontal_pod_autoscaler(namespace, **page))))
         self._hpa_lists[namespace] = (self.monotonic(), hpas)
         return hpas
-
-    def set_max_replicas(self, scaler: Autoscaler, replicas: int) -> None:
-        """Set an HPA's maxReplicas or a ScaledObject's maxReplicaCount."""
-        what = f"set {scaler.kind} {scaler.namespace}/{scaler.name} max to {replicas}"
-        if scaler.kind == "ScaledObject":
-            self._call(what, lambda: self.custom.patch_namespaced_custom_object(
-                KEDA_GROUP, KEDA_VERSION, scaler.namespace, KEDA_PLURAL, scaler.name, {"spec": {"maxReplicaCount": replicas}}))
-        else:
-            self._call(what, lambda: self.autoscaling.patch_namespaced_horizontal_pod_autoscaler(
-                scaler.name, scaler.namespace, {"spec": {"maxReplicas": replicas}}))
 
     def read_state(self, namespace: str, service: str) -> str | None:
         """Return `state.json` of the ConfigMap offhours-state-<service>, or None if there is none."""
@@ -295,12 +314,101 @@ class KubeCluster:
                           annotations=dict(obj.metadata.annotations or {}),
                           selector=dict(obj.spec.selector.match_labels or {}), uid=str(obj.metadata.uid or ""))
 
-    def scale(self, dep: Deployment, replicas: int) -> None:
-        """Set replicas through the scale subresource."""
-        self._call(f"scale deployment {dep.namespace}/{dep.name} to {replicas}",
-                   lambda: self.apps.patch_namespaced_deployment_scale(dep.name, dep.namespace,
-                                                                       {"spec": {"replicas": replicas}}))
-        dep.replicas = replicas
+    # -- serving writes: conditional on the one field they change ------------------------------
+    def lower_serving(self, target: Serving, expected: int, value: int) -> ServingWrite:
+        """Lower serving from `expected` to `value` with a JSON-patch test of that field; a failed test: the value found."""
+        check_lower(expected, value)
+        found = self._test_and_replace(target, expected, value, f"lower {_serving_name(target)} from {expected} to {value}")
+        answer = ServingWrite(value) if found is None else ServingWrite(found, conflict=True)
+        set_serving_value(target, answer.value)
+        return answer
+
+    def raise_serving(self, target: Serving, observed: int, at_least: int) -> ServingWrite:
+        """Make serving max(what it holds, at_least): test + replace; a failed test reads again and tries at once."""
+        check_raise(observed, at_least)
+        what = f"raise {_serving_name(target)} to {at_least}"
+        expected = observed
+        for _ in range(RAISE_TRIES):
+            if expected >= at_least:
+                answer = ServingWrite(expected)
+                break
+            found = self._test_and_replace(target, expected, at_least, what)
+            if found is None:
+                answer = ServingWrite(at_least)
+                break
+            expected = found
+        else:
+            raise ClusterError(f"{what}: its value changed at each of {RAISE_TRIES} tries")
+        set_serving_value(target, answer.value)
+        return answer
+
+    def _test_and_replace(self, target: Serving, expected: int, value: int, what: str) -> int | None:
+        """One JSON patch: `test` the field holds `expected`, `replace` it by `value`. None: written; else the value found.
+
+        The API server answers a failed `test` with 422 (409 from a conflict on its own retry): then the field is
+        read again. Found at `expected` still, the refusal was something else: an error naming it.
+        """
+        refused: list[ApiException] = []
+
+        def patch() -> bool:
+            try:
+                self._serving_patch(target, expected, value)
+            except ApiException as err:
+                if err.status not in (409, 422):
+                    raise
+                refused.append(err)
+                return False
+            return True
+
+        if self._call(what, patch, retried=RETRIED_STATUSES - {409}):
+            return None
+        found = self._serving_read(target, what)
+        if found == value:
+            return None  # written (an answer lost and the write tried again), or another writer chose the same
+        if found == expected:
+            raise ClusterError(failed_call(what, refused[-1]))
+        return found
+
+    def _serving_patch(self, target: Serving, expected: int, value: int) -> None:
+        if isinstance(target, Deployment):
+            self.apps.patch_namespaced_deployment_scale(target.name, target.namespace, _test_replace(
+                "/spec/replicas", expected, value))
+        elif target.kind == "ScaledObject":
+            self.custom.patch_namespaced_custom_object(
+                KEDA_GROUP, KEDA_VERSION, target.namespace, KEDA_PLURAL, target.name,
+                self._keda_max_patch(target, expected, value))
+        else:
+            self.autoscaling.patch_namespaced_horizontal_pod_autoscaler(target.name, target.namespace, _test_replace(
+                "/spec/maxReplicas", expected, value))
+
+    def _keda_max_patch(self, target: Autoscaler, expected: int, value: int) -> list[dict[str, Any]]:
+        """Return the JSON patch that lowers a ScaledObject's maxReplicaCount only if it still holds `expected`.
+
+        A ScaledObject may leave the field out (KEDA's default, 100): no `test` can read an absent field, so
+        that one first write tests the object's resourceVersion instead (a conflict then only means: read again).
+        """
+        obj = self.custom.get_namespaced_custom_object(KEDA_GROUP, KEDA_VERSION, target.namespace, KEDA_PLURAL,
+                                                       target.name)
+        if "maxReplicaCount" in (obj.get("spec") or {}):
+            return _test_replace("/spec/maxReplicaCount", expected, value)
+        if expected != KEDA_DEFAULT_MAX:
+            return _test_replace("/spec/maxReplicaCount", expected, value)  # fails: read again
+        return [{"op": "test", "path": "/metadata/resourceVersion", "value": obj["metadata"]["resourceVersion"]},
+                {"op": "add", "path": "/spec/maxReplicaCount", "value": value}]
+
+    def _serving_read(self, target: Serving, what: str) -> int:
+        """Read the field a serving write changes, as it is now."""
+        if isinstance(target, Deployment):
+            scale = self._call(f"{what}: read again", lambda: self.apps.read_namespaced_deployment_scale(
+                target.name, target.namespace))
+            return int(scale.spec.replicas if scale.spec.replicas is not None else 0)
+        if target.kind == "ScaledObject":
+            obj = self._call(f"{what}: read again", lambda: self.custom.get_namespaced_custom_object(
+                KEDA_GROUP, KEDA_VERSION, target.namespace, KEDA_PLURAL, target.name))
+            return int((obj.get("spec") or {}).get("maxReplicaCount", KEDA_DEFAULT_MAX))
+        hpa = self._call(f"{what}: read again", lambda: self.autoscaling.read_namespaced_horizontal_pod_autoscaler(
+            target.name, target.namespace))
+        return int(hpa.spec.max_replicas)
 
     def ready_pods(self, dep: Deployment) -> list[Pod]:
         """Return the Deployment's ready, not terminating pods."""
@@ -678,6 +786,16 @@ def _label_value(text: str) -> bool:
     """Whether `text` can be a label value (a workflow name longer than 63 characters cannot: its pods go unmeasured)."""
     return 0 < len(text) <= 63 and all(c.isalnum() or c in "-_." for c in text) and text[0].isalnum() \
         and text[-1].isalnum()
+
+
+def _serving_name(target: Serving) -> str:
+    kind = "deployment" if isinstance(target, Deployment) else target.kind
+    return f"{kind} {target.namespace}/{target.name}"
+
+
+def _test_replace(path: str, expected: int, value: int) -> list[dict[str, Any]]:
+    """Return a JSON patch that changes one field only if it still holds what the caller read."""
+    return [{"op": "test", "path": path, "value": expected}, {"op": "replace", "path": path, "value": value}]
 
 
 def _now() -> str:

@@ -6,18 +6,25 @@ answers with conflicts or server errors.
 
 import copy
 import uuid
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
 from offhours.scripts.cluster.base import (
     MAX_WORKFLOW_PODS,
+    RAISE_TRIES,
     Autoscaler,
     ClusterError,
     Deployment,
     ParkedCopy,
     Pod,
+    Serving,
+    ServingWrite,
+    check_lower,
+    check_raise,
+    serving_value,
+    set_serving_value,
     stop_notes,
 )
 from offhours.scripts.cluster.template_grace import MAX_TEMPLATES
@@ -96,6 +103,9 @@ class MemoryCluster:
     # UIDs and generated name suffixes from a counter, not uuid4: a fixed-seed campaign must replay
     # the same run (an ordering by UID would otherwise differ from one process to the next).
     serial: int = 0
+    # A test's other writer of serving (an on-call human, an HPA controller): called with the target just before
+    # each serving write's test, so it lands between the gate's read and its write.
+    serving_writer: Callable[[Serving], None] | None = None
 
     def _uid(self) -> str:
         self.serial += 1
@@ -145,6 +155,10 @@ class MemoryCluster:
             raise queued.pop(0)
 
     # -- Cluster ----------------------------------------------------------------------------
+    def server_time(self) -> float:
+        """Return the API server's time: `clock` (the in-memory API server's, whatever its clients' clocks say)."""
+        return self.clock
+
     def deployment(self, namespace: str, service: str, name: str | None = None) -> Deployment:
         """Return the Deployment of `service`."""
         self._call(f"get-deployment {service}")
@@ -153,29 +167,73 @@ class MemoryCluster:
                 return copy.deepcopy(dep)
         raise ClusterError(f"no Deployment labelled offhours.io/service={service} in namespace {namespace}")
 
-    def scale(self, dep: Deployment, replicas: int) -> None:
-        """Set the Deployment's replicas."""
-        self._call(f"scale {dep.name} {replicas}")
-        current = self.deployments.get((dep.namespace, dep.name))
-        if current is None or (dep.uid and current.uid != dep.uid):
-            raise ClusterError(f"scale deployment {dep.namespace}/{dep.name}: HTTP 404 Not Found")
-        current.replicas = replicas
-        dep.replicas = replicas
+    def _serving_verb(self, target: Serving, value: int) -> str:
+        return (f"set-max {target.name} {value}" if isinstance(target, Autoscaler)
+                else f"scale {target.name} {value}")
+
+    def _stored_serving(self, target: Serving) -> Serving:
+        """Return the stored object a serving write changes (the Deployment of that incarnation, or the autoscaler)."""
+        if isinstance(target, Autoscaler):
+            for found in self.autoscalers.values():
+                if (found.namespace, found.kind, found.name) == (target.namespace, target.kind, target.name):
+                    return found
+            raise ClusterError(f"patch {target.kind} {target.namespace}/{target.name}: HTTP 404 Not Found")
+        current = self.deployments.get((target.namespace, target.name))
+        if current is None or (target.uid and current.uid != target.uid):
+            raise ClusterError(f"scale deployment {target.namespace}/{target.name}: HTTP 404 Not Found")
+        return current
+
+    def _test_and_set(self, target: Serving, expected: int, value: int) -> int | None:
+        """One JSON-patch `test` + `replace` of the field: None when written, else the value found (a conflict).
+
+        `serving_writer` (a test's other writer: an on-call human, an HPA) acts first: it lands between the
+        caller's read and this write, as on a cluster.
+        """
+        if self.serving_writer is not None:
+            self.serving_writer(target)
+        stored = self._stored_serving(target)
+        found = serving_value(stored)
+        if found == value:
+            return None  # another writer chose the same value: as the Kubernetes adapter reads it, written
+        if found != expected:
+            return found
+        set_serving_value(stored, value)
+        return None
+
+    def lower_serving(self, target: Serving, expected: int, value: int) -> ServingWrite:
+        """Lower serving from `expected` to `value` only if it still holds `expected` (else: the value found)."""
+        check_lower(expected, value)
+        self._call(self._serving_verb(target, value))
+        found = self._test_and_set(target, expected, value)
+        answer = ServingWrite(value) if found is None else ServingWrite(found, conflict=True)
+        set_serving_value(target, answer.value)
+        return answer
+
+    def raise_serving(self, target: Serving, observed: int, at_least: int) -> ServingWrite:
+        """Make serving max(what it holds, at_least); a failed test reads again and tries again at once."""
+        check_raise(observed, at_least)
+        self._call(self._serving_verb(target, at_least))
+        expected = observed
+        for _ in range(RAISE_TRIES):
+            if expected >= at_least:
+                answer = ServingWrite(expected)  # already there: nothing to write
+                break
+            found = self._test_and_set(target, expected, at_least)
+            if found is None:
+                answer = ServingWrite(at_least)
+                break
+            expected = found
+        else:
+            raise ClusterError(f"raise {target.namespace}/{target.name} to {at_least}: its value changed at each "
+                               f"of {RAISE_TRIES} tries")
+        set_serving_value(target, answer.value)
+        return answer
 
     def autoscaler(self, dep: Deployment) -> Autoscaler | None:
         """Return the autoscaler of `dep`, if one was added."""
         self._call(f"get-autoscaler {dep.name}")
         found = self.autoscalers.get((dep.namespace, dep.name))
         return copy.deepcopy(found) if found else None
-
-    def set_max_replicas(self, scaler: Autoscaler, replicas: int) -> None:
-        """Set the autoscaler's maxReplicas."""
-        self._call(f"set-max {scaler.name} {replicas}")
-        for found in self.autoscalers.values():
-            if (found.namespace, found.kind, found.name) == (scaler.namespace, scaler.kind, scaler.name):
-                found.max_replicas = replicas
-                return
-        raise ClusterError(f"patch {scaler.kind} {scaler.namespace}/{scaler.name}: HTTP 404 Not Found")
 
     def read_state(self, namespace: str, service: str) -> str | None:
         """Return the stored state text of `service`."""

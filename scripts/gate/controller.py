@@ -88,11 +88,16 @@ MAX_PENDING_ENDS = 64  # admitted workflows still ending (or unreadable) whose e
 REASON_CHARS = 300
 # How far the API server's clock (a workflow's creationTimestamp, whole seconds) may trail the gate's.
 CLOCK_SKEW_SECONDS = 2.0
+LOWER_TRIES = 2  # re-decisions of one tick after a lower found serving changed; then it holds until the next tick
 
 
 def unique_holder() -> str:
     """Return a Lease holder identity unique to this process (two gates on one host are two holders)."""
     return f"gate/{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:8]}"
+
+
+class ServingChanged(RuntimeError):
+    """A lower found serving changed by another writer since the tick read it: nothing was written."""
 
 
 class LeaseLost(RuntimeError):
@@ -219,7 +224,9 @@ class Gate:
     config: GateConfig
     cluster: Cluster
     source: LoadSource
-    clock: Callable[[], float] = time.time
+    # The API server's time (`Cluster.server_time`, when None): what the gate dates its record and decisions by,
+    # so that every process (this loop, the next run, the backstop) reads one clock, never a node's.
+    clock: Callable[[], float] | None = None
     holder: str = field(default_factory=unique_holder)
     out: TextIO = sys.stdout
     progress: Callable[[Job], float | None] | None = None  # last checkpoint time of a running job
@@ -237,6 +244,10 @@ class Gate:
     # so the next tick (of this process or another) does not take the gate's own raise for someone else's.
     _unrecorded: dict[str, UnrecordedWrite] = field(default_factory=dict)
     _unlisted: bool = False  # listing the gate's records failed once (said once per process)
+
+    def now(self) -> float:
+        """Return the time decisions and the record are dated by: the API server's (unless a test gives `clock`)."""
+        return self.clock() if self.clock is not None else self.cluster.server_time()
 
     @property
     def lease_seconds(self) -> int:
@@ -287,7 +298,7 @@ class Gate:
 
     # -- the tick ---------------------------------------------------------------------------
     def _tick(self, t: _Tick) -> list[ServiceOutcome]:
-        now = self.clock()
+        now = self.now()
         services = [p for p in self.config.services if t.only is None or p.name in t.only]
         outcomes = {p.name: ServiceOutcome(p.name) for p in services}
         t.deferred = []
@@ -444,7 +455,7 @@ class Gate:
             # made it another copy. No lineage is ever NO_RUN's, so its copy joins none.
             linked = linked_uids(listed)
             record = replace(record, lineages=with_lineages(lineages, (), linked), copies=with_copies(
-                record.copies, [(j.uid, j.run_id or NO_RUN) for j in to_park], linked, self.clock(), (), self.token))
+                record.copies, [(j.uid, j.run_id or NO_RUN) for j in to_park], linked, self.now(), (), self.token))
             self._fence(t)
             self.cluster.write_state(ns, service, record.to_json())
         tokens = copy_tokens(record.copies)
@@ -533,10 +544,10 @@ class Gate:
             policy = replace(policy, min_replicas=obs.scaler.min_replicas)  # never cap below the autoscaler's floor
         policy = with_measured_cold_start(policy, obs.pods)
         record, floor = self._look_ahead(policy, record, reading, now)
-        decision = decide(
+        decide_on = partial(
+            decide,
             now=now,
             policy=policy,
-            baseline=baseline,
             lent=lent,
             load=reading.load,
             load_error=reading.error,
@@ -547,6 +558,7 @@ class Gate:
             forecast_required=floor,
             tick_seconds=self.config.tick_seconds,
         )
+        decision = decide_on(baseline=baseline)
         outcome.decision = decision
         if t.dry_run or (t.reclaim_only and decision.target_lent >= decision.lent):
             jobs = self._with_template_checks(t, jobs, policy) if t.dry_run else jobs  # a dry run writes nothing
@@ -572,13 +584,29 @@ class Gate:
         jobs = _with_done_runs(jobs, {run for run, _ in done})
         jobs = self._with_template_checks(t, jobs, policy)
         jobs = _with_runs_elsewhere(jobs, t.runs_running, policy.name)
-        p = plan(decision, baseline, jobs, now)
+        for tries in range(LOWER_TRIES, -1, -1):
+            p = plan(decision, baseline, jobs, now)
+            scale_to = p.scale_to if decision.action == "lend" else max(p.scale_to, obs.current)  # only a lend lowers
+            try:
+                record = self._apply(t, obs, record, scale_to)
+                break
+            except ServingChanged as changed:
+                # Another writer changed serving after this tick read it: nothing was written. Read again (the
+                # answer is the value found) and decide again on it, its change adopted as the owner's; after
+                # LOWER_TRIES, hold (no lower this tick): the next tick decides again.
+                owned = own_baseline(obs.record, dep.uid, obs.writes_to, obs.current, lent)
+                baseline, record = owned.baseline, replace(owned.record, deployment=dep.name)
+                outcome.baseline, outcome.adopted = baseline, f"{changed}; {owned.adopted or 'kept'}"
+                decision = decide_on(baseline=baseline)
+                if not tries:
+                    decision = replace(decision, action="hold", target_lent=decision.lent,
+                                       reason=f"{decision.reason}; serving changed by another writer at each try: "
+                                              "nothing lowered this tick")
+                outcome.decision = decision
         for job in (*p.admit, *p.adopt):
             if job.run_id:
                 t.runs_running.setdefault(job.run_id, set()).add(policy.name)
         outcome.plan = p
-        scale_to = p.scale_to if decision.action == "lend" else max(p.scale_to, obs.current)  # only a lend lowers serving
-        record = self._apply(t, obs, record, scale_to)
         outcome.applied = obs.current
         # What the gate admits is recorded before it is admitted: only these count as lent on the next tick.
         # A reclaim check's pass admits and adopts nothing (its research side drops them), so records none.
@@ -622,10 +650,15 @@ class Gate:
         return look_ahead(self.config, policy, record, reading, now)
 
     def _apply(self, t: _Tick, obs: Observed, record: ServiceRecord, value: int) -> ServiceRecord:
-        """Write replicas (or the autoscaler's maxReplicas) if they differ; record the intent first."""
+        """Write replicas (or the autoscaler's maxReplicas) if they differ; record the intent first.
+
+        Conditional on what this tick read (`obs.current`): a lower writes only if serving still holds it, else
+        raises `ServingChanged` with nothing written; a raise makes serving max(what it holds, value) at once.
+        """
         if value == obs.current:
             return record
-        intent = replace(record, applied=value, applying_from=obs.current)
+        read = obs.current
+        intent = replace(record, applied=value, applying_from=read)
         self._fence(t)
         try:
             self.cluster.write_state(self.config.namespace, obs.policy.name, intent.to_json())
@@ -635,11 +668,18 @@ class Gate:
             self._note_unrecorded(obs, intent)  # a raise for serving goes ahead anyway, noted as the gate's own
         obs.record = intent  # what a failure later in this tick records (not the record as it was read)
         self._fence(t)
-        if obs.scaler is not None:
-            self.cluster.set_max_replicas(obs.scaler, value)
-            obs.scaler.max_replicas = value
-        else:
-            self.cluster.scale(obs.dep, value)
+        target = obs.scaler if obs.scaler is not None else obs.dep
+        if value < read:
+            answer = self.cluster.lower_serving(target, read, value)  # leaves `target` (obs.current) at the answer
+            if answer.conflict:
+                obs.record = replace(intent, applied=read, applying_from=None)  # unwritten: measured from the read
+                raise ServingChanged(f"{obs.writes_to} set to {answer.value} by another writer after the gate read "
+                                     f"{read} (its lower to {value} not written)")
+        elif self.cluster.raise_serving(target, read, value).value != value:
+            # Another writer raised it past `value` meanwhile: the gate wrote nothing, and adopts that value as
+            # theirs (measured from what it read) at its next read.
+            obs.record = replace(intent, applied=read, applying_from=None)
+            return obs.record
         obs.record = replace(intent, applying_from=None)
         return obs.record
 

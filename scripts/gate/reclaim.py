@@ -68,7 +68,7 @@ class ReclaimCheck:
         return outcomes
 
     def _due(self) -> dict[str, Reading]:
-        now = self.gate.clock()
+        now = self.gate.now()
         lending = {name: b for name, b in self.basis.items() if b.lent > 0}
         if not lending:
             return {}  # nothing lent, nothing to give back: not even a read

@@ -44,6 +44,26 @@ class KubeHarness:
     def replicas(self, deployment: str) -> int:
         return int(client.AppsV1Api(self.api).read_namespaced_deployment(deployment, SERVING).spec.replicas)
 
+    def set_replicas(self, deployment: str, replicas: int) -> None:
+        """Another writer (the admin's credentials, a merge patch with no test: as `kubectl scale` does)."""
+        client.AppsV1Api(self.api).patch_namespaced_deployment_scale(deployment, SERVING,
+                                                                     {"spec": {"replicas": replicas}})
+
+    def add_hpa(self, deployment: str, low: int, high: int) -> None:
+        hpa = {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+               "metadata": {"name": f"{deployment}-hpa", "namespace": SERVING},
+               "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": deployment},
+                        "minReplicas": low, "maxReplicas": high,
+                        "metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": {
+                            "type": "Utilization", "averageUtilization": 80}}}]}}
+        client.AutoscalingV2Api(self.api).create_namespaced_horizontal_pod_autoscaler(SERVING, hpa)
+        self.created.append(("hpa", f"{deployment}-hpa"))
+
+    def set_max_replicas(self, deployment: str, high: int) -> None:
+        """The HPA's owner (the admin's credentials, a merge patch with no test)."""
+        client.AutoscalingV2Api(self.api).patch_namespaced_horizontal_pod_autoscaler(
+            f"{deployment}-hpa", SERVING, {"spec": {"maxReplicas": high}})
+
 
 @pytest.fixture
 def kube_harness(api: client.ApiClient, installed: Any, kubectl: Callable[..., str]) -> Iterator[KubeHarness]:

@@ -99,7 +99,7 @@ def test_gate_killed_mid_reclaim_and_serving_restored_by_the_next_tick(
         """The process dies: nothing after this line runs, the Lease is not given back."""
 
     class DiesAtScale(KubeCluster):
-        def scale(self, dep: Any, replicas: int) -> None:
+        def raise_serving(self, target: Any, observed: int, at_least: int) -> Any:
             raise Killed()
 
         def release_lease(self, namespace: str, holder: str) -> None:

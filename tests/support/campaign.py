@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from offhours.scripts.backstop.restore import HELD_LEASES, run_backstop
-from offhours.scripts.cluster.base import Autoscaler, ClusterError, Pod
+from offhours.scripts.cluster.base import Autoscaler, ClusterError, Pod, ServingWrite
 from offhours.scripts.cluster.memory import MemoryCluster
 from offhours.scripts.config.loader import parse_config
 from offhours.scripts.gate.controller import Gate
@@ -202,17 +202,12 @@ class SimCluster(MemoryCluster):
         super().adopt(namespace, job, deployment_uid, max_grace_seconds)
         self.admitted_by_gate[job.name] = deployment_uid
 
-    def scale(self, dep: Any, replicas: int) -> None:
-        before = self.deployments[(dep.namespace, dep.name)].replicas if (dep.namespace, dep.name) in self.deployments else None
-        super().scale(dep, replicas)
-        if before is not None and replicas < before:
-            self.lowered.append(dep.service)
-
-    def set_max_replicas(self, scaler: Autoscaler, replicas: int) -> None:
-        before = next((a.max_replicas for a in self.autoscalers.values() if a.name == scaler.name), None)
-        super().set_max_replicas(scaler, replicas)
-        if before is not None and replicas < before:
-            self.lowered.append(service_of(scaler.name) or scaler.name)
+    def lower_serving(self, target: Any, expected: int, value: int) -> ServingWrite:
+        answer = super().lower_serving(target, expected, value)
+        if not answer.conflict:
+            self.lowered.append(service_of(target.name) or target.name if isinstance(target, Autoscaler)
+                                else target.service)
+        return answer
 
 
 def complete(cluster: MemoryCluster, name: str, phase: str) -> None:
@@ -307,6 +302,7 @@ class World:
         # it), until the gate's next tick settles on one reading.
         self.unsure: dict[str, tuple[int, int, ServiceRecord]] = {}
         self.tick_calls: list[str] = []
+        self.seen_inside: dict[str, tuple[int, int]] = {}  # service -> (lent, value) as a write's answer showed them
         for s in services:
             self.cluster.add_deployment(NS, s, START_REPLICAS)
             self.ready_at[s] = [(p.name, 0.0) for p in self.cluster.pods[(NS, s)]]
@@ -445,9 +441,13 @@ class World:
                 self.unsure.pop(s, None)
         for s in list(self.unsure):
             record = self.record(s)
-            if (record.applying_from is None and record.baseline is not None
+            # Settled: no write in flight, and the value there is the one the record holds (one that landed inside
+            # the gate's write is read, and adopted, by its next tick).
+            if (record.applying_from is None and record.baseline is not None and record.applied == self.value(s)
                     and (record.deployment_uid, record.writes_to) == (self.dep(s).uid, self.target(s))):
-                lent, value = seen[s]  # the gate settled on a reading of the owner's change: it must be one of two
+                # The gate settled on a reading of the owner's change: it must be one of two. A change that landed inside
+                # the gate's serving write (`owner_sets_inside_a_write`) was read by the gate as it found it then.
+                lent, value = seen[s] if s in seen else self.seen_inside.pop(s)
                 readings = {max(self.unsure[s][0], lent), max(self.gate_reading(s, value), lent)}
                 assert record.baseline in readings, (
                     f"{s}: the gate read the owner's change as baseline {record.baseline}, not one of {readings}")
@@ -505,6 +505,13 @@ class World:
             self.baseline[service] = max(truth + value - current, self.gate_reading(service, value), self.lent(service))
         else:
             self.baseline[service] = max(self.baseline[service] + value - current, self.lent(service))
+
+    def owner_sets_inside_a_write(self, service: str, value: int) -> None:
+        """`owner_sets` for a change landing between the gate's read and its write: the gate reads it from the answer."""
+        fresh = service not in self.unsure
+        self.owner_sets(service, value)
+        if fresh and service in self.unsure:
+            self.seen_inside[service] = (self.lent(service), value)
 
     def rebase(self, service: str) -> None:
         """The gate lost its memory of the service, or meets a new incarnation or writer target: it can know

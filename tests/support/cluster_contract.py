@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Protocol
 
-from offhours.scripts.cluster.base import Cluster, ClusterError
+from offhours.scripts.cluster.base import Cluster, ClusterError, ServingWrite
 from offhours.scripts.policy.plan import ADMITTED, PARKED
 
 
@@ -22,6 +22,9 @@ class Harness(Protocol):
     def add_parked(self, name: str, service: str, replicas: int) -> None: ...
     def read_workflow(self, name: str) -> dict[str, Any]: ...
     def replicas(self, deployment: str) -> int: ...
+    def set_replicas(self, deployment: str, replicas: int) -> None: ...  # another writer (an on-call human)
+    def add_hpa(self, deployment: str, low: int, high: int) -> None: ...
+    def set_max_replicas(self, deployment: str, high: int) -> None: ...  # another writer (the HPA's owner)
 
 
 def deployment_found_by_label_scaled_and_its_state_kept(h: Harness) -> None:
@@ -29,13 +32,54 @@ def deployment_found_by_label_scaled_and_its_state_kept(h: Harness) -> None:
     dep = h.cluster.deployment(h.serving, "contract-svc")
     assert dep.name == "contract-svc" and dep.replicas == 3 and dep.uid
     assert h.cluster.autoscaler(dep) is None
-    h.cluster.scale(dep, 2)
+    assert h.cluster.lower_serving(dep, 3, 2) == ServingWrite(2)
     again = h.cluster.deployment(h.serving, "contract-svc")
     assert again.replicas == 2 == h.replicas("contract-svc") and again.uid == dep.uid
     assert h.cluster.read_state(h.serving, "contract-svc") is None
     h.cluster.write_state(h.serving, "contract-svc", '{"baseline":3}')
     h.cluster.write_state(h.serving, "contract-svc", '{"baseline":4}')  # the second write updates
     assert h.cluster.read_state(h.serving, "contract-svc") == '{"baseline":4}'
+
+
+def serving_writes_test_the_value_they_read(h: Harness) -> None:
+    """A lower carries a test of the replicas its decision read: stale, refused with the value found; fresh, applied.
+
+    A raise is max(what is there, what is needed): a stale read costs a read again, never the raise.
+    """
+    h.add_service("contract-svc7", 4)
+    dep = h.cluster.deployment(h.serving, "contract-svc7")
+    h.set_replicas("contract-svc7", 6)  # an on-call engineer, after the gate read 4
+    assert h.cluster.lower_serving(dep, 4, 2) == ServingWrite(6, conflict=True)
+    assert h.replicas("contract-svc7") == 6 and dep.replicas == 6  # nothing written; the caller holds the value found
+    assert h.cluster.lower_serving(dep, 6, 3) == ServingWrite(3)
+    assert h.replicas("contract-svc7") == 3
+    h.set_replicas("contract-svc7", 5)  # raised by someone else past what the gate will raise to
+    assert h.cluster.raise_serving(dep, 3, 4) == ServingWrite(5) and h.replicas("contract-svc7") == 5
+    h.set_replicas("contract-svc7", 1)  # lowered by someone else after the gate read 5
+    assert h.cluster.raise_serving(dep, 5 - 2, 4) == ServingWrite(4) and h.replicas("contract-svc7") == 4
+
+
+def autoscaler_writes_test_the_max_they_read(h: Harness) -> None:
+    """With an HPA, the gate's lower of its maxReplicas is tested as a Deployment's replicas are."""
+    h.add_service("contract-svc8", 2)
+    h.add_hpa("contract-svc8", 1, 6)
+    dep = h.cluster.deployment(h.serving, "contract-svc8")
+    scaler = h.cluster.autoscaler(dep)
+    assert scaler is not None and (scaler.kind, scaler.max_replicas) == ("HorizontalPodAutoscaler", 6)
+    h.set_max_replicas("contract-svc8", 9)  # its owner, after the gate read 6
+    assert h.cluster.lower_serving(scaler, 6, 4) == ServingWrite(9, conflict=True) and scaler.max_replicas == 9
+    assert h.cluster.lower_serving(scaler, 9, 4) == ServingWrite(4)
+    h.set_max_replicas("contract-svc8", 3)
+    assert h.cluster.raise_serving(scaler, 4, 6) == ServingWrite(6)
+    assert h.cluster.lower_serving(scaler, 6, 5) == ServingWrite(5)  # the server holds the raise: a test of 6 applies
+
+
+def the_server_time_is_the_api_servers(h: Harness) -> None:
+    """What offhours dates and ages everything by: the API server's clock (here on this machine's), never going back."""
+    first = h.cluster.server_time()
+    h.cluster.read_state(h.serving, "contract-no-such-service")  # an answer: its Date is heard
+    second = h.cluster.server_time()
+    assert abs(first - time.time()) < 120 and first <= second
 
 
 def parked_job_is_admitted_then_stopped(h: Harness) -> None:
@@ -152,6 +196,9 @@ def lease_notes_are_written_only_by_the_holder_and_survive_renewals(h: Harness) 
 
 CONTRACT: list[Callable[[Harness], None]] = [
     deployment_found_by_label_scaled_and_its_state_kept,
+    serving_writes_test_the_value_they_read,
+    autoscaler_writes_test_the_max_they_read,
+    the_server_time_is_the_api_servers,
     parked_job_is_admitted_then_stopped,
     admission_caps_the_grace_in_the_same_write,
     parking_a_copy_is_idempotent,

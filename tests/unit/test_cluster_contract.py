@@ -1,10 +1,12 @@
 """The `Cluster` contract on the in-memory cluster (tests/e2e runs the same checks on the real API server)."""
 
+import time
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+from offhours.scripts.cluster.base import Autoscaler
 from offhours.scripts.cluster.memory import MemoryCluster
 from tests.support.cluster_contract import CONTRACT, Harness
 
@@ -13,7 +15,7 @@ class MemoryHarness:
     serving, research = "serving", "research"
 
     def __init__(self) -> None:
-        self.cluster = MemoryCluster()
+        self.cluster = MemoryCluster(clock=time.time())  # the in-memory API server's clock
 
     def add_service(self, name: str, replicas: int) -> None:
         self.cluster.add_deployment(self.serving, name, replicas)
@@ -26,6 +28,16 @@ class MemoryHarness:
 
     def replicas(self, deployment: str) -> int:
         return self.cluster.deployments[(self.serving, deployment)].replicas
+
+    def set_replicas(self, deployment: str, replicas: int) -> None:
+        self.cluster.deployments[(self.serving, deployment)].replicas = replicas
+
+    def add_hpa(self, deployment: str, low: int, high: int) -> None:
+        self.cluster.autoscalers[(self.serving, deployment)] = Autoscaler(
+            "HorizontalPodAutoscaler", self.serving, f"{deployment}-hpa", low, high)
+
+    def set_max_replicas(self, deployment: str, high: int) -> None:
+        self.cluster.autoscalers[(self.serving, deployment)].max_replicas = high
 
 
 @pytest.mark.parametrize("check", CONTRACT, ids=[c.__name__ for c in CONTRACT])

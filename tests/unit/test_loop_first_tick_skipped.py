@@ -36,13 +36,13 @@ def test_a_first_tick_skipped_for_the_lease_is_tried_again_at_the_next_check_not
         w.now += seconds
         w.cluster.clock = w.now
 
-    def scale(dep, replicas):  # type: ignore[no-untyped-def]
-        if replicas == 8 and not reclaimed_at:
+    def raise_serving(dep, observed, at_least):  # type: ignore[no-untyped-def]
+        if at_least == 8 and not reclaimed_at:
             reclaimed_at.append(w.now)
-        original(dep, replicas)
+        return original(dep, observed, at_least)
 
-    original = w.cluster.scale
-    w.cluster.scale = scale  # type: ignore[method-assign]
+    original = w.cluster.raise_serving
+    w.cluster.raise_serving = raise_serving  # type: ignore[method-assign]
     w.cluster.wait_for_workflow_change = wait  # type: ignore[method-assign]
     period = gate.config.reclaim_check_seconds
     loop = TickLoop(gate, seconds=gate.config.tick_seconds - 1, log=Logger(io.StringIO()),

@@ -191,11 +191,11 @@ def test_the_loop_acts_on_a_rise_at_the_next_check_not_the_next_tick() -> None:
     w = World()
     w.lend(2)
     start, raised_at = w.now, []
-    scale = w.cluster.scale
+    raise_serving = w.cluster.raise_serving
 
-    def scaled(dep, replicas):  # type: ignore[no-untyped-def]
+    def scaled(dep, observed, replicas):  # type: ignore[no-untyped-def]
         raised_at.append((w.now - start, replicas))
-        scale(dep, replicas)
+        return raise_serving(dep, observed, replicas)
 
     def wait(_namespace: str, timeout: float) -> bool:
         w.now += max(0.0, timeout)
@@ -208,7 +208,7 @@ def test_the_loop_acts_on_a_rise_at_the_next_check_not_the_next_tick() -> None:
         w.now += seconds
         w.cluster.clock = w.now
 
-    w.cluster.scale = scaled  # type: ignore[method-assign]
+    w.cluster.raise_serving = scaled  # type: ignore[method-assign]
     w.cluster.wait_for_workflow_change = wait  # type: ignore[method-assign]
     assert w.gate.config.reclaim_check_seconds == 15
     loop = TickLoop(w.gate, seconds=50, log=Logger(io.StringIO()), monotonic=lambda: w.now, sleep=sleep)
