@@ -25,7 +25,22 @@ DOCS = REPO / "docs"
 FORMER = REPO / "tests" / "data" / "former_readme.json"
 README_LIMIT = 200
 # Fingerprints of former README lines deliberately reworded in the move, each with where it went and why.
+REWORDED_LAYOUT = ("docs/researchers/checkpoints.md: the store's layout is a log of exclusive entries over uniquely "
+                   "named data now (issue 33: a crash-consistent store); the `step-N/COMPLETE` layout is gone")
+REWORDED_SAVE = ("docs/researchers/checkpoints.md: an interrupted save is never published now (one exclusive log "
+                 "entry after the bytes), so the marker-last and debris text no longer holds (issue 33)")
 REWORDED = {
+    "c72f75aefb73875c": REWORDED_LAYOUT,
+    "0f38e0978ac59238": REWORDED_LAYOUT,
+    "43e9c890be636082": REWORDED_LAYOUT,
+    "27aca7dd64e23a77": REWORDED_LAYOUT,
+    "71e1b54ef4e93e6e": REWORDED_SAVE,
+    "5d9c46096bca338c": REWORDED_SAVE,
+    "97df566628e03a91": REWORDED_SAVE,
+    "82257c60b4cc54ff": REWORDED_SAVE,
+    "4351dd645ea9b6db": REWORDED_SAVE,
+    "c04be977101866d0": REWORDED_SAVE,
+    "d7abf0b1f972c04c": REWORDED_SAVE,
     "0a5f131973501b3c": "docs/development/local-control-plane.md: the figures are the docs' now, redone by "
                         "`measure.py docs` (was `measure.py readme`, which rewrote README)",
 }
