@@ -8,6 +8,7 @@ send back each replay's outcome (its events, jobs and per-minute queueing delay)
 
 import multiprocessing
 import os
+import signal
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -17,6 +18,13 @@ T = TypeVar("T")
 MIN_PARALLEL_REPLAYS = 16
 
 _task: Callable[[int], Any] | None = None
+
+
+def _as_a_worker() -> None:
+    # A forked worker inherits its parent's SIGTERM handler (a job's PreemptionSignal, say): one that only
+    # sets a flag would keep the worker alive through the pool's terminate, and the pool's exit would wait on
+    # it for ever. A worker ends on SIGTERM, as a process does by default.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _run(index: int) -> Any:
@@ -45,7 +53,7 @@ def map_replays(task: Callable[[int], T], count: int, workers: int | None = None
     global _task
     _task = task
     try:
-        with multiprocessing.get_context("fork").Pool(workers) as pool:
+        with multiprocessing.get_context("fork").Pool(workers, initializer=_as_a_worker) as pool:
             return pool.map(_run, range(count), chunksize=1)
     finally:
         _task = None
