@@ -27,10 +27,13 @@ def _step(text: str) -> float:
 
 def _from_gpu_check(args: argparse.Namespace) -> int:
     """Write the fleet file with the start, wake and grace times the GPU check measured; one line for bad input."""
-    import json
-
     import yaml
 
+    from offhours.scripts.inputs.errors import InputError
+    from offhours.scripts.inputs.jsondoc import load_json
+    from offhours.scripts.inputs.limits import FLEET_BYTES
+    from offhours.scripts.inputs.text import read_bytes
+    from offhours.scripts.inputs.yamldoc import read_yaml
     from offhours.scripts.simulate.fleet import FleetError, parse_fleet
     from offhours.scripts.simulate.gpu_times import GpuCheckError, fleet_document, return_times
 
@@ -39,15 +42,15 @@ def _from_gpu_check(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     try:
-        doc = json.loads(Path(args.gpu_check).read_text())
+        doc = load_json(read_bytes(args.gpu_check, FLEET_BYTES), f"--gpu-check {args.gpu_check}")
     except OSError as err:
         print(f"offhours calibrate: --gpu-check {args.gpu_check}: cannot read: {err.strerror}", file=sys.stderr)
         return 2
-    except ValueError as err:
-        print(f"offhours calibrate: --gpu-check {args.gpu_check}: not JSON: {err}", file=sys.stderr)
+    except InputError as err:
+        print(f"offhours calibrate: {err}", file=sys.stderr)
         return 2
     try:
-        raw = yaml.safe_load(Path(args.fleet).read_text())
+        raw = read_yaml(args.fleet, FLEET_BYTES)
         parse_fleet(raw, f"fleet {args.fleet}")
         times = return_times(doc, args.model_gib)
         updated = fleet_document(raw, times)
@@ -55,7 +58,7 @@ def _from_gpu_check(args: argparse.Namespace) -> int:
     except OSError as err:
         print(f"offhours calibrate: --fleet {args.fleet}: cannot read: {err.strerror}", file=sys.stderr)
         return 2
-    except (yaml.YAMLError, FleetError) as err:
+    except (InputError, FleetError) as err:
         print(f"offhours calibrate: {str(err).splitlines()[0]}", file=sys.stderr)
         return 2
     except GpuCheckError as err:

@@ -151,7 +151,7 @@ def test_prometheus_down_is_no_estimate_and_the_job_is_still_submitted(prometheu
     answer = post(client, "estimate")
     page = answer.get_data(as_text=True)
     assert answer.status_code == 200
-    assert "no estimate: the history of chat cannot be read" in page and "ConnectionError" in page
+    assert "no estimate: the history of chat cannot be read" in page and "cannot be reached: connection refused" in page
     assert 'data-field="start-median"' not in page
     assert post(client, "submit").status_code == 302
     ((_, body),) = store.created
@@ -176,7 +176,7 @@ def test_a_hanging_prometheus_costs_one_timeout_not_one_per_page(prometheus: str
                                      "proxy", clock=lambda: clock[0])
         client, _ = console(estimator)
         first = post(client, "estimate").get_data(as_text=True)
-        assert "no estimate: the history of chat cannot be read" in first and "ReadTimeout" in first
+        assert "no estimate: the history of chat cannot be read" in first and "gave no whole answer in" in first
         asked = query_count(proxy)
         assert asked == 1  # the first query's failure ends the read
         again = post(client, "estimate").get_data(as_text=True)

@@ -70,7 +70,7 @@ def test_without_vllm_the_start_stays_as_configured_and_says_why(tmp_path: Path,
     ({"schema": "offhours-gpu-check/1", "gpu": False, "reason": "no GPU: PyTorch is not installed"},
      "found no GPU (no GPU: PyTorch is not installed)"),
     ({"schema": "something else"}, "not a GPU check document"),
-    ("{not json", "not JSON"),
+    ("{not json", "is not valid JSON"),  # the input layer's one wording
     ({**_check(), "referenceJob": {"maxSeconds": -1}}, "referenceJob.maxSeconds: -1 is not a number"),
     ({**_check(), "vllm": {"coldStartSeconds": 5000.0, "wakeSeconds": 1.0}}, "coldStartMinutes: 83.4 minutes"),
 ])
