@@ -17,7 +17,15 @@ import yaml
 
 from offhours.scripts.config.files import YAML_ERRORS, InputFileError, read_text, yaml_error
 from offhours.scripts.policy import forecast
-from offhours.scripts.policy.config import Capacity, ConfigError, GateConfig, MetricsConfig, Schedule, ServicePolicy
+from offhours.scripts.policy.config import (
+    Capacity,
+    ConfigError,
+    GateConfig,
+    MetricsConfig,
+    ResearchBoundary,
+    Schedule,
+    ServicePolicy,
+)
 from offhours.scripts.policy.record import MAX_EXACT_NEEDS
 
 # A rise is seen within this long between two full ticks (bounded by tickSeconds for shorter ticks).
@@ -161,6 +169,16 @@ def parse_config(raw: Any) -> GateConfig:
         services=tuple(services),
         lease_ticks=raw.get("failSafe", {}).get("leaseTicks", 3),
         reclaim_check_seconds=check,
+        research=_research(raw.get("research", {})),
+    )
+
+
+def _research(raw: dict[str, Any]) -> ResearchBoundary:
+    default = ResearchBoundary()
+    return ResearchBoundary(
+        max_workflows=raw.get("maxWorkflows", default.max_workflows),
+        toleration_keys=tuple(raw.get("tolerationKeys", default.toleration_keys)),
+        runtime_classes=tuple(raw.get("runtimeClassNames", default.runtime_classes)),
     )
 
 
