@@ -116,7 +116,7 @@ def best_effort_pods(config: GateConfig) -> dict[str, Any]:
     tolerated = _lit(tuple(config.research.toleration_keys) + ALWAYS_TOLERATED)
     classes = _lit(config.research.runtime_classes)
     allowed_keys = ", ".join(config.research.toleration_keys) or "none"
-    allowed_classes = ", ".join(config.research.runtime_classes) or "none (the cluster's default runtime)"
+    allowed_classes = ", ".join(config.research.runtime_classes) or "none (the default runtime of the cluster)"
     pod = "'pod ' + object.metadata.name"
     hook = f"object.spec.serviceAccountName == '{EXIT_HOOK_SERVICE_ACCOUNT}'"
     no_gpu = (f"object.spec.containers.all(c, !has(c.resources) || !has(c.resources.requests) "

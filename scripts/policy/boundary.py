@@ -42,7 +42,7 @@ def pod_spec_problems(spec: Mapping[str, Any], boundary: ResearchBoundary, path:
                "remove schedulerName")
     runtime = spec.get("runtimeClassName")
     if runtime not in (None, "") and runtime not in boundary.runtime_classes:
-        allowed = ", ".join(boundary.runtime_classes) or "none (the cluster's default runtime)"
+        allowed = ", ".join(boundary.runtime_classes) or "none (the default runtime of the cluster)"
         yield f"{path}.runtimeClassName", f"runtimeClassName {runtime} is not allowed here; allowed: {allowed}"
     tolerations = spec.get("tolerations")
     if isinstance(tolerations, list):
