@@ -1,5 +1,6 @@
-"""`offhours validate`: Argo manifests against the v4.0.5 CRD schemas, the reference lint, and the tenant boundary
-(what the admission policies `offhours render` installs would refuse in the research namespace).
+"""`offhours validate`: Argo manifests against the v4.0.5 CRD schemas, the reference lint, the tenant boundary.
+
+The boundary: what the admission policies `offhours render` installs would refuse in the research namespace.
 
 Exit 0: valid (warnings allowed unless --strict); 1: problems found; 2: a file could not be read at
 all (missing, empty, another encoding, binary, enormous; a folder without manifests), each named on
