@@ -48,8 +48,13 @@ class Restored:
 
 
 def run_backstop(cluster: Cluster, namespace: str, clock: Callable[[], float] = time.time,
-                 out: TextIO = sys.stdout, holder: str | None = None) -> list[Restored]:
-    """Restore every expired service of `namespace`; return what was done (nothing when the Lease is held)."""
+                 out: TextIO = sys.stdout, holder: str | None = None,
+                 research_namespace: str | None = None) -> list[Restored]:
+    """Restore every expired service of `namespace`; return what was done (nothing when the Lease is held).
+
+    With `research_namespace`, a pass that restored serving also sets the GPU quota there to zero: with no gate
+    renewing the loan, no new research pod may take a GPU (the quota evicts none; their PriorityClass yields).
+    """
     log = Logger(out)
     who = holder or f"backstop/{socket.gethostname()}/{os.getpid()}"
     try:
@@ -81,6 +86,8 @@ def run_backstop(cluster: Cluster, namespace: str, clock: Callable[[], float] = 
                 done.append(result)
         if not done:
             log.info("every lending lease is current (or nothing is lent)")
+        elif research_namespace and any(r.value is not None and not r.error for r in done):
+            _zero_gpu_quota(cluster, research_namespace, log)
         return done
     finally:
         try:
@@ -88,6 +95,15 @@ def run_backstop(cluster: Cluster, namespace: str, clock: Callable[[], float] = 
                 cluster.release_lease(namespace, who)
         except Exception as err:  # noqa: BLE001 - an unreleased Lease expires by itself
             log.warning(f"could not release the lease: {err}")
+
+
+def _zero_gpu_quota(cluster: Cluster, namespace: str, log: Logger) -> None:
+    try:
+        if cluster.gpu_quota(namespace) != 0:
+            cluster.set_gpu_quota(namespace, 0)
+            log.warning(f"GPU quota of {namespace} set to 0: no gate renews the loan")
+    except Exception as err:  # noqa: BLE001 - serving is restored; the quota is the second lock
+        log.error(f"could not set the GPU quota of {namespace} to 0: {type(err).__name__}: {err}")
 
 
 def _restore_one(cluster: Cluster, namespace: str, service: str, record: ServiceRecord, now: float,
