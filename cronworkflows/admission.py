@@ -13,10 +13,10 @@ no webhook to run or to fail open. Every policy has `failurePolicy: Fail` and a 
 - serving objects: research namespace ServiceAccounts write no Deployment, HPA, ConfigMap, quota or Lease
   there (RBAC already refuses; this is the second lock, and it says why).
 
-`system:masters` is exempt from the workflow and serving policies: that group bypasses authorization and can
-delete these policies, so a policy does not bound it; exempting it keeps an operator's repair path (kubectl
-edit of a stuck workflow) open. The pod policy exempts no one: it judges the pod, whoever creates it (Argo's
-controller creates every research pod).
+`system:masters` is exempt from every policy: that group bypasses authorization and can delete these policies,
+so a policy does not bound it; exempting it keeps an operator's repair path (kubectl edit of a stuck workflow, a
+debugging pod) open. Argo's controller must therefore not run as a member of system:masters (it does not in
+Argo's install: its own ServiceAccount), or the pods it creates would pass unjudged.
 """
 
 import re
@@ -122,7 +122,7 @@ def best_effort_pods(config: GateConfig) -> dict[str, Any]:
     no_gpu = (f"object.spec.containers.all(c, !has(c.resources) || !has(c.resources.requests) "
               f"|| !('{GPU_RESOURCE}' in c.resources.requests))")
     return _policy(POLICY_BEST_EFFORT_PODS, [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
-                                              "resources": ["pods"]}], [
+                                              "resources": ["pods"]}], match_conditions=[NOT_MASTERS], validations=[
         # The exit hook gives GPUs back and holds none: it may run at the default priority, so no research pod
         # can preempt it; with a GPU it is a research pod like any other.
         _check(f"has(object.spec.priority) && (object.spec.priority <= {BEST_EFFORT_PRIORITY} || "
@@ -252,6 +252,6 @@ def admission_manifests(config: GateConfig) -> dict[str, dict[str, Any]]:
         name = policy["metadata"]["name"]
         docs[f"validatingadmissionpolicy-{name}.yaml"] = policy
         docs[f"validatingadmissionpolicybinding-{name}.yaml"] = _binding(name, bound[name])
-    quota = workflow_quota(config)
-    docs[f"resourcequota-{research}-{WORKFLOW_QUOTA}.yaml"] = quota
+    if config.research.max_workflows is not None:
+        docs[f"resourcequota-{research}-{WORKFLOW_QUOTA}.yaml"] = workflow_quota(config)
     return docs

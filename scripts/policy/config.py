@@ -79,8 +79,9 @@ class MetricsConfig:
 class ResearchBoundary:
     """What the API server lets research pods and workflows use (rendered into the admission policies and quota)."""
 
-    # A flood of workflows is refused at the door: the ResourceQuota on count/workflows.argoproj.io.
-    max_workflows: int = 500
+    # A flood of workflows is refused at the door: the ResourceQuota on count/workflows.argoproj.io. Opt-in (None:
+    # none): until kube-controller-manager has counted the workflows, such a quota refuses every creation.
+    max_workflows: int | None = None
     # Taint keys research pods may tolerate: the inference GPU pool's (a research step's tolerations parameter).
     toleration_keys: tuple[str, ...] = (GPU_RESOURCE,)
     # RuntimeClasses research pods may name (none: the cluster's default runtime only).

@@ -159,8 +159,8 @@ def test_the_gate_admits_and_marks_and_the_exit_hook_accounts(as_user: Run) -> N
 def test_serving_objects_and_the_quotas_are_not_a_research_accounts(as_user: Run) -> None:
     code, out = as_user(RESEARCHER, "-n", SERVING, "create", "configmap", "e2e-mine")
     assert code != 0 and "configmaps serving/e2e-mine belongs to serving and the offhours gate" in out, out
-    code, out = as_user(RESEARCHER, "-n", RESEARCH, "delete", "resourcequota", "offhours-workflows")
-    assert code != 0 and "resourcequotas research/offhours-workflows belongs to serving" in out, out
+    code, out = as_user(RESEARCHER, "-n", RESEARCH, "create", "quota", "e2e-mine", "--hard=pods=1000")
+    assert code != 0 and "resourcequotas research/e2e-mine belongs to serving" in out, out
 
 
 def test_a_pod_beyond_the_lent_gpus_is_refused_and_created_once_the_gate_lends_more(
