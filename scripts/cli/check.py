@@ -493,7 +493,7 @@ class Checker:
         yield from self.templates(config)
         yield from self.service_accounts(config)
         yield from self.rbac(config)
-        yield from boundary_checks(self.api, config, INSTALL)
+        yield from (Check(*line) for line in boundary_checks(self.api, config, INSTALL))
         yield from self.console(config)
         yield from self.deployments(config)
         yield from self.metrics(config)

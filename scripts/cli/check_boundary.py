@@ -7,13 +7,26 @@ rendered field that the installed object lacks or holds otherwise.
 """
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from offhours.scripts.names import GPU_QUOTA, GPU_RESOURCE
 from offhours.scripts.policy.config import GateConfig
+
+
+class Line(NamedTuple):
+    """One line of `check`'s report (check.py's Check takes it as it is)."""
+
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+
+
+def _absent(err: ApiException) -> bool:
+    return err.status == 404
 
 
 def difference(rendered: Any, installed: Any, path: str = "spec") -> str | None:
@@ -37,10 +50,9 @@ def difference(rendered: Any, installed: Any, path: str = "spec") -> str | None:
     return None if rendered == installed else path
 
 
-def boundary_checks(api: client.ApiClient, config: GateConfig, install: str) -> Iterator[Any]:
-    """Yield a Check per policy, binding and quota: installed and as rendered for `config`, else ✗ with the fix."""
+def boundary_checks(api: client.ApiClient, config: GateConfig, install: str) -> Iterator[Line]:
+    """Yield a report line (name, ok, detail, fix) per policy, binding and quota: installed as rendered, else ✗."""
     from offhours.cronworkflows.admission import admission_manifests
-    from offhours.scripts.cli.check import Check, _absent
 
     admission = client.AdmissionregistrationV1Api(api)
     core = client.CoreV1Api(api)
@@ -59,20 +71,18 @@ def boundary_checks(api: client.ApiClient, config: GateConfig, install: str) -> 
         except ApiException as err:
             if not _absent(err):
                 raise
-            yield Check(name, False, "missing: the API server does not enforce this part of the tenant boundary",
+            yield Line(name, False, "missing: the API server does not enforce this part of the tenant boundary",
                         install)
             continue
         where = difference(doc["spec"], installed.get("spec"))
         if where is None:
-            yield Check(name, True, "installed as rendered")
+            yield Line(name, True, "installed as rendered")
         else:
-            yield Check(name, False, f"differs from the rendered one at {where}", install)
+            yield Line(name, False, f"differs from the rendered one at {where}", install)
     yield from _gpu_quota(core, config, install)
 
 
-def _gpu_quota(core: client.CoreV1Api, config: GateConfig, install: str) -> Iterator[Any]:
-    from offhours.scripts.cli.check import Check, _absent
-
+def _gpu_quota(core: client.CoreV1Api, config: GateConfig, install: str) -> Iterator[Line]:
     ns, key = config.workflow_namespace, f"requests.{GPU_RESOURCE}"
     name = f"ResourceQuota {ns}/{GPU_QUOTA}"
     try:
@@ -80,12 +90,12 @@ def _gpu_quota(core: client.CoreV1Api, config: GateConfig, install: str) -> Iter
     except ApiException as err:
         if not _absent(err):
             raise
-        yield Check(name, False, "missing: research pods' GPUs are bounded by the gate only, not at pod creation",
+        yield Line(name, False, "missing: research pods' GPUs are bounded by the gate only, not at pod creation",
                     "the gate creates it at its next tick (it keeps it equal to the GPUs it has lent): see the "
                     "CronWorkflow line below")
         return
     hard = (quota.spec.hard or {}).get(key) if quota.spec is not None else None
     if hard is None:
-        yield Check(name, False, f"has no {key}", install)
+        yield Line(name, False, f"has no {key}", install)
     else:
-        yield Check(name, True, f"{key} {hard} (what the gate has lent)")
+        yield Line(name, True, f"{key} {hard} (what the gate has lent)")
