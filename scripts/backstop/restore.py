@@ -99,7 +99,7 @@ def run_backstop(cluster: Cluster, namespace: str, clock: Callable[[], float] = 
 
 def _zero_gpu_quota(cluster: Cluster, namespace: str, log: Logger) -> None:
     try:
-        if cluster.gpu_quota(namespace) != 0:
+        if cluster.gpu_quota(namespace) not in (None, 0):  # only the quota a gate keeps (research.gpuQuota)
             cluster.set_gpu_quota(namespace, 0)
             log.warning(f"GPU quota of {namespace} set to 0: no gate renews the loan")
     except Exception as err:  # noqa: BLE001 - serving is restored; the quota is the second lock

@@ -79,7 +79,8 @@ def boundary_checks(api: client.ApiClient, config: GateConfig, install: str) -> 
             yield Line(name, True, "installed as rendered")
         else:
             yield Line(name, False, f"differs from the rendered one at {where}", install)
-    yield from _gpu_quota(core, config, install)
+    if config.research.gpu_quota:
+        yield from _gpu_quota(core, config, install)
 
 
 def _gpu_quota(core: client.CoreV1Api, config: GateConfig, install: str) -> Iterator[Line]:

@@ -179,6 +179,7 @@ def _research(raw: dict[str, Any]) -> ResearchBoundary:
         max_workflows=raw.get("maxWorkflows", default.max_workflows),
         toleration_keys=tuple(raw.get("tolerationKeys", default.toleration_keys)),
         runtime_classes=tuple(raw.get("runtimeClassNames", default.runtime_classes)),
+        gpu_quota=raw.get("gpuQuota", default.gpu_quota),
     )
 
 

@@ -13,7 +13,7 @@ def keep_gpu_quota(gate: Any, t: Any, observed: Sequence[Any], outcomes: Mapping
     Called once serving's raises of the pass are written and before any research-side write, so a reclaim's
     lower quota is in place before its stops, and a lend's only after its scale-down was seen to land.
     """
-    if t.dry_run:
+    if t.dry_run or not gate.config.research.gpu_quota:
         return
     namespace = gate.config.workflow_namespace
     lendings = [Lending(obs.policy.gpus_per_replica, outcomes[obs.policy.name].baseline, before[obs.policy.name],

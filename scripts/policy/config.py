@@ -86,6 +86,9 @@ class ResearchBoundary:
     toleration_keys: tuple[str, ...] = (GPU_RESOURCE,)
     # RuntimeClasses research pods may name (none: the cluster's default runtime only).
     runtime_classes: tuple[str, ...] = ()
+    # The gate keeps the ResourceQuota offhours-gpus equal to what it has lent (opt-in: an admitted job's pods
+    # then wait for the quota until a tick has seen the lend's scale-down land).
+    gpu_quota: bool = False
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ import io
 from offhours.scripts.backstop.restore import run_backstop
 
 from .test_backstop import LEASE
-from .test_gate_controller import World
+from .test_gpu_quota import World
 
 
 def test_restoring_serving_with_no_gate_zeroes_the_gpu_quota_and_a_current_lease_leaves_it() -> None:

@@ -8,7 +8,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from offhours.scripts.policy.quota import Lending, landed_gpus, reclaimed_gpus, wanted_gpu_quota
-from tests.unit.test_gate_controller import World
+from tests.unit.test_gate_controller import World as _World
+
+
+def World() -> _World:  # noqa: N802 - the controller tests' world, with the gate keeping the quota
+    import dataclasses
+
+    w = _World()
+    w.gate.config = dataclasses.replace(w.gate.config, research=dataclasses.replace(w.gate.config.research,
+                                                                                      gpu_quota=True))
+    return w
 
 lendings = st.builds(Lending, st.integers(1, 8), st.one_of(st.none(), st.integers(0, 20)), st.integers(0, 24),
                      st.integers(0, 24), st.integers(0, 24))
@@ -55,3 +64,17 @@ def test_a_quota_that_cannot_be_written_is_a_warning_and_the_tick_goes_on() -> N
     out = w.tick()
     assert not any(o.failed for o in out.values())
     assert "could not keep the GPU quota of research" in w.log.getvalue()
+
+
+def test_without_research_gpu_quota_the_gate_and_the_backstop_keep_no_quota() -> None:
+    import io
+
+    from offhours.scripts.backstop.restore import run_backstop
+
+    from .test_backstop import LEASE
+
+    w = _World()
+    w.lend(2)
+    run_backstop(w.cluster, "serving", clock=lambda: w.now + LEASE + 1, out=io.StringIO(), holder="b",
+                 research_namespace="research")
+    assert w.replicas() == 8 and "research" not in w.cluster.gpu_quotas
