@@ -8,7 +8,7 @@ with the same functions the gate calls each tick (`policy.grace.grace_problem`, 
 from collections.abc import Mapping
 from typing import Any
 
-from offhours.scripts.cluster.template_grace import template_grace_problem
+from offhours.scripts.cluster.template_grace import template_grace, template_grace_problem
 from offhours.scripts.cluster.workflow import workflow_job
 from offhours.scripts.names import LABEL_SERVICE
 from offhours.scripts.policy.config import GateConfig
@@ -25,6 +25,9 @@ def never_admitted(body: dict[str, Any], config: GateConfig, templates: Mapping[
     job = workflow_job({**body, "metadata": {"uid": "not-yet-created", **body.get("metadata", {})}}, service)
     if job is None:
         return None
-    problem = job.problem or grace_problem(job, policy.max_grace_seconds, service) or template_grace_problem(
-        job.template_spec, templates, policy.max_grace_seconds, service, {})
+    # Only a definite refusal: a template unreadable from here (or a grace it cannot know yet) is the gate's to judge.
+    knowable = templates is not None and template_grace(job.template_spec, templates, {}).unknown is None
+    problem = job.problem or grace_problem(job, policy.max_grace_seconds, service) or (
+        template_grace_problem(job.template_spec, templates, policy.max_grace_seconds, service, {})
+        if knowable else None)
     return None if problem is None else f"the gate would never admit it: {problem}"
