@@ -19,6 +19,7 @@ from offhours.scripts.names import (
     EVENT_GATE_HOLD,
     EXIT_HOOK_SERVICE_ACCOUNT,
     GATE_SERVICE_ACCOUNT,
+    GPU_QUOTA,
     KEDA_GROUP,
     LABEL_MANAGED,
     LEASE_NAME,
@@ -90,6 +91,9 @@ GATE_RESEARCH_RULES: list[dict[str, Any]] = [
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
     # Read only: a stopped job's pods' status is what its release time is measured from.
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+    # The GPU quota it keeps equal to what it has lent (created at its first tick; only that one is changed).
+    {"apiGroups": [""], "resources": ["resourcequotas"], "verbs": ["create"]},
+    {"apiGroups": [""], "resources": ["resourcequotas"], "resourceNames": [GPU_QUOTA], "verbs": ["get", "patch"]},
 ]
 """The gate's rights in the research namespace: admit, park, stop and delete workflows; list their templates
 and their pods; record events."""

@@ -99,6 +99,22 @@ LEASE_NAME = "offhours-gate"
 LEASE_NOTE_PREFIX = "unrecorded.offhours.io/"
 """+ service: an annotation on the Lease for a raise written while its record could not be."""
 
+GPU_QUOTA = "offhours-gpus"
+"""The ResourceQuota the gate keeps in the research namespace: requests.nvidia.com/gpu equal to the GPUs it has lent."""
+WORKFLOW_QUOTA = "offhours-workflows"
+"""The ResourceQuota on the count of Workflows in the research namespace: a flood is refused at creation."""
+
+# -- admission policies (ValidatingAdmissionPolicy and its binding share the name) ------------------------
+POLICY_BEST_EFFORT_PODS = "offhours-research-pods-best-effort"
+"""Research pods run with what offhours lends them: best-effort priority, the scheduler, allowed tolerations."""
+POLICY_GATE_ADMITS = "offhours-only-the-gate-admits"
+"""A parked workflow is resumed (spec.suspend lifted) by the gate's ServiceAccount only."""
+POLICY_GATE_MARKS = "offhours-gate-marks"
+"""The labels and annotations that admit, park, copy and account are written by the gate (and the exit hook) only."""
+POLICY_SERVING_OBJECTS = "offhours-serving-objects"
+"""Research namespace ServiceAccounts cannot write serving's Deployments, HPAs, the gate's ConfigMaps, quotas, Lease."""
+ADMISSION_POLICIES = (POLICY_BEST_EFFORT_PODS, POLICY_GATE_ADMITS, POLICY_GATE_MARKS, POLICY_SERVING_OBJECTS)
+
 
 def state_configmap_name(service: str) -> str:
     """Name of the ConfigMap that holds the gate's memory of `service`."""
@@ -156,6 +172,15 @@ ANNOTATION_EXIT_SECONDS = "offhours.io/exit-seconds"
 """Seconds a stop is expected to take to give the GPUs back: measured at the run's last stop
 (preempted-at to returned-at of the workflow it was copied from), else the declared grace; written by
 the gate at admission."""
+
+GATE_MARK_LABELS = (LABEL_STATE, LABEL_COPY_OF)
+"""Labels only the gate writes (LABEL_STATE: a new workflow may carry `parked`; the exit hook writes returned/preempted)."""
+GATE_MARK_ANNOTATIONS = (ANNOTATION_ADMITTED_AT, ANNOTATION_BORROWED_FROM, ANNOTATION_EXIT_SECONDS,
+                         ANNOTATION_PARKED_FROM, ANNOTATION_PREEMPTED_AT, ANNOTATION_PREEMPTIONS,
+                         ANNOTATION_COPY_TOKEN, ANNOTATION_ROOT)
+"""Annotations with which the gate admits, parks and copies: written by its ServiceAccount only."""
+EXIT_HOOK_MARK_ANNOTATIONS = (ANNOTATION_RETURNED_AT, ANNOTATION_GPU_SECONDS)
+"""Annotations with which the exit hook accounts its workflow's GPUs: written by it (or the gate) only."""
 
 # -- workflow states (values of LABEL_STATE) ------------------------------------------------------------
 STATE_PARKED = "parked"

@@ -3,9 +3,10 @@
 from typing import Any
 
 from offhours.scripts.names import LABEL_MANAGED, PRIORITY_CLASS
+from offhours.scripts.policy.boundary import BEST_EFFORT_PRIORITY
 
-VALUE = -100
-"""Below every serving class and below the default priority 0 of pods without a class."""
+VALUE = BEST_EFFORT_PRIORITY
+"""Below every serving class and below the default priority 0 of pods without a class (the admission policy's cap)."""
 
 
 def priority_class() -> dict[str, Any]:

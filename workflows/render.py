@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from offhours.cronworkflows.admission import admission_manifests
 from offhours.cronworkflows.gate import gate_cron_workflow
 from offhours.cronworkflows.rbac import rbac_manifests
 from offhours.scripts.backstop.manifests import backstop_manifests
@@ -69,6 +70,7 @@ def manifests(config_text: str | None = None, image: str = OFFHOURS_IMAGE,
     text = example_gate_config_text() if config_text is None else config_text
     config = parse_gate_config_text(text)
     serving, research = config.namespace, config.workflow_namespace
+    boundary = admission_manifests(config)  # first: a configuration it would leave unbounded is refused
     rbac = {f"{m['kind'].lower()}-{m['metadata']['namespace']}-{m['metadata']['name']}.yaml": m
             for m in rbac_manifests(config)}
     research_templates = {
@@ -87,6 +89,8 @@ def manifests(config_text: str | None = None, image: str = OFFHOURS_IMAGE,
         "cronworkflow-offhours-gate.yaml": _namespaced(gate_cron_workflow(image=image).to_dict(), serving),
         # Serving's baseline back when no gate tick renews the lending: a plain CronJob, no Argo.
         **backstop_manifests(config, image),
+        # The tenant boundary kube-apiserver enforces: admission policies, their bindings, the workflow quota.
+        **boundary,
     }
     if console:
         from offhours.scripts.console.manifests import console_manifests

@@ -4,7 +4,8 @@ kube-controller-manager's CronJob and Job controllers run it; nothing of Argo is
 Role, in the serving namespace: read the gate's state ConfigMaps and rewrite those of the
 configured services, read the Deployments and write the scale subresource of the configured ones
 (never `patch deployments`), cap or uncap their HPAs and ScaledObjects, take the gate's Lease,
-record Events. Nothing in the research namespace, no pod rights, no Secrets.
+record Events. In the research namespace only the GPU quota (set to 0 once it restores serving). No pod
+rights, no Secrets.
 """
 
 from typing import Any
@@ -13,6 +14,7 @@ from offhours.scripts.names import (
     BACKSTOP_CRON_JOB,
     BACKSTOP_ROLE,
     BACKSTOP_SERVICE_ACCOUNT,
+    GPU_QUOTA,
     KEDA_GROUP,
     LABEL_MANAGED,
     LABEL_ROLE,
@@ -45,7 +47,7 @@ def backstop_rules(config: GateConfig) -> list[dict[str, Any]]:
     ]
 
 
-def backstop_cron_job(namespace: str, image: str = OFFHOURS_IMAGE) -> dict[str, Any]:
+def backstop_cron_job(namespace: str, image: str = OFFHOURS_IMAGE, research: str | None = None) -> dict[str, Any]:
     """Return the backstop's CronJob: one short pass a minute, never two at once."""
     return {
         "apiVersion": "batch/v1", "kind": "CronJob",
@@ -65,7 +67,8 @@ def backstop_cron_job(namespace: str, image: str = OFFHOURS_IMAGE) -> dict[str, 
                         "containers": [{
                             "name": "main", "image": image, "command": ["offhours", "backstop"],
                             "env": [{"name": "OFFHOURS_NAMESPACE",
-                                     "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}],
+                                     "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+                                    *([{"name": "OFFHOURS_RESEARCH_NAMESPACE", "value": research}] if research else [])],
                             "resources": {"requests": {"cpu": "50m", "memory": "128Mi"},
                                           "limits": {"memory": "256Mi"}},
                             "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
@@ -80,7 +83,7 @@ def backstop_cron_job(namespace: str, image: str = OFFHOURS_IMAGE) -> dict[str, 
 
 def backstop_manifests(config: GateConfig, image: str = OFFHOURS_IMAGE) -> dict[str, dict[str, Any]]:
     """Return the backstop's ServiceAccount, Role, RoleBinding and CronJob by file name (serving namespace)."""
-    ns, name = config.namespace, BACKSTOP_SERVICE_ACCOUNT
+    ns, name, research = config.namespace, BACKSTOP_SERVICE_ACCOUNT, config.workflow_namespace
     return {
         f"serviceaccount-{ns}-{name}.yaml": {"apiVersion": "v1", "kind": "ServiceAccount",
                                              "metadata": {"name": name, "namespace": ns, **_META}},
@@ -91,5 +94,17 @@ def backstop_manifests(config: GateConfig, image: str = OFFHOURS_IMAGE) -> dict[
             "metadata": {"name": name, "namespace": ns, **_META},
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
             "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": ns}]},
-        f"cronjob-{BACKSTOP_CRON_JOB}.yaml": backstop_cron_job(ns, image),
+        f"cronjob-{BACKSTOP_CRON_JOB}.yaml": backstop_cron_job(ns, image, config.workflow_namespace),
+        # In the research namespace only the GPU quota, set to 0 once serving is restored with no gate.
+        f"role-{research}-{name}.yaml": {
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": name, "namespace": research, **_META},
+            "rules": [{"apiGroups": [""], "resources": ["resourcequotas"], "verbs": ["create"]},
+                      {"apiGroups": [""], "resources": ["resourcequotas"], "resourceNames": [GPU_QUOTA],
+                       "verbs": ["get", "patch"]}]},
+        f"rolebinding-{research}-{name}.yaml": {
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": name, "namespace": research, **_META},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": ns}]},
     }

@@ -47,11 +47,14 @@ class Restored:
 
 
 def run_backstop(cluster: Cluster, namespace: str, clock: Callable[[], float] | None = None,
-                 out: TextIO = sys.stdout, holder: str | None = None) -> list[Restored]:
+                 out: TextIO = sys.stdout, holder: str | None = None,
+                 research_namespace: str | None = None) -> list[Restored]:
     """Restore every expired service of `namespace`; return what was done (nothing when the Lease is held).
 
     A lease is aged on the API server's clock only (`clock`, by default `Cluster.server_time`): the gate renews it
     in server time too, so no node's clock, the backstop's or the gate's, decides whether the gate is gone.
+    With `research_namespace`, a pass that restored serving also sets the GPU quota there to zero: with no gate
+    renewing the loan, no new research pod may take a GPU (the quota evicts none; their PriorityClass yields).
     """
     log = Logger(out)
     who = holder or f"backstop/{socket.gethostname()}/{os.getpid()}"
@@ -84,6 +87,8 @@ def run_backstop(cluster: Cluster, namespace: str, clock: Callable[[], float] | 
                 done.append(result)
         if not done:
             log.info("every lending lease is current (or nothing is lent)")
+        elif research_namespace and any(r.value is not None and not r.error for r in done):
+            _zero_gpu_quota(cluster, research_namespace, log)
         return done
     finally:
         try:
@@ -91,6 +96,15 @@ def run_backstop(cluster: Cluster, namespace: str, clock: Callable[[], float] | 
                 cluster.release_lease(namespace, who)
         except Exception as err:  # noqa: BLE001 - an unreleased Lease expires by itself
             log.warning(f"could not release the lease: {err}")
+
+
+def _zero_gpu_quota(cluster: Cluster, namespace: str, log: Logger) -> None:
+    try:
+        if cluster.gpu_quota(namespace) not in (None, 0):  # only the quota a gate keeps (research.gpuQuota)
+            cluster.set_gpu_quota(namespace, 0)
+            log.warning(f"GPU quota of {namespace} set to 0: no gate renews the loan")
+    except Exception as err:  # noqa: BLE001 - serving is restored; the quota is the second lock
+        log.error(f"could not set the GPU quota of {namespace} to 0: {type(err).__name__}: {err}")
 
 
 def _restore_one(cluster: Cluster, namespace: str, service: str, record: ServiceRecord, now: float,

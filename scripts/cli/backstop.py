@@ -19,7 +19,8 @@ def _backstop(args: argparse.Namespace) -> int:
 
     def run() -> int:
         load_client_config()
-        done = run_backstop(KubeCluster(), namespace)
+        research = args.research_namespace or os.environ.get("OFFHOURS_RESEARCH_NAMESPACE") or None
+        done = run_backstop(KubeCluster(), namespace, research_namespace=research)
         return 1 if any(r.error for r in done) else 0
 
     return run_explained("backstop", run)
@@ -30,4 +31,6 @@ def register(subparsers: Any) -> None:
     cmd = subparsers.add_parser("backstop", help="give serving its baseline back where lending expired (no tick "
                                 "renewed it in time): the backstop CronJob's command, without Argo")
     cmd.add_argument("--namespace", "-n", help="the serving namespace (default: $OFFHOURS_NAMESPACE)")
+    cmd.add_argument("--research-namespace", help="where to set the GPU quota to 0 once serving is restored "
+                     "(default: $OFFHOURS_RESEARCH_NAMESPACE; none: the quota is left)")
     cmd.set_defaults(func=_backstop)

@@ -4,7 +4,8 @@ What it checks, in order (each line says ✓ or ✗; any ✗ makes the exit stat
 the API server; Argo's CRDs and that their schema is Argo v4.0.5's; the serving and research
 namespaces; the PriorityClass `offhours-best-effort`; the WorkflowTemplates; the ServiceAccounts;
 what the gate's and the exit hook's ServiceAccounts may do, asked of the API server itself
-(SubjectAccessReview); the gate ConfigMap `offhours-gate-config`; each configured Deployment
+(SubjectAccessReview); the admission policies, their bindings and the quotas as rendered (check_boundary.py);
+the gate ConfigMap `offhours-gate-config`; each configured Deployment
 present and ready; the metrics source reachable and returning vLLM series; the CronWorkflow
 `offhours-gate` scheduled and its last run; where the optional web console is installed, that its
 ServiceAccount has exactly the rights it uses (read its ConfigMaps, Deployments and workflows, review
@@ -22,6 +23,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from offhours.scripts.cli.check_boundary import boundary_checks
 from offhours.scripts.cli.gate_health import TickFailure, Verdict, services_ticks, verdict
 from offhours.scripts.config.loader import load_config, parse_config_text
 from offhours.scripts.inputs.text import package_bytes
@@ -490,6 +492,7 @@ class Checker:
         yield from self.templates(config)
         yield from self.service_accounts(config)
         yield from self.rbac(config)
+        yield from (Check(*line) for line in boundary_checks(self.api, config, INSTALL))
         yield from self.console(config)
         yield from self.deployments(config)
         yield from self.metrics(config)

@@ -55,6 +55,25 @@ def _refuse_a_live_run(run_id: str, where: Any, api: Any) -> None:
         raise SubmitError(live_run_message(run_id, live))
 
 
+def _refuse_what_the_gate_never_admits(args: argparse.Namespace, cluster: Any, where: Any, body: dict[str, Any]) -> None:
+    """Raise SubmitError with the gate's words if it would never admit `body` (its admission checks, the same code)."""
+    from offhours.scripts.cli.installed_config import installed_gate_config
+    from offhours.scripts.cli.submit_admission import never_admitted
+    from offhours.scripts.cluster.parked import SubmitError
+    from offhours.scripts.config.loader import load_config
+
+    config = load_config(args.config) if args.config else installed_gate_config(cluster.core, where.serving)[0]
+    if config is None:
+        return  # nothing to check against: already noted by _gate
+    try:
+        templates = cluster.workflow_templates(where.research)
+    except Exception:  # noqa: BLE001 - unreadable: the template's grace is not checked here; the gate still checks it
+        templates = None
+    problem = never_admitted(body, config, templates)
+    if problem is not None:
+        raise SubmitError(f"{problem}. Nothing was created")
+
+
 def _submit(args: argparse.Namespace) -> int:
     from offhours.scripts.cli.connect import connect
     from offhours.scripts.cli.namespaces import of_args
@@ -79,6 +98,7 @@ def _submit(args: argparse.Namespace) -> int:
                                                                "workflowtemplates", args.template)
         body = parked_workflow(template, params, where.research, args.priority, services)
         _refuse_a_live_run(str(body["metadata"]["labels"][LABEL_RUN_ID]), where, cluster.api)
+        _refuse_what_the_gate_never_admits(args, cluster, where, body)
     except (SubmitError, ConfigError) as err:
         print(f"submit: {err}", file=sys.stderr)
         return 2

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, NamedTuple, Protocol
 
-from offhours.scripts.names import ANNOTATION_PROGRESS
+from offhours.scripts.names import ANNOTATION_PROGRESS, GPU_RESOURCE
 from offhours.scripts.policy.plan import Job
 from offhours.scripts.policy.release import PodExit
 
@@ -122,6 +122,16 @@ def check_raise(observed: int, at_least: int) -> None:
     """Refuse a raise that does not raise what its caller read (one clear error, nothing written)."""
     if at_least <= observed:
         raise ValueError(f"a raise of serving goes above the {observed} read, not to {at_least}")
+
+
+GPU_QUOTA_KEY = f"requests.{GPU_RESOURCE}"
+"""The key of the GPU requests in the gate's ResourceQuota's spec.hard."""
+
+
+def gpu_count(quantity: str) -> int:
+    """Read a quota's GPU quantity as the gate writes it (a whole number); -1 for anything else (rewritten)."""
+    text = str(quantity).strip()
+    return int(text) if text.isdigit() else -1
 
 
 @dataclass(frozen=True)
@@ -281,6 +291,14 @@ class Cluster(Protocol):
 
     def note_on_lease(self, namespace: str, holder: str, service: str, text: str | None) -> bool:
         """Write (with None: remove) a service's note on the Lease while `holder` holds it; False if it does not."""
+        ...
+
+    def gpu_quota(self, namespace: str) -> int | None:
+        """Return the GPU requests the ResourceQuota `offhours-gpus` of `namespace` allows; None if it is missing."""
+        ...
+
+    def set_gpu_quota(self, namespace: str, gpus: int) -> None:
+        """Create or update the ResourceQuota `offhours-gpus` of `namespace` to allow `gpus` GPU requests."""
         ...
 
     def wait_for_workflow_change(self, namespace: str, timeout: float) -> bool:

@@ -18,6 +18,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from offhours.scripts.cluster.base import (
+    GPU_QUOTA_KEY,
     MAX_WORKFLOW_PODS,
     RAISE_TRIES,
     Autoscaler,
@@ -29,6 +30,7 @@ from offhours.scripts.cluster.base import (
     ServingWrite,
     check_lower,
     check_raise,
+    gpu_count,
     set_serving_value,
     stop_notes,
 )
@@ -61,6 +63,7 @@ from offhours.scripts.names import (
     ARGO_WORKFLOW_LABEL,
     EVENT_SOURCE,
     FINISHED_PHASES,
+    GPU_QUOTA,
     GPU_RESOURCE,
     KEDA_GROUP,
     KEDA_VERSION,
@@ -598,6 +601,26 @@ class KubeCluster:
         gone: dict[int, Any] = {404: None}
         self._call(f"delete workflow {namespace}/{name}", lambda: self.custom.delete_namespaced_custom_object(
             ARGO_GROUP, ARGO_VERSION, namespace, PLURAL, name), accept=gone)
+
+    def gpu_quota(self, namespace: str) -> int | None:
+        """Return the GPU requests the ResourceQuota offhours-gpus allows; None if it is missing."""
+        absent: dict[int, Any] = {404: None}
+        quota = self._call(f"read resourcequota {namespace}/{GPU_QUOTA}",
+                           lambda: self.core.read_namespaced_resource_quota(GPU_QUOTA, namespace), accept=absent)
+        hard = (quota.spec.hard or {}) if quota is not None and quota.spec is not None else None
+        return None if hard is None or GPU_QUOTA_KEY not in hard else gpu_count(hard[GPU_QUOTA_KEY])
+
+    def set_gpu_quota(self, namespace: str, gpus: int) -> None:
+        """Create or update the ResourceQuota offhours-gpus (a merge patch of its one GPU key; create if missing)."""
+        body = {"spec": {"hard": {GPU_QUOTA_KEY: str(gpus)}}}
+        what = f"set resourcequota {namespace}/{GPU_QUOTA} to {gpus} GPUs"
+        absent: dict[int, Any] = {404: False}
+        patched = self._call(what, lambda: self.core.patch_namespaced_resource_quota(GPU_QUOTA, namespace, body),
+                             accept=absent)
+        if patched is False:
+            self._call(what, lambda: self.core.create_namespaced_resource_quota(namespace, {
+                "apiVersion": "v1", "kind": "ResourceQuota",
+                "metadata": {"name": GPU_QUOTA, "namespace": namespace, "labels": {LABEL_MANAGED: "true"}}, **body}))
 
     def wait_for_workflow_change(self, namespace: str, timeout: float) -> bool:
         """Watch offhours workflows up to `timeout` s; True at the first one that finished or was returned."""

@@ -94,6 +94,7 @@ class MemoryCluster:
     calls: list[str] = field(default_factory=list)
     autoscalers: dict[tuple[str, str], Autoscaler] = field(default_factory=dict)  # by (namespace, Deployment name)
     states: dict[tuple[str, str], str] = field(default_factory=dict)  # the state ConfigMaps' text by (ns, service)
+    gpu_quotas: dict[str, int] = field(default_factory=dict)  # the ResourceQuota offhours-gpus by namespace
     lease_holder: str | None = None
     lease_until: float = 0.0
     lease_annotations: dict[str, str] = field(default_factory=dict)
@@ -432,6 +433,16 @@ class MemoryCluster:
         else:
             raise ValueError(f"argo has no verb {verb!r} here")
         return None
+
+    def gpu_quota(self, namespace: str) -> int | None:
+        """Return the GPU quota of `namespace` (None: no quota)."""
+        self._call(f"get-gpu-quota {namespace}")
+        return self.gpu_quotas.get(namespace)
+
+    def set_gpu_quota(self, namespace: str, gpus: int) -> None:
+        """Set the GPU quota of `namespace`."""
+        self._call(f"set-gpu-quota {namespace} {gpus}")
+        self.gpu_quotas[namespace] = gpus
 
     def wait_for_workflow_change(self, namespace: str, timeout: float) -> bool:
         """Return whether a workflow finished since the last call (never blocks: the tests drive the clock)."""

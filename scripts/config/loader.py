@@ -18,7 +18,15 @@ from offhours.scripts.inputs.limits import CONFIG_BYTES
 from offhours.scripts.inputs.text import package_text, read_text
 from offhours.scripts.inputs.yamldoc import load_yaml
 from offhours.scripts.policy import forecast
-from offhours.scripts.policy.config import Capacity, ConfigError, GateConfig, MetricsConfig, Schedule, ServicePolicy
+from offhours.scripts.policy.config import (
+    Capacity,
+    ConfigError,
+    GateConfig,
+    MetricsConfig,
+    ResearchBoundary,
+    Schedule,
+    ServicePolicy,
+)
 from offhours.scripts.policy.record import MAX_EXACT_NEEDS
 
 # A rise is seen within this long between two full ticks (bounded by tickSeconds for shorter ticks).
@@ -162,6 +170,17 @@ def parse_config(raw: Any) -> GateConfig:
         services=tuple(services),
         lease_ticks=raw.get("failSafe", {}).get("leaseTicks", 3),
         reclaim_check_seconds=check,
+        research=_research(raw.get("research", {})),
+    )
+
+
+def _research(raw: dict[str, Any]) -> ResearchBoundary:
+    default = ResearchBoundary()
+    return ResearchBoundary(
+        max_workflows=raw.get("maxWorkflows", default.max_workflows),
+        toleration_keys=tuple(raw.get("tolerationKeys", default.toleration_keys)),
+        runtime_classes=tuple(raw.get("runtimeClassNames", default.runtime_classes)),
+        gpu_quota=raw.get("gpuQuota", default.gpu_quota),
     )
 
 

@@ -41,6 +41,7 @@ from offhours.scripts.cluster.workflow import (
     succeeded,
 )
 from offhours.scripts.gate.log import ERROR, INFO, WARNING, Logger
+from offhours.scripts.gate.quota import keep_gpu_quota
 from offhours.scripts.metrics.sources import LoadSource, Reading, ServiceTarget
 from offhours.scripts.names import (
     AGGREGATED_EVENT_REASONS,
@@ -324,6 +325,7 @@ class Gate:
         # Serving first across services, whatever their number: every service's serving write (a reclaim's
         # raise) comes before any advisory read, the lends' scale-downs and records next, and only then any
         # research-side or advisory write (stops, admissions, waiting reasons) of any service.
+        before = {obs.policy.name: obs.current for obs in observed}  # for the GPU quota (gate/quota.py)
         acting = {obs.policy.name: (obs, self._service(t, obs, readings.get(obs.policy.name, Reading(None, "no reading")),
                                                        now, outcomes[obs.policy.name])) for obs in observed}
         for phase in ("serving", "record", "research"):
@@ -350,6 +352,7 @@ class Gate:
                 held, t.deferred = t.deferred or [], None
                 for write in held:
                     write()
+                keep_gpu_quota(self, t, observed, outcomes, before)  # lowered after serving's raises, before stops
         if not t.reclaim_only:
             self._release_removed(t)  # after every configured service's serving writes
         for outcome in outcomes.values():

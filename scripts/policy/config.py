@@ -6,6 +6,8 @@
 from dataclasses import dataclass, field
 from datetime import time as clock
 
+from offhours.scripts.names import GPU_RESOURCE
+
 
 class ConfigError(ValueError):
     """The gate configuration is invalid; the message names the field."""
@@ -77,6 +79,22 @@ class MetricsConfig:
 
 
 @dataclass(frozen=True)
+class ResearchBoundary:
+    """What the API server lets research pods and workflows use (rendered into the admission policies and quota)."""
+
+    # A flood of workflows is refused at the door: the ResourceQuota on count/workflows.argoproj.io. Opt-in (None:
+    # none): until kube-controller-manager has counted the workflows, such a quota refuses every creation.
+    max_workflows: int | None = None
+    # Taint keys research pods may tolerate: the inference GPU pool's (a research step's tolerations parameter).
+    toleration_keys: tuple[str, ...] = (GPU_RESOURCE,)
+    # RuntimeClasses research pods may name (none: the cluster's default runtime only).
+    runtime_classes: tuple[str, ...] = ()
+    # The gate keeps the ResourceQuota offhours-gpus equal to what it has lent (opt-in: an admitted job's pods
+    # then wait for the quota until a tick has seen the lend's scale-down land).
+    gpu_quota: bool = False
+
+
+@dataclass(frozen=True)
 class GateConfig:
     """The whole gate configuration."""
 
@@ -89,6 +107,7 @@ class GateConfig:
     lease_ticks: int = 3  # ticks without a renewal before the backstop restores a service's baseline
     # Between full ticks (which lend, admit and write state), how often the gate checks for a reclaim; 0: never.
     reclaim_check_seconds: int = 15
+    research: ResearchBoundary = ResearchBoundary()
 
     def service(self, name: str) -> ServicePolicy:
         """Return the policy of service `name`."""

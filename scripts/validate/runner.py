@@ -8,6 +8,8 @@ from offhours.scripts.inputs.errors import InputError
 from offhours.scripts.inputs.limits import MANIFEST_BYTES
 from offhours.scripts.inputs.text import read_text
 from offhours.scripts.inputs.yamldoc import load_yaml_all
+from offhours.scripts.policy.boundary import boundary_problems
+from offhours.scripts.policy.config import ResearchBoundary
 from offhours.scripts.validate.crd import schema_problems
 from offhours.scripts.validate.lint import build_catalog, lint_problems
 from offhours.scripts.validate.problems import Problem
@@ -72,13 +74,20 @@ def library_documents() -> list[dict[str, Any]]:
     return list(manifests().values())
 
 
-def validate_documents(docs: Sequence[Document], include_library: bool = True) -> list[Problem]:
-    """Check documents against the CRD schemas and the lint; return the problems found."""
+def validate_documents(docs: Sequence[Document], include_library: bool = True,
+                       boundary: ResearchBoundary | None = None) -> list[Problem]:
+    """Check documents against the CRD schemas, the lint and the tenant boundary; return the problems found.
+
+    `boundary`: what the installed gate configuration allows research pods (default: the bundled defaults).
+    """
     catalog = build_catalog([*(library_documents() if include_library else []), *(d for _, _, d in docs)])
     problems: list[Problem] = []
     for file, index, doc in docs:
         problems += schema_problems(doc, file, index)
         problems += lint_problems(doc, file, index, catalog)
+        # What the admission policies would refuse in the research namespace, said before it is submitted.
+        problems += [Problem(file, index, path, message)
+                     for path, message in boundary_problems(doc, boundary or ResearchBoundary())]
     return problems
 
 

@@ -1,0 +1,102 @@
+"""`offhours check`'s lines for the tenant boundary: the admission policies, their bindings and the quotas.
+
+Each installed object is compared with what `offhours render` makes of the same gate configuration. The API
+server fills in defaults (matchPolicy, empty selectors, a rule's scope), so a rendered field must be there
+with the rendered value, and a field render does not write may hold anything: `difference` names the first
+rendered field that the installed object lacks or holds otherwise.
+"""
+
+from collections.abc import Iterator
+from typing import Any, NamedTuple
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from offhours.scripts.names import GPU_QUOTA, GPU_RESOURCE
+from offhours.scripts.policy.config import GateConfig
+
+
+class Line(NamedTuple):
+    """One line of `check`'s report (check.py's Check takes it as it is)."""
+
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+
+
+def _absent(err: ApiException) -> bool:
+    return err.status == 404
+
+
+def difference(rendered: Any, installed: Any, path: str = "spec") -> str | None:
+    """Return the path of the first rendered value the installed object does not hold (None: it holds them all)."""
+    if isinstance(rendered, dict):
+        if not isinstance(installed, dict):
+            return path
+        for key, value in rendered.items():
+            found = difference(value, installed.get(key), f"{path}.{key}")
+            if found is not None:
+                return found
+        return None
+    if isinstance(rendered, list):
+        if not isinstance(installed, list) or len(installed) != len(rendered):
+            return path
+        for i, (want, have) in enumerate(zip(rendered, installed, strict=True)):
+            found = difference(want, have, f"{path}[{i}]")
+            if found is not None:
+                return found
+        return None
+    return None if rendered == installed else path
+
+
+def boundary_checks(api: client.ApiClient, config: GateConfig, install: str) -> Iterator[Line]:
+    """Yield a report line (name, ok, detail, fix) per policy, binding and quota: installed as rendered, else ✗."""
+    from offhours.cronworkflows.admission import admission_manifests
+
+    admission = client.AdmissionregistrationV1Api(api)
+    core = client.CoreV1Api(api)
+    readers = {
+        "ValidatingAdmissionPolicy": lambda doc: admission.read_validating_admission_policy(doc["metadata"]["name"]),
+        "ValidatingAdmissionPolicyBinding":
+            lambda doc: admission.read_validating_admission_policy_binding(doc["metadata"]["name"]),
+        "ResourceQuota": lambda doc: core.read_namespaced_resource_quota(doc["metadata"]["name"],
+                                                                         doc["metadata"]["namespace"]),
+    }
+    for doc in admission_manifests(config).values():
+        meta = doc["metadata"]
+        name = f"{doc['kind']} {meta['namespace'] + '/' if 'namespace' in meta else ''}{meta['name']}"
+        try:
+            installed = api.sanitize_for_serialization(readers[doc["kind"]](doc))
+        except ApiException as err:
+            if not _absent(err):
+                raise
+            yield Line(name, False, "missing: the API server does not enforce this part of the tenant boundary",
+                        install)
+            continue
+        where = difference(doc["spec"], installed.get("spec"))
+        if where is None:
+            yield Line(name, True, "installed as rendered")
+        else:
+            yield Line(name, False, f"differs from the rendered one at {where}", install)
+    if config.research.gpu_quota:
+        yield from _gpu_quota(core, config, install)
+
+
+def _gpu_quota(core: client.CoreV1Api, config: GateConfig, install: str) -> Iterator[Line]:
+    ns, key = config.workflow_namespace, f"requests.{GPU_RESOURCE}"
+    name = f"ResourceQuota {ns}/{GPU_QUOTA}"
+    try:
+        quota = core.read_namespaced_resource_quota(GPU_QUOTA, ns)
+    except ApiException as err:
+        if not _absent(err):
+            raise
+        yield Line(name, False, "missing: research pods' GPUs are bounded by the gate only, not at pod creation",
+                    "the gate creates it at its next tick (it keeps it equal to the GPUs it has lent): see the "
+                    "CronWorkflow line below")
+        return
+    hard = (quota.spec.hard or {}).get(key) if quota.spec is not None else None
+    if hard is None:
+        yield Line(name, False, f"has no {key}", install)
+    else:
+        yield Line(name, True, f"{key} {hard} (what the gate has lent)")

@@ -1,0 +1,138 @@
+"""The tenant boundary's rules on a manifest, offline (pure): what the admission policies refuse, said the same way.
+
+`offhours render` writes these rules as ValidatingAdmissionPolicies (cronworkflows/admission.py), which
+kube-apiserver evaluates on the pod or workflow itself; `offhours validate` applies them here to a manifest
+before it is submitted, so a researcher hears the refusal at their desk. Offline there is no spec.priority
+(the Priority plugin sets it from the class), so the class name stands for it.
+"""
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from offhours.scripts.names import (
+    EXIT_HOOK_MARK_ANNOTATIONS,
+    EXIT_HOOK_SERVICE_ACCOUNT,
+    GATE_MARK_ANNOTATIONS,
+    GATE_MARK_LABELS,
+    LABEL_STATE,
+    PRIORITY_CLASS,
+    STATE_PARKED,
+)
+from offhours.scripts.policy.config import ResearchBoundary
+
+BEST_EFFORT_PRIORITY = -100
+"""The value of the offhours-best-effort PriorityClass: below every serving class and the default 0."""
+EXIT_HOOK_MAX_PRIORITY = 0
+"""The exit hook (which holds no GPU and gives them back) may run at the default priority."""
+DEFAULT_SCHEDULER = "default-scheduler"
+ALWAYS_TOLERATED = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+"""Added to every pod by the DefaultTolerationSeconds admission plugin (for 300 s): never a research choice."""
+
+Found = tuple[str, str]  # (path in the document, what is wrong and what to do)
+
+
+def pod_spec_problems(spec: Mapping[str, Any], boundary: ResearchBoundary, path: str = "spec") -> Iterator[Found]:
+    """Judge a pod spec by the best-effort rule (or an Argo template's pod fields, which become one)."""
+    if spec.get("nodeName"):
+        yield (f"{path}.nodeName", f"nodeName is set ({spec['nodeName']}), which skips the scheduler; research pods "
+               "are placed by the scheduler: remove nodeName (a nodeSelector chooses the pool)")
+    scheduler = spec.get("schedulerName")
+    if scheduler not in (None, "", DEFAULT_SCHEDULER):
+        yield (f"{path}.schedulerName", f"schedulerName is {scheduler}; research pods use {DEFAULT_SCHEDULER}: "
+               "remove schedulerName")
+    runtime = spec.get("runtimeClassName")
+    if runtime not in (None, "") and runtime not in boundary.runtime_classes:
+        allowed = ", ".join(boundary.runtime_classes) or "none (the default runtime of the cluster)"
+        yield f"{path}.runtimeClassName", f"runtimeClassName {runtime} is not allowed here; allowed: {allowed}"
+    tolerations = spec.get("tolerations")
+    if isinstance(tolerations, list):
+        allowed_keys = set(boundary.toleration_keys) | set(ALWAYS_TOLERATED)
+        for i, toleration in enumerate(tolerations):
+            key = toleration.get("key") if isinstance(toleration, Mapping) else None
+            if key not in allowed_keys:
+                yield (f"{path}.tolerations[{i}]", "tolerations may tolerate only the taint keys "
+                       f"{', '.join(boundary.toleration_keys) or 'none'} (every toleration names its key); "
+                       f"{'this one names none' if not key else f'not {key}'}: remove it")
+
+
+def _priority_class_problem(value: Any, path: str, service_account: Any) -> Iterator[Found]:
+    if value in (None, "", PRIORITY_CLASS) or service_account == EXIT_HOOK_SERVICE_ACCOUNT:
+        return
+    yield (path, f"priorityClassName is {value}; research pods run at most at {PRIORITY_CLASS} "
+           f"({BEST_EFFORT_PRIORITY}): set {PRIORITY_CLASS}")
+
+
+def pod_problems(pod: Mapping[str, Any], boundary: ResearchBoundary) -> Iterator[Found]:
+    """Judge a Pod manifest for the research namespace by the best-effort rule, its class standing for its priority."""
+    spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
+    assert isinstance(spec, Mapping)
+    yield from pod_spec_problems(spec, boundary)
+    cls = spec.get("priorityClassName")
+    if cls in (None, "") and spec.get("serviceAccountName") != EXIT_HOOK_SERVICE_ACCOUNT:
+        yield ("spec.priorityClassName", f"no priorityClassName: the pod would run at the default priority 0; "
+               f"research pods run at most at {PRIORITY_CLASS} ({BEST_EFFORT_PRIORITY}): set {PRIORITY_CLASS}")
+    yield from _priority_class_problem(cls, "spec.priorityClassName", spec.get("serviceAccountName"))
+
+
+def mark_problems(metadata: Mapping[str, Any], path: str = "metadata") -> Iterator[Found]:
+    """Find the gate's marks on a workflow about to be created: only `parked` may be said; the rest is the gate's."""
+    labels = metadata.get("labels") if isinstance(metadata.get("labels"), Mapping) else {}
+    annotations = metadata.get("annotations") if isinstance(metadata.get("annotations"), Mapping) else {}
+    assert isinstance(labels, Mapping) and isinstance(annotations, Mapping)
+    for key in GATE_MARK_LABELS:
+        if key == LABEL_STATE:
+            if key in labels and labels[key] != STATE_PARKED:
+                yield (f"{path}.labels.{key}", f"label {key} is {labels[key]}: the offhours gate writes this label "
+                       f"(a new workflow may carry {STATE_PARKED}); leave it as it is")
+        elif key in labels:
+            yield (f"{path}.labels.{key}", f"{key} is written by the offhours gate only (it admits, parks and copies "
+                   "jobs); leave it out")
+    for key in GATE_MARK_ANNOTATIONS:
+        if key in annotations:
+            yield (f"{path}.annotations.{key}", f"{key} is written by the offhours gate only (it admits, parks and "
+                   "copies jobs); leave it out")
+    for key in EXIT_HOOK_MARK_ANNOTATIONS:
+        if key in annotations:
+            yield (f"{path}.annotations.{key}", f"{key} is written by the exit hook that gives its GPUs back (it "
+                   "accounts GPU time); leave it out")
+
+
+def workflow_problems(doc: Mapping[str, Any], boundary: ResearchBoundary) -> Iterator[Found]:
+    """Judge a Workflow, WorkflowTemplate or CronWorkflow: its marks, and the pod fields its templates set."""
+    kind = doc.get("kind")
+    spec = doc.get("spec") if isinstance(doc.get("spec"), Mapping) else {}
+    assert isinstance(spec, Mapping)
+    if kind == "Workflow" and isinstance(doc.get("metadata"), Mapping):
+        yield from mark_problems(doc["metadata"])
+    if kind == "CronWorkflow":
+        meta = spec.get("workflowMetadata")
+        if isinstance(meta, Mapping):
+            yield from mark_problems(meta, "spec.workflowMetadata")
+        spec = spec.get("workflowSpec") if isinstance(spec.get("workflowSpec"), Mapping) else {}
+        assert isinstance(spec, Mapping)
+        prefix = "spec.workflowSpec"
+    else:
+        prefix = "spec"
+    if isinstance(spec.get("workflowMetadata"), Mapping):
+        yield from mark_problems(spec["workflowMetadata"], f"{prefix}.workflowMetadata")
+    yield from pod_spec_problems({k: spec.get(k) for k in ("schedulerName", "tolerations")}, boundary, prefix)
+    account = spec.get("serviceAccountName")
+    yield from _priority_class_problem(spec.get("podPriorityClassName"), f"{prefix}.podPriorityClassName", account)
+    templates = spec.get("templates")
+    for i, template in enumerate(templates if isinstance(templates, list) else []):
+        if not isinstance(template, Mapping):
+            continue
+        where = f"{prefix}.templates[{i}]"
+        yield from pod_spec_problems({k: template.get(k) for k in ("schedulerName", "tolerations")}, boundary, where)
+        yield from _priority_class_problem(template.get("priorityClassName"), f"{where}.priorityClassName",
+                                           template.get("serviceAccountName") or account)
+
+
+def boundary_problems(doc: Mapping[str, Any], boundary: ResearchBoundary) -> list[Found]:
+    """Every boundary rule a research manifest breaks (Pods and Argo workflows; other kinds: none)."""
+    kind = doc.get("kind")
+    if kind == "Pod":
+        return list(pod_problems(doc, boundary))
+    if kind in ("Workflow", "WorkflowTemplate", "CronWorkflow"):
+        return list(workflow_problems(doc, boundary))
+    return []

@@ -1,0 +1,187 @@
+"""End to end: the tenant boundary kube-apiserver v1.34 enforces itself (ValidatingAdmissionPolicy, ResourceQuota).
+
+Real: the API server evaluating the rendered policies' CEL and the quota at admission, RBAC, impersonation.
+Each rule: the allowed writes of the gate, the exit hook and a researcher go through; a researcher's forbidden
+write is refused with the rule's message. The researcher is a ServiceAccount with a researcher's RBAC (workflows,
+pods), impersonated (`kubectl --as=system:serviceaccount:research:NAME`, which also carries its groups).
+"""
+
+import json
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from offhours.scripts.cluster.kube import KubeCluster
+from offhours.scripts.names import GPU_QUOTA
+
+from .conftest import RESEARCH, SERVING, wait
+
+RESEARCHER = f"system:serviceaccount:{RESEARCH}:e2e-researcher"
+GATE = f"system:serviceaccount:{SERVING}:offhours-gate"
+HOOK = f"system:serviceaccount:{RESEARCH}:offhours-exit-hook"
+Run = Callable[..., tuple[int, str]]
+
+
+@pytest.fixture(scope="module")
+def as_user(cluster_env: dict[str, str], installed: Path, kubectl: Callable[..., str]) -> Iterator[Run]:
+    """kubectl as someone: (exit status, output); the researcher's account and RBAC made first, removed after."""
+    researcher: list[dict[str, Any]] = [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "e2e-researcher", "namespace": RESEARCH}},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+         "metadata": {"name": "e2e-researcher", "namespace": RESEARCH},
+         "rules": [{"apiGroups": ["argoproj.io"], "resources": ["workflows"], "verbs": ["*"]},
+                   {"apiGroups": [""], "resources": ["pods", "resourcequotas"], "verbs": ["*"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+         "metadata": {"name": "e2e-researcher", "namespace": RESEARCH},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "e2e-researcher"},
+         "subjects": [{"kind": "ServiceAccount", "name": "e2e-researcher", "namespace": RESEARCH}]},
+        # RBAC would refuse these first; granted here so that the policy, the second lock, is what answers.
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+         "metadata": {"name": "e2e-researcher", "namespace": SERVING},
+         "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["*"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+         "metadata": {"name": "e2e-researcher", "namespace": SERVING},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "e2e-researcher"},
+         "subjects": [{"kind": "ServiceAccount", "name": "e2e-researcher", "namespace": RESEARCH}]},
+    ]
+    for doc in researcher:
+        kubectl("apply", "-f", "-", stdin=json.dumps(doc))
+
+    def run(user: str, *args: str, stdin: str | None = None) -> tuple[int, str]:
+        out = subprocess.run([f"{cluster_env['OFFHOURS_CLUSTER_BIN']}/offhours-kube", "kubectl",
+                              "--kubeconfig", cluster_env["KUBECONFIG"], f"--as={user}", *args],
+                             input=stdin, capture_output=True, text=True, timeout=120)
+        return out.returncode, out.stdout + out.stderr
+
+    yield run
+    for doc in reversed(researcher):
+        kubectl("delete", doc["kind"].lower(), doc["metadata"]["name"], "-n", doc["metadata"]["namespace"],
+                "--ignore-not-found")
+
+
+def pod(name: str, **spec: Any) -> str:
+    container: dict[str, Any] = {"name": "main", "image": "busybox"}
+    if "gpus" in spec:
+        n = str(spec.pop("gpus"))
+        container["resources"] = {"limits": {"nvidia.com/gpu": n}, "requests": {"nvidia.com/gpu": n}}
+    return json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": RESEARCH},
+                       "spec": {"serviceAccountName": "e2e-researcher", "containers": [container], **spec}})
+
+
+def parked(name: str, **labels: str) -> str:
+    return json.dumps({"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow",
+                       "metadata": {"name": name, "namespace": RESEARCH,
+                                    "labels": {"offhours.io/state": "parked", **labels}},
+                       "spec": {"suspend": True, "entrypoint": "main", "podPriorityClassName": "offhours-best-effort",
+                                "templates": [{"name": "main", "container": {"image": "busybox"}}]}})
+
+
+BEST_EFFORT = {"priorityClassName": "offhours-best-effort"}
+
+
+@pytest.mark.parametrize(("name", "spec", "words"), [
+    ("e2e-default-priority", {}, "spec.priority is 0; research pods run at most at offhours-best-effort (-100)"),
+    ("e2e-node-name", {**BEST_EFFORT, "nodeName": "gpu-00"}, "spec.nodeName is set (gpu-00), which skips the scheduler"),
+    ("e2e-scheduler", {**BEST_EFFORT, "schedulerName": "volcano"}, "spec.schedulerName is volcano"),
+    ("e2e-tolerate-all", {**BEST_EFFORT, "tolerations": [{"operator": "Exists"}]},
+     "spec.tolerations may tolerate only the taint keys nvidia.com/gpu"),
+])
+def test_a_research_pod_beyond_best_effort_is_refused_with_the_field_and_the_fix(
+        as_user: Run, name: str, spec: dict[str, Any], words: str) -> None:
+    code, out = as_user(RESEARCHER, "create", "-f", "-", stdin=pod(name, **spec))
+    assert code != 0 and "offhours-research-pods-best-effort" in out and words in out, out
+
+
+def test_a_best_effort_pod_with_the_pools_toleration_is_created(as_user: Run) -> None:
+    spec = {**BEST_EFFORT, "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}]}
+    code, out = as_user(RESEARCHER, "create", "-f", "-", stdin=pod("e2e-allowed", **spec))
+    assert code == 0, out
+    as_user(RESEARCHER, "-n", RESEARCH, "delete", "pod", "e2e-allowed", "--grace-period=0", "--wait=false")
+
+
+def test_a_parked_workflow_is_resumed_by_the_gate_only_and_every_other_verb_works_for_its_owner(as_user: Run) -> None:
+    code, out = as_user(RESEARCHER, "create", "-f", "-", stdin=parked("e2e-parked"))
+    assert code == 0, out
+    try:
+        # What `argo resume` writes (the CLI asks the server, which writes as the caller): spec.suspend lifted.
+        for patch in ('{"spec":{"suspend":null}}', '{"spec":{"suspend":false}}'):
+            code, out = as_user(RESEARCHER, "-n", RESEARCH, "patch", "workflow", "e2e-parked", "--type=merge", "-p", patch)
+            assert code != 0 and "is parked (spec.suspend: true): only the offhours gate resumes it" in out, out
+            assert "offhours why e2e-parked" in out
+        assert as_user(RESEARCHER, "-n", RESEARCH, "get", "workflow", "e2e-parked")[0] == 0
+        # The gate's marks are the gate's.
+        code, out = as_user(RESEARCHER, "-n", RESEARCH, "label", "workflow", "e2e-parked", "offhours.io/state=admitted",
+                            "--overwrite")
+        assert code != 0 and "label offhours.io/state parked -> admitted: the offhours gate writes this label" in out
+        code, out = as_user(RESEARCHER, "-n", RESEARCH, "annotate", "workflow", "e2e-parked", "offhours.io/copy-token=x")
+        assert code != 0 and "offhours.io/copy-token: written by the offhours gate only" in out, out
+        code, out = as_user(RESEARCHER, "-n", RESEARCH, "annotate", "workflow", "e2e-parked", "offhours.io/priority=3")
+        assert code == 0, out  # a tenant's own annotation
+        # `offhours cancel` / `argo stop`: the stop lifts suspend with spec.shutdown, so nothing runs.
+        code, out = as_user(RESEARCHER, "-n", RESEARCH, "patch", "workflow", "e2e-parked", "--type=merge", "-p",
+                            '{"metadata":{"annotations":{"offhours.io/cancelled-at":"now"}},'
+                            '"spec":{"shutdown":"Stop","suspend":null}}')
+        assert code == 0, out
+        code, out = as_user(RESEARCHER, "-n", RESEARCH, "patch", "workflow", "e2e-parked", "--type=json", "-p",
+                            '[{"op":"remove","path":"/spec/shutdown"}]')
+        assert code != 0 and "was stopped while parked: its spec.shutdown stays" in out, out
+    finally:
+        code, out = as_user(RESEARCHER, "-n", RESEARCH, "delete", "workflow", "e2e-parked", "--wait=false")
+        assert code == 0, out
+
+
+def test_the_gate_admits_and_marks_and_the_exit_hook_accounts(as_user: Run) -> None:
+    assert as_user(RESEARCHER, "create", "-f", "-", stdin=parked("e2e-admitted"))[0] == 0
+    try:
+        for args in (("annotate", "workflow", "e2e-admitted", "offhours.io/admitted-at=2026-01-01T00:00:00Z"),
+                     ("label", "workflow", "e2e-admitted", "offhours.io/state=admitted", "--overwrite"),
+                     ("patch", "workflow", "e2e-admitted", "--type=merge", "-p", '{"spec":{"suspend":null}}')):
+            code, out = as_user(GATE, "-n", RESEARCH, *args)
+            assert code == 0, out
+        for args in (("annotate", "workflow", "e2e-admitted", "offhours.io/returned-at=2026-01-01T01:00:00Z"),
+                     ("label", "workflow", "e2e-admitted", "offhours.io/state=returned", "--overwrite")):
+            code, out = as_user(HOOK, "-n", RESEARCH, *args)
+            assert code == 0, out
+        code, out = as_user(HOOK, "-n", RESEARCH, "annotate", "workflow", "e2e-admitted", "offhours.io/admitted-at=x",
+                            "--overwrite")
+        assert code != 0 and "offhours.io/admitted-at: written by the offhours gate only" in out, out
+        code, out = as_user(RESEARCHER, "-n", RESEARCH, "annotate", "workflow", "e2e-admitted",
+                            "offhours.io/gpu-seconds=0")
+        assert code != 0 and "written by the exit hook that gives the GPUs back" in out, out
+    finally:
+        as_user(RESEARCHER, "-n", RESEARCH, "delete", "workflow", "e2e-admitted", "--wait=false")
+
+
+def test_serving_objects_and_the_quotas_are_not_a_research_accounts(as_user: Run) -> None:
+    code, out = as_user(RESEARCHER, "-n", SERVING, "create", "configmap", "e2e-mine")
+    assert code != 0 and "configmaps serving/e2e-mine belongs to serving and the offhours gate" in out, out
+    code, out = as_user(RESEARCHER, "-n", RESEARCH, "create", "quota", "e2e-mine", "--hard=pods=1000")
+    assert code != 0 and "resourcequotas research/e2e-mine belongs to serving" in out, out
+
+
+def test_a_pod_beyond_the_lent_gpus_is_refused_and_created_once_the_gate_lends_more(
+        as_user: Run, api: client.ApiClient) -> None:
+    gate, core = KubeCluster(api), client.CoreV1Api(api)
+    before = gate.gpu_quota(RESEARCH)
+
+    def lend(gpus: int) -> None:
+        gate.set_gpu_quota(RESEARCH, gpus)
+        # The quota admits against its status, which kube-controller-manager writes from the spec.
+        wait("the quota's status", lambda: (core.read_namespaced_resource_quota(GPU_QUOTA, RESEARCH).status.hard
+                                            or {}).get("requests.nvidia.com/gpu") == str(gpus), timeout=60)
+
+    try:
+        lend(0)
+        code, out = as_user(RESEARCHER, "create", "-f", "-", stdin=pod("e2e-gpu", gpus=4, **BEST_EFFORT))
+        assert code != 0 and "exceeded quota: offhours-gpus" in out, out
+        lend(4)
+        code, out = as_user(RESEARCHER, "create", "-f", "-", stdin=pod("e2e-gpu", gpus=4, **BEST_EFFORT))
+        assert code == 0, out
+    finally:
+        as_user(RESEARCHER, "-n", RESEARCH, "delete", "pod", "e2e-gpu", "--grace-period=0", "--ignore-not-found",
+                "--wait=false")
+        gate.set_gpu_quota(RESEARCH, before if before is not None and before >= 0 else 0)
