@@ -85,7 +85,9 @@ def test_rbac_is_exactly_the_contract() -> None:
         ("serving/offhours-gate", "research"): (
             _rows("argoproj.io", "workflows", "get list watch patch create delete")
             | _rows("argoproj.io", "workflowtemplates", "list") | _rows("", "events", "create")
-            | _rows("", "pods", "list")),  # read only: a stopped job's release is measured from its pods' status
+            | _rows("", "pods", "list")  # read only: a stopped job's release is measured from its pods' status
+            # The GPU quota it keeps equal to what it lent: created once, then only that one read and patched.
+            | _rows("", "resourcequotas", "create") | _rows("", "resourcequotas", "get patch", "offhours-gpus")),
         ("research/offhours-exit-hook", "research"): (
             _rows("argoproj.io", "workflows", "get patch") | _rows("argoproj.io", "workflowtaskresults", "create patch")),
         ("research/offhours-research", "research"): _rows("argoproj.io", "workflowtaskresults", "create patch"),
