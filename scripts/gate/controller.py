@@ -596,16 +596,21 @@ class Gate:
             except ServingChanged as changed:
                 # Another writer changed serving after this tick read it: nothing was written. Read again (the
                 # answer is the value found) and decide again on it, its change adopted as the owner's; after
-                # LOWER_TRIES, hold (no lower this tick): the next tick decides again.
+                # LOWER_TRIES, a lend holds (no lower this tick): the next tick decides again.
                 owned = own_baseline(obs.record, dep.uid, obs.writes_to, obs.current, lent)
                 baseline, record = owned.baseline, replace(owned.record, deployment=dep.name)
                 outcome.baseline, outcome.adopted = baseline, f"{changed}; {owned.adopted or 'kept'}"
                 decision = decide_on(baseline=baseline)
-                if not tries:
+                if not tries and decision.target_lent > decision.lent:
                     decision = replace(decision, action="hold", target_lent=decision.lent,
                                        reason=f"{decision.reason}; serving changed by another writer at each try: "
                                               "nothing lowered this tick")
                 outcome.decision = decision
+                if not tries:
+                    # The plan is the final decision's, never the unwritten lend's: nothing is admitted on GPUs
+                    # serving still holds. A hold or a reclaim never lowers, so its write (a raise) cannot conflict.
+                    p = plan(decision, baseline, jobs, now)
+                    record = self._apply(t, obs, record, max(p.scale_to, obs.current))
         for job in (*p.admit, *p.adopt):
             if job.run_id:
                 t.runs_running.setdefault(job.run_id, set()).add(policy.name)
