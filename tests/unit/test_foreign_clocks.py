@@ -26,6 +26,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from offhours.scripts.backstop.restore import HELD_LEASES, run_backstop
+from offhours.scripts.cluster.base import ClusterError
 from offhours.scripts.cluster.clock import ServerClock, parse_http_date
 from offhours.scripts.cluster.lease import LeaseObserver
 from offhours.scripts.gate.controller import Gate
@@ -163,3 +164,41 @@ def test_no_deciding_module_reads_a_wall_clock() -> None:
                     isinstance(node.value, ast.Name) and node.value.id in ("time", "datetime", "date"):
                 found.append(f"{rel}:{node.lineno}: {node.value.id}.{node.attr}")
     assert found == [], found
+
+
+# -- no server time at all: no readable Date on any answer ------------------------------------------
+
+def _dateless(w: World) -> None:
+    def server_time() -> float:
+        raise ClusterError("the API server's answers carry no readable Date header")
+    w.cluster.server_time = server_time  # type: ignore[method-assign]
+
+
+def test_no_server_time_is_every_services_failed_tick_and_the_fail_safe_still_fires() -> None:
+    """A fault stays with its object: no clock fails each service's tick (counted), never the whole tick, and after
+    `failedTicksBeforeReclaim` of them the gate's own fail-safe gives serving its whole baseline back."""
+    w, gate = lending_world(0.0)
+    _dateless(w)
+    for _ in range(w.config.failed_ticks_before_reclaim):
+        outcomes = gate.tick()
+        assert outcomes and all(o.failed and "no server time" in (o.error or "") for o in outcomes), outcomes
+    assert w.dep(CLEAN).replicas == 8, w.log.getvalue()[-1500:]
+
+
+def test_no_server_time_skips_a_reclaim_check_without_ending_the_loop() -> None:
+    w, gate = lending_world(0.0)
+    checks = ReclaimCheck(gate)
+    checks.remember(gate.tick())
+    w.source.demand[CLEAN] = 70.0
+    _dateless(w)
+    assert checks.run() == [] and "reclaim check skipped: no server time" in w.log.getvalue()
+
+
+def test_no_server_time_backstop_names_it_and_restores_nothing_blindly() -> None:
+    """The backstop cannot age a lease without the server's time: it says so (an error, no traceback) and restores
+    nothing - a live gate's lease and a dead one's look alike; a live gate's own fail-safe covers it."""
+    w, _ = lending_world(0.0)
+    _dateless(w)
+    done = run_backstop(w.cluster, NS, out=w.log, holder="backstop/dateless")
+    assert [(r.error, r.value) for r in done] == [(True, None)] and "no server time" in done[0].message
+    assert w.dep(CLEAN).replicas == 6
