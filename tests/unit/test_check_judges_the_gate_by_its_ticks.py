@@ -155,7 +155,7 @@ def test_a_gate_that_stopped_ticking_is_a_cross_though_its_last_run_succeeded() 
     # nothing reclaims but the backstop. Recent ticks say the gate is not working, whatever the last run's exit.
     import time
 
-    now = time.time()
+    now = float(int(time.time()))  # the API server's Date is whole seconds
     days_ago = datetime.fromtimestamp(now - 3 * 86400, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     stale = {"failedTicks": 0, "renewedAt": now - 3 * 86400, "leaseSeconds": 195.0,
              "lastDecision": {"at": days_ago, "action": "hold"}}
@@ -194,7 +194,7 @@ def test_a_first_run_stuck_pending_with_no_tick_since_is_a_cross() -> None:
         def list_namespaced_custom_object(self, *args: Any, **kwargs: Any) -> Any:
             return {"items": [{"metadata": {"name": "offhours-gate-2"}, "status": {"phase": "Pending"}}]}
 
-    now = time.time()
+    now = float(int(time.time()))  # the API server's Date is whole seconds
     stale = {"failedTicks": 0, "renewedAt": now - 7200, "leaseSeconds": 195.0, "lastDecision": {"at": now - 7200}}
     checker = Checker(_answered_at(client.ApiClient(), now), CONFIG)
     checker.core, checker.custom = Core({"chat": stale}, []), Stuck()  # type: ignore[assignment]
