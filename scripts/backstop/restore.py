@@ -74,7 +74,14 @@ def run_backstop(cluster: Cluster, namespace: str, clock: Callable[[], float] | 
         except Exception as err:  # noqa: BLE001 - the records alone, as the gate reads them without the notes
             log.warning(f"the lease's notes are unreadable: {type(err).__name__}: {err}")
             notes = {}
-        now = clock() if clock is not None else cluster.server_time()
+        try:
+            now = clock() if clock is not None else cluster.server_time()
+        except Exception as err:  # noqa: BLE001 - named, never a traceback; and no lease is aged (see below)
+            # Without the server's time a live gate's lease and a dead one's look alike: nothing is restored
+            # blindly. A live gate with no clock fails every tick, and its own fail-safe restores serving.
+            message = f"no server time to age the lending leases by: {type(err).__name__}: {err}: nothing restored"
+            log.error(message)
+            return [Restored("*", None, message, error=True)]
         done = []
         for service, text in sorted(cluster.state_records(namespace).items()):
             try:

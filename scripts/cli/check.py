@@ -15,7 +15,6 @@ tokens) and none it does not (pods, logs, secrets, any write), and that its Netw
 import argparse
 import gzip
 import json
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -474,7 +473,15 @@ class Checker:
                                 deployments[e.involved_object.name], e.message or "")
                     for e in events if e.involved_object is not None and e.involved_object.kind == "Deployment"
                     and e.involved_object.name in deployments]
-        return verdict(services_ticks(records), failures, time.time())
+        # Aged on the API server's clock, as the gate renews it: this machine's clock may be hours off.
+        return verdict(services_ticks(records), failures, self._server_time())
+
+    def _server_time(self) -> float | None:
+        """Return the `Date` of the API server's last answer, or None (then no lease is aged)."""
+        from offhours.scripts.cluster.clock import parse_http_date
+
+        getheader = getattr(getattr(self.api, "last_response", None), "getheader", None)
+        return parse_http_date(getheader("Date")) if callable(getheader) else None
 
     def run(self) -> Iterator[Check]:
         """Yield every check; stop early only when the API server cannot be reached."""

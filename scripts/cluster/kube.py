@@ -92,6 +92,7 @@ PAGE_SIZE = 500  # items per list page: a list's answer stays bounded however ma
 HPA_LIST_SECONDS = 5.0  # one list of a namespace's HPAs serves every service asking within this window
 KEDA_PLURAL = "scaledobjects"
 KEDA_DEFAULT_MAX = 100  # a ScaledObject's maxReplicaCount when it leaves it out
+VERSION_TRIES = 3  # patches of a ScaledObject without maxReplicaCount whose resourceVersion moved meanwhile
 TEMPLATE_PLURAL = "workflowtemplates"
 RETRIED_STATUSES = {409, 429, 500, 502, 503, 504}
 MAX_START_SECONDS = 6 * 3600.0  # a longer "start" is a pod that waited for something else (a quota, a node)
@@ -349,13 +350,15 @@ class KubeCluster:
         """One JSON patch: `test` the field holds `expected`, `replace` it by `value`. None: written; else the value found.
 
         The API server answers a failed `test` with 422 (409 from a conflict on its own retry): then the field is
-        read again. Found at `expected` still, the refusal was something else: an error naming it.
+        read again. Found at `expected` still, the refusal was something else: an error naming it; unless the patch
+        tested a ScaledObject's resourceVersion (no maxReplicaCount) that has moved since: then it is tried again.
         """
         refused: list[ApiException] = []
+        versioned: list[str | None] = []  # per patch: the resourceVersion it tested instead of the field, if any
 
         def patch() -> bool:
             try:
-                self._serving_patch(target, expected, value)
+                self._serving_patch(target, expected, value, versioned)
             except ApiException as err:
                 if err.status not in (409, 422):
                     raise
@@ -363,23 +366,29 @@ class KubeCluster:
                 return False
             return True
 
-        if self._call(what, patch, retried=RETRIED_STATUSES - {409}):
-            return None
-        found = self._serving_read(target, what)
-        if found == value:
-            return None  # written (an answer lost and the write tried again), or another writer chose the same
-        if found == expected:
-            raise ClusterError(failed_call(what, refused[-1]))
-        return found
+        for _ in range(VERSION_TRIES):
+            if self._call(what, patch, retried=RETRIED_STATUSES - {409}):
+                return None
+            found = self._serving_read(target, what)
+            if found == value:
+                return None  # written (an answer lost and the write tried again), or another writer chose the same
+            if found != expected:
+                return found
+            if not (versioned and versioned[-1]) or versioned[-1] in versioned[:-1]:
+                raise ClusterError(failed_call(what, refused[-1]))  # refused, though the object did not move
+            # The field is still absent: any write to the object (KEDA's own status updates) moved its
+            # resourceVersion between the read and the patch. Read it again and try again.
+        return found  # nothing written: the caller reads serving again, as after another writer's change
 
-    def _serving_patch(self, target: Serving, expected: int, value: int) -> None:
+    def _serving_patch(self, target: Serving, expected: int, value: int, versioned: list[str | None]) -> None:
         if isinstance(target, Deployment):
             self.apps.patch_namespaced_deployment_scale(target.name, target.namespace, _test_replace(
                 "/spec/replicas", expected, value))
         elif target.kind == "ScaledObject":
-            self.custom.patch_namespaced_custom_object(
-                KEDA_GROUP, KEDA_VERSION, target.namespace, KEDA_PLURAL, target.name,
-                self._keda_max_patch(target, expected, value))
+            body = self._keda_max_patch(target, expected, value)
+            versioned.append(body[0]["value"] if body[0]["path"] == "/metadata/resourceVersion" else None)
+            self.custom.patch_namespaced_custom_object(KEDA_GROUP, KEDA_VERSION, target.namespace, KEDA_PLURAL,
+                                                       target.name, body)
         else:
             self.autoscaling.patch_namespaced_horizontal_pod_autoscaler(target.name, target.namespace, _test_replace(
                 "/spec/maxReplicas", expected, value))

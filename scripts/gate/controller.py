@@ -299,9 +299,12 @@ class Gate:
 
     # -- the tick ---------------------------------------------------------------------------
     def _tick(self, t: _Tick) -> list[ServiceOutcome]:
-        now = self.now()
         services = [p for p in self.config.services if t.only is None or p.name in t.only]
         outcomes = {p.name: ServiceOutcome(p.name) for p in services}
+        try:
+            now = self.now()
+        except Exception as err:  # noqa: BLE001 - no clock is every service's failed tick: the fail-safe still counts
+            return self._without_clock(t, services, outcomes, f"no server time to date this tick by: {_describe(err)}")
         t.deferred = []
         observed: list[Observed] = []
         for policy in services:
@@ -358,6 +361,19 @@ class Gate:
         for outcome in outcomes.values():
             level = ERROR if outcome.failed else WARNING if outcome.error else INFO
             self.log.log(level, outcome.detail(), outcome.service)
+        return list(outcomes.values())
+
+    def _without_clock(self, t: _Tick, services: list[ServicePolicy], outcomes: dict[str, ServiceOutcome],
+                       error: str) -> list[ServiceOutcome]:
+        """Count a failed tick for every service (nothing is decided or renewed undated); records after every raise."""
+        t.deferred = []
+        for policy in services:
+            self._fail(t, policy, outcomes[policy.name], error, None)
+        held, t.deferred = t.deferred, None
+        for write in held:
+            write()
+        for outcome in outcomes.values():
+            self.log.log(ERROR if outcome.failed else WARNING, outcome.detail(), outcome.service)
         return list(outcomes.values())
 
     def _observe(self, t: _Tick, policy: ServicePolicy) -> Observed:
@@ -596,16 +612,21 @@ class Gate:
             except ServingChanged as changed:
                 # Another writer changed serving after this tick read it: nothing was written. Read again (the
                 # answer is the value found) and decide again on it, its change adopted as the owner's; after
-                # LOWER_TRIES, hold (no lower this tick): the next tick decides again.
+                # LOWER_TRIES, a lend holds (no lower this tick): the next tick decides again.
                 owned = own_baseline(obs.record, dep.uid, obs.writes_to, obs.current, lent)
                 baseline, record = owned.baseline, replace(owned.record, deployment=dep.name)
                 outcome.baseline, outcome.adopted = baseline, f"{changed}; {owned.adopted or 'kept'}"
                 decision = decide_on(baseline=baseline)
-                if not tries:
+                if not tries and decision.target_lent > decision.lent:
                     decision = replace(decision, action="hold", target_lent=decision.lent,
                                        reason=f"{decision.reason}; serving changed by another writer at each try: "
                                               "nothing lowered this tick")
                 outcome.decision = decision
+                if not tries:
+                    # The plan is the final decision's, never the unwritten lend's: nothing is admitted on GPUs
+                    # serving still holds. A hold or a reclaim never lowers, so its write (a raise) cannot conflict.
+                    p = plan(decision, baseline, jobs, now)
+                    record = self._apply(t, obs, record, max(p.scale_to, obs.current))
         for job in (*p.admit, *p.adopt):
             if job.run_id:
                 t.runs_running.setdefault(job.run_id, set()).add(policy.name)
@@ -965,9 +986,12 @@ class Gate:
         return result[0] if result else None
 
     # -- faults -----------------------------------------------------------------------------
-    def _fail(self, t: _Tick, policy: ServicePolicy, outcome: ServiceOutcome, error: str, now: float,
+    def _fail(self, t: _Tick, policy: ServicePolicy, outcome: ServiceOutcome, error: str, now: float | None,
               obs: Observed | None = None, restore: bool = True) -> None:
-        """Count a failed tick for one service; after enough in a row, restore its whole baseline (unless not `restore`)."""
+        """Count a failed tick for one service; after enough in a row, restore its whole baseline (unless not `restore`).
+
+        `now` None: no server time; the last decision keeps the time it was dated by.
+        """
         outcome.error = error
         if t.dry_run or t.reclaim_only:  # a check is not a tick: the fail-safe counts the ticks' failures only
             return
@@ -979,7 +1003,8 @@ class Gate:
             record = obs.record if obs is not None else ServiceRecord.from_json(text)
             failed = record.decision.failed_ticks + 1
             record = replace(record, decision=ServiceState((), failed),
-                             last_decision={"at": now, "action": "failed", "reason": error[:REASON_CHARS]})
+                             last_decision={"at": now if now is not None else record.last_decision.get("at"),
+                                            "action": "failed", "reason": error[:REASON_CHARS]})
             if failed >= self.config.failed_ticks_before_reclaim and record.baseline is not None and restore:
                 # The fail-safe's raise is a serving write: now. Its record and Event wait like any other's.
                 record, done = self._restore_baseline(t, policy, record, obs, text)

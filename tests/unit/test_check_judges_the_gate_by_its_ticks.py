@@ -11,6 +11,7 @@ Invariants, in words:
 import json
 import re
 from datetime import datetime, timedelta, timezone
+from email.utils import formatdate
 from types import SimpleNamespace
 from typing import Any
 
@@ -77,8 +78,15 @@ def _event(deployment: str, at: datetime, message: str) -> Any:
                            event_time=None, first_timestamp=None, message=message)
 
 
-def _line(states: dict[str, dict[str, Any]], events: list[Any]) -> Any:
-    checker = Checker(client.ApiClient(), CONFIG)
+def _answered_at(api: client.ApiClient, server_now: float | None) -> client.ApiClient:
+    """The API server's last answer carries the `Date` of `server_now` (its clock, not this machine's)."""
+    date = formatdate(server_now, usegmt=True) if server_now is not None else None
+    api.last_response = SimpleNamespace(getheader=lambda name: date if name == "Date" else None)
+    return api
+
+
+def _line(states: dict[str, dict[str, Any]], events: list[Any], server_now: float | None = None) -> Any:
+    checker = Checker(_answered_at(client.ApiClient(), server_now), CONFIG)
     checker.core, checker.custom = Core(states, events), Custom()  # type: ignore[assignment]
     (line,) = list(checker.cron_workflow(CONFIG))
     return line
@@ -147,18 +155,36 @@ def test_a_gate_that_stopped_ticking_is_a_cross_though_its_last_run_succeeded() 
     # nothing reclaims but the backstop. Recent ticks say the gate is not working, whatever the last run's exit.
     import time
 
-    now = time.time()
+    now = float(int(time.time()))  # the API server's Date is whole seconds
     days_ago = datetime.fromtimestamp(now - 3 * 86400, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     stale = {"failedTicks": 0, "renewedAt": now - 3 * 86400, "leaseSeconds": 195.0,
              "lastDecision": {"at": days_ago, "action": "hold"}}
     fresh = {"failedTicks": 0, "renewedAt": now - 30, "leaseSeconds": 195.0,
              "lastDecision": {"at": datetime.fromtimestamp(now - 30, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}}
-    line = _line({"chat": stale, "code": fresh}, [])
+    line = _line({"chat": stale, "code": fresh}, [], now)
     assert not line.ok, line.detail
     assert re.search(r"chat: no tick for 2592\d\d s \(its lending lease is 195 s\)", line.detail)
     assert "code:" not in line.detail.split("ticks fail: ", 1)[1]
     assert f"argo -n {CONFIG.namespace} list" in line.fix
-    assert _line({"chat": fresh, "code": fresh}, []).ok  # a tick within its lease: well
+    assert _line({"chat": fresh, "code": fresh}, [], now).ok  # a tick within its lease: well
+
+
+def test_the_gates_lease_is_aged_on_the_servers_clock_not_this_machines() -> None:
+    """The gate renews its lease in server time: a gate stopped 30 minutes ago is a cross on an operator's machine
+    an hour behind (or ahead) of the API server, and `offhours check` reads no local wall clock."""
+    import inspect
+    from unittest import mock
+
+    from offhours.scripts.cli import check
+
+    server_now = 1_800_000_000.0
+    dead = {"failedTicks": 0, "renewedAt": server_now - 1800, "leaseSeconds": 300.0,
+            "lastDecision": {"at": server_now - 1800, "action": "hold"}}
+    for skew in (-3600.0, 3600.0):
+        with mock.patch("time.time", lambda: server_now + skew):
+            line = _line({"chat": dead}, [], server_now)
+        assert not line.ok and "chat: no tick for 1800 s" in line.detail, line.detail
+    assert "time.time()" not in inspect.getsource(check)
 
 
 def test_a_first_run_stuck_pending_with_no_tick_since_is_a_cross() -> None:
@@ -168,9 +194,9 @@ def test_a_first_run_stuck_pending_with_no_tick_since_is_a_cross() -> None:
         def list_namespaced_custom_object(self, *args: Any, **kwargs: Any) -> Any:
             return {"items": [{"metadata": {"name": "offhours-gate-2"}, "status": {"phase": "Pending"}}]}
 
-    now = time.time()
+    now = float(int(time.time()))  # the API server's Date is whole seconds
     stale = {"failedTicks": 0, "renewedAt": now - 7200, "leaseSeconds": 195.0, "lastDecision": {"at": now - 7200}}
-    checker = Checker(client.ApiClient(), CONFIG)
+    checker = Checker(_answered_at(client.ApiClient(), now), CONFIG)
     checker.core, checker.custom = Core({"chat": stale}, []), Stuck()  # type: ignore[assignment]
     (line,) = list(checker.cron_workflow(CONFIG))
     assert not line.ok and "no finished run yet" in line.detail and "chat: no tick for" in line.detail

@@ -26,6 +26,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from offhours.scripts.backstop.restore import HELD_LEASES, run_backstop
+from offhours.scripts.cluster.base import ClusterError
 from offhours.scripts.cluster.clock import ServerClock, parse_http_date
 from offhours.scripts.cluster.lease import LeaseObserver
 from offhours.scripts.gate.controller import Gate
@@ -163,3 +164,140 @@ def test_no_deciding_module_reads_a_wall_clock() -> None:
                     isinstance(node.value, ast.Name) and node.value.id in ("time", "datetime", "date"):
                 found.append(f"{rel}:{node.lineno}: {node.value.id}.{node.attr}")
     assert found == [], found
+
+
+# -- no server time at all: no readable Date on any answer ------------------------------------------
+
+def _dateless(w: World) -> None:
+    def server_time() -> float:
+        raise ClusterError("the API server's answers carry no readable Date header")
+    w.cluster.server_time = server_time  # type: ignore[method-assign]
+
+
+def test_no_server_time_is_every_services_failed_tick_and_the_fail_safe_still_fires() -> None:
+    """A fault stays with its object: no clock fails each service's tick (counted), never the whole tick, and after
+    `failedTicksBeforeReclaim` of them the gate's own fail-safe gives serving its whole baseline back."""
+    w, gate = lending_world(0.0)
+    _dateless(w)
+    for _ in range(w.config.failed_ticks_before_reclaim):
+        outcomes = gate.tick()
+        assert outcomes and all(o.failed and "no server time" in (o.error or "") for o in outcomes), outcomes
+    assert w.dep(CLEAN).replicas == 8, w.log.getvalue()[-1500:]
+
+
+def test_no_server_time_skips_a_reclaim_check_without_ending_the_loop() -> None:
+    w, gate = lending_world(0.0)
+    checks = ReclaimCheck(gate)
+    checks.remember(gate.tick())
+    w.source.demand[CLEAN] = 70.0
+    _dateless(w)
+    assert checks.run() == [] and "reclaim check skipped: no server time" in w.log.getvalue()
+
+
+def test_no_server_time_backstop_names_it_and_restores_nothing_blindly() -> None:
+    """The backstop cannot age a lease without the server's time: it says so (an error, no traceback) and restores
+    nothing - a live gate's lease and a dead one's look alike; a live gate's own fail-safe covers it."""
+    w, _ = lending_world(0.0)
+    _dateless(w)
+    done = run_backstop(w.cluster, NS, out=w.log, holder="backstop/dateless")
+    assert [(r.error, r.value) for r in done] == [(True, None)] and "no server time" in done[0].message
+    assert w.dep(CLEAN).replicas == 6
+
+
+# -- the server clock follows the server both ways; one absurd Date does not move it ----------------
+
+def test_the_server_clock_follows_a_server_clock_stepped_back() -> None:
+    """One answer dated a day ahead (a skewed replica behind the load balancer, a clock stepped back) does not latch
+    the clock ahead: the next readings, behind it by more than the Date's resolution, are followed."""
+    mono = [0.0]
+    clock = ServerClock(monotonic=lambda: mono[0])
+    t = 1_800_000_000.0
+    clock.heard(t)
+    mono[0] = 1.0
+    clock.heard(t + 1 + DAY)
+    mono[0] = 2.0
+    clock.heard(t + 2)
+    mono[0] = 3.0
+    clock.heard(t + 3)
+    assert abs(clock.now() - (t + 3)) < 2  # type: ignore[operator]
+    mono[0] = 4.0
+    clock.heard(t + 3.5 - 60)  # the server's clock stepped back a minute: followed
+    assert clock.now() == t + 3.5 - 60
+
+
+def test_an_absurd_date_waits_for_a_second_reading_that_confirms_it() -> None:
+    mono = [0.0]
+    clock = ServerClock(monotonic=lambda: mono[0])
+    t = 1_800_000_000.0
+    clock.heard(t)
+    mono[0] = 1.0
+    clock.heard(253_402_300_799.0)  # year 9999: refused, the clock stays on the earlier readings
+    assert clock.now() == t + 1
+    mono[0] = 2.0
+    clock.heard(t + 2 + 3 * DAY)  # far, but not confirmed by the one before it
+    assert clock.now() == t + 2
+    mono[0] = 3.0
+    clock.heard(t + 3 + 3 * DAY)  # a second reading agrees: the server really is there
+    assert clock.now() == t + 3 + 3 * DAY
+
+
+def test_a_gate_that_heard_one_date_ahead_does_not_hold_off_the_backstop() -> None:
+    """The gate renews its lending on its clock: had one answer latched it a day ahead, a backstop on the server's
+    true time would see a lease renewed in the future and restore nothing for a day after the gate died."""
+    from offhours.scripts.policy.lease import expired
+    from offhours.scripts.policy.record import ServiceRecord
+
+    mono = [0.0]
+    gate_clock = ServerClock(monotonic=lambda: mono[0])
+    t = 1_800_000_000.0
+    gate_clock.heard(t + DAY)
+    gate_clock.heard(t)
+    record = ServiceRecord(deployment_uid="u", writes_to="replicas", baseline=8, applied=6,
+                           renewed_at=gate_clock.now(), lease_seconds=300.0)
+    assert expired(record, t + 3600.0, HELD_LEASES)
+
+
+def test_the_kube_clusters_clock_ignores_one_garbage_far_future_date() -> None:
+    from types import SimpleNamespace
+
+    from offhours.scripts.cluster.kube import KubeCluster
+
+    answers = iter(["Thu, 03 Dec 2026 10:31:07 GMT", "Fri, 31 Dec 9998 23:59:59 GMT",
+                    "Thu, 03 Dec 2026 10:31:09 GMT", "Thu, 03 Dec 2026 10:31:10 GMT"])
+    api = SimpleNamespace(last_response=None)
+    kc = KubeCluster.__new__(KubeCluster)
+    kc.api = api
+    kc.retries, kc.backoff, kc.sleep = 0, 0.0, lambda s: None
+    mono = [0.0]
+    kc.monotonic = lambda: mono[0]
+    kc.server_clock = ServerClock(kc.monotonic)
+
+    def answer() -> bool:
+        date = next(answers)
+        api.last_response = SimpleNamespace(getheader=lambda name: date if name == "Date" else None)
+        mono[0] += 1.0
+        return True
+
+    for _ in range(4):
+        kc._call("probe", answer)
+    assert abs(kc.server_time() - parse_http_date("Thu, 03 Dec 2026 10:31:10 GMT")) < 2  # type: ignore[operator]
+
+
+def test_an_http_date_without_gmt_is_utc_whatever_the_pods_timezone() -> None:
+    """RFC 9110: a recipient accepts asctime dates, and HTTP dates are UTC; an asctime or "-0000" date parses naive,
+    and must not be read in the process's local time zone."""
+    import os
+
+    old = os.environ.get("TZ")
+    os.environ["TZ"] = "America/New_York"
+    time.tzset()
+    try:
+        gmt = parse_http_date("Thu, 03 Dec 2026 10:31:07 GMT")
+        assert parse_http_date("Thu Dec  3 10:31:07 2026") == gmt
+        assert parse_http_date("Thu, 03 Dec 2026 10:31:07 -0000") == gmt
+    finally:
+        if old is None:
+            os.environ.pop("TZ", None)
+        else:
+            os.environ["TZ"] = old
+        time.tzset()

@@ -16,7 +16,9 @@ Invariants, in words (checked after every step, or in the rule that makes them o
 - a raise always lands on the same call: after a tick or a reclaim check that decided a reclaim, serving
   holds at least what that decision needs, whatever the other writer did in between (a raise is
   max(what is there, what is needed): the other writer's higher value stays, its lower one does not);
-- a conflict is never a failed tick: without API faults, every service's tick runs clean.
+- a conflict is never a failed tick: without API faults, every service's tick runs clean;
+- nothing is lent that serving did not give: after a tick, what research holds is at most the owner's
+  baseline less serving's value (no admission on a lower that was never written).
 """
 
 from typing import Any
@@ -27,7 +29,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from offhours.scripts.backstop.restore import HELD_LEASES, run_backstop
 from offhours.scripts.cluster.base import Autoscaler, Serving, serving_value
-from offhours.scripts.gate.controller import ServiceOutcome
+from offhours.scripts.gate.controller import LOWER_TRIES, ServiceOutcome
 from offhours.scripts.gate.reclaim import ReclaimCheck
 from tests.support.campaign import CLEAN, FAULTY, NS, TICK, World, campaign_config, live, service_of
 
@@ -143,6 +145,12 @@ class ServingRaces(RuleBasedStateMachine):
         self.checks.remember(self.outcomes)
         w.argo()
         self.ticked = True
+        for s in w.services:
+            # What research holds after a tick was taken from serving: nothing is lent on a lower never written.
+            if self.clean.get(s) and s not in w.unsure:
+                assert w.lent(s) <= self._owed(s) - w.value(s), (
+                    f"{s}: {w.lent(s)} lent, serving at {w.value(s)} of the owner's baseline {self._owed(s)}\n"
+                    f"{w.log.getvalue()[-1500:]}")
 
     @rule(chat=RPS, code=RPS, lands=LANDS)
     def reclaim_check(self, chat: float, code: float, lands: list[int | None]) -> None:
@@ -314,3 +322,64 @@ def test_a_raise_lands_although_on_call_changed_serving_in_between() -> None:
     c.serving_writer = on_call
     answer = c.raise_serving(dep, 4, 8)
     assert (answer.value, answer.conflict, c.deployments[(NS, CLEAN)].replicas) == (8, False, 8)
+
+
+def _chat_with_three_jobs() -> World:
+    w = World((CLEAN,))
+    for i in range(3):
+        w.cluster.add_workflow(NS, f"chat-job{i}", CLEAN, 2, created=w.cluster.clock)
+        w.submitted[f"chat-job{i}"] = 2
+    w.source.demand[CLEAN] = 5.0
+    return w
+
+
+def _tick_until_on_call_lands(w: World, on_call: Any) -> ServiceOutcome:
+    w.cluster.serving_writer = on_call
+    for _ in range(8):
+        outcomes = {o.service: o for o in w.gate.tick()}
+        w.cluster.clock += 60
+        if on_call.hits:
+            return outcomes[CLEAN]
+    raise AssertionError(w.log.getvalue())
+
+
+def test_a_lend_whose_lower_was_never_written_admits_nothing() -> None:
+    """On-call raises chat by one inside each of the gate's lowers, LOWER_TRIES + 1 times: the lend holds, and its
+    plan is the hold's - no job is admitted on GPUs serving never gave."""
+    w = _chat_with_three_jobs()
+
+    def on_call(target: Serving) -> None:
+        if int(w.cluster.calls[-1].split(" ")[-1]) < w.dep(CLEAN).replicas and len(on_call.hits) <= LOWER_TRIES:
+            on_call.hits.append(w.dep(CLEAN).replicas)
+            w.dep(CLEAN).replicas += 1
+    on_call.hits = []  # type: ignore[attr-defined]
+    o = _tick_until_on_call_lands(w, on_call)
+    assert len(on_call.hits) == LOWER_TRIES + 1, on_call.hits  # type: ignore[attr-defined]
+    assert o.decision is not None and o.decision.action == "hold", o.detail()
+    assert o.plan is not None and not o.plan.admit and w.lent(CLEAN) == 0, o.detail()
+
+
+def test_a_reclaim_decided_after_the_last_lower_try_stays_a_reclaim() -> None:
+    """The gate has lent; twice on-call raises chat inside its lower, the third time lowers it to 1: the decision
+    made again on 1 is a reclaim, and it is written (serving raised, lent jobs stopped), not turned into a hold."""
+    w = _chat_with_three_jobs()
+    for _ in range(8):  # first the gate lends once, with nobody else writing
+        w.gate.tick()
+        w.cluster.clock += 60
+        if w.lent(CLEAN):
+            break
+    assert w.lent(CLEAN) > 0
+
+    def on_call(target: Serving) -> None:
+        if int(w.cluster.calls[-1].split(" ")[-1]) < w.dep(CLEAN).replicas and len(on_call.hits) <= LOWER_TRIES:
+            on_call.hits.append(w.dep(CLEAN).replicas)
+            w.dep(CLEAN).replicas = w.dep(CLEAN).replicas + 1 if len(on_call.hits) <= LOWER_TRIES else 1
+    on_call.hits = []  # type: ignore[attr-defined]
+    o = _tick_until_on_call_lands(w, on_call)
+    w.cluster.serving_writer = None
+    assert len(on_call.hits) == LOWER_TRIES + 1, on_call.hits  # type: ignore[attr-defined]
+    assert o.decision is not None and o.decision.action == "reclaim", o.detail()
+    assert o.plan is not None and not o.plan.admit and o.baseline is not None, o.detail()
+    assert w.dep(CLEAN).replicas >= o.baseline - o.decision.target_lent, o.detail()
+    w.argo()
+    assert w.lent(CLEAN) <= o.baseline - w.dep(CLEAN).replicas, o.detail()
