@@ -56,22 +56,79 @@ def _dotted(node: ast.AST) -> str:
     return ".".join(reversed(parts))
 
 
-def _reads_a_file(call: ast.Call) -> bool:
-    """`open(path)` or `open(path, "r…")`: a read; a write mode is not an input."""
-    if not (isinstance(call.func, ast.Name) and call.func.id == "open"):
+_OPENERS = {"open", "io.open", "codecs.open", "builtins.open"}
+
+
+def _reads_a_file(call: ast.Call, aliases: dict[str, str]) -> bool:
+    """`open(path)`, `io.open`, `codecs.open` or `<path>.open()` in a read mode; a write mode is not an input.
+
+    A mode that is not a constant may be a read: it is counted as one.
+    """
+    if isinstance(call.func, ast.Name):
+        opener = aliases.get(call.func.id, call.func.id)
+        if opener not in _OPENERS:
+            return False
+        at = 1
+    elif isinstance(call.func, ast.Attribute) and call.func.attr == "open":
+        head = _resolved(call.func.value, aliases)
+        if head in ("os", "socket", "webbrowser", "tarfile", "zipfile", "gzip"):
+            return False  # not a file read whole by this rule (os.open is a descriptor; the others are named apart)
+        at = 1 if f"{head}.open" in _OPENERS else 0  # Path.open(mode): the mode is the first argument
+    else:
         return False
-    mode = call.args[1] if len(call.args) > 1 else next((k.value for k in call.keywords if k.arg == "mode"), None)
+    mode = call.args[at] if len(call.args) > at else next((k.value for k in call.keywords if k.arg == "mode"), None)
     if mode is None:
         return True
-    return isinstance(mode, ast.Constant) and isinstance(mode.value, str) and not set(mode.value) & set("wax+")
+    if not (isinstance(mode, ast.Constant) and isinstance(mode.value, str)):
+        return True
+    return not set(mode.value) & set("wax+")
+
+
+def _resolved(node: ast.AST, aliases: dict[str, str]) -> str:
+    """The dotted name of `node` with an import alias at its head replaced (`import yaml as y`: `y.load` is yaml.load)."""
+    name = _dotted(node)
+    head, dot, rest = name.partition(".")
+    return aliases.get(head, head) + dot + rest if name else name
+
+
+def _aliases(tree: ast.AST) -> dict[str, str]:
+    """Local name -> the module or object it imports (`import yaml as y`, `from yaml import safe_load as s`)."""
+    names: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    names[alias.asname] = alias.name
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                names[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    return names
+
+
+_OTHER_READERS = {"tomllib.load": "tomllib.load of a file", "numpy.loadtxt": "numpy.loadtxt",
+                  "numpy.genfromtxt": "numpy.genfromtxt", "numpy.load": "numpy.load"}
+
+
+# Reading standard input (its isatty() is no read).
+_STDIN_READS = {"sys.stdin.read", "sys.stdin.readline", "sys.stdin.readlines", "sys.stdin.buffer"}
 
 
 def violations(tree: ast.AST) -> list[tuple[int, str, str]]:
     """(line, rule, what) for each raw read in a module's syntax tree."""
     found: list[tuple[int, str, str]] = []
+    aliases = _aliases(tree)
     for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in aliases and isinstance(node.ctx, ast.Load):
+            target = aliases[node.id]
+            head, _, attr = target.rpartition(".")
+            if head == "yaml" and ("load" in attr or attr.endswith("Loader")) and node.id != attr:
+                found.append((node.lineno, YAML_LOADERS, f"{node.id} ({target})"))
+            elif target in _OTHER_READERS or (head == "pandas" and attr.startswith("read_")) or target in _STDIN_READS:
+                found.append((node.lineno, FILE_READ, f"{node.id} ({target})"))
         if isinstance(node, ast.Attribute):
-            name = _dotted(node)
+            name = _resolved(node, aliases)
+            if name in _OTHER_READERS or name.startswith("pandas.read_") or name in _STDIN_READS:
+                found.append((node.lineno, FILE_READ, name))
             head, _, attr = name.rpartition(".")
             if head == "yaml" and ("load" in attr or attr.endswith("Loader")):
                 found.append((node.lineno, YAML_LOADERS, name))
@@ -99,7 +156,7 @@ def violations(tree: ast.AST) -> list[tuple[int, str, str]]:
         elif isinstance(node, ast.Call):
             if isinstance(node.func, ast.Attribute) and node.func.attr in ("read_text", "read_bytes"):
                 found.append((node.lineno, FILE_READ, f".{node.func.attr}()"))
-            elif _reads_a_file(node):
+            elif _reads_a_file(node, aliases):
                 found.append((node.lineno, FILE_READ, "open(...) for reading"))
     return found
 
@@ -141,6 +198,22 @@ def test_every_exemption_is_still_needed() -> None:
     ("from pathlib import Path\nPath(p).read_text()\n", FILE_READ),
     ("open(p).read()\n", FILE_READ),
     ("open(p, 'rb').read()\n", FILE_READ),
+    # Closes the class "a raw read the scan's spelling did not recognise" (aliases, other openers, other readers).
+    ("import yaml as y\ny.safe_load(text)\n", YAML_LOADERS),
+    ("from yaml import safe_load as s\n", YAML_LOADERS),
+    ("from pathlib import Path\nPath(p).open().read()\n", FILE_READ),
+    ("from pathlib import Path\nPath(p).open('rb').read()\n", FILE_READ),
+    ("import io\nio.open(p).read()\n", FILE_READ),
+    ("import codecs\ncodecs.open(p).read()\n", FILE_READ),
+    ("import builtins\nbuiltins.open(p).read()\n", FILE_READ),
+    ("from io import open as o\no(p).read()\n", FILE_READ),
+    ("open(p, mode).read()\n", FILE_READ),
+    ("import sys\nsys.stdin.read()\n", FILE_READ),
+    ("from sys import stdin\nstdin.buffer.read()\n", FILE_READ),
+    ("import tomllib\ntomllib.load(f)\n", FILE_READ),
+    ("import numpy as np\nnp.loadtxt(p)\n", FILE_READ),
+    ("import pandas as pd\npd.read_csv(p)\n", FILE_READ),
+    ("from pandas import read_parquet\nread_parquet(p)\n", FILE_READ),
 ])
 def test_the_scan_finds_each_raw_read(source: str, rule: str) -> None:
     assert rule in {r for _, r, _ in violations(ast.parse(source))}
@@ -149,6 +222,8 @@ def test_the_scan_finds_each_raw_read(source: str, rule: str) -> None:
 @pytest.mark.parametrize("source", [
     "import yaml\nyaml.safe_dump(x)\n", "import json\njson.loads(text)\njson.dumps(x)\n", "open(p, 'w').write(t)\n",
     "import urllib3\nurllib3.exceptions.HTTPError\n", "import socket\nsocket.gethostname()\n",
+    "import sys\nsys.stdin.isatty()\n", "from pathlib import Path\nPath(p).open('w').write(t)\n",
+    "import os\nos.open(p, os.O_WRONLY)\n",
 ])
 def test_the_scan_leaves_writes_and_in_memory_decoding_alone(source: str) -> None:
     assert violations(ast.parse(source)) == []
