@@ -210,15 +210,15 @@ def _page(exchange: _Exchange, max_bytes: int) -> str | FetchError:
     if len(body) > max_bytes:
         return FetchError(f"page larger than {max_bytes} bytes")
     charset = _CHARSET.search(headers.get("content-type", ""))
-    name = charset.group(1) if charset else "utf-8"
+    codec = charset.group(1) if charset else "utf-8"
     try:
         # A pod names any codec it likes; a bytes-to-bytes one (base64, rot13) is no charset, so read UTF-8.
-        if not getattr(codecs.lookup(name), "_is_text_encoding", True):
-            name = "utf-8"
-        return body.decode(name, errors="replace")
+        if not getattr(codecs.lookup(codec), "_is_text_encoding", True):
+            codec = "utf-8"
+        return body.decode(codec, errors="replace")
     # A codec that still fails (idna, "undefined") is this pod's error, never the whole scrape's.
     except (LookupError, UnicodeError, ValueError) as err:
-        return FetchError(f"cannot decode the page as charset {name!r}: {type(err).__name__}")
+        return FetchError(f"cannot decode the page as charset {codec!r}: {type(err).__name__}")
 
 
 def _dechunk(body: bytes) -> bytes:

@@ -236,8 +236,8 @@ class FileBackend:
                 location = parse_store_uri("file://" + str(folder))
             except StoreURIError:
                 continue  # a folder no checkpoint URI can name was not written by a store
-            data = self._call(f"reading {name}",  # type: ignore[misc]
-                              lambda f=folder: _read_small_regular(f / name, PROGRESS_MAX_BYTES))
+            data = self._call(f"reading {name}",
+                              lambda f=folder: _read_small_regular(f / name, PROGRESS_MAX_BYTES))  # type: ignore[misc]
             if data is not None:
                 out.append((location, data))
         return out
