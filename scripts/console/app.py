@@ -16,7 +16,7 @@ from flask import Flask, Response, abort, g, redirect, render_template, request
 from offhours.scripts.console.asperson import Person, PersonApi
 from offhours.scripts.console.auth import MAX_TOKEN_BYTES, Access, Authenticator, ReviewUnavailable, bearer_token
 from offhours.scripts.console.charts import Series, line_chart
-from offhours.scripts.console.protection import LOGIN_LIMIT, protect, secure_cookie
+from offhours.scripts.console.protection import LOGIN_LIMIT, protect, review_allowed, review_failed, secure_cookie
 from offhours.scripts.console.request_pages import Estimator, actual_start_minutes, add_request_routes, kept_estimate
 from offhours.scripts.console.source import PoolSource
 from offhours.scripts.inputs.limits import FORM_BYTES
@@ -150,11 +150,17 @@ def create_app(source: PoolSource, gpus_per_replica: Mapping[str, int] | None = 
     def reviewed(token: str) -> Any:
         """Return the token's Access, or the answer that refuses it (503 when it cannot be reviewed, else 401)."""
         assert auth is not None
+        if not review_allowed(limiter):  # guesses through a header or cookie count like sign-in attempts
+            return render_template("error.html", title="too many attempts", message="too many tokens refused from "
+                                   f"this address (at most {LOGIN_LIMIT}): wait a minute", page=""), 429
         try:
             access = auth.access(token)
         except ReviewUnavailable as err:
             return render_template("error.html", title="unavailable", message=str(err), page=""), 503
-        return unauthorized("The API server does not accept this token.") if access is None else access
+        if access is None:
+            review_failed(limiter)
+            return unauthorized("The API server does not accept this token.")
+        return access
 
     # After `authenticate`, so a misdirected or unauthenticated request is refused as such before its CSRF check.
     if secure_cookies is None:

@@ -10,11 +10,19 @@ Which library does what:
 - Flask's session cookie settings: HttpOnly, SameSite=Lax, and Secure whenever the request came
   over TLS (or always, with `secure_cookies`); the sign-in cookie is set alike, with SameSite=Strict.
 - Flask-Limiter (in-memory storage): sign-in attempts per client address (`LOGIN_LIMIT`); one more is
-  refused (429) without asking the API server.
+  refused (429) without asking the API server. A token that fails its review on any other route (a
+  Bearer header, the token cookie) counts against the same limit per address (`review_allowed`,
+  `review_failed`), so guessing through a header is no way around it.
+- The client address: the peer's, unless the operator says how many proxies in front of the console
+  it trusts (OFFHOURS_CONSOLE_TRUSTED_PROXIES=N, werkzeug's ProxyFix with x_for=N); then the address
+  that many X-Forwarded-For hops back, so people behind one ingress are not limited as one. Set it
+  only behind that many proxies that each append the address they saw: otherwise a client chooses
+  its own address and escapes the limit.
 - Here: no answer of the console repeats the token of the request it answers (`scrub`), whatever
   an error message carried.
 """
 
+import os
 import secrets
 from typing import Any
 
@@ -23,6 +31,8 @@ from flask.sessions import SecureCookieSessionInterface
 from flask_limiter import Limiter
 from flask_limiter.util import get_remote_address
 from flask_wtf.csrf import CSRFError, CSRFProtect
+from limits import parse
+from werkzeug.middleware.proxy_fix import ProxyFix
 
 from offhours.scripts.names import CONSOLE_TOKEN_COOKIE
 
@@ -88,6 +98,9 @@ def protect(app: Flask, secure_cookies: bool = False) -> Limiter:
     )
     app.session_interface = _TlsAwareSessions()
     CSRFProtect(app)
+    proxies = os.environ.get("OFFHOURS_CONSOLE_TRUSTED_PROXIES", "").strip()
+    if proxies.isdigit() and int(proxies) > 0:
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=int(proxies))  # type: ignore[method-assign]
     limiter = Limiter(get_remote_address, app=app, storage_uri="memory://", default_limits=[])
 
     def refused(title: str, message: str, status: int) -> tuple[str, int]:
@@ -109,3 +122,16 @@ def protect(app: Flask, secure_cookies: bool = False) -> Limiter:
 
     app.after_request(scrub)
     return limiter
+
+
+_FAILED_REVIEWS = parse(LOGIN_LIMIT)
+
+
+def review_allowed(limiter: Limiter) -> bool:
+    """Whether this request's address may have one more token reviewed (its failures are under LOGIN_LIMIT)."""
+    return bool(limiter.limiter.test(_FAILED_REVIEWS, "failed-token-review", get_remote_address()))
+
+
+def review_failed(limiter: Limiter) -> None:
+    """Count a token that the API server did not accept against this request's address."""
+    limiter.limiter.hit(_FAILED_REVIEWS, "failed-token-review", get_remote_address())

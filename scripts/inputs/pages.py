@@ -10,6 +10,7 @@ HTTP/1.1 GET with `Connection: close`; bodies plain, with Content-Length, chunke
 close (HTTP/1.0). Nothing else is needed to read a metrics endpoint.
 """
 
+import codecs
 import errno
 import os
 import re
@@ -209,10 +210,15 @@ def _page(exchange: _Exchange, max_bytes: int) -> str | FetchError:
     if len(body) > max_bytes:
         return FetchError(f"page larger than {max_bytes} bytes")
     charset = _CHARSET.search(headers.get("content-type", ""))
+    codec = charset.group(1) if charset else "utf-8"
     try:
-        return body.decode(charset.group(1) if charset else "utf-8", errors="replace")
-    except LookupError:
-        return FetchError(f"unknown charset {charset.group(1) if charset else ''!r}")
+        # A pod names any codec it likes; a bytes-to-bytes one (base64, rot13) is no charset, so read UTF-8.
+        if not getattr(codecs.lookup(codec), "_is_text_encoding", True):
+            codec = "utf-8"
+        return body.decode(codec, errors="replace")
+    # A codec that still fails (idna, "undefined") is this pod's error, never the whole scrape's.
+    except (LookupError, UnicodeError, ValueError) as err:
+        return FetchError(f"cannot decode the page as charset {codec!r}: {type(err).__name__}")
 
 
 def _dechunk(body: bytes) -> bytes:

@@ -49,8 +49,17 @@ class _BoundedLoader(yaml.SafeLoader):
     def construct_mapping(self, node: Any, deep: bool = False) -> Any:
         if isinstance(node, yaml.MappingNode):
             seen: dict[Any, int] = {}
+            merge_line = 0
             for key_node, _ in node.value:
-                if key_node.tag == _MERGE or not isinstance(key_node, yaml.ScalarNode):
+                if key_node.tag == _MERGE:
+                    # `<<` twice is last-wins like any duplicate (one list `<<: [*a, *b]` merges several)
+                    line = key_node.start_mark.line + 1
+                    if merge_line:
+                        raise InputError(self.source, f"has the merge key '<<' twice: line {merge_line} and line "
+                                                      f"{line} (a duplicate is refused, never read as the last one)")
+                    merge_line = line
+                    continue
+                if not isinstance(key_node, yaml.ScalarNode):
                     continue  # a merge's keys may be overridden (YAML's rule); other keys are checked where built
                 key = self.construct_object(key_node)
                 line = key_node.start_mark.line + 1

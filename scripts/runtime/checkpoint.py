@@ -237,6 +237,10 @@ class CheckpointStore:
         self.policy = _policy(os.environ, policy)
         self._backend = _backend_for(self.location, endpoint_url, self.policy)
         self.epoch: int | None = None  # taken by the first latest() or save()
+        # The process that took `epoch`: a copy of the store forked after that (an asynchronous checkpoint
+        # writer, a DataLoader worker) must not share it, or each one's collection deletes the other's
+        # unpublished bytes; the copy takes its own epoch, which fences the older writer.
+        self._epoch_pid: int | None = None
         self._seen: Entry | None = None  # the newest log entry this store has read or written
         # One call at a time per store: a save from a background thread (an asynchronous checkpoint) and one
         # from the main thread share an epoch, and one's collection must not see the other's unpublished bytes.
@@ -295,8 +299,9 @@ class CheckpointStore:
         if self.readonly:
             raise CheckpointError(f"{self.uri}: a read-only store takes no epoch")
         with self._lock:
-            if self.epoch is None:
+            if self.epoch is None or self._epoch_pid != os.getpid():
                 self.epoch = self._guarded(self._take_epoch)
+                self._epoch_pid = os.getpid()
             return self.epoch
 
     def _take_epoch(self) -> int:

@@ -9,6 +9,7 @@ after. A crash leaves at most temporary entries, which the next start of the run
 import errno
 import os
 import re
+import stat
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -66,6 +67,36 @@ def _unlink(path: Path) -> None:
     except FileNotFoundError:
         pass
     reached(f"unlinked {path.name}")
+
+
+PROGRESS_MAX_BYTES = 64 * 1024  # a progress record is one short JSON line
+PROGRESS_MAX_FILES = 1000  # a tenant can plant many; the gate's advisory read looks at this many at most
+
+
+def _read_small_regular(path: Path, limit: int) -> bytes | None:
+    """Return the bytes of `path` if it is a regular file (not a link, FIFO or device) of at most `limit` bytes.
+
+    What a tenant's step wrote in its own folder is read by the gate: a FIFO would block its open, a link
+    to a huge file would be read whole, so neither is opened as such (O_NOFOLLOW, O_NONBLOCK, then fstat).
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as err:
+        if err.errno == errno.ELOOP:  # a symbolic link
+            return None
+        raise
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+            return None
+        data = b""
+        while len(data) <= limit and (chunk := os.read(fd, limit + 1 - len(data))):
+            data += chunk
+        return data if len(data) <= limit else None
+    finally:
+        os.close(fd)
 
 
 def _read(path: Path) -> bytes | None:
@@ -200,12 +231,13 @@ class FileBackend:
                     found.append(Path(folder))
             return found
         out = []
-        for folder in self._call(f"finding {name}", walk):
+        for folder in self._call(f"finding {name}", walk)[:PROGRESS_MAX_FILES]:
             try:
                 location = parse_store_uri("file://" + str(folder))
             except StoreURIError:
                 continue  # a folder no checkpoint URI can name was not written by a store
-            data = self._call(f"reading {name}", lambda f=folder: _read(f / name))  # type: ignore[misc]
+            data = self._call(f"reading {name}",
+                              lambda f=folder: _read_small_regular(f / name, PROGRESS_MAX_BYTES))  # type: ignore[misc]
             if data is not None:
                 out.append((location, data))
         return out

@@ -18,6 +18,8 @@ from offhours.scripts.runtime.store_points import reached
 from offhours.scripts.runtime.store_policy import ConditionalPutsIgnored, RetryPolicy
 from offhours.scripts.runtime.store_uri import StoreLocation, StoreURIError
 
+PROGRESS_MAX_FILES = 1000  # as in store_file: the gate's advisory progress read GETs this many objects at most
+
 T = TypeVar("T")
 
 _THROTTLED = {"SlowDown", "Throttling", "ThrottlingException", "RequestTimeout", "InternalError", "ServiceUnavailable",
@@ -198,10 +200,14 @@ class S3Backend:
         """Every object `name` at or below the prefix, with the location of its folder."""
         keys, _ = self._call(f"finding {name}", lambda: self._list(self._dir, False))
         out = []
+        found = 0
         for key in keys:
             folder, _, base = key.rpartition("/")
             if base != name or any(s in INTERNAL for s in folder[len(self._dir):].split("/")):
                 continue
+            found += 1
+            if found > PROGRESS_MAX_FILES:  # a tenant can plant many; each GET would cost the gate's bound
+                break
             try:
                 location = self.location.child(*folder[len(self._dir):].split("/")) if folder != self._dir.rstrip("/") \
                     else self.location

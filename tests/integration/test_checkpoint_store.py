@@ -7,6 +7,7 @@ or, for a full disk, at the one call that writes bytes. Each test's docstring na
 
 import errno
 import hashlib
+import json
 import os
 import random
 import re
@@ -20,8 +21,14 @@ from typing import Any
 
 import pytest
 
-from offhours.scripts.runtime import store_file
-from offhours.scripts.runtime.checkpoint import CheckpointError, CheckpointStore, RetryPolicy, latest_progress_time
+from offhours.scripts.runtime import checkpoint, store_file
+from offhours.scripts.runtime.checkpoint import (
+    CheckpointError,
+    CheckpointStore,
+    RetryPolicy,
+    StaleWriterError,
+    latest_progress_time,
+)
 from tests.support.fault_proxy import Fault, FaultProxy, fault_proxy
 from tests.support.s3_fixture import running_s3proxy, s3_env
 
@@ -293,3 +300,41 @@ def test_sigkill_at_any_point_of_a_save_leaves_only_whole_checkpoints(scheme: st
     else:
         kept = sorted(k.split("/")[-1][:15] for k in keys(env, "killed/run/job/run/_data/"))
     assert len(kept) == 2 and kept[-1] == f"{10_000:015d}"  # the newest and one fallback, nothing else
+
+
+# Closes the class "two processes write under one epoch": a store forked after it took its epoch (an
+# asynchronous checkpoint writer, a DataLoader worker) takes its own in the child, so the older writer is
+# fenced instead of both publishing while each one's collection deletes the other's unpublished bytes.
+def test_a_store_forked_after_its_start_takes_its_own_epoch_and_no_published_bytes_are_lost(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real_publish = checkpoint.CheckpointStore._publish
+    data, log, lost = tmp_path / "run-a" / "_data", tmp_path / "run-a" / "_log", tmp_path / "lost"
+
+    def checked(self: CheckpointStore, entry: Any) -> bool:
+        ok = real_publish(self, entry)
+        if ok and entry.kind == "save" and not (data / entry.versions[-1].name).exists():
+            with open(lost, "a") as out:
+                out.write(f"entry {entry.seq} published {entry.versions[-1].name}, already deleted\n")
+        return ok
+
+    monkeypatch.setattr(checkpoint.CheckpointStore, "_publish", checked)
+    store = CheckpointStore(f"file://{tmp_path}", run_id="run-a", keep=1)
+    store.latest()  # takes epoch 1 in this process
+    pid = os.fork()
+    child = pid == 0
+    try:
+        for i in range(100):
+            try:
+                store.save(i * 2 + child, b"x" * 4096)
+            except (StaleWriterError, CheckpointError):  # the fenced writer is refused: that is the point
+                pass
+    finally:
+        if child:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    entries = sorted(p.name for p in log.iterdir() if not p.name.startswith("."))
+    head = json.loads((log / entries[-1]).read_text())
+    assert [v["name"] for v in head["versions"] if not (data / v["name"]).exists()] == []
+    assert not lost.exists(), lost.read_text()[:600]
+    epochs = {json.loads((log / name).read_text())["epoch"] for name in entries}
+    assert len(epochs) >= 2  # the child took its own epoch

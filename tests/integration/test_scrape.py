@@ -176,6 +176,27 @@ def test_a_page_in_a_charset_other_than_utf8_is_decoded_by_its_header(pods: Pods
     assert index == 0 and isinstance(text, str) and text.startswith("# Zähler über alle Engines\n")
 
 
+# Closes the class "one pod's answer raises out of the scrape and every pod's reading is lost":
+# a charset whose codec fails on decode (undefined, idna) or is no text codec (base64).
+@pytest.mark.parametrize("charset, problem", [
+    ("undefined", "cannot decode the page as charset 'undefined'"),
+    ("idna", None),
+    ("base64", None),
+])
+def test_a_pods_bad_charset_is_that_pods_error_and_the_others_are_read(pods: Pods, charset: str,
+                                                                       problem: str | None) -> None:
+    good = pods.add("good", _answer("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
+                                    f"Content-Length: {len(PAGE)}", PAGE))
+    bad = pods.add("bad", _answer(f"HTTP/1.1 200 OK\r\nContent-Type: text/plain; charset={charset}\r\n"
+                                  f"Content-Length: {len(PAGE)}", PAGE))
+    result = scrape([good, bad], timeout=2)
+    assert "good" in result.readings
+    if problem:
+        assert problem in result.errors["bad"]
+    else:
+        assert "bad" in result.readings or "bad" in result.errors
+
+
 @pytest.mark.parametrize("body, problem", [
     (b"5\r\nabcde\r\n0\r\n\r\n", None),
     (b"-5\r\nabcde\r\n0\r\n\r\n", "bad chunked body: chunk size b'-5' is not hexadecimal"),

@@ -5,6 +5,7 @@ parsed here (tests/integration/test_checkpoint_store.py writes them to a real S3
 """
 
 import json
+import os
 import tempfile
 from pathlib import Path
 
@@ -199,3 +200,23 @@ def test_a_store_built_from_the_uri_alone_records_the_steps_run(tmp_path: Path, 
     CheckpointStore(f"file://{tmp_path}/ckpt/r7/train").save(2, b"two")
     assert json.loads((tmp_path / "ckpt" / "r7" / "train" / "r7" / "progress.json").read_text())["run"] == "r7"
     assert latest_progress_time(f"file://{tmp_path}/ckpt/r7") is not None
+
+
+def test_a_planted_fifo_link_or_huge_progress_file_is_skipped_not_read(tmp_path: Path) -> None:
+    """Closes the class "the gate's advisory progress read is unbounded by what a tenant leaves in its folder".
+
+    A FIFO named progress.json blocked the read's open for ever, and a link to a huge (sparse) file was
+    read whole; each is now skipped, and the run's real record is still found.
+    """
+    CheckpointStore(f"file://{tmp_path}/ckpt/a/job", run_id="a").save(3, b"three")
+    (tmp_path / "ckpt" / "a" / "fifo").mkdir()
+    os.mkfifo(tmp_path / "ckpt" / "a" / "fifo" / "progress.json")
+    big = tmp_path / "big"
+    with open(big, "wb") as out:
+        out.truncate(4 << 30)
+    (tmp_path / "ckpt" / "a" / "link").mkdir()
+    (tmp_path / "ckpt" / "a" / "link" / "progress.json").symlink_to(big)
+    (tmp_path / "ckpt" / "a" / "large").mkdir()
+    with open(tmp_path / "ckpt" / "a" / "large" / "progress.json", "wb") as out:
+        out.truncate(1 << 30)
+    assert latest_progress_time(f"file://{tmp_path}/ckpt/a", timeout=1.0) is not None

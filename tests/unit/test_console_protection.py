@@ -155,3 +155,44 @@ def test_no_answer_repeats_the_requests_token(where: str) -> None:
     local = console(Counting()).test_client()
     missing = local.get(f"/jobs/{TOKEN}", headers={"Authorization": f"Bearer {TOKEN}"})
     assert missing.status_code == 404 and TOKEN not in missing.get_data(as_text=True)
+
+
+class Refusing(Counting):
+    """An API server that accepts no token (every guess is wrong); counts the reviews."""
+
+    def access(self, token: str) -> Access | None:
+        self.reviews += 1
+        return None
+
+
+def test_token_guesses_through_a_header_or_cookie_are_limited_like_sign_in() -> None:
+    """Closes the class "a way to present a token that the sign-in limit does not watch".
+
+    Before, only POST /login was limited: a Bearer header or the token cookie on any route was
+    reviewed by the API server as often as it was sent.
+    """
+    auth = Refusing()
+    client = console(auth).test_client()
+    statuses = [client.get("/", headers={"Authorization": f"Bearer guess-{i:06d}-xxxxxxxx"}).status_code
+                for i in range(30)]
+    assert 429 in statuses and auth.reviews <= 10, (auth.reviews, sorted(set(statuses)))
+    other = Refusing()
+    client = console(other).test_client()
+    for i in range(30):
+        client.set_cookie(CONSOLE_TOKEN_COOKIE, f"guess-{i:06d}-xxxxxxxx")
+        client.get("/queue")
+    assert other.reviews <= 10, other.reviews
+
+
+def test_behind_trusted_proxies_one_guesser_does_not_lock_out_another_person(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Closes the class "everyone behind one ingress shares one address's limit" (an operator opt-in)."""
+    monkeypatch.setenv("OFFHOURS_CONSOLE_TRUSTED_PROXIES", "1")
+    app = console(Counting())
+    attacker, victim = app.test_client(), app.test_client()
+    for i in range(11):
+        form = {"token": f"guess-{i:06d}-xxxxxxxx", "csrf_token": csrf_token(attacker.get("/login").get_data(as_text=True))}
+        attacker.post("/login", data=form, environ_base={"REMOTE_ADDR": "10.0.0.1", "HTTP_X_FORWARDED_FOR": "203.0.113.9"})
+    form = {"token": "the-victims-real-token", "csrf_token": csrf_token(victim.get("/login").get_data(as_text=True))}
+    answer = victim.post("/login", data=form,
+                         environ_base={"REMOTE_ADDR": "10.0.0.1", "HTTP_X_FORWARDED_FOR": "198.51.100.7"})
+    assert answer.status_code != 429

@@ -304,3 +304,11 @@ def test_the_test_guard_itself_fires() -> None:
         with bounded():
             signal.alarm(1)
             time.sleep(5)
+
+
+def test_a_second_merge_key_in_one_mapping_is_a_duplicate_key() -> None:
+    """Closes the class "a key written twice is silently read as the last one", for the merge key `<<`."""
+    with pytest.raises(InputError, match="merge key '<<' twice: line 4 and line 5"):
+        load_yaml("a: &a {k: 1}\nb: &b {k: 2}\nc:\n  <<: *a\n  <<: *b\n", "x")
+    # One `<<` with a list merges several mappings, as YAML says; the mapping's own keys still override.
+    assert load_yaml("a: &a {k: 1}\nb: &b {k: 2, j: 3}\nc:\n  <<: [*a, *b]\n  j: 4\n", "x")["c"] == {"k": 1, "j": 4}
