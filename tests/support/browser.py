@@ -51,10 +51,21 @@ def press(browser: Any, by: str, what: str) -> None:
 
     Read right after the click, the old page's elements are still there, or go stale under the read.
     """
+    from selenium.common.exceptions import WebDriverException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions
     from selenium.webdriver.support.ui import WebDriverWait
 
     page = browser.find_element(By.TAG_NAME, "html")
     browser.find_element(by, what).click()
-    WebDriverWait(browser, 30).until(expected_conditions.staleness_of(page))
+
+    def gone(_: Any) -> bool:
+        try:
+            return bool(expected_conditions.staleness_of(page)(browser))
+        except WebDriverException as err:
+            # Chromedriver sometimes answers a read of the replaced page's node with this inspector error
+            # rather than a stale-element one: the node is gone all the same.
+            if "does not belong to the document" in str(err):
+                return True
+            raise
+    WebDriverWait(browser, 30).until(gone)
