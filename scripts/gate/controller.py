@@ -23,34 +23,46 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
 from functools import partial
 from typing import Any, TextIO
 
 from offhours.scripts.cluster.arguments import declared_arguments, undeclared_problem
-from offhours.scripts.cluster.base import Autoscaler, Cluster, Deployment, ParkedCopy, Pod
+from offhours.scripts.cluster.base import Cluster, Deployment, ParkedCopy
 from offhours.scripts.cluster.template_grace import CLUSTER_SCOPED, template_grace_problem
-from offhours.scripts.cluster.workflow import (
-    CancelledWorkflow,
-    before_its_night,
-    cancelled,
-    measured_exit_seconds,
-    night_of,
-    succeeded,
+from offhours.scripts.cluster.workflow import CancelledWorkflow, cancelled, measured_exit_seconds, succeeded
+from offhours.scripts.gate.admissions import (
+    NO_RUN,
+    copy_tokens,
+    counted_jobs,
+    lineages_of,
+    linked_uids,
+    returned_by_record,
 )
 from offhours.scripts.gate.log import ERROR, INFO, WARNING, Logger
+from offhours.scripts.gate.observe import Observed, describe, observe_service, read_load, tick_view, writes_to
 from offhours.scripts.gate.quota import keep_gpu_quota
-from offhours.scripts.metrics.sources import LoadSource, Reading, ServiceTarget
+from offhours.scripts.gate.reconcile import (
+    REASON_CHARS,
+    changed_waiting,
+    look_ahead,
+    readopt,
+    reconcile_serving,
+    serving_target,
+    tick_event,
+    tick_record,
+    unread_ends,
+    waiting_annotations,
+    with_done_runs,
+    with_measured_cold_start,
+    with_runs_elsewhere,
+)
+from offhours.scripts.gate.tick_state import Basis, LeaseLost, ServiceOutcome, ServingChanged, TickState
+from offhours.scripts.metrics.sources import LoadSource, Reading
 from offhours.scripts.names import (
     AGGREGATED_EVENT_REASONS,
-    ANNOTATION_QUEUE_POSITION,
-    ANNOTATION_WAITING_REASON,
-    EVENT_GATE_HOLD,
     EVENT_GATE_TICK_FAILED,
-    EVENT_GPUS_LENT,
-    EVENT_GPUS_RECLAIMED,
     EVENT_GRACE_ABOVE_CAP,
     EVENT_REPLICAS_ADOPTED,
     EVENT_RUN_ID_MISMATCH,
@@ -58,37 +70,27 @@ from offhours.scripts.names import (
     FINISHED_PHASES,
     state_configmap_name,
 )
-from offhours.scripts.policy import forecast
-from offhours.scripts.policy.capacity import replicas_for_rates
 from offhours.scripts.policy.config import Capacity, GateConfig, ServicePolicy
-from offhours.scripts.policy.decide import Decision, ServiceState, decide
-from offhours.scripts.policy.grace import with_grace_checks
-from offhours.scripts.policy.lease import lease_seconds, renewed
+from offhours.scripts.policy.decide import Decision, ServiceState
+from offhours.scripts.policy.lease import lease_seconds
 from offhours.scripts.policy.plan import ADMITTED, PARKED, UNMANAGED, Job, Plan, plan
 from offhours.scripts.policy.record import (
     MAX_COPIES,
-    MAX_LINEAGE_MEMBERS,
-    MAX_RETURNED,
-    Copy,
     ServiceRecord,
     UnrecordedWrite,
     fingerprint,
-    need_storage,
     own_baseline,
     with_copies,
     with_done,
     with_lineages,
-    with_need,
 )
-from offhours.scripts.policy.release import measured, with_release_estimates, with_stops
-from offhours.scripts.policy.window import lending_allowed
+from offhours.scripts.policy.release import measured, with_release_estimates
 
-REPLICAS = "replicas"
+# Re-exported: callers and tests import these from the gate's entry module.
+__all__ = ["Basis", "Gate", "LOWER_TRIES", "ServiceOutcome", "look_ahead", "store_progress", "unique_holder",
+           "with_measured_cold_start"]
+
 MAX_PENDING_ENDS = 64  # admitted workflows still ending (or unreadable) whose end is read again next tick
-# A reason kept in the record: a load error can carry a whole answer body, and the record must stay far under 1 MiB.
-REASON_CHARS = 300
-# How far the API server's clock (a workflow's creationTimestamp, whole seconds) may trail the gate's.
-CLOCK_SKEW_SECONDS = 2.0
 LOWER_TRIES = 2  # re-decisions of one tick after a lower found serving changed; then it holds until the next tick
 
 
@@ -97,128 +99,11 @@ def unique_holder() -> str:
     return f"gate/{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:8]}"
 
 
-class ServingChanged(RuntimeError):
-    """A lower found serving changed by another writer since the tick read it: nothing was written."""
-
-
-class LeaseLost(RuntimeError):
-    """Another actor holds the Lease now: this gate must not write anything more this tick."""
-
-
-@dataclass(frozen=True)
-class Basis:
-    """What a reclaim check between ticks starts from: the service as the last tick left it."""
-
-    policy: ServicePolicy
-    baseline: int
-    lent: int
-    pods: list[Pod]
-    record: ServiceRecord
-
-
-@dataclass
-class ServiceOutcome:
-    """What one tick decided and did for one service."""
-
-    service: str
-    baseline: int | None = None
-    decision: Decision | None = None
-    plan: Plan | None = None
-    parked: list[str] = field(default_factory=list)
-    error: str | None = None
-    adopted: str | None = None
-    applied: int | None = None  # the replicas (or maxReplicas) the service was left at
-    basis: Basis | None = None  # for the reclaim checks until the next tick
-
-    @property
-    def failed(self) -> bool:
-        """Whether the service's tick failed before it was decided and planned."""
-        return self.decision is None or self.plan is None
-
-    def detail(self) -> str:
-        """Return what was decided and done, without the service's name (the log line names it in its own field)."""
-        if self.decision is None or self.plan is None:  # `failed`, spelled out for the type checker
-            return f"failed tick: {self.error}"
-        d, p = self.decision, self.plan
-        parts = [f"{d.action} lent {d.lent} -> {p.lent_after} of baseline {self.baseline}",
-                 f"({d.reason})", f"at {self.applied if self.applied is not None else p.scale_to}"]
-        if self.adopted:
-            parts.append(self.adopted)
-        if p.admit:
-            parts.append("admit " + ",".join(j.name for j in p.admit))
-        if p.adopt:
-            parts.append("adopt " + ",".join(j.name for j in p.adopt))
-        if p.stop:
-            parts.append("stop " + ",".join(j.name for j in p.stop))
-        if self.parked:
-            parts.append("park " + ",".join(self.parked))
-        if self.error:
-            parts.append(f"error: {self.error}")
-        return "; ".join(parts)
-
-
-@dataclass
-class Observed:
-    """One service as observed at the start of a tick."""
-
-    policy: ServicePolicy
-    dep: Deployment
-    scaler: Autoscaler | None
-    record: ServiceRecord
-    jobs: list[Job]
-    pods: list[Pod]
-    stored_text: str | None = None  # the record as read, before any unrecorded write of the gate is applied to it
-    lineages: dict[str, tuple[str, ...]] = field(default_factory=dict)  # the record's, as `lineages_of` reads them
-    returned: tuple[str, ...] = ()  # UIDs of the listed workflows returned by the record (`returned_by_record`)
-
-    @property
-    def writes_to(self) -> str:
-        """What the gate writes for this service: the replicas, or the autoscaler's maxReplicas."""
-        return f"{self.scaler.kind}/{self.scaler.name}" if self.scaler else REPLICAS
-
-    @property
-    def current(self) -> int:
-        """The value the gate would write now (replicas, or maxReplicas)."""
-        return self.scaler.max_replicas if self.scaler else self.dep.replicas
-
-
-@dataclass
-class _Tick:
-    """What one tick knows of itself: made new by each `Gate.tick`, so nothing of one tick leaks into the next."""
-
-    dry_run: bool = False
-    renewed: float = 0.0  # when the Lease was last taken or renewed (Gate.monotonic)
-    advisory_spent: float = 0.0  # seconds of advisory reads so far, against Gate.advisory_budget
-    advisory_writes: int = 0  # waiting-reason writes so far, against Gate.advisory_writes_per_tick
-    lease_notes: dict[str, str] | None = None  # the Lease's notes, read once, when first needed
-    # A reclaim between ticks (scripts/gate/reclaim.py): it gives back and stops victims, never lends,
-    # admits or counts a failed tick; for a service that turns out not to need a reclaim it writes nothing.
-    reclaim_only: bool = False
-    only: frozenset[str] | None = None  # the services of this pass; None: every service
-    readings: Mapping[str, Reading] | None = None  # the load the reclaim check read; None: read it now
-    # Record and advisory writes of failed services, held while serving writes of the tick are still to come
-    # (observing and the serving phase); None once they are all written: then at once.
-    deferred: list[Callable[[], None]] | None = None
-    # The research namespace's WorkflowTemplates by name: read once, when a job that may be admitted refers to
-    # one; None: not read (yet), or unreadable (then a job that refers to one is not admitted this tick).
-    templates: dict[str, dict[str, Any]] | None = None
-    templates_read: bool = False
-    template_too_large: dict[str, bool] = field(default_factory=dict)  # of `templates`, each measured once a tick
-    # Run id -> the services a workflow of it runs for (listed, or admitted this tick): services may share one
-    # research namespace, and one run never runs twice at once (its checkpoints are one), whichever service lends.
-    runs_running: dict[str, set[str]] = field(default_factory=dict)
-    # Run id -> the UIDs of its lineage in any service's record (`lineages_of`): only those run it, whichever service.
-    lineages: dict[str, set[str]] = field(default_factory=dict)
-    carriers: dict[str, str] = field(default_factory=dict)  # run id -> a listed workflow of its lineage (any service)
-    # Scheduled run id without a lineage -> the first workflow created of it, of any service (`first_scheduled_claims`).
-    first_claims: dict[str, str] = field(default_factory=dict)
-
-
 @dataclass
 class Gate:
     """The gate over a cluster, a load source and a configuration.
 
-    Its fields are configuration and collaborators; what a tick learns lives in that tick's `_Tick`.
+    Its fields are configuration and collaborators; what a tick learns lives in that tick's `TickState`.
     The one memory kept across ticks is `_unrecorded` (see there).
     """
 
@@ -273,13 +158,13 @@ class Gate:
         deciding on `readings` (the load the check read a moment before) where given.
         """
         ns = self.config.namespace
-        t = _Tick(dry_run=dry_run, reclaim_only=reclaim_only, only=None if only is None else frozenset(only),
+        t = TickState(dry_run=dry_run, reclaim_only=reclaim_only, only=None if only is None else frozenset(only),
                   readings=readings)
         if not dry_run:
             try:
                 held = self.cluster.acquire_lease(ns, self.holder, self.lease_seconds)
             except Exception as err:  # noqa: BLE001 - without the Lease nothing may be written: skip, never crash
-                self.log.error(f"could not take the offhours lease: {_describe(err)}: skipping this tick")
+                self.log.error(f"could not take the offhours lease: {describe(err)}: skipping this tick")
                 return []
             if not held:
                 self.log.info("another gate or the backstop holds the offhours lease: skipping this tick")
@@ -298,33 +183,25 @@ class Gate:
                     self.log.warning(f"could not release the lease: {err}")
 
     # -- the tick ---------------------------------------------------------------------------
-    def _tick(self, t: _Tick) -> list[ServiceOutcome]:
+    def _tick(self, t: TickState) -> list[ServiceOutcome]:
         services = [p for p in self.config.services if t.only is None or p.name in t.only]
         outcomes = {p.name: ServiceOutcome(p.name) for p in services}
         try:
             now = self.now()
         except Exception as err:  # noqa: BLE001 - no clock is every service's failed tick: the fail-safe still counts
-            return self._without_clock(t, services, outcomes, f"no server time to date this tick by: {_describe(err)}")
+            return self._without_clock(t, services, outcomes, f"no server time to date this tick by: {describe(err)}")
         t.deferred = []
         observed: list[Observed] = []
         for policy in services:
             try:
-                observed.append(self._observe(t, policy))
+                observed.append(observe_service(self.cluster, self.config.namespace, self.config.workflow_namespace,
+                                                policy, partial(self._note_of, t)))
             except Exception as err:  # noqa: BLE001 - any fault of one service is that service's failed tick
-                self._fail(t, policy, outcomes[policy.name], f"observe: {_describe(err)}", now)
+                self._fail(t, policy, outcomes[policy.name], f"observe: {describe(err)}", now)
         observed = self._refuse_shared_deployments(t, observed, outcomes, now)
-        for obs in observed:
-            obs.lineages = lineages_of(obs.record, obs.jobs)
-            for run, uids in obs.lineages.items():
-                t.lineages.setdefault(run, set()).update(uids)
-        for obs in observed:
-            for run, name in lineage_carriers(obs.jobs, obs.lineages).items():
-                t.carriers.setdefault(run, name)
-            for job in obs.jobs:
-                if job.run_id and job.state != PARKED:
-                    t.runs_running.setdefault(job.run_id, set()).add(obs.policy.name)
-        t.first_claims = first_scheduled_claims([j for obs in observed for j in obs.jobs], t.lineages)
-        readings = self._read(observed, now) if t.readings is None else t.readings
+        t.view = tick_view(observed)
+        t.runs_running = {run: set(names) for run, names in t.view.runs_running.items()}
+        readings = read_load(self.source, observed, now) if t.readings is None else t.readings
         # Serving first across services, whatever their number: every service's serving write (a reclaim's
         # raise) comes before any advisory read, the lends' scale-downs and records next, and only then any
         # research-side or advisory write (stops, admissions, waiting reasons) of any service.
@@ -350,7 +227,7 @@ class Gate:
                     break
                 except Exception as err:  # noqa: BLE001 - any fault of one service is that service's failed tick
                     del acting[name]
-                    self._fail(t, obs.policy, outcomes[name], f"{_describe(err)}", now, obs)
+                    self._fail(t, obs.policy, outcomes[name], f"{describe(err)}", now, obs)
             if phase == "serving":  # every raise is written: now the failed services' records and Events
                 held, t.deferred = t.deferred or [], None
                 for write in held:
@@ -363,7 +240,7 @@ class Gate:
             self.log.log(level, outcome.detail(), outcome.service)
         return list(outcomes.values())
 
-    def _without_clock(self, t: _Tick, services: list[ServicePolicy], outcomes: dict[str, ServiceOutcome],
+    def _without_clock(self, t: TickState, services: list[ServicePolicy], outcomes: dict[str, ServiceOutcome],
                        error: str) -> list[ServiceOutcome]:
         """Count a failed tick for every service (nothing is decided or renewed undated); records after every raise."""
         t.deferred = []
@@ -376,31 +253,21 @@ class Gate:
             self.log.log(ERROR if outcome.failed else WARNING, outcome.detail(), outcome.service)
         return list(outcomes.values())
 
-    def _observe(self, t: _Tick, policy: ServicePolicy) -> Observed:
-        ns = self.config.namespace
-        dep = self.cluster.deployment(ns, policy.name, policy.deployment)
-        scaler = self.cluster.autoscaler(dep)
-        text = self.cluster.read_state(ns, policy.name)
-        jobs = self.cluster.jobs(self.config.workflow_namespace, policy.name)
-        pods = self.cluster.ready_pods(dep)
-        obs = Observed(policy, dep, scaler, ServiceRecord.from_json(text), jobs, pods, text)
-        note = self._unrecorded.get(policy.name) or self._lease_note(t, policy.name)
-        if note is not None:
-            obs.record = note.supersede(obs.record, text, dep.uid, obs.writes_to)
-        obs.jobs, obs.returned = returned_by_record(jobs, obs.record, dep.uid)
-        return obs
+    def _note_of(self, t: TickState, service: str) -> UnrecordedWrite | None:
+        """Return the gate's unrecorded raise of a service: this process's, or one noted on the Lease."""
+        return self._unrecorded.get(service) or self._lease_note(t, service)
 
-    def _lease_note(self, t: _Tick, service: str) -> UnrecordedWrite | None:
+    def _lease_note(self, t: TickState, service: str) -> UnrecordedWrite | None:
         """Return this service's note on the Lease (a raise another gate process wrote without its record), if any."""
         if t.lease_notes is None:
             try:
                 t.lease_notes = self.cluster.lease_notes(self.config.namespace)
             except Exception as err:  # noqa: BLE001 - unreadable: the stored record alone (a raise then reads as an owner's: the safe side)
-                self.log.warning(f"the lease's notes are unreadable: {_describe(err)}")
+                self.log.warning(f"the lease's notes are unreadable: {describe(err)}")
                 t.lease_notes = {}
         return UnrecordedWrite.from_json(t.lease_notes.get(service))
 
-    def _recorded(self, t: _Tick, name: str) -> None:
+    def _recorded(self, t: TickState, name: str) -> None:
         """Remove the note of an unrecorded raise once the record is written (best effort: a stale note is ignored)."""
         if self._unrecorded.pop(name, None) is None and name not in (t.lease_notes or {}):
             return
@@ -408,9 +275,9 @@ class Gate:
         try:
             self.cluster.note_on_lease(self.config.namespace, self.holder, name, None)
         except Exception as err:  # noqa: BLE001 - a stale note is ignored anyway (it names the record it superseded)
-            self.log.warning(f"could not remove the lease's note for {name}: {_describe(err)}", name)
+            self.log.warning(f"could not remove the lease's note for {name}: {describe(err)}", name)
 
-    def _release_removed(self, t: _Tick) -> None:
+    def _release_removed(self, t: TickState) -> None:
         """Give back what the gate lent of services no longer configured, then forget them (one Event each).
 
         The record is the gate's own memory of what it lent: whatever the configuration says now, a
@@ -424,7 +291,7 @@ class Gate:
         except Exception as err:  # noqa: BLE001 - advisory for this tick: the next one lists them again
             if not self._unlisted:  # once per process: a Role without the right would say it every tick
                 self.log.warning(f"could not list the gate's records (a service removed from the configuration "
-                                 f"gets back what was lent only when it can): {_describe(err)}")
+                                 f"gets back what was lent only when it can): {describe(err)}")
             self._unlisted = True
             return
         for service in removed:
@@ -434,9 +301,9 @@ class Gate:
                 raise
             except Exception as err:  # noqa: BLE001 - that record's fault: kept for the next tick
                 self.log.error(f"could not give back what was lent of {service} (no longer configured): "
-                               f"{_describe(err)}", service)
+                               f"{describe(err)}", service)
 
-    def _release(self, t: _Tick, service: str) -> None:
+    def _release(self, t: TickState, service: str) -> None:
         ns, wf_ns = self.config.namespace, self.config.workflow_namespace
         text = self.cluster.read_state(ns, service)
         record = ServiceRecord.from_json(text)
@@ -445,20 +312,19 @@ class Gate:
         what = "nothing to give back"
         if dep is not None:
             scaler = self.cluster.autoscaler(dep)
+            note = self._note_of(t, service)
+            if note is not None:
+                record = note.supersede(record, text, dep.uid, writes_to(scaler))
             obs = Observed(ServicePolicy(name=service, capacity=Capacity(), deployment=dep.name), dep, scaler, record,
                            [], [], text)
-            note = self._unrecorded.get(service) or self._lease_note(t, service)
-            if note is not None:
-                record = obs.record = note.supersede(record, text, dep.uid, obs.writes_to)
             # What the gate lent of this incarnation (by its record; by the marks if the record is unreadable).
             lent = sum(j.replicas for j in counted_jobs(listed, record, dep.uid) if j.state == ADMITTED)
             owned = own_baseline(record, dep.uid, obs.writes_to, obs.current, lent)
             if obs.current < owned.baseline:
                 what = f"{obs.writes_to} restored from {obs.current} to its baseline {owned.baseline}"
-                self._apply(t, obs, owned.record, owned.baseline)
+                record = self._apply(t, obs, owned.record, owned.baseline)  # as applied: what later writes build on
             elif lent:
                 what = f"{obs.writes_to} already at {obs.current} (baseline {owned.baseline})"
-            record = obs.record  # as applied: what a later write of this release builds on
         # Then whatever of it runs gives its GPUs back, as in any reclaim (parked again; stopped without a copy if its
         # status says its work is done): what the gate lent, and what runs without admission, which no tick of this
         # service stops any more. Whatever waits parked waits on. A failure keeps the record for the next tick.
@@ -509,9 +375,9 @@ class Gate:
         try:
             self.cluster.record_event(ns, kind, name, EVENT_SERVICE_RELEASED, message, True)
         except Exception as err:  # noqa: BLE001 - an event is a record, not an action
-            self.log.warning(f"could not record event {EVENT_SERVICE_RELEASED}: {_describe(err)}", service)
+            self.log.warning(f"could not record event {EVENT_SERVICE_RELEASED}: {describe(err)}", service)
 
-    def _refuse_shared_deployments(self, t: _Tick, observed: list[Observed], outcomes: dict[str, ServiceOutcome],
+    def _refuse_shared_deployments(self, t: TickState, observed: list[Observed], outcomes: dict[str, ServiceOutcome],
                                    now: float) -> list[Observed]:
         """Two services resolving to one Deployment would flip it between their targets: neither acts."""
         by_uid: dict[str, list[Observed]] = {}
@@ -532,100 +398,56 @@ class Gate:
                            restore=obs is restorer)
         return kept
 
-    def _read(self, observed: list[Observed], now: float) -> dict[str, Reading]:
-        if not observed:
-            return {}
-        targets = [ServiceTarget(o.policy.name, o.pods, o.record.samples if o.record.deployment_uid == o.dep.uid else {})
-                   for o in observed]
-        try:
-            return self.source.read(targets, now)
-        except Exception as err:  # noqa: BLE001 - a broken source is a failed reading for every service, not a crash
-            return {t.service: Reading(None, f"load source failed: {_describe(err)}") for t in targets}
-
-    def _service(self, t: _Tick, obs: Observed, reading: Reading, now: float,
+    def _service(self, t: TickState, obs: Observed, reading: Reading, now: float,
                  outcome: ServiceOutcome) -> Iterator[None]:
-        """One service's tick in three steps (`_tick` runs each step for every service before the next step)."""
-        policy, dep = obs.policy, obs.dep
-        # A job's exit time: what its run's recent stops measured, else its declared grace, within the service's cap.
-        jobs = with_lineage(counted_jobs(obs.jobs, obs.record, dep.uid), obs.record, t.lineages, t.carriers,
-                            t.first_claims)
-        jobs = with_release_estimates(jobs, obs.record.releases, policy.max_grace_seconds)
-        # A grace the cap does not bound (the workflow's own, or raised since its admission) is that job's problem,
-        # and an admitted one's exit time is read as what it is, not as the cap.
-        checked = with_grace_checks(jobs, policy.max_grace_seconds, policy.name)
-        over_cap = [j for j, was in zip(checked, jobs) if j.state == ADMITTED and j.problem and not was.problem]
-        jobs = checked
-        lent = sum(j.replicas for j in jobs if j.state == ADMITTED)
-        owned = own_baseline(obs.record, dep.uid, obs.writes_to, obs.current, lent)
-        baseline, record = owned.baseline, replace(owned.record, deployment=dep.name)
-        outcome.baseline, outcome.adopted = baseline, owned.adopted
-        if obs.scaler is not None and obs.scaler.min_replicas > policy.min_replicas:
-            policy = replace(policy, min_replicas=obs.scaler.min_replicas)  # never cap below the autoscaler's floor
-        policy = with_measured_cold_start(policy, obs.pods)
-        record, floor = self._look_ahead(policy, record, reading, now)
-        decide_on = partial(
-            decide,
-            now=now,
-            policy=policy,
-            lent=lent,
-            load=reading.load,
-            load_error=reading.error,
-            lending_allowed=lending_allowed(policy.schedule, datetime.fromtimestamp(now, timezone.utc)),
-            max_age_seconds=self.config.metrics.max_age_seconds,
-            failed_ticks_before_reclaim=self.config.failed_ticks_before_reclaim,
-            state=record.decision,
-            forecast_required=floor,
-            tick_seconds=self.config.tick_seconds,
-        )
-        decision = decide_on(baseline=baseline)
-        outcome.decision = decision
+        """One service's tick in three phases (`_tick` runs each phase for every service before the next one).
+
+        Reconcile decides (pure); the serving write comes first; then the reads that only a stop or an
+        admission needs, the plan and the record; then the research side.
+        """
+        intent = reconcile_serving(self.config, obs, reading, now, t.view)
+        policy, dep, jobs, record, decision = intent.policy, obs.dep, intent.jobs, intent.record, intent.decision
+        outcome.baseline, outcome.adopted, outcome.decision = intent.baseline, intent.adopted, decision
         if t.dry_run or (t.reclaim_only and decision.target_lent >= decision.lent):
             jobs = self._with_template_checks(t, jobs, policy) if t.dry_run else jobs  # a dry run writes nothing
-            outcome.plan = plan(decision, baseline, jobs, now, explain=not t.reclaim_only)
-            outcome.basis = Basis(policy, baseline, decision.lent, obs.pods, obs.record)
+            outcome.plan = plan(decision, intent.baseline, jobs, now, explain=not t.reclaim_only)
+            outcome.basis = Basis(policy, intent.baseline, decision.lent, obs.pods, obs.record)
             return
         # Serving first: a reclaim raises serving to what the decision needs before anything else.
-        if decision.target_lent < decision.lent:
-            record = self._apply(t, obs, record, max(obs.current, baseline - decision.target_lent))
+        if intent.raise_to is not None:
+            record = self._apply(t, obs, record, max(obs.current, intent.raise_to))
         yield  # every service's raise is written before anything below, of any service
-        if owned.adopted:
-            self._event(policy.name, dep, EVENT_REPLICAS_ADOPTED, owned.adopted)
+        if intent.adopted:
+            self._event(policy.name, dep, EVENT_REPLICAS_ADOPTED, intent.adopted)
         if decision.target_lent < decision.lent and self.progress is not None:
             jobs = [self._with_progress(t, j) for j in jobs]  # advisory: only when a stop is coming
         if not t.reclaim_only and record.releasing:
             record, jobs = self._measure_releases(t, obs, record, jobs, now)  # advisory, after serving's raise
         # A reclaim pass reads no ends: the ends still to be read stay in the record for the next tick.
-        succeeded_runs, pending = ([], _unread_ends(obs)) if t.reclaim_only else self._ended(t, obs, obs.lineages, now)
+        succeeded_runs, pending = ([], unread_ends(obs)) if t.reclaim_only else self._ended(t, obs, obs.lineages, now)
         done = with_done(record.done, succeeded_runs, now)
         if decision.target_lent > decision.lent:
             # A parked copy's original is read only when something may be admitted (it decides whether the copy may run).
             jobs = self._with_originals(t, jobs)
-        jobs = _with_done_runs(jobs, {run for run, _ in done})
+        jobs = with_done_runs(jobs, {run for run, _ in done})
         jobs = self._with_template_checks(t, jobs, policy)
-        jobs = _with_runs_elsewhere(jobs, t.runs_running, policy.name)
+        jobs = with_runs_elsewhere(jobs, t.runs_running, policy.name)
         for tries in range(LOWER_TRIES, -1, -1):
-            p = plan(decision, baseline, jobs, now)
-            scale_to = p.scale_to if decision.action == "lend" else max(p.scale_to, obs.current)  # only a lend lowers
+            p = plan(decision, intent.baseline, jobs, now)
             try:
-                record = self._apply(t, obs, record, scale_to)
+                record = self._apply(t, obs, record, serving_target(decision, p, obs.current))
                 break
             except ServingChanged as changed:
                 # Another writer changed serving after this tick read it: nothing was written. Read again (the
                 # answer is the value found) and decide again on it, its change adopted as the owner's; after
                 # LOWER_TRIES, a lend holds (no lower this tick): the next tick decides again.
-                owned = own_baseline(obs.record, dep.uid, obs.writes_to, obs.current, lent)
-                baseline, record = owned.baseline, replace(owned.record, deployment=dep.name)
-                outcome.baseline, outcome.adopted = baseline, f"{changed}; {owned.adopted or 'kept'}"
-                decision = decide_on(baseline=baseline)
-                if not tries and decision.target_lent > decision.lent:
-                    decision = replace(decision, action="hold", target_lent=decision.lent,
-                                       reason=f"{decision.reason}; serving changed by another writer at each try: "
-                                              "nothing lowered this tick")
-                outcome.decision = decision
+                intent = readopt(self.config, intent, obs, changed.record, str(changed), now, last_try=not tries)
+                record, decision = intent.record, intent.decision
+                outcome.baseline, outcome.adopted, outcome.decision = intent.baseline, intent.adopted, decision
                 if not tries:
                     # The plan is the final decision's, never the unwritten lend's: nothing is admitted on GPUs
                     # serving still holds. A hold or a reclaim never lowers, so its write (a raise) cannot conflict.
-                    p = plan(decision, baseline, jobs, now)
+                    p = plan(decision, intent.baseline, jobs, now)
                     record = self._apply(t, obs, record, max(p.scale_to, obs.current))
         for job in (*p.admit, *p.adopt):
             if job.run_id:
@@ -634,46 +456,22 @@ class Gate:
         outcome.applied = obs.current
         # What the gate admits is recorded before it is admitted: only these count as lent on the next tick.
         # A reclaim check's pass admits and adopts nothing (its research side drops them), so records none.
-        granted = () if t.reclaim_only else (*p.admit, *p.adopt)
-        record = replace(record, decision=decision.state, samples=reading.samples or record.samples,
-                         last_decision=_last_decision(decision, p, now), deployment=dep.name,
-                         admitted={**{j.uid: j.replicas for j in jobs if j.state == ADMITTED and j.uid},
-                                   **{j.uid: j.replicas for j in granted if j.uid}},
-                         runs={**pending, **{j.uid: (j.run_id, j.name) for j in (*jobs, *granted)
-                                             if j.uid and j.run_id and (j.state == ADMITTED or j in granted)}},
-                         done=done,
-                         # A run the gate admits joins its lineage (the first admitted begins it); a copy once it is
-                         # listed (`lineages_of`). Kept while a workflow of it is listed or still ending.
-                         lineages=with_lineages(obs.lineages, [(j.run_id, j.uid) for j in granted
-                                                               if j.uid in t.lineages.get(j.run_id or "", {j.uid})],
-                                                [*(j.uid for j in obs.jobs), *pending, *(j.uid for j in granted)]),
-                         returned=obs.returned[-MAX_RETURNED:],
-                         # The copies this tick's stops park are recorded before they are made, as admissions are.
-                         copies=with_copies(record.copies, [(j.uid, j.run_id) for j in p.stop],
-                                            linked_uids(jobs), now,
-                                            [j.uid for j in jobs if j.state == ADMITTED and j.uid], self.token),
-                         # Only the gate's own admissions are measured: a workflow running without one may carry
-                         # any run id (a tenant-written label), and its stop would be measured under that run.
-                         # Nor one whose pod GC deletes pods as they end: the slowest may be gone unread.
-                         releasing=with_stops(record.releasing,
-                                              [j for j in p.stop if j.state == ADMITTED and j.pods_kept], now))
-        record = renewed(record, now, self.lease_duration)  # lending is a lease: this tick renews it
+        record = tick_record(intent, obs, record, decision, p, jobs, reading, now,
+                             granted=() if t.reclaim_only else (*p.admit, *p.adopt), pending=pending, done=done,
+                             lineages=t.view.lineages, token=self.token, lease_duration=self.lease_duration)
         self._fence(t)
         self.cluster.write_state(self.config.namespace, policy.name, record.to_json())
+        t.written[policy.name] = record
         self._recorded(t, policy.name)
-        outcome.basis = Basis(policy, baseline, p.lent_after, obs.pods, record)
+        outcome.basis = Basis(policy, intent.baseline, p.lent_after, obs.pods, record)
         yield  # every service's serving writes and record are written before any research-side write
         self._research_side(t, obs, decision, p, outcome, record)
-        for job in (j for j in over_cap if f"stop {j.name}: " not in (outcome.error or "")):  # said once it is done
+        for job in (j for j in intent.over_cap if f"stop {j.name}: " not in (outcome.error or "")):  # said once done
             self._event(policy.name, dep, EVENT_GRACE_ABOVE_CAP,
                         f"workflow {self.config.workflow_namespace}/{job.name} was admitted but {job.problem}: "
                         "stopped and parked again (its copy's grace is capped when it is admitted)", warning=True)
 
-    def _look_ahead(self, policy: ServicePolicy, record: ServiceRecord, reading: Reading,
-                    now: float) -> tuple[ServiceRecord, int | None]:
-        return look_ahead(self.config, policy, record, reading, now)
-
-    def _apply(self, t: _Tick, obs: Observed, record: ServiceRecord, value: int) -> ServiceRecord:
+    def _apply(self, t: TickState, obs: Observed, record: ServiceRecord, value: int) -> ServiceRecord:
         """Write replicas (or the autoscaler's maxReplicas) if they differ; record the intent first.
 
         Conditional on what this tick read (`obs.current`): a lower writes only if serving still holds it, else
@@ -690,22 +488,22 @@ class Gate:
             if value < obs.current:
                 raise  # no lending without the record of it
             self._note_unrecorded(obs, intent)  # a raise for serving goes ahead anyway, noted as the gate's own
-        obs.record = intent  # what a failure later in this tick records (not the record as it was read)
+        t.written[obs.policy.name] = intent  # what a failure later in this tick records (not the record as read)
         self._fence(t)
         target = obs.scaler if obs.scaler is not None else obs.dep
         if value < read:
             answer = self.cluster.lower_serving(target, read, value)  # leaves `target` (obs.current) at the answer
             if answer.conflict:
-                obs.record = replace(intent, applied=read, applying_from=None)  # unwritten: measured from the read
+                found = t.written[obs.policy.name] = replace(intent, applied=read, applying_from=None)  # unwritten
                 raise ServingChanged(f"{obs.writes_to} set to {answer.value} by another writer after the gate read "
-                                     f"{read} (its lower to {value} not written)")
+                                     f"{read} (its lower to {value} not written)", found)
         elif self.cluster.raise_serving(target, read, value).value != value:
             # Another writer raised it past `value` meanwhile: the gate wrote nothing, and adopts that value as
             # theirs (measured from what it read) at its next read.
-            obs.record = replace(intent, applied=read, applying_from=None)
-            return obs.record
-        obs.record = replace(intent, applying_from=None)
-        return obs.record
+            t.written[obs.policy.name] = replace(intent, applied=read, applying_from=None)
+            return t.written[obs.policy.name]
+        t.written[obs.policy.name] = replace(intent, applying_from=None)
+        return t.written[obs.policy.name]
 
     def _note_unrecorded(self, obs: Observed, intent: ServiceRecord) -> None:
         assert intent.baseline is not None and intent.applied is not None and intent.applying_from is not None
@@ -715,10 +513,10 @@ class Gate:
         try:
             self.cluster.note_on_lease(self.config.namespace, self.holder, obs.policy.name, note.to_json())
         except Exception as err:  # noqa: BLE001 - this process still knows; the next one reads the raise as an owner's (the safe side)
-            self.log.warning(f"could not note the unrecorded raise of {obs.policy.name} on the lease: {_describe(err)}",
+            self.log.warning(f"could not note the unrecorded raise of {obs.policy.name} on the lease: {describe(err)}",
                              obs.policy.name)
 
-    def _research_side(self, t: _Tick, obs: Observed, decision: Decision, p: Plan, outcome: ServiceOutcome,
+    def _research_side(self, t: TickState, obs: Observed, decision: Decision, p: Plan, outcome: ServiceOutcome,
                        record: ServiceRecord | None = None) -> None:
         """Park, stop, admit, delete, annotate: each job on its own; one failure never undoes serving's writes.
 
@@ -743,15 +541,14 @@ class Gate:
         steps += [(f"delete {j.name}", partial(self.cluster.delete_workflow, wf_ns, j.name), None) for j in p.delete]
         # The reason a job waits, on the job itself, written only when it changes and within the tick's budget
         # of advisory writes (what is left over is written by a later tick: it still differs then).
-        changed = [(j, position, reason) for j, position, reason in p.waiting
-                   if (j.waiting_reason, j.queue_position) != (reason, position)]
+        changed = changed_waiting(p)
         budget = max(0, self.advisory_writes_per_tick - t.advisory_writes)
         if len(changed) > budget:
             self.log.info(f"{len(changed) - budget} waiting reason(s) left for a later tick (advisory writes: "
                           f"{self.advisory_writes_per_tick} a tick)", obs.policy.name)
         t.advisory_writes += min(len(changed), budget)
         steps += [(f"annotate {j.name}", partial(self.cluster.annotate_workflow, wf_ns, j.name,
-                                                 _waiting_annotations(reason, position), {}), j)
+                                                 waiting_annotations(reason, position), {}), j)
                   for j, position, reason in changed[:budget]]
         untrusted: list[tuple[str, Job]] = []  # (what was done, job) for each workflow whose run id is untrusted
         for what, step, about in steps:
@@ -761,7 +558,7 @@ class Gate:
             except LeaseLost:
                 raise
             except Exception as err:  # noqa: BLE001 - one job's fault is that job's
-                errors.append(f"{what}: {_describe(err)}")
+                errors.append(f"{what}: {describe(err)}")
                 continue
             if about is not None and about.run_problem:
                 untrusted.append(("stopped" if what.startswith("stop ") else "not admitted while it is so", about))
@@ -771,7 +568,7 @@ class Gate:
             except LeaseLost:
                 raise
             except Exception as err:  # noqa: BLE001 - the next tick knows the copy by its token instead
-                errors.append(f"record the parked copies: {_describe(err)}")
+                errors.append(f"record the parked copies: {describe(err)}")
         if errors:
             outcome.error = "; ".join(errors)
         self._record_tick_event(obs, decision, p, outcome)
@@ -779,7 +576,7 @@ class Gate:
             self._event(obs.policy.name, obs.dep, EVENT_RUN_ID_MISMATCH,
                         f"workflow {wf_ns}/{job.name}: {job.run_problem}: {done}", warning=True)
 
-    def _park_and_stop(self, t: _Tick, namespace: str, job: Job, outcome: ServiceOutcome, lineage: Collection[str] = (),
+    def _park_and_stop(self, t: TickState, namespace: str, job: Job, outcome: ServiceOutcome, lineage: Collection[str] = (),
                        token: str = "", made: dict[str, ParkedCopy] | None = None) -> None:
         # Park a copy first (idempotent: a copy the gate made before is known by its UID, in the run's `lineage`),
         # then stop: a stopped job always has its copy, unless its run was cancelled since the tick listed it.
@@ -795,7 +592,7 @@ class Gate:
         self._fence(t)
         self.cluster.stop(namespace, job)
 
-    def _record_copies(self, t: _Tick, obs: Observed, record: ServiceRecord, stopped: list[Job],
+    def _record_copies(self, t: TickState, obs: Observed, record: ServiceRecord, stopped: list[Job],
                        made: Mapping[str, ParkedCopy]) -> None:
         """Write the copies just made into their runs' lineages: a stopped workflow of a lineage goes on in its copy."""
         lineages = dict(record.lineages or ())
@@ -808,7 +605,7 @@ class Gate:
         self._fence(t)
         self.cluster.write_state(self.config.namespace, obs.policy.name, replace(record, lineages=kept).to_json())
 
-    def _ended(self, t: _Tick, obs: Observed, lineages: Mapping[str, Collection[str]],
+    def _ended(self, t: TickState, obs: Observed, lineages: Mapping[str, Collection[str]],
                now: float) -> tuple[list[str], dict[str, tuple[str, str]]]:
         """Read how each workflow the gate admitted and no longer lists ended (advisory, once each).
 
@@ -840,7 +637,7 @@ class Gate:
                 pending[uid] = (run, name)
         return done, pending
 
-    def _with_originals(self, t: _Tick, jobs: list[Job]) -> list[Job]:
+    def _with_originals(self, t: TickState, jobs: list[Job]) -> list[Job]:
         """Read the original of each parked copy (`_with_original`) as advisory reads, within the tick's budget.
 
         The `parked-from` annotation is anyone's to write: one read per workflow that carries it, unbounded, made a
@@ -887,7 +684,7 @@ class Gate:
                        exit_seconds=job.exit_seconds if measured is None else measured,
                        exit_learnt=job.exit_learnt or measured is not None)
 
-    def _with_template_checks(self, t: _Tick, jobs: list[Job], policy: ServicePolicy) -> list[Job]:
+    def _with_template_checks(self, t: TickState, jobs: list[Job], policy: ServicePolicy) -> list[Job]:
         """Mark each job that may be admitted or adopted and whose templates refuse it: one read serves both checks.
 
         - an argument its template does not declare: Argo runs such a workflow with the template's default and
@@ -916,12 +713,12 @@ class Gate:
                 try:
                     problem = self._template_problem(t, job, templates, policy)
                 except Exception as err:  # noqa: BLE001 - a tenant's template that breaks the check is that job's
-                    problem = f"its templates could not be checked: {_describe(err)}"
+                    problem = f"its templates could not be checked: {describe(err)}"
             out.append(job if problem is None else replace(job, problem=problem))
         return out
 
     @staticmethod
-    def _template_problem(t: _Tick, job: Job, templates: dict[str, dict[str, Any]] | None,
+    def _template_problem(t: TickState, job: Job, templates: dict[str, dict[str, Any]] | None,
                           policy: ServicePolicy) -> str | None:
         declared = templates.get(job.template or "") if templates is not None and job.template else None
         problem = None if declared is None else \
@@ -929,7 +726,7 @@ class Gate:
         return problem or template_grace_problem(job.template_spec, templates, policy.max_grace_seconds, policy.name,
                                                  t.template_too_large)
 
-    def _measure_releases(self, t: _Tick, obs: Observed, record: ServiceRecord, jobs: list[Job],
+    def _measure_releases(self, t: TickState, obs: Observed, record: ServiceRecord, jobs: list[Job],
                           now: float) -> tuple[ServiceRecord, list[Job]]:
         """Read the pods of the jobs stopped earlier, record the releases that ended, plan with them (advisory)."""
         names = {name: uid for name, _, _, uid in record.releasing}
@@ -941,7 +738,7 @@ class Gate:
         record = replace(record, releasing=releasing, releases=releases)
         return record, with_release_estimates(jobs, releases, obs.policy.max_grace_seconds)
 
-    def _with_progress(self, t: _Tick, job: Job) -> Job:
+    def _with_progress(self, t: TickState, job: Job) -> Job:
         if job.state != ADMITTED or self.progress is None:
             return job
         progress = self.progress
@@ -950,7 +747,7 @@ class Gate:
             return job
         return replace(job, progress_at=float(at))
 
-    def _advisory(self, t: _Tick, what: str, read: Callable[[], Any], job: Job, budgeted: bool = True) -> Any:
+    def _advisory(self, t: TickState, what: str, read: Callable[[], Any], job: Job, budgeted: bool = True) -> Any:
         """Run an advisory read about `job` with a per-call timeout inside the tick's budget; None when over either.
 
         Not `budgeted`: the per-call timeout alone bounds it, and it takes nothing from the budget (a read made
@@ -981,12 +778,12 @@ class Gate:
                              job=job.name)
             return None
         if failure:
-            self.log.warning(f"{what} unreadable: {_describe(failure[0])}", job.service, job=job.name)
+            self.log.warning(f"{what} unreadable: {describe(failure[0])}", job.service, job=job.name)
             return None
         return result[0] if result else None
 
     # -- faults -----------------------------------------------------------------------------
-    def _fail(self, t: _Tick, policy: ServicePolicy, outcome: ServiceOutcome, error: str, now: float | None,
+    def _fail(self, t: TickState, policy: ServicePolicy, outcome: ServiceOutcome, error: str, now: float | None,
               obs: Observed | None = None, restore: bool = True) -> None:
         """Count a failed tick for one service; after enough in a row, restore its whole baseline (unless not `restore`).
 
@@ -1000,7 +797,7 @@ class Gate:
         try:
             self._fence(t)
             text = obs.stored_text if obs is not None else self.cluster.read_state(ns, policy.name)
-            record = obs.record if obs is not None else ServiceRecord.from_json(text)
+            record = t.written.get(policy.name, obs.record) if obs is not None else ServiceRecord.from_json(text)
             failed = record.decision.failed_ticks + 1
             record = replace(record, decision=ServiceState((), failed),
                              last_decision={"at": now if now is not None else record.last_decision.get("at"),
@@ -1013,11 +810,11 @@ class Gate:
         except LeaseLost:
             raise
         except Exception as err:  # noqa: BLE001 - the record is best effort; the Event below still says why
-            outcome.error = f"{error}; could not record the failed tick: {_describe(err)}"
+            outcome.error = f"{error}; could not record the failed tick: {describe(err)}"
             record = None
         self._after_serving(t, partial(self._record_failure, t, policy.name, name, record, outcome, error))
 
-    def _record_failure(self, t: _Tick, service: str, deployment: str, record: ServiceRecord | None,
+    def _record_failure(self, t: TickState, service: str, deployment: str, record: ServiceRecord | None,
                         outcome: ServiceOutcome, error: str) -> None:
         """Write a failed tick's record (if it was read) and its Event."""
         ns = self.config.namespace
@@ -1029,18 +826,18 @@ class Gate:
             except LeaseLost:
                 raise
             except Exception as err:  # noqa: BLE001 - the record is best effort; the Event below still says why
-                outcome.error = f"{error}; could not record the failed tick: {_describe(err)}"
+                outcome.error = f"{error}; could not record the failed tick: {describe(err)}"
         self._event_on(service, ns, deployment, EVENT_GATE_TICK_FAILED, outcome.error or error, warning=True)
 
     @staticmethod
-    def _after_serving(t: _Tick, write: Callable[[], None]) -> None:
+    def _after_serving(t: TickState, write: Callable[[], None]) -> None:
         """Run a record or advisory write now, or, while the tick's serving writes are still to come, after them."""
         if t.deferred is None:
             write()
         else:
             t.deferred.append(write)
 
-    def _restore_baseline(self, t: _Tick, policy: ServicePolicy, record: ServiceRecord, obs: Observed | None,
+    def _restore_baseline(self, t: TickState, policy: ServicePolicy, record: ServiceRecord, obs: Observed | None,
                           stored_text: str | None) -> tuple[ServiceRecord, str]:
         """Put serving back at its whole baseline (the fail-safe), whatever else cannot be read; say what was done.
 
@@ -1052,16 +849,16 @@ class Gate:
         dep = self.cluster.deployment(self.config.namespace, policy.name, policy.deployment)
         if record.deployment_uid and dep.uid and dep.uid != record.deployment_uid:
             return record, "the Deployment is a new one: nothing the gate lent is on it, nothing to restore"
-        fresh = Observed(policy, dep, self.cluster.autoscaler(dep), record, obs.jobs if obs is not None else [], [],
-                         stored_text)
-        if record.writes_to and fresh.writes_to != record.writes_to:
+        scaler = self.cluster.autoscaler(dep)
+        if record.writes_to and writes_to(scaler) != record.writes_to:
             # A new writer target (an HPA came or went): its baseline is learned by a tick that can
             # count the lent jobs, not by a fail-safe that could not read them.
-            return record, f"the gate now writes {fresh.writes_to}: nothing to restore until a tick learns its baseline"
+            return record, f"the gate now writes {writes_to(scaler)}: nothing to restore until a tick learns its baseline"
         if obs is None:
-            note = self._unrecorded.get(policy.name) or self._lease_note(t, policy.name)
+            note = self._note_of(t, policy.name)
             if note is not None:
-                record = fresh.record = note.supersede(record, stored_text, dep.uid, fresh.writes_to)
+                record = note.supersede(record, stored_text, dep.uid, writes_to(scaler))
+        fresh = Observed(policy, dep, scaler, record, obs.jobs if obs is not None else [], [], stored_text)
         # What someone else set during the failed ticks is theirs: restore the adopted baseline, not the stored one.
         lent = sum(j.replicas for j in counted_jobs(fresh.jobs, record, dep.uid) if j.state == ADMITTED)
         owned = own_baseline(record, dep.uid, fresh.writes_to, fresh.current, lent)
@@ -1071,7 +868,7 @@ class Gate:
             return record, f"serving restored to its baseline {owned.baseline}"
         return record, f"serving already at {fresh.current} (its baseline is {owned.baseline})"
 
-    def _fence(self, t: _Tick) -> None:
+    def _fence(self, t: TickState) -> None:
         """Renew the Lease when a third of it has passed; raise `LeaseLost` if another actor has it."""
         if t.dry_run:
             return
@@ -1083,30 +880,15 @@ class Gate:
         except Exception as err:  # noqa: BLE001 - an unreachable API: keep going only while the grant surely holds
             if elapsed < self.lease_seconds * 2 / 3:
                 return
-            raise LeaseLost(f"the lease could not be renewed ({_describe(err)})") from None
+            raise LeaseLost(f"the lease could not be renewed ({describe(err)})") from None
         if not held:
             raise LeaseLost("another actor took the offhours lease")
         t.renewed = self.monotonic()
 
     # -- events -----------------------------------------------------------------------------
     def _record_tick_event(self, obs: Observed, decision: Decision, p: Plan, outcome: ServiceOutcome) -> None:
-        gpus = obs.policy.gpus_per_replica
-        message = (f"{decision.action}: {decision.reason}. required={decision.required} baseline={outcome.baseline} "
-                   f"lent {decision.lent}->{p.lent_after} replicas ({p.lent_after * gpus} GPUs); "
-                   f"{obs.writes_to} at {obs.current}")
-        if p.admit or p.adopt:
-            message += "; admitted " + ", ".join(j.name for j in (*p.admit, *p.adopt))
-        if p.stop:
-            message += "; stopped " + ", ".join(j.name for j in p.stop) + "; parked " + ", ".join(outcome.parked)
-        if p.notes:
-            message += "; " + "; ".join(p.notes)
-        if outcome.error:
-            message += f"; errors: {outcome.error}"
-        reason = (EVENT_GPUS_LENT if p.lent_after > decision.lent
-                  else EVENT_GPUS_RECLAIMED if p.lent_after < decision.lent or decision.action == "reclaim"
-                  else EVENT_GATE_HOLD)
-        self._event(obs.policy.name, obs.dep, reason, message, warning=bool(outcome.error) or (
-            decision.action == "reclaim" and "failed ticks" in decision.reason))
+        reason, message, warning = tick_event(obs, decision, p, outcome.baseline, outcome.parked, outcome.error)
+        self._event(obs.policy.name, obs.dep, reason, message, warning=warning)
 
     def _event(self, service: str, dep: Deployment, reason: str, message: str, warning: bool = False) -> None:
         self._event_on(service, dep.namespace, dep.name, reason, message, warning)
@@ -1117,268 +899,7 @@ class Gate:
             self.cluster.record_event(namespace, "Deployment", name, reason, message, warning,
                                       aggregate=reason in AGGREGATED_EVENT_REASONS)
         except Exception as err:  # noqa: BLE001 - an event is a record, not an action: never let it undo a tick
-            self.log.warning(f"could not record event {reason}: {_describe(err)}", service, reason=reason)
-
-
-def look_ahead(config: GateConfig, policy: ServicePolicy, record: ServiceRecord, reading: Reading,
-               now: float) -> tuple[ServiceRecord, int | None]:
-    """Return the record with this need added, and the look-ahead floor (trend, volatility, time of day), if on.
-
-    The reaction time it looks over is the gate's own: a reclaim check's period (or a tick, without
-    checks), the service's grace cap and its cold start (`with_measured_cold_start`).
-    """
-    if not forecast.enabled(policy) or reading.load is None or reading.error is not None:
-        return record, None
-    need = replicas_for_rates(reading.load, policy)
-    if not (need >= 0 and need < float("inf")):
-        return record, None  # decide names the unusable reading
-    tick = float(config.tick_seconds)
-    reaction = forecast.reaction_seconds(policy, tick, float(config.reclaim_check_seconds or tick))
-    keep = forecast.history_ticks(policy, tick, reaction)
-    needs = with_need(record.needs, now, need, tick, keep)
-    exact, width = need_storage(keep, forecast.exact_ticks(policy, tick, reaction), tick)  # the record's bound
-    return (replace(record, needs=needs, needs_exact=exact, needs_width=width),
-            forecast.forecast_required([n for _, n in needs], policy, tick, reaction))
-
-
-def with_measured_cold_start(policy: ServicePolicy, pods: list[Pod]) -> ServicePolicy:
-    """Return the policy with the cold start measured on its ready pods (created -> Ready), the configured value as prior."""
-    starts = [p.start_seconds for p in pods if p.start_seconds is not None]
-    if not starts:
-        return policy
-    return replace(policy, cold_start_seconds=forecast.cold_start_estimate(policy.cold_start_seconds, starts))
-
-
-def returned_by_record(jobs: list[Job], record: ServiceRecord, uid: str) -> tuple[list[Job], tuple[str, ...]]:
-    """Split the listed jobs: those the tick reads on, and the UIDs of those returned by the gate's record.
-
-    The `returned` label and the status that says only an exit handler runs are anyone's to write: a workflow so
-    labelled gave its GPUs back only if the gate admitted it (its UID is one of the record's admissions, or of its
-    runs: an admission still ending, or one it saw returned before). Such a one is listed no more, as it always
-    was (how it ends is read as any ended admission's). A record of an older gate that kept no admissions leaves
-    the mark of the Deployment it was admitted against as the evidence (as `counted_jobs`). Any other workflow so
-    labelled runs without admission: stopped like one (its status says its work is done: without a copy).
-    """
-    known = {*(record.admitted or {}), *(record.runs or {}), *record.returned}
-    kept: list[Job] = []
-    returned: list[str] = []
-    for job in jobs:
-        if job.returned and job.uid and (job.uid in known or record.admitted is None and bool(uid)
-                                         and job.borrowed_from == uid):
-            returned.append(job.uid)
-        else:
-            kept.append(job)
-    return kept, tuple(returned)
-
-
-def counted_jobs(jobs: list[Job], record: ServiceRecord, uid: str) -> list[Job]:
-    """Return the jobs with only the gate's own admissions of this incarnation counted as admitted.
-
-    Anything on a workflow a tenant can write, so its label and its `borrowed-from` mark can be copied
-    (by hand, or by `argo resubmit`): what counts is the record the gate keeps of what it admitted, and
-    the replicas it lent then. A record from before the gate kept one (or none at all) leaves the mark
-    as the only evidence. Anything else labelled admitted runs without admission: adopted or stopped.
-
-    The run of an admitted workflow is the gate's record too where it has one: the run it was admitted for,
-    whatever its run-id label says now (`with_lineage` does the same for the others).
-    """
-    out = []
-    marked: set[str] = set()  # runs already counted by their mark (`argo resubmit` copies it: one per run)
-    runs = record.runs or {}
-    for job in sorted(jobs, key=lambda j: (j.created, j.name)):
-        if job.state != ADMITTED:
-            out.append(job)
-        elif record.deployment_uid and record.deployment_uid != uid:
-            out.append(replace(job, state=UNMANAGED))  # admitted against another incarnation: lends nothing to this one
-        elif record.admitted is not None:
-            lent = record.admitted.get(job.uid) if job.uid else None
-            recorded = runs.get(job.uid) if job.uid else None
-            run = recorded[0] if recorded else job.run_id
-            problem = job.problem or (_moved(job.run_id, run) if recorded else None)
-            out.append(replace(job, state=UNMANAGED) if lent is None else
-                       replace(job, replicas=lent, run_id=run, problem=problem))
-        elif (uid and job.borrowed_from != uid) or (job.run_id is not None and job.run_id in marked):
-            out.append(replace(job, state=UNMANAGED))
-        else:
-            out.append(job)
-            if job.run_id is not None:
-                marked.add(job.run_id)
-    order = {j.name: i for i, j in enumerate(jobs)}
-    return sorted(out, key=lambda j: order.get(j.name, 0))
-
-
-NO_RUN = "~"  # the run a removed service's release records the copy of a workflow with no run id under (`_release`)
-
-
-def linked_uids(jobs: Sequence[Job]) -> list[str]:
-    """Return the UIDs listed workflows link to (their own, and their `copy-of`): what keeps a copy entry (`with_copies`)."""
-    return [u for j in jobs for u in (j.uid, j.copy_of) if u]
-
-
-def copy_tokens(copies: Sequence[Copy]) -> dict[str, str]:
-    """Return each recorded stop's copy token, by the stopped workflow's UID: a copy carrying it is the gate's."""
-    return {original: token for original, _, _, token in copies}
-
-
-def lineages_of(record: ServiceRecord, jobs: Sequence[Job]) -> dict[str, tuple[str, ...]]:
-    """Return each run's lineage (run id -> the UIDs of its workflows the gate admitted or made), as of this listing.
-
-    The record's, and a copy the gate made but could not record (the gate died, or the write failed, between the
-    copy and its record): a listed workflow linked to a stop the gate recorded, carrying that stop's token,
-    created after the stop, whose original is the newest of its run's lineage (a copy continues it; once the copy
-    is in the lineage, its original is no longer the newest); the oldest such per stop (`argo resubmit` of a copy
-    copies its token too, and is younger; a workflow made before the stop cannot know its token, even if its
-    owner writes it on later).
-
-    A record of an older gate kept no lineage: its admissions, and the parked copies linked to the stops it
-    recorded, are then the lineage (the evidence that gate went by), once; the tick records them as lineages.
-    """
-    if record.lineages is None:
-        out: dict[str, list[str]] = {}
-        for uid, (run, _) in sorted((record.runs or {}).items()):
-            out.setdefault(run, []).append(uid)
-        legacy = {original: run for original, run, _, _ in record.copies}
-        for job in jobs:
-            if job.state != ADMITTED and job.uid and job.copy_of in legacy:
-                out.setdefault(legacy[job.copy_of], []).append(job.uid)
-        return {run: tuple(uids[-MAX_LINEAGE_MEMBERS:]) for run, uids in out.items()}
-    lineages = dict(record.lineages)
-    stops = {original: (run, at, token) for original, run, at, token in record.copies if token}
-    for job in sorted(jobs, key=lambda j: (j.created, j.name)):
-        run, at, token = stops.get(job.copy_of or "", ("", 0.0, ""))
-        if (run and job.copy_token == token and job.state != ADMITTED and job.uid
-                and job.created >= at - CLOCK_SKEW_SECONDS and lineages.get(run, ())[-1:] == (job.copy_of,)):
-            lineages[run] = (*lineages[run], job.uid)[-MAX_LINEAGE_MEMBERS:]
-    return lineages
-
-
-def with_lineage(jobs: list[Job], record: ServiceRecord, lineages: Mapping[str, Collection[str]],
-                 carriers: Mapping[str, str] | None = None, first: Mapping[str, str] | None = None) -> list[Job]:
-    """Give each workflow the gate admitted or made its run's lineage, and refuse a run to any other workflow.
-
-    `lineages` maps a run to the UIDs of its lineage (those of every service of the tick: one research namespace
-    may serve several). A workflow of a lineage belongs to that run whatever its labels say since, and is the
-    gate's own parked copy (`Job.gate_copy`) if it is linked to a stop the gate recorded. Any other workflow
-    under a run id that has a lineage is that run's only by its own word (a run id is tenant-written and has no
-    owner): it is never admitted nor adopted while the lineage lives, so it can neither run that run twice nor,
-    by succeeding (or writing that it did: Argo's status is no subresource), end it. `carriers` names a listed
-    workflow of each lineage, for the reason (default: those of `jobs`). A scheduled run's id no lineage holds is
-    the first workflow's created of it (`first`, of every service; default: of `jobs`): no other may begin its run.
-    """
-    member = {uid: run for run, uids in lineages.items() for uid in uids}
-    copies = {original for original, _, _, _ in record.copies}
-    if carriers is None:
-        carriers = lineage_carriers(jobs, lineages)
-    if first is None:
-        first = first_scheduled_claims(jobs, lineages)
-    out = []
-    for job in jobs:
-        run = member.get(job.uid) if job.uid and job.state != ADMITTED else None
-        if run is not None:
-            job = replace(job, run_id=run, gate_copy=bool(job.copy_of and job.copy_of in copies),
-                          problem=job.problem or _moved(job.run_id, run))
-        elif job.state != ADMITTED and job.run_id is not None and job.run_id in lineages and job.problem is None:
-            holder = carriers.get(job.run_id)
-            by = f"workflow {holder}, which" if holder else "the workflows"
-            job = replace(job, problem=f"its run {job.run_id} belongs to {by} the gate admitted or parked for it: no "
-                                       "other workflow runs it while that run lives; submit under another run id")
-        elif (job.state != ADMITTED and job.run_id is not None and job.run_id in first
-              and first[job.run_id] != job.name and job.problem is None):
-            older = first[job.run_id] or "another workflow created in the same second"
-            job = replace(job, problem=f"its run {job.run_id} is a scheduled run's, first claimed by {older}: a "
-                                       "scheduled run is the first workflow of its id (its CronWorkflow's); submit "
-                                       "under another run id")
-        out.append(job)
-    return out
-
-
-def first_scheduled_claims(jobs: Sequence[Job], lineages: Mapping[str, Collection[str]]) -> dict[str, str]:
-    """Return, per scheduled run id (`workflow.night_of`) no lineage holds yet, the first listed workflow created of it.
-
-    Its CronWorkflow creates a scheduled run's workflow as it fires; any workflow of that id created earlier is
-    refused (`workflow.run_identity`) and claims nothing, so the first created after is the scheduled run, and a
-    later one under its id never jumps it. Two created in the same second: neither is known to be first ("": none
-    may take the run).
-    """
-    claims: dict[str, list[Job]] = {}
-    for job in jobs:
-        if job.run_id and job.run_id not in lineages and night_of(job.run_id) is not None \
-                and not before_its_night(job.run_id, job.created):
-            claims.setdefault(job.run_id, []).append(job)
-    out: dict[str, str] = {}
-    for run, claimants in claims.items():
-        oldest = min(j.created for j in claimants)
-        firsts = [j.name for j in claimants if j.created == oldest]
-        out[run] = firsts[0] if len(firsts) == 1 else ""
-    return out
-
-
-def lineage_carriers(jobs: Sequence[Job], lineages: Mapping[str, Collection[str]]) -> dict[str, str]:
-    """Return, per run, the first of `jobs` (as listed) that is of its lineage: the workflow a waiting reason names."""
-    member = {uid: run for run, uids in lineages.items() for uid in uids}
-    carriers: dict[str, str] = {}
-    for job in jobs:
-        if job.uid in member:
-            carriers.setdefault(member[job.uid], job.name)
-    return carriers
-
-
-def _moved(run_id: str | None, run: str | None) -> str | None:
-    """Why a workflow the gate admitted or made for `run` may not run now it reads as `run_id` (None: it may)."""
-    if run_id is None or run is None or run_id == run:
-        return None
-    return (f"its run id is now {run_id}, not {run}, the run the gate admitted or parked it for: its steps would "
-            "write another run's checkpoints")
-
-
-def _unread_ends(obs: Observed) -> dict[str, tuple[str, str]]:
-    """Return the record's admitted workflows no longer listed: the ends a full tick reads, as the record has them."""
-    listed = {j.uid for j in obs.jobs}
-    return {uid: entry for uid, entry in (obs.record.runs or {}).items() if uid not in listed}
-
-
-def _with_runs_elsewhere(jobs: list[Job], running: Mapping[str, set[str]], service: str) -> list[Job]:
-    """Make a parked job whose run runs for another service (of the same research namespace) wait for it."""
-    out = []
-    for job in jobs:
-        elsewhere = sorted(running.get(job.run_id or "", set()) - {service})
-        if job.state == PARKED and job.problem is None and elsewhere:
-            job = replace(job, problem=f"its run {job.run_id} runs for service {elsewhere[0]}: one run never runs "
-                                       "twice at once, it waits for that workflow to end")
-        out.append(job)
-    return out
-
-
-def _with_done_runs(jobs: list[Job], done: set[str]) -> list[Job]:
-    """Mark what would run a run that succeeded again: the gate's own copies are deleted, any other copy refused.
-
-    Only copies (a workflow the gate made, or one that says it continues another: `argo resubmit` of a
-    parked copy carries the marks); a new submission under a finished run's id is its submitter's choice.
-    """
-    out = []
-    for job in jobs:
-        if job.state == ADMITTED or job.run_id not in done or not (job.gate_copy or job.copy_of or job.parked_from):
-            out.append(job)
-        elif job.gate_copy and job.parked_from and job.state == PARKED:
-            out.append(replace(job, original_succeeded=True))  # the plan deletes it: nothing left to run
-        else:
-            out.append(replace(job, problem=job.problem or f"its run {job.run_id} has succeeded: nothing is left to "
-                                                          "run; submit under a new run id to run it again"))
-    return out
-
-
-def _describe(err: BaseException) -> str:
-    text = str(err)
-    return text if type(err).__name__ in ("ClusterError", "LeaseLost") else f"{type(err).__name__}: {text}"
-
-
-def _last_decision(decision: Decision, p: Plan, now: float) -> dict[str, Any]:
-    return {"at": now, "action": decision.action, "required": decision.required, "lent": p.lent_after,
-            "target": decision.target_lent, "reason": decision.reason[:REASON_CHARS]}
-
-
-def _waiting_annotations(reason: str, position: int) -> dict[str, str]:
-    return {ANNOTATION_WAITING_REASON: reason, ANNOTATION_QUEUE_POSITION: str(position)}
+            self.log.warning(f"could not record event {reason}: {describe(err)}", service, reason=reason)
 
 
 def store_progress(job: Job) -> float | None:

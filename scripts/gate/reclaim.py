@@ -6,7 +6,7 @@ Between ticks, every `reclaimCheckSeconds`, the loop runs this check:
 
 - one read of the load source for every service (the cheap part: one PromQL query, or one scrape
   per pod), against what the last tick left: its baseline, what stayed lent, its ready pods;
-- the same `decide` rule, and the same look-ahead floor, restricted to giving back: the check
+- the tick's own decision (`reconcile.reclaim_due`, the same look-ahead floor), restricted to giving back: the check
   lends, admits and writes nothing, and a reading that fails is not a failed tick (the fail-safe
   counts ticks only);
 - for the services whose decision is a reclaim, a reclaim-only pass of the gate: it takes and
@@ -22,16 +22,12 @@ last pass returned, and a process that starts again has none until its first ful
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 
-from offhours.scripts.gate.controller import Basis, Gate, ServiceOutcome, look_ahead
+from offhours.scripts.gate.controller import Gate
+from offhours.scripts.gate.reconcile import reclaim_due
+from offhours.scripts.gate.tick_state import Basis, ServiceOutcome
 from offhours.scripts.metrics.sources import Reading, ServiceTarget
-from offhours.scripts.policy.decide import decide
 from offhours.scripts.policy.samples import CounterSample
-from offhours.scripts.policy.window import lending_allowed
-
-# A check never fires the fail-safe (after N failed *ticks*, reclaim everything): that stays the ticks'.
-_NEVER = 1 << 30
 
 
 @dataclass
@@ -92,20 +88,6 @@ class ReclaimCheck:
             return {t.service: Reading(None, f"load source failed: {err}") for t in targets}
 
     def _needs_reclaim(self, b: Basis, reading: Reading | None, now: float) -> bool:
-        reading = reading or Reading(None, "no reading")
-        _, floor = look_ahead(self.gate.config, b.policy, b.record, reading, now)
-        decision = decide(
-            now=now,
-            policy=b.policy,
-            baseline=b.baseline,
-            lent=b.lent,
-            load=reading.load,
-            load_error=reading.error,
-            lending_allowed=lending_allowed(b.policy.schedule, datetime.fromtimestamp(now, timezone.utc)),
-            max_age_seconds=self.gate.config.metrics.max_age_seconds,
-            failed_ticks_before_reclaim=_NEVER,
-            state=b.record.decision,
-            forecast_required=floor,
-            tick_seconds=self.gate.config.tick_seconds,
-        )
-        return decision.target_lent < decision.lent
+        # The tick's own decision (reconcile), on the basis the last tick left; a check never fires the fail-safe.
+        return reclaim_due(self.gate.config, b.policy, b.baseline, b.lent, b.record,
+                           reading or Reading(None, "no reading"), now)

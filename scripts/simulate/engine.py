@@ -37,9 +37,10 @@ from typing import Protocol
 import numpy as np
 
 from offhours.scripts.policy.capacity import Load, replicas_needed, replicas_with_headroom
-from offhours.scripts.policy.decide import Decision, ServiceState, decide
+from offhours.scripts.policy.decide import Decision, ServiceState
 from offhours.scripts.policy.forecast import forecast_series
 from offhours.scripts.policy.plan import ADMITTED, PARKED, Job, plan
+from offhours.scripts.policy.serving import Rules, ServingInput, serving_decision
 from offhours.scripts.policy.window import allowed_at_clock, lending_allowed
 from offhours.scripts.simulate.fleet import Fleet, JobSpec, ServiceSpec
 from offhours.scripts.simulate.trace import Trace
@@ -485,6 +486,8 @@ class GateController:
         policy = sim.spec.policy
         self.policy = policy
         self.tick_seconds = sim.fleet.tick_minutes * 60.0
+        # The gate's rules as the simulator plays them: every reading fresh, the fail-safe's default count.
+        self.rules = Rules(self.tick_seconds, math.inf, 3)
         required = np.asarray(replicas_with_headroom(sim.needs, policy), dtype=np.int64)
         floor = forecast_series(sim.needs, policy, self.tick_seconds, sim.reaction_minutes * 60.0)
         self.floor = None if floor is None else floor.astype(np.int64).tolist()
@@ -522,10 +525,9 @@ class GateController:
         self.done = -1  # the last tick `decide` was called for
 
     def _decide(self, sim: ServiceSim, i: int) -> Decision:
-        d = decide(now=self._times[i], policy=self.policy, baseline=sim.spec.baseline, lent=sim.lent,
-                   load=sim.load_at(i), load_error=None, lending_allowed=self.allowed[i], max_age_seconds=math.inf,
-                   failed_ticks_before_reclaim=3, state=self.state,
-                   forecast_required=None if self.floor is None else self.floor[i], tick_seconds=self.tick_seconds)
+        given = ServingInput(self.policy, sim.spec.baseline, sim.lent, sim.load_at(i), None, self.state,
+                             None if self.floor is None else self.floor[i], self.allowed[i])
+        d = serving_decision(self.rules, given, self._times[i])
         self.state, self.done = d.state, i
         return d
 
