@@ -8,8 +8,10 @@ reconcile steps, the reclaim check and the release of a removed service all call
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
-from offhours.scripts.cluster.workflow import before_its_night, night_of
+from offhours.scripts.cluster.workflow import before_its_night, cancelled, measured_exit_seconds, night_of, succeeded
+from offhours.scripts.names import FINISHED_PHASES
 from offhours.scripts.policy.plan import ADMITTED, UNMANAGED, Job
 from offhours.scripts.policy.record import MAX_LINEAGE_MEMBERS, Copy, ServiceRecord
 
@@ -197,3 +199,31 @@ def _moved(run_id: str | None, run: str | None) -> str | None:
         return None
     return (f"its run id is now {run_id}, not {run}, the run the gate admitted or parked it for: its steps would "
             "write another run's checkpoints")
+
+
+def with_original(job: Job, original: dict[str, Any] | None) -> Job:
+    """For a parked copy, given its original as read: whether it is confirmed stopped, and whether it completed.
+
+    Also for a copy that runs without admission (`argo resume`): it is adopted only once its original stopped.
+    """
+    if original is None:
+        return replace(job, original_done=True)
+    meta = original.get("metadata") or {}
+    if job.copy_of and meta.get("uid") and meta.get("uid") != job.copy_of:
+        return replace(job, original_done=True)  # that name now belongs to another workflow
+    phase = (original.get("status") or {}).get("phase")
+    measured = measured_exit_seconds(original)  # learnt from the run's history: what its last stop took
+    # Only the gate's own copy is deleted for its original's success, and only on Argo's word for it (the
+    # root node): a phase is anyone's to write.
+    done = bool(meta.get("uid")) and succeeded(original) is True
+    completed = job.gate_copy and done
+    if done and not completed and job.copy_of and meta.get("uid") == job.copy_of:
+        # A copy of a workflow whose work succeeded (its stop came too late), that the gate cannot call its own
+        # (its record was lost): running it would run the work twice; it waits, for its owner to delete.
+        job = replace(job, problem=job.problem or f"its original {meta.get('name')} has succeeded: nothing is "
+                                                  "left to run; submit under a new run id to run it again")
+    # A cancel that landed on the original just after its copy was parked: the copy carries on a cancelled run.
+    withdrawn = job.cancelled or bool(job.copy_of and meta.get("uid") == job.copy_of and cancelled(original))
+    return replace(job, original_done=phase in FINISHED_PHASES, original_succeeded=completed, cancelled=withdrawn,
+                   exit_seconds=job.exit_seconds if measured is None else measured,
+                   exit_learnt=job.exit_learnt or measured is not None)

@@ -1,96 +1,61 @@
-"""The gate: observe each service's load, decide what may be lent, act through the cluster.
+"""The gate: one tick as three steps, observe -> reconcile -> actuate; this module wires them.
 
-It is written the way Kubernetes controllers are:
-- Level-triggered and stateless between ticks: everything it needs is read from Kubernetes
-  objects (its memory of each service in a ConfigMap, admission on the workflows), so a tick
-  killed between two writes converges on the next one.
-- It owns only its own delta: it remembers the replicas (or autoscaler maxReplicas) it applied
-  and adopts any other value someone else set (`policy.record.own_baseline`). With an HPA or a
-  KEDA ScaledObject it lends by lowering maxReplicas, never by writing the Deployment's replicas.
-- A fault stays with its object: any exception while observing, deciding or acting for one
-  service is that service's failed tick (counted toward the fail-safe, reported in an Event);
-  the other services tick normally.
-- Serving first: in a reclaim the first write gives serving its replicas back; research-side
-  writes and advisory reads (checkpoint progress, time-boxed) come after and may fail alone.
-- A `coordination.k8s.io` Lease serialises writers; it is renewed during a long tick and a gate
-  that lost it stops writing.
+- observe (gate/observe.py): every read of the tick, one frozen snapshot per service; what a workflow's
+  labels claim is decoded once, against the gate's record (gate/admissions.py).
+- reconcile (gate/reconcile.py): pure; snapshot + load + the tick's time -> the decision, the serving write,
+  the record, the Events. The reclaim check between ticks and the simulator call the same decision.
+- actuate (gate/actuate.py): the writes in phases: every service's serving write first (a raise waits for
+  nothing), then each lower and record, then the research side and advisory writes within budgets; each
+  write fenced by the Lease and isolated to its object. Advisory reads (gate/advisory.py) come after
+  serving's raise and are time-boxed; the fail-safe (gate/failsafe.py) and a removed service's release
+  (gate/release.py) write through the same functions.
+
+It is written the way Kubernetes controllers are: level-triggered and stateless between ticks (its memory of
+each service is a ConfigMap, admission on the workflows), so a tick killed between two writes converges on
+the next one; it owns only its own delta (`policy.record.own_baseline`); a fault stays with its service;
+a `coordination.k8s.io` Lease serialises writers and a gate that lost it stops writing.
 """
 
 import os
 import secrets
 import socket
 import sys
-import threading
 import time
 import uuid
 from collections.abc import Callable, Collection, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, TextIO
+from typing import TextIO
 
-from offhours.scripts.cluster.arguments import declared_arguments, undeclared_problem
-from offhours.scripts.cluster.base import Cluster, Deployment, ParkedCopy
-from offhours.scripts.cluster.template_grace import CLUSTER_SCOPED, template_grace_problem
-from offhours.scripts.cluster.workflow import CancelledWorkflow, cancelled, measured_exit_seconds, succeeded
-from offhours.scripts.gate.admissions import (
-    NO_RUN,
-    copy_tokens,
-    counted_jobs,
-    lineages_of,
-    linked_uids,
-    returned_by_record,
-)
+from offhours.scripts.cluster.base import Cluster
+from offhours.scripts.gate import actuate, advisory, failsafe, release
 from offhours.scripts.gate.log import ERROR, INFO, WARNING, Logger
-from offhours.scripts.gate.observe import Observed, describe, observe_service, read_load, tick_view, writes_to
+from offhours.scripts.gate.observe import describe, observe_service, read_load
 from offhours.scripts.gate.quota import keep_gpu_quota
 from offhours.scripts.gate.reconcile import (
-    REASON_CHARS,
-    changed_waiting,
     look_ahead,
     readopt,
     reconcile_serving,
     serving_target,
-    tick_event,
     tick_record,
     unread_ends,
-    waiting_annotations,
     with_done_runs,
     with_measured_cold_start,
     with_runs_elsewhere,
 )
+from offhours.scripts.gate.snapshot import Observed, tick_view
 from offhours.scripts.gate.tick_state import Basis, LeaseLost, ServiceOutcome, ServingChanged, TickState
 from offhours.scripts.metrics.sources import LoadSource, Reading
-from offhours.scripts.names import (
-    AGGREGATED_EVENT_REASONS,
-    EVENT_GATE_TICK_FAILED,
-    EVENT_GRACE_ABOVE_CAP,
-    EVENT_REPLICAS_ADOPTED,
-    EVENT_RUN_ID_MISMATCH,
-    EVENT_SERVICE_RELEASED,
-    FINISHED_PHASES,
-    state_configmap_name,
-)
-from offhours.scripts.policy.config import Capacity, GateConfig, ServicePolicy
-from offhours.scripts.policy.decide import Decision, ServiceState
+from offhours.scripts.names import EVENT_GRACE_ABOVE_CAP, EVENT_REPLICAS_ADOPTED
+from offhours.scripts.policy.config import GateConfig, ServicePolicy
 from offhours.scripts.policy.lease import lease_seconds
-from offhours.scripts.policy.plan import ADMITTED, PARKED, UNMANAGED, Job, Plan, plan
-from offhours.scripts.policy.record import (
-    MAX_COPIES,
-    ServiceRecord,
-    UnrecordedWrite,
-    fingerprint,
-    own_baseline,
-    with_copies,
-    with_done,
-    with_lineages,
-)
-from offhours.scripts.policy.release import measured, with_release_estimates
+from offhours.scripts.policy.plan import Job, plan
+from offhours.scripts.policy.record import UnrecordedWrite, with_done
 
 # Re-exported: callers and tests import these from the gate's entry module.
 __all__ = ["Basis", "Gate", "LOWER_TRIES", "ServiceOutcome", "look_ahead", "store_progress", "unique_holder",
            "with_measured_cold_start"]
 
-MAX_PENDING_ENDS = 64  # admitted workflows still ending (or unreadable) whose end is read again next tick
 LOWER_TRIES = 2  # re-decisions of one tick after a lower found serving changed; then it holds until the next tick
 
 
@@ -104,7 +69,7 @@ class Gate:
     """The gate over a cluster, a load source and a configuration.
 
     Its fields are configuration and collaborators; what a tick learns lives in that tick's `TickState`.
-    The one memory kept across ticks is `_unrecorded` (see there).
+    The one memory kept across ticks is `unrecorded` (see there).
     """
 
     config: GateConfig
@@ -128,8 +93,8 @@ class Gate:
     token: Callable[[], str] = field(default=lambda: secrets.token_hex(12))
     # Raises written while the record could not be: remembered in this process and noted on the Lease,
     # so the next tick (of this process or another) does not take the gate's own raise for someone else's.
-    _unrecorded: dict[str, UnrecordedWrite] = field(default_factory=dict)
-    _unlisted: bool = False  # listing the gate's records failed once (said once per process)
+    unrecorded: dict[str, UnrecordedWrite] = field(default_factory=dict)
+    unlisted: bool = False  # listing the gate's records failed once (said once per process)
 
     def now(self) -> float:
         """Return the time decisions and the record are dated by: the API server's (unless a test gives `clock`)."""
@@ -195,9 +160,9 @@ class Gate:
         for policy in services:
             try:
                 observed.append(observe_service(self.cluster, self.config.namespace, self.config.workflow_namespace,
-                                                policy, partial(self._note_of, t)))
+                                                policy, partial(self.note_of, t)))
             except Exception as err:  # noqa: BLE001 - any fault of one service is that service's failed tick
-                self._fail(t, policy, outcomes[policy.name], f"observe: {describe(err)}", now)
+                failsafe.fail(self, t, policy, outcomes[policy.name], f"observe: {describe(err)}", now)
         observed = self._refuse_shared_deployments(t, observed, outcomes, now)
         t.view = tick_view(observed)
         t.runs_running = {run: set(names) for run, names in t.view.runs_running.items()}
@@ -208,33 +173,24 @@ class Gate:
         before = {obs.policy.name: obs.current for obs in observed}  # for the GPU quota (gate/quota.py)
         acting = {obs.policy.name: (obs, self._service(t, obs, readings.get(obs.policy.name, Reading(None, "no reading")),
                                                        now, outcomes[obs.policy.name])) for obs in observed}
-        for phase in ("serving", "record", "research"):
-            order = list(acting.items())
-            if phase == "research" and order:
-                # The advisory-write budget is spent in this order: start elsewhere each tick, so that no
-                # service's waiting reasons wait behind another's for ever.
-                turn = int(now // max(1, self.config.tick_seconds)) % len(order)
-                order = order[turn:] + order[:turn]
-            for name, (obs, steps) in order:
-                try:
-                    next(steps)
-                except StopIteration:
-                    del acting[name]
-                except LeaseLost as err:
-                    for rest in acting:
-                        outcomes[rest].error = f"not acted on: {err}"
-                    acting.clear()
-                    break
-                except Exception as err:  # noqa: BLE001 - any fault of one service is that service's failed tick
-                    del acting[name]
-                    self._fail(t, obs.policy, outcomes[name], f"{describe(err)}", now, obs)
+
+        def lost(err: LeaseLost, rest: Collection[str]) -> None:
+            for name in rest:
+                outcomes[name].error = f"not acted on: {err}"
+
+        def after(phase: str) -> None:
             if phase == "serving":  # every raise is written: now the failed services' records and Events
                 held, t.deferred = t.deferred or [], None
                 for write in held:
                     write()
                 keep_gpu_quota(self, t, observed, outcomes, before)  # lowered after serving's raises, before stops
+
+        # The advisory-write budget is spent in the research phase's order: it starts elsewhere each tick.
+        actuate.run_phases(acting, int(now // max(1, self.config.tick_seconds)),
+                           lambda obs, err: failsafe.fail(self, t, obs.policy, outcomes[obs.policy.name], err, now, obs),
+                           lost, after)
         if not t.reclaim_only:
-            self._release_removed(t)  # after every configured service's serving writes
+            release.release_removed(self, t)  # after every configured service's serving writes
         for outcome in outcomes.values():
             level = ERROR if outcome.failed else WARNING if outcome.error else INFO
             self.log.log(level, outcome.detail(), outcome.service)
@@ -245,7 +201,7 @@ class Gate:
         """Count a failed tick for every service (nothing is decided or renewed undated); records after every raise."""
         t.deferred = []
         for policy in services:
-            self._fail(t, policy, outcomes[policy.name], error, None)
+            failsafe.fail(self, t, policy, outcomes[policy.name], error, None)
         held, t.deferred = t.deferred, None
         for write in held:
             write()
@@ -253,129 +209,9 @@ class Gate:
             self.log.log(ERROR if outcome.failed else WARNING, outcome.detail(), outcome.service)
         return list(outcomes.values())
 
-    def _note_of(self, t: TickState, service: str) -> UnrecordedWrite | None:
+    def note_of(self, t: TickState, service: str) -> UnrecordedWrite | None:
         """Return the gate's unrecorded raise of a service: this process's, or one noted on the Lease."""
-        return self._unrecorded.get(service) or self._lease_note(t, service)
-
-    def _lease_note(self, t: TickState, service: str) -> UnrecordedWrite | None:
-        """Return this service's note on the Lease (a raise another gate process wrote without its record), if any."""
-        if t.lease_notes is None:
-            try:
-                t.lease_notes = self.cluster.lease_notes(self.config.namespace)
-            except Exception as err:  # noqa: BLE001 - unreadable: the stored record alone (a raise then reads as an owner's: the safe side)
-                self.log.warning(f"the lease's notes are unreadable: {describe(err)}")
-                t.lease_notes = {}
-        return UnrecordedWrite.from_json(t.lease_notes.get(service))
-
-    def _recorded(self, t: TickState, name: str) -> None:
-        """Remove the note of an unrecorded raise once the record is written (best effort: a stale note is ignored)."""
-        if self._unrecorded.pop(name, None) is None and name not in (t.lease_notes or {}):
-            return
-        (t.lease_notes or {}).pop(name, None)
-        try:
-            self.cluster.note_on_lease(self.config.namespace, self.holder, name, None)
-        except Exception as err:  # noqa: BLE001 - a stale note is ignored anyway (it names the record it superseded)
-            self.log.warning(f"could not remove the lease's note for {name}: {describe(err)}", name)
-
-    def _release_removed(self, t: TickState) -> None:
-        """Give back what the gate lent of services no longer configured, then forget them (one Event each).
-
-        The record is the gate's own memory of what it lent: whatever the configuration says now, a
-        service it lent from gets its baseline back. A failure leaves the record for the next tick.
-        """
-        if t.dry_run:
-            return
-        ns, configured = self.config.namespace, {p.name for p in self.config.services}
-        try:
-            removed = [s for s in self.cluster.state_services(ns) if s not in configured]
-        except Exception as err:  # noqa: BLE001 - advisory for this tick: the next one lists them again
-            if not self._unlisted:  # once per process: a Role without the right would say it every tick
-                self.log.warning(f"could not list the gate's records (a service removed from the configuration "
-                                 f"gets back what was lent only when it can): {describe(err)}")
-            self._unlisted = True
-            return
-        for service in removed:
-            try:
-                self._release(t, service)
-            except LeaseLost:
-                raise
-            except Exception as err:  # noqa: BLE001 - that record's fault: kept for the next tick
-                self.log.error(f"could not give back what was lent of {service} (no longer configured): "
-                               f"{describe(err)}", service)
-
-    def _release(self, t: TickState, service: str) -> None:
-        ns, wf_ns = self.config.namespace, self.config.workflow_namespace
-        text = self.cluster.read_state(ns, service)
-        record = ServiceRecord.from_json(text)
-        dep = self.cluster.find_deployment(ns, record.deployment or service)
-        listed, _ = returned_by_record(self.cluster.jobs(wf_ns, service), record, dep.uid if dep is not None else "")
-        what = "nothing to give back"
-        if dep is not None:
-            scaler = self.cluster.autoscaler(dep)
-            note = self._note_of(t, service)
-            if note is not None:
-                record = note.supersede(record, text, dep.uid, writes_to(scaler))
-            obs = Observed(ServicePolicy(name=service, capacity=Capacity(), deployment=dep.name), dep, scaler, record,
-                           [], [], text)
-            # What the gate lent of this incarnation (by its record; by the marks if the record is unreadable).
-            lent = sum(j.replicas for j in counted_jobs(listed, record, dep.uid) if j.state == ADMITTED)
-            owned = own_baseline(record, dep.uid, obs.writes_to, obs.current, lent)
-            if obs.current < owned.baseline:
-                what = f"{obs.writes_to} restored from {obs.current} to its baseline {owned.baseline}"
-                record = self._apply(t, obs, owned.record, owned.baseline)  # as applied: what later writes build on
-            elif lent:
-                what = f"{obs.writes_to} already at {obs.current} (baseline {owned.baseline})"
-        # Then whatever of it runs gives its GPUs back, as in any reclaim (parked again; stopped without a copy if its
-        # status says its work is done): what the gate lent, and what runs without admission, which no tick of this
-        # service stops any more. Whatever waits parked waits on. A failure keeps the record for the next tick.
-        outcome, stopped = ServiceOutcome(service), []
-        running = [j for j in listed if j.state != PARKED]
-        lineages = lineages_of(record, listed)
-        # The gate's own admissions last: the newest stops, which the record keeps (at most MAX_COPIES).
-        if to_park := sorted((j for j in running if not j.finishing), key=lambda j: j.state == ADMITTED):
-            # As a tick's stops: the copies are recorded (each with its token) before they are made, so a release
-            # tried again after a failure knows the copies an earlier try (or an earlier reclaim) made: none twice.
-            # A workflow with no run id (one running without admission need carry none) is recorded under
-            # NO_RUN, which no run id is (a run id is a DNS label): unrecorded, it got no token, and each try
-            # made it another copy. No lineage is ever NO_RUN's, so its copy joins none.
-            linked = linked_uids(listed)
-            record = replace(record, lineages=with_lineages(lineages, (), linked), copies=with_copies(
-                record.copies, [(j.uid, j.run_id or NO_RUN) for j in to_park], linked, self.now(), (), self.token))
-            self._fence(t)
-            self.cluster.write_state(ns, service, record.to_json())
-        tokens = copy_tokens(record.copies)
-        deferred = []
-        for job in running:
-            if not job.finishing and job.uid and job.uid not in tokens and len(to_park) > MAX_COPIES:
-                # Its stop did not fit in the record (a tenant's flood of workflows running without admission):
-                # parked without a token, a try after a failure would copy it again. A later try parks it. Any
-                # other stop the record could not keep (a run id it does not store) is made at once: stopping
-                # what holds serving's GPUs comes before a copy made only once.
-                deferred.append(job.name)
-                continue
-            self._fence(t)
-            if job.finishing:
-                self.cluster.stop(wf_ns, job)
-                stopped.append(job.name)
-            else:
-                self._park_and_stop(t, wf_ns, job, outcome, lineages.get(job.run_id or "", ()), tokens.get(job.uid, ""))
-        if outcome.parked:
-            what += f"; stopped and parked again {', '.join(outcome.parked)}"
-        if stopped:
-            what += f"; stopped {', '.join(stopped)}"
-        if deferred:
-            raise RuntimeError(f"{what}; {len(deferred)} more workflows than the record keeps the stops of, "
-                               f"stopped by a later try ({', '.join(deferred[:5])}...)")
-        self._fence(t)
-        self.cluster.delete_state(ns, service)
-        self._recorded(t, service)
-        message = f"service {service} is no longer in the gate configuration: {what}; the gate's record of it removed"
-        self.log.warning(message, service)
-        kind, name = ("Deployment", dep.name) if dep is not None else ("ConfigMap", state_configmap_name(service))
-        try:
-            self.cluster.record_event(ns, kind, name, EVENT_SERVICE_RELEASED, message, True)
-        except Exception as err:  # noqa: BLE001 - an event is a record, not an action
-            self.log.warning(f"could not record event {EVENT_SERVICE_RELEASED}: {describe(err)}", service)
+        return self.unrecorded.get(service) or actuate.lease_note(self, t, service)
 
     def _refuse_shared_deployments(self, t: TickState, observed: list[Observed], outcomes: dict[str, ServiceOutcome],
                                    now: float) -> list[Observed]:
@@ -393,7 +229,7 @@ class Gate:
             ours = [o for o in group if o.record.deployment_uid == o.dep.uid] or group
             restorer = min(ours, key=lambda o: o.policy.name)
             for obs in group:
-                self._fail(t, obs.policy, outcomes[obs.policy.name],
+                failsafe.fail(self, t, obs.policy, outcomes[obs.policy.name],
                            f"services {names} all resolve to Deployment {obs.dep.name}: fix the gate config", now, obs,
                            restore=obs is restorer)
         return kept
@@ -409,33 +245,33 @@ class Gate:
         policy, dep, jobs, record, decision = intent.policy, obs.dep, intent.jobs, intent.record, intent.decision
         outcome.baseline, outcome.adopted, outcome.decision = intent.baseline, intent.adopted, decision
         if t.dry_run or (t.reclaim_only and decision.target_lent >= decision.lent):
-            jobs = self._with_template_checks(t, jobs, policy) if t.dry_run else jobs  # a dry run writes nothing
+            jobs = advisory.with_template_checks(self, t, jobs, policy) if t.dry_run else jobs  # a dry run writes nothing
             outcome.plan = plan(decision, intent.baseline, jobs, now, explain=not t.reclaim_only)
             outcome.basis = Basis(policy, intent.baseline, decision.lent, obs.pods, obs.record)
             return
         # Serving first: a reclaim raises serving to what the decision needs before anything else.
         if intent.raise_to is not None:
-            record = self._apply(t, obs, record, max(obs.current, intent.raise_to))
+            record = actuate.write_serving(self, t, obs, record, max(obs.current, intent.raise_to))
         yield  # every service's raise is written before anything below, of any service
         if intent.adopted:
-            self._event(policy.name, dep, EVENT_REPLICAS_ADOPTED, intent.adopted)
+            actuate.event(self, policy.name, dep, EVENT_REPLICAS_ADOPTED, intent.adopted)
         if decision.target_lent < decision.lent and self.progress is not None:
-            jobs = [self._with_progress(t, j) for j in jobs]  # advisory: only when a stop is coming
+            jobs = [advisory.with_progress(self, t, j) for j in jobs]  # advisory: only when a stop is coming
         if not t.reclaim_only and record.releasing:
-            record, jobs = self._measure_releases(t, obs, record, jobs, now)  # advisory, after serving's raise
+            record, jobs = advisory.measure_releases(self, t, obs, record, jobs, now)  # advisory, after serving's raise
         # A reclaim pass reads no ends: the ends still to be read stay in the record for the next tick.
-        succeeded_runs, pending = ([], unread_ends(obs)) if t.reclaim_only else self._ended(t, obs, obs.lineages, now)
+        succeeded_runs, pending = ([], unread_ends(obs)) if t.reclaim_only else advisory.ended(self, t, obs, obs.lineages, now)
         done = with_done(record.done, succeeded_runs, now)
         if decision.target_lent > decision.lent:
             # A parked copy's original is read only when something may be admitted (it decides whether the copy may run).
-            jobs = self._with_originals(t, jobs)
+            jobs = advisory.with_originals(self, t, jobs)
         jobs = with_done_runs(jobs, {run for run, _ in done})
-        jobs = self._with_template_checks(t, jobs, policy)
+        jobs = advisory.with_template_checks(self, t, jobs, policy)
         jobs = with_runs_elsewhere(jobs, t.runs_running, policy.name)
         for tries in range(LOWER_TRIES, -1, -1):
             p = plan(decision, intent.baseline, jobs, now)
             try:
-                record = self._apply(t, obs, record, serving_target(decision, p, obs.current))
+                record = actuate.write_serving(self, t, obs, record, serving_target(decision, p, obs.current))
                 break
             except ServingChanged as changed:
                 # Another writer changed serving after this tick read it: nothing was written. Read again (the
@@ -448,7 +284,7 @@ class Gate:
                     # The plan is the final decision's, never the unwritten lend's: nothing is admitted on GPUs
                     # serving still holds. A hold or a reclaim never lowers, so its write (a raise) cannot conflict.
                     p = plan(decision, intent.baseline, jobs, now)
-                    record = self._apply(t, obs, record, max(p.scale_to, obs.current))
+                    record = actuate.write_serving(self, t, obs, record, max(p.scale_to, obs.current))
         for job in (*p.admit, *p.adopt):
             if job.run_id:
                 t.runs_running.setdefault(job.run_id, set()).add(policy.name)
@@ -459,447 +295,23 @@ class Gate:
         record = tick_record(intent, obs, record, decision, p, jobs, reading, now,
                              granted=() if t.reclaim_only else (*p.admit, *p.adopt), pending=pending, done=done,
                              lineages=t.view.lineages, token=self.token, lease_duration=self.lease_duration)
-        self._fence(t)
+        actuate.fence(self, t)
         self.cluster.write_state(self.config.namespace, policy.name, record.to_json())
         t.written[policy.name] = record
-        self._recorded(t, policy.name)
+        actuate.recorded(self, t, policy.name)
         outcome.basis = Basis(policy, intent.baseline, p.lent_after, obs.pods, record)
         yield  # every service's serving writes and record are written before any research-side write
-        self._research_side(t, obs, decision, p, outcome, record)
+        actuate.research_side(self, t, obs, decision, p, outcome, record)
         for job in (j for j in intent.over_cap if f"stop {j.name}: " not in (outcome.error or "")):  # said once done
-            self._event(policy.name, dep, EVENT_GRACE_ABOVE_CAP,
+            actuate.event(self, policy.name, dep, EVENT_GRACE_ABOVE_CAP,
                         f"workflow {self.config.workflow_namespace}/{job.name} was admitted but {job.problem}: "
                         "stopped and parked again (its copy's grace is capped when it is admitted)", warning=True)
 
-    def _apply(self, t: TickState, obs: Observed, record: ServiceRecord, value: int) -> ServiceRecord:
-        """Write replicas (or the autoscaler's maxReplicas) if they differ; record the intent first.
-
-        Conditional on what this tick read (`obs.current`): a lower writes only if serving still holds it, else
-        raises `ServingChanged` with nothing written; a raise makes serving max(what it holds, value) at once.
-        """
-        if value == obs.current:
-            return record
-        read = obs.current
-        intent = replace(record, applied=value, applying_from=read)
-        self._fence(t)
-        try:
-            self.cluster.write_state(self.config.namespace, obs.policy.name, intent.to_json())
-        except Exception:
-            if value < obs.current:
-                raise  # no lending without the record of it
-            self._note_unrecorded(obs, intent)  # a raise for serving goes ahead anyway, noted as the gate's own
-        t.written[obs.policy.name] = intent  # what a failure later in this tick records (not the record as read)
-        self._fence(t)
-        target = obs.scaler if obs.scaler is not None else obs.dep
-        if value < read:
-            answer = self.cluster.lower_serving(target, read, value)  # leaves `target` (obs.current) at the answer
-            if answer.conflict:
-                found = t.written[obs.policy.name] = replace(intent, applied=read, applying_from=None)  # unwritten
-                raise ServingChanged(f"{obs.writes_to} set to {answer.value} by another writer after the gate read "
-                                     f"{read} (its lower to {value} not written)", found)
-        elif self.cluster.raise_serving(target, read, value).value != value:
-            # Another writer raised it past `value` meanwhile: the gate wrote nothing, and adopts that value as
-            # theirs (measured from what it read) at its next read.
-            t.written[obs.policy.name] = replace(intent, applied=read, applying_from=None)
-            return t.written[obs.policy.name]
-        t.written[obs.policy.name] = replace(intent, applying_from=None)
-        return t.written[obs.policy.name]
-
-    def _note_unrecorded(self, obs: Observed, intent: ServiceRecord) -> None:
-        assert intent.baseline is not None and intent.applied is not None and intent.applying_from is not None
-        note = UnrecordedWrite(obs.dep.uid, obs.writes_to, intent.baseline, intent.applied, intent.applying_from,
-                               fingerprint(obs.stored_text))
-        self._unrecorded[obs.policy.name] = note
-        try:
-            self.cluster.note_on_lease(self.config.namespace, self.holder, obs.policy.name, note.to_json())
-        except Exception as err:  # noqa: BLE001 - this process still knows; the next one reads the raise as an owner's (the safe side)
-            self.log.warning(f"could not note the unrecorded raise of {obs.policy.name} on the lease: {describe(err)}",
-                             obs.policy.name)
-
-    def _research_side(self, t: TickState, obs: Observed, decision: Decision, p: Plan, outcome: ServiceOutcome,
-                       record: ServiceRecord | None = None) -> None:
-        """Park, stop, admit, delete, annotate: each job on its own; one failure never undoes serving's writes.
-
-        `record` is the one this tick wrote: a stop's copy carries the token recorded for it there, and a copy
-        found already made is the gate's only if its UID is in the stopped run's lineage.
-        """
-        wf_ns, uid, errors = self.config.workflow_namespace, obs.dep.uid, []
-        lineages = dict(record.lineages or ()) if record is not None else {}
-        tokens = copy_tokens(record.copies if record is not None else ())
-        made: dict[str, ParkedCopy] = {}  # stopped job's name -> its copy
-        steps: list[tuple[str, Callable[[], Any], Job | None]] = []
-        steps += [(f"stop {j.name}", partial(self._park_and_stop, t, wf_ns, j, outcome,
-                                             lineages.get(j.run_id or "", ()), tokens.get(j.uid, ""), made), j)
-                  for j in p.stop]
-        steps += [(f"stop {j.name}", partial(self.cluster.stop, wf_ns, j), j) for j in p.cancel]
-        if t.reclaim_only:
-            p = replace(p, admit=(), adopt=(), delete=(), waiting=())  # only what frees GPUs: the rest waits for a tick
-        # The grace cap goes into the admission itself: it bounds the pods, not only the plan.
-        grace = obs.policy.max_grace_seconds
-        steps += [(f"admit {j.name}", partial(self.cluster.admit, wf_ns, j, uid, grace), None) for j in p.admit]
-        steps += [(f"adopt {j.name}", partial(self.cluster.adopt, wf_ns, j, uid, grace), None) for j in p.adopt]
-        steps += [(f"delete {j.name}", partial(self.cluster.delete_workflow, wf_ns, j.name), None) for j in p.delete]
-        # The reason a job waits, on the job itself, written only when it changes and within the tick's budget
-        # of advisory writes (what is left over is written by a later tick: it still differs then).
-        changed = changed_waiting(p)
-        budget = max(0, self.advisory_writes_per_tick - t.advisory_writes)
-        if len(changed) > budget:
-            self.log.info(f"{len(changed) - budget} waiting reason(s) left for a later tick (advisory writes: "
-                          f"{self.advisory_writes_per_tick} a tick)", obs.policy.name)
-        t.advisory_writes += min(len(changed), budget)
-        steps += [(f"annotate {j.name}", partial(self.cluster.annotate_workflow, wf_ns, j.name,
-                                                 waiting_annotations(reason, position), {}), j)
-                  for j, position, reason in changed[:budget]]
-        untrusted: list[tuple[str, Job]] = []  # (what was done, job) for each workflow whose run id is untrusted
-        for what, step, about in steps:
-            try:
-                self._fence(t)
-                step()
-            except LeaseLost:
-                raise
-            except Exception as err:  # noqa: BLE001 - one job's fault is that job's
-                errors.append(f"{what}: {describe(err)}")
-                continue
-            if about is not None and about.run_problem:
-                untrusted.append(("stopped" if what.startswith("stop ") else "not admitted while it is so", about))
-        if record is not None and made:
-            try:
-                self._record_copies(t, obs, record, [j for j in p.stop if j.name in made], made)
-            except LeaseLost:
-                raise
-            except Exception as err:  # noqa: BLE001 - the next tick knows the copy by its token instead
-                errors.append(f"record the parked copies: {describe(err)}")
-        if errors:
-            outcome.error = "; ".join(errors)
-        self._record_tick_event(obs, decision, p, outcome)
-        for done, job in untrusted:  # once each: as its waiting reason is first written, or as it is stopped
-            self._event(obs.policy.name, obs.dep, EVENT_RUN_ID_MISMATCH,
-                        f"workflow {wf_ns}/{job.name}: {job.run_problem}: {done}", warning=True)
-
-    def _park_and_stop(self, t: TickState, namespace: str, job: Job, outcome: ServiceOutcome, lineage: Collection[str] = (),
-                       token: str = "", made: dict[str, ParkedCopy] | None = None) -> None:
-        # Park a copy first (idempotent: a copy the gate made before is known by its UID, in the run's `lineage`),
-        # then stop: a stopped job always has its copy, unless its run was cancelled since the tick listed it.
-        try:
-            parked: ParkedCopy | None = self.cluster.park_copy(namespace, job, lineage, token)
-        except CancelledWorkflow as err:
-            parked = None
-            self.log.info(str(err), job.service)
-        if parked is not None:
-            outcome.parked.append(parked.name)
-        if made is not None and parked is not None:
-            made[job.name] = parked
-        self._fence(t)
-        self.cluster.stop(namespace, job)
-
-    def _record_copies(self, t: TickState, obs: Observed, record: ServiceRecord, stopped: list[Job],
-                       made: Mapping[str, ParkedCopy]) -> None:
-        """Write the copies just made into their runs' lineages: a stopped workflow of a lineage goes on in its copy."""
-        lineages = dict(record.lineages or ())
-        joined = [(j.run_id, made[j.name].uid) for j in stopped
-                  if j.run_id and made[j.name].uid and j.uid in lineages.get(j.run_id, ())
-                  and made[j.name].uid not in lineages[j.run_id]]
-        if not joined:
-            return
-        kept = with_lineages(lineages, joined, [u for uids in lineages.values() for u in uids])
-        self._fence(t)
-        self.cluster.write_state(self.config.namespace, obs.policy.name, replace(record, lineages=kept).to_json())
-
-    def _ended(self, t: TickState, obs: Observed, lineages: Mapping[str, Collection[str]],
-               now: float) -> tuple[list[str], dict[str, tuple[str, str]]]:
-        """Read how each workflow the gate admitted and no longer lists ended (advisory, once each).
-
-        Return the runs that succeeded (done: no copy of them runs again) and the workflows still ending (their
-        exit handler runs, or the read failed), kept in the record to be read again. One the gate stopped and
-        copied itself is not read: it did not succeed. Only a workflow of its run's lineage ends a run.
-        """
-        listed = {j.uid for j in obs.jobs}
-        copied = {uid for uid, _, _, _ in obs.record.copies}
-        # A name an older gate did not keep (""): how it ended cannot be read, and unknown is never "done".
-        ended = [(uid, run, name) for uid, (run, name) in (obs.record.runs or {}).items()
-                 if uid not in listed and uid not in copied and name and uid in lineages.get(run, ())]
-        done: list[str] = []
-        pending: dict[str, tuple[str, str]] = {}
-        ns = self.config.workflow_namespace
-        for uid, run, name in ended:
-            probe = Job(name=name, service=obs.policy.name, replicas=0, state=UNMANAGED)
-            read = self._advisory(t, f"how {name} ended", partial(lambda n: (self.cluster.workflow(ns, n),), name), probe)
-            if not isinstance(read, tuple):
-                pending[uid] = (run, name)  # unreadable now: read again next tick
-                continue
-            wf = read[0]
-            if not isinstance(wf, dict) or str((wf.get("metadata") or {}).get("uid") or "") != uid:
-                continue  # gone, or the name is another workflow's now: how it ended is unknown, never "done"
-            outcome = succeeded(wf)
-            if outcome:
-                done.append(run)
-            elif outcome is None and len(pending) < MAX_PENDING_ENDS:
-                pending[uid] = (run, name)
-        return done, pending
-
-    def _with_originals(self, t: TickState, jobs: list[Job]) -> list[Job]:
-        """Read the original of each parked copy (`_with_original`) as advisory reads, within the tick's budget.
-
-        The `parked-from` annotation is anyone's to write: one read per workflow that carries it, unbounded, made a
-        tenant's thousands of such workflows a tick as long as they liked, and the next tick (the next reclaim) that
-        much later. The gate's own copies are read first, then the rest in queue order; one left unread waits.
-        """
-        wanted = sorted((j for j in jobs if j.state in (PARKED, UNMANAGED) and j.parked_from),
-                        key=lambda j: (not j.gate_copy, j.problem is not None, j.state == PARKED, -j.priority,
-                                       j.created, j.name))
-        read: dict[str, Job] = {}
-        ns = self.config.workflow_namespace
-        for job in wanted:
-            name = job.parked_from or ""
-            answer = self._advisory(t, f"original {name} of {job.name}",
-                                    partial(lambda n: (self.cluster.workflow(ns, n),), name), job)
-            read[job.name] = self._with_original(job, answer[0]) if isinstance(answer, tuple) else \
-                replace(job, original_done=False)  # unknown: the copy waits
-        return [read.get(j.name, j) for j in jobs]
-
-    def _with_original(self, job: Job, original: dict[str, Any] | None) -> Job:
-        """For a parked copy, given its original as read: whether it is confirmed stopped, and whether it completed.
-
-        Also for a copy that runs without admission (`argo resume`): it is adopted only once its original stopped.
-        """
-        if original is None:
-            return replace(job, original_done=True)
-        meta = original.get("metadata") or {}
-        if job.copy_of and meta.get("uid") and meta.get("uid") != job.copy_of:
-            return replace(job, original_done=True)  # that name now belongs to another workflow
-        phase = (original.get("status") or {}).get("phase")
-        measured = measured_exit_seconds(original)  # learnt from the run's history: what its last stop took
-        # Only the gate's own copy is deleted for its original's success, and only on Argo's word for it (the
-        # root node): a phase is anyone's to write.
-        done = bool(meta.get("uid")) and succeeded(original) is True
-        completed = job.gate_copy and done
-        if done and not completed and job.copy_of and meta.get("uid") == job.copy_of:
-            # A copy of a workflow whose work succeeded (its stop came too late), that the gate cannot call its own
-            # (its record was lost): running it would run the work twice; it waits, for its owner to delete.
-            job = replace(job, problem=job.problem or f"its original {meta.get('name')} has succeeded: nothing is "
-                                                      "left to run; submit under a new run id to run it again")
-        # A cancel that landed on the original just after its copy was parked: the copy carries on a cancelled run.
-        withdrawn = job.cancelled or bool(job.copy_of and meta.get("uid") == job.copy_of and cancelled(original))
-        return replace(job, original_done=phase in FINISHED_PHASES, original_succeeded=completed, cancelled=withdrawn,
-                       exit_seconds=job.exit_seconds if measured is None else measured,
-                       exit_learnt=job.exit_learnt or measured is not None)
-
-    def _with_template_checks(self, t: TickState, jobs: list[Job], policy: ServicePolicy) -> list[Job]:
-        """Mark each job that may be admitted or adopted and whose templates refuse it: one read serves both checks.
-
-        - an argument its template does not declare: Argo runs such a workflow with the template's default and
-          never reads the argument (a typo runs silently); the reason names the near miss;
-        - the grace of the pods it runs through the templates it refers to (`template_grace`): above the service's
-          cap, or unknown (a ClusterWorkflowTemplate, a template missing or unreadable, an expression).
-        It is never admitted nor adopted; a job that refers to no template costs no read.
-        """
-        candidates = [j for j in jobs if j.state != ADMITTED and j.problem is None and j.template_refs]
-        if not candidates or t.reclaim_only:
-            return jobs
-        # A ClusterWorkflowTemplate is never read (no right to): a job that refers only to those costs no read.
-        if not t.templates_read and any(not r.startswith(CLUSTER_SCOPED) for j in candidates for r in j.template_refs):
-            t.templates_read = True
-            ns = self.config.workflow_namespace
-            # Once a tick, time-boxed on its own: a tenant's many parked copies spending the budget on their
-            # originals must not leave every job that runs a template unknown, nor this read their originals unread.
-            read = self._advisory(t, f"WorkflowTemplates of {ns}", lambda: self.cluster.workflow_templates(ns),
-                                  candidates[0], budgeted=False)
-            t.templates = read if isinstance(read, dict) else None
-        templates = t.templates
-        out = []
-        for job in jobs:
-            problem = None
-            if job.state != ADMITTED and job.problem is None and job.template_refs:
-                try:
-                    problem = self._template_problem(t, job, templates, policy)
-                except Exception as err:  # noqa: BLE001 - a tenant's template that breaks the check is that job's
-                    problem = f"its templates could not be checked: {describe(err)}"
-            out.append(job if problem is None else replace(job, problem=problem))
-        return out
-
-    @staticmethod
-    def _template_problem(t: TickState, job: Job, templates: dict[str, dict[str, Any]] | None,
-                          policy: ServicePolicy) -> str | None:
-        declared = templates.get(job.template or "") if templates is not None and job.template else None
-        problem = None if declared is None else \
-            undeclared_problem(job.template or "", job.arguments, declared_arguments(declared))
-        return problem or template_grace_problem(job.template_spec, templates, policy.max_grace_seconds, policy.name,
-                                                 t.template_too_large)
-
-    def _measure_releases(self, t: TickState, obs: Observed, record: ServiceRecord, jobs: list[Job],
-                          now: float) -> tuple[ServiceRecord, list[Job]]:
-        """Read the pods of the jobs stopped earlier, record the releases that ended, plan with them (advisory)."""
-        names = {name: uid for name, _, _, uid in record.releasing}
-        probe = Job(name=next(iter(names)), service=obs.policy.name, replicas=0, state=UNMANAGED)  # what the log names
-        pods = self._advisory(t, f"pods of {len(names)} stopped job(s)",
-                              partial(self.cluster.workflow_pods, self.config.workflow_namespace, names), probe)
-        releasing, releases = measured(record.releasing, record.releases, pods if isinstance(pods, dict) else {}, now,
-                                       obs.policy.max_grace_seconds)
-        record = replace(record, releasing=releasing, releases=releases)
-        return record, with_release_estimates(jobs, releases, obs.policy.max_grace_seconds)
-
-    def _with_progress(self, t: TickState, job: Job) -> Job:
-        if job.state != ADMITTED or self.progress is None:
-            return job
-        progress = self.progress
-        at = self._advisory(t, f"progress of {job.name}", lambda: progress(job), job)
-        if not isinstance(at, (int, float)) or (job.progress_at is not None and job.progress_at >= at):
-            return job
-        return replace(job, progress_at=float(at))
-
-    def _advisory(self, t: TickState, what: str, read: Callable[[], Any], job: Job, budgeted: bool = True) -> Any:
-        """Run an advisory read about `job` with a per-call timeout inside the tick's budget; None when over either.
-
-        Not `budgeted`: the per-call timeout alone bounds it, and it takes nothing from the budget (a read made
-        once a tick, that the reads charged to the budget must neither crowd out nor be crowded out by).
-        """
-        left = self.advisory_budget - t.advisory_spent if budgeted else self.advisory_timeout
-        if left <= 0:
-            self.log.warning(f"{what}: skipped, the tick's advisory budget ({self.advisory_budget:.0f} s) is spent",
-                             job.service, job=job.name)
-            return None
-        result: list[Any] = []
-        failure: list[BaseException] = []
-
-        def run() -> None:
-            try:
-                result.append(read())
-            except Exception as err:  # noqa: BLE001 - reported below
-                failure.append(err)
-
-        started = time.monotonic()
-        worker = threading.Thread(target=run, name=what, daemon=True)  # a hung read must not hold the process
-        worker.start()
-        worker.join(min(self.advisory_timeout, left))
-        if budgeted:
-            t.advisory_spent += time.monotonic() - started
-        if worker.is_alive():
-            self.log.warning(f"{what}: no answer within {min(self.advisory_timeout, left):.1f} s: skipped", job.service,
-                             job=job.name)
-            return None
-        if failure:
-            self.log.warning(f"{what} unreadable: {describe(failure[0])}", job.service, job=job.name)
-            return None
-        return result[0] if result else None
-
     # -- faults -----------------------------------------------------------------------------
-    def _fail(self, t: TickState, policy: ServicePolicy, outcome: ServiceOutcome, error: str, now: float | None,
-              obs: Observed | None = None, restore: bool = True) -> None:
-        """Count a failed tick for one service; after enough in a row, restore its whole baseline (unless not `restore`).
-
-        `now` None: no server time; the last decision keeps the time it was dated by.
-        """
-        outcome.error = error
-        if t.dry_run or t.reclaim_only:  # a check is not a tick: the fail-safe counts the ticks' failures only
-            return
-        ns, name = self.config.namespace, policy.deployment or policy.name
-        record: ServiceRecord | None = None
-        try:
-            self._fence(t)
-            text = obs.stored_text if obs is not None else self.cluster.read_state(ns, policy.name)
-            record = t.written.get(policy.name, obs.record) if obs is not None else ServiceRecord.from_json(text)
-            failed = record.decision.failed_ticks + 1
-            record = replace(record, decision=ServiceState((), failed),
-                             last_decision={"at": now if now is not None else record.last_decision.get("at"),
-                                            "action": "failed", "reason": error[:REASON_CHARS]})
-            if failed >= self.config.failed_ticks_before_reclaim and record.baseline is not None and restore:
-                # The fail-safe's raise is a serving write: now. Its record and Event wait like any other's.
-                record, done = self._restore_baseline(t, policy, record, obs, text)
-                error += f"; {failed} failed ticks in a row: {done}"
-                outcome.error = error
-        except LeaseLost:
-            raise
-        except Exception as err:  # noqa: BLE001 - the record is best effort; the Event below still says why
-            outcome.error = f"{error}; could not record the failed tick: {describe(err)}"
-            record = None
-        self._after_serving(t, partial(self._record_failure, t, policy.name, name, record, outcome, error))
-
-    def _record_failure(self, t: TickState, service: str, deployment: str, record: ServiceRecord | None,
-                        outcome: ServiceOutcome, error: str) -> None:
-        """Write a failed tick's record (if it was read) and its Event."""
-        ns = self.config.namespace
-        if record is not None:
-            try:
-                self._fence(t)
-                self.cluster.write_state(ns, service, record.to_json())
-                self._recorded(t, service)
-            except LeaseLost:
-                raise
-            except Exception as err:  # noqa: BLE001 - the record is best effort; the Event below still says why
-                outcome.error = f"{error}; could not record the failed tick: {describe(err)}"
-        self._event_on(service, ns, deployment, EVENT_GATE_TICK_FAILED, outcome.error or error, warning=True)
-
-    @staticmethod
-    def _after_serving(t: TickState, write: Callable[[], None]) -> None:
-        """Run a record or advisory write now, or, while the tick's serving writes are still to come, after them."""
-        if t.deferred is None:
-            write()
-        else:
-            t.deferred.append(write)
-
-    def _restore_baseline(self, t: TickState, policy: ServicePolicy, record: ServiceRecord, obs: Observed | None,
-                          stored_text: str | None) -> tuple[ServiceRecord, str]:
-        """Put serving back at its whole baseline (the fail-safe), whatever else cannot be read; say what was done.
-
-        Only ever a raise, and only to the current incarnation's baseline: the Deployment is read again
-        right before the write (what the tick observed at its start may be stale: another service's
-        fail-safe, an owner's change), and only the gate's own admissions of this incarnation count as lent.
-        """
-        assert record.baseline is not None
-        dep = self.cluster.deployment(self.config.namespace, policy.name, policy.deployment)
-        if record.deployment_uid and dep.uid and dep.uid != record.deployment_uid:
-            return record, "the Deployment is a new one: nothing the gate lent is on it, nothing to restore"
-        scaler = self.cluster.autoscaler(dep)
-        if record.writes_to and writes_to(scaler) != record.writes_to:
-            # A new writer target (an HPA came or went): its baseline is learned by a tick that can
-            # count the lent jobs, not by a fail-safe that could not read them.
-            return record, f"the gate now writes {writes_to(scaler)}: nothing to restore until a tick learns its baseline"
-        if obs is None:
-            note = self._note_of(t, policy.name)
-            if note is not None:
-                record = note.supersede(record, stored_text, dep.uid, writes_to(scaler))
-        fresh = Observed(policy, dep, scaler, record, obs.jobs if obs is not None else [], [], stored_text)
-        # What someone else set during the failed ticks is theirs: restore the adopted baseline, not the stored one.
-        lent = sum(j.replicas for j in counted_jobs(fresh.jobs, record, dep.uid) if j.state == ADMITTED)
-        owned = own_baseline(record, dep.uid, fresh.writes_to, fresh.current, lent)
-        record = owned.record
-        if fresh.current < owned.baseline:
-            record = self._apply(t, fresh, record, owned.baseline)
-            return record, f"serving restored to its baseline {owned.baseline}"
-        return record, f"serving already at {fresh.current} (its baseline is {owned.baseline})"
-
-    def _fence(self, t: TickState) -> None:
-        """Renew the Lease when a third of it has passed; raise `LeaseLost` if another actor has it."""
-        if t.dry_run:
-            return
-        elapsed = self.monotonic() - t.renewed
-        if elapsed < self.lease_seconds / 3:
-            return
-        try:
-            held = self.cluster.acquire_lease(self.config.namespace, self.holder, self.lease_seconds)
-        except Exception as err:  # noqa: BLE001 - an unreachable API: keep going only while the grant surely holds
-            if elapsed < self.lease_seconds * 2 / 3:
-                return
-            raise LeaseLost(f"the lease could not be renewed ({describe(err)})") from None
-        if not held:
-            raise LeaseLost("another actor took the offhours lease")
-        t.renewed = self.monotonic()
 
     # -- events -----------------------------------------------------------------------------
-    def _record_tick_event(self, obs: Observed, decision: Decision, p: Plan, outcome: ServiceOutcome) -> None:
-        reason, message, warning = tick_event(obs, decision, p, outcome.baseline, outcome.parked, outcome.error)
-        self._event(obs.policy.name, obs.dep, reason, message, warning=warning)
 
-    def _event(self, service: str, dep: Deployment, reason: str, message: str, warning: bool = False) -> None:
-        self._event_on(service, dep.namespace, dep.name, reason, message, warning)
 
-    def _event_on(self, service: str, namespace: str, name: str, reason: str, message: str, warning: bool = False) -> None:
-        try:
-            # A hold repeats every tick while nothing changes: one Event per Deployment, counted.
-            self.cluster.record_event(namespace, "Deployment", name, reason, message, warning,
-                                      aggregate=reason in AGGREGATED_EVENT_REASONS)
-        except Exception as err:  # noqa: BLE001 - an event is a record, not an action: never let it undo a tick
-            self.log.warning(f"could not record event {reason}: {describe(err)}", service, reason=reason)
 
 
 def store_progress(job: Job) -> float | None:

@@ -12,11 +12,11 @@ and the simulator calls `policy.serving.serving_decision`, the one call of `deci
 
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from offhours.scripts.cluster.base import Pod
 from offhours.scripts.gate.admissions import counted_jobs, linked_uids, with_lineage
-from offhours.scripts.gate.observe import Observed, TickView
+from offhours.scripts.gate.snapshot import Observed, TickView
 from offhours.scripts.names import (
     ANNOTATION_QUEUE_POSITION,
     ANNOTATION_WAITING_REASON,
@@ -25,7 +25,7 @@ from offhours.scripts.names import (
     EVENT_GPUS_RECLAIMED,
 )
 from offhours.scripts.policy import forecast
-from offhours.scripts.policy.capacity import replicas_for_rates
+from offhours.scripts.policy.capacity import Load, replicas_for_rates
 from offhours.scripts.policy.config import GateConfig, ServicePolicy
 from offhours.scripts.policy.decide import Decision
 from offhours.scripts.policy.grace import with_grace_checks
@@ -41,10 +41,24 @@ from offhours.scripts.policy.record import (
     with_need,
 )
 from offhours.scripts.policy.release import with_release_estimates, with_stops
+from offhours.scripts.policy.samples import CounterSample
 from offhours.scripts.policy.serving import Rules, ServingInput, serving_decision
 
-if TYPE_CHECKING:  # a type only: reading the load is observe's (scripts/metrics does I/O)
-    from offhours.scripts.metrics.sources import Reading
+
+class Reading(Protocol):
+    """A service's load as observe read it (`metrics.sources.Reading`; reading it is I/O, so not imported here)."""
+
+    @property
+    def load(self) -> Load | None:
+        """The load, or None when there is none."""
+
+    @property
+    def error(self) -> str | None:
+        """Why there is no usable load."""
+
+    @property
+    def samples(self) -> dict[str, CounterSample]:
+        """The counter samples to keep in the record."""
 
 # A reason kept in the record: a load error can carry a whole answer body, and the record must stay far under 1 MiB.
 REASON_CHARS = 300
@@ -72,7 +86,7 @@ class ServingIntent:
         return self.baseline - self.decision.target_lent
 
 
-def reconcile_serving(config: GateConfig, obs: Observed, reading: "Reading", now: float, view: TickView) -> ServingIntent:
+def reconcile_serving(config: GateConfig, obs: Observed, reading: Reading, now: float, view: TickView) -> ServingIntent:
     """Decide a service's tick from its snapshot, the load read, the tick's time and the tick's joined view."""
     policy, dep = obs.policy, obs.dep
     # A job's exit time: what its run's recent stops measured, else its declared grace, within the service's cap.
@@ -120,7 +134,7 @@ def serving_target(decision: Decision, p: Plan, current: int) -> int:
 
 
 def reclaim_due(config: GateConfig, policy: ServicePolicy, baseline: int, lent: int, record: ServiceRecord,
-                reading: "Reading", now: float) -> bool:
+                reading: Reading, now: float) -> bool:
     """Whether a check between ticks, reading `reading`, needs lent replicas back (the tick's decision, no fail-safe)."""
     _, floor = look_ahead(config, policy, record, reading, now)
     given = ServingInput(policy, baseline, lent, reading.load, reading.error, record.decision, floor)
@@ -128,7 +142,7 @@ def reclaim_due(config: GateConfig, policy: ServicePolicy, baseline: int, lent: 
     return decision.target_lent < decision.lent
 
 
-def look_ahead(config: GateConfig, policy: ServicePolicy, record: ServiceRecord, reading: "Reading",
+def look_ahead(config: GateConfig, policy: ServicePolicy, record: ServiceRecord, reading: Reading,
                now: float) -> tuple[ServiceRecord, int | None]:
     """Return the record with this need added, and the look-ahead floor (trend, volatility, time of day), if on.
 
@@ -158,7 +172,7 @@ def with_measured_cold_start(policy: ServicePolicy, pods: list[Pod]) -> ServiceP
 
 
 def tick_record(intent: ServingIntent, obs: Observed, record: ServiceRecord, decision: Decision, p: Plan,
-                jobs: Sequence[Job], reading: "Reading", now: float, *, granted: Sequence[Job],
+                jobs: Sequence[Job], reading: Reading, now: float, *, granted: Sequence[Job],
                 pending: Mapping[str, tuple[str, str]], done: Any, lineages: Mapping[str, Collection[str]],
                 token: Callable[[], str], lease_duration: float) -> ServiceRecord:
     """Return the record a tick writes once serving's writes are done: what it admitted is recorded before it is.

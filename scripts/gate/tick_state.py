@@ -2,15 +2,16 @@
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from offhours.scripts.cluster.base import Pod
-from offhours.scripts.gate.observe import TickView
+from offhours.scripts.cluster.base import Cluster, Pod
+from offhours.scripts.gate.log import Logger
+from offhours.scripts.gate.snapshot import TickView
 from offhours.scripts.metrics.sources import Reading
-from offhours.scripts.policy.config import ServicePolicy
+from offhours.scripts.policy.config import GateConfig, ServicePolicy
 from offhours.scripts.policy.decide import Decision
-from offhours.scripts.policy.plan import Plan
-from offhours.scripts.policy.record import ServiceRecord
+from offhours.scripts.policy.plan import Job, Plan
+from offhours.scripts.policy.record import ServiceRecord, UnrecordedWrite
 
 
 class ServingChanged(RuntimeError):
@@ -106,3 +107,33 @@ class TickState:
     runs_running: dict[str, set[str]] = field(default_factory=dict)
     # Service -> the record as this tick last wrote (or meant to write) it: what a failure later in the tick records.
     written: dict[str, ServiceRecord] = field(default_factory=dict)
+
+
+class GateParts(Protocol):
+    """What the gate's steps (actuate, advisory, failsafe, release) use of the `Gate`: its settings and collaborators."""
+
+    config: GateConfig
+    cluster: Cluster
+    holder: str
+    progress: Callable[[Job], float | None] | None
+    advisory_timeout: float
+    advisory_budget: float
+    advisory_writes_per_tick: int
+    monotonic: Callable[[], float]
+    token: Callable[[], str]
+    unrecorded: dict[str, UnrecordedWrite]
+    unlisted: bool
+
+    def now(self) -> float:
+        """Return the time decisions and the record are dated by."""
+
+    @property
+    def lease_seconds(self) -> int:
+        """How long one Lease grant lasts."""
+
+    @property
+    def log(self) -> Logger:
+        """The gate's log."""
+
+    def note_of(self, t: "TickState", service: str) -> UnrecordedWrite | None:
+        """Return the gate's unrecorded raise of a service: this process's, or one noted on the Lease."""

@@ -5,6 +5,9 @@ it ended ("one the gate stopped itself did not succeed"). Its stop never landed,
 and succeeded: the record kept it as stopped while it was listed, and its run was never done.
 """
 
+import pytest
+
+from offhours.scripts.gate import actuate
 from offhours.scripts.names import STATE_ADMITTED
 from offhours.scripts.policy.record import with_copies
 
@@ -18,10 +21,9 @@ def test_a_run_whose_recorded_stop_never_landed_is_done_when_it_succeeds() -> No
     w.park("alice", replicas=2)
     for _ in range(7):
         w.tick(chat=LOW)
-    research_side = w.gate._research_side
-    w.gate._research_side = lambda *_a, **_k: None  # type: ignore[method-assign]  # killed after the record
-    w.tick(chat=FULL)
-    w.gate._research_side = research_side  # type: ignore[method-assign]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(actuate, "research_side", lambda *_a, **_k: None)  # killed after the record
+        w.tick(chat=FULL)
     uid = w.wf("alice")["metadata"]["uid"]
     assert w.state("alice") == STATE_ADMITTED and [c[0] for c in w.record().copies] == [uid]
     for _ in range(3):

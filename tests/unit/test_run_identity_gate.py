@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 from offhours.scripts.cluster.base import ClusterError
+from offhours.scripts.gate import actuate
 from offhours.scripts.gate.controller import Gate
 from offhours.scripts.names import (
     ANNOTATION_WAITING_REASON,
@@ -207,13 +208,13 @@ def test_a_hundred_fold_squat_never_delays_a_reclaim_nor_runs_my_run_twice() -> 
 
 def _copy_unrecorded(w: World, monkeypatch: Any) -> None:
     """The record of the copy's UID fails once (the gate died between the copy and that write, or the API refused)."""
-    real = Gate._record_copies
+    real = actuate.record_copies
 
-    def fails_once(self: Gate, *args: Any) -> None:
-        monkeypatch.setattr(Gate, "_record_copies", real)
+    def fails_once(gate: Gate, *args: Any) -> None:
+        monkeypatch.setattr(actuate, "record_copies", real)
         raise ClusterError("update configmap: HTTP 500")
 
-    monkeypatch.setattr(Gate, "_record_copies", fails_once)
+    monkeypatch.setattr(actuate, "record_copies", fails_once)
 
 
 def test_a_decoy_made_before_the_stop_never_becomes_my_copy_by_copying_its_token(monkeypatch: Any) -> None:

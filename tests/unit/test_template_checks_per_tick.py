@@ -54,16 +54,16 @@ def test_a_template_check_that_raises_refuses_its_job_and_no_other(monkeypatch: 
     """The fault: the check of one job's templates raises (here a TypeError out of the grace walk, for the
     workflows that run the tenant's `odd` template). That job waits with the error as its reason; the other
     job of the service is admitted in the same tick, and the tick is clean."""
-    from offhours.scripts.gate import controller
+    from offhours.scripts.gate import advisory
 
-    real = controller.template_grace_problem
+    real = advisory.template_grace_problem
 
     def breaks_on_odd(spec: Any, *args: Any) -> str | None:
         if (spec.get("workflowTemplateRef") or {}).get("name") == "odd":
             raise TypeError("'<' not supported between instances of 'dict' and 'int'")
         return real(spec, *args)
 
-    monkeypatch.setattr(controller, "template_grace_problem", breaks_on_odd)
+    monkeypatch.setattr(advisory, "template_grace_problem", breaks_on_odd)
     w = World(config())
     w.cluster.templates[("research", "odd")] = {**w.cluster.templates[("research", "offhours-job")],
                                                 "metadata": {"name": "odd", "namespace": "research"}}

@@ -1,0 +1,132 @@
+"""A service removed from the configuration: what the gate lent of it comes back, what it admitted is stopped."""
+
+from dataclasses import replace
+
+from offhours.scripts.gate import actuate
+from offhours.scripts.gate.admissions import (
+    NO_RUN,
+    copy_tokens,
+    counted_jobs,
+    lineages_of,
+    linked_uids,
+    returned_by_record,
+)
+from offhours.scripts.gate.observe import describe
+from offhours.scripts.gate.snapshot import Observed, writes_to
+from offhours.scripts.gate.tick_state import GateParts, LeaseLost, ServiceOutcome, TickState
+from offhours.scripts.names import (
+    EVENT_SERVICE_RELEASED,
+    state_configmap_name,
+)
+from offhours.scripts.policy.config import Capacity, ServicePolicy
+from offhours.scripts.policy.plan import ADMITTED, PARKED
+from offhours.scripts.policy.record import (
+    MAX_COPIES,
+    ServiceRecord,
+    own_baseline,
+    with_copies,
+    with_lineages,
+)
+
+
+def release_removed(gate: GateParts, t: TickState) -> None:
+    """Give back what the gate lent of services no longer configured, then forget them (one Event each).
+
+    The record is the gate's own memory of what it lent: whatever the configuration says now, a
+    service it lent from gets its baseline back. A failure leaves the record for the next tick.
+    """
+    if t.dry_run:
+        return
+    ns, configured = gate.config.namespace, {p.name for p in gate.config.services}
+    try:
+        removed = [s for s in gate.cluster.state_services(ns) if s not in configured]
+    except Exception as err:  # noqa: BLE001 - advisory for this tick: the next one lists them again
+        if not gate.unlisted:  # once per process: a Role without the right would say it every tick
+            gate.log.warning(f"could not list the gate's records (a service removed from the configuration "
+                             f"gets back what was lent only when it can): {describe(err)}")
+        gate.unlisted = True
+        return
+    for service in removed:
+        try:
+            release(gate, t, service)
+        except LeaseLost:
+            raise
+        except Exception as err:  # noqa: BLE001 - that record's fault: kept for the next tick
+            gate.log.error(f"could not give back what was lent of {service} (no longer configured): "
+                           f"{describe(err)}", service)
+
+
+def release(gate: GateParts, t: TickState, service: str) -> None:
+    """Give back what was lent of one removed service, stop what runs of it, then forget its record."""
+    ns, wf_ns = gate.config.namespace, gate.config.workflow_namespace
+    text = gate.cluster.read_state(ns, service)
+    record = ServiceRecord.from_json(text)
+    dep = gate.cluster.find_deployment(ns, record.deployment or service)
+    listed, _ = returned_by_record(gate.cluster.jobs(wf_ns, service), record, dep.uid if dep is not None else "")
+    what = "nothing to give back"
+    if dep is not None:
+        scaler = gate.cluster.autoscaler(dep)
+        note = gate.note_of(t, service)
+        if note is not None:
+            record = note.supersede(record, text, dep.uid, writes_to(scaler))
+        obs = Observed(ServicePolicy(name=service, capacity=Capacity(), deployment=dep.name), dep, scaler, record,
+                       [], [], text)
+        # What the gate lent of this incarnation (by its record; by the marks if the record is unreadable).
+        lent = sum(j.replicas for j in counted_jobs(listed, record, dep.uid) if j.state == ADMITTED)
+        owned = own_baseline(record, dep.uid, obs.writes_to, obs.current, lent)
+        if obs.current < owned.baseline:
+            what = f"{obs.writes_to} restored from {obs.current} to its baseline {owned.baseline}"
+            record = actuate.write_serving(gate, t, obs, owned.record, owned.baseline)  # as applied: what later writes build on
+        elif lent:
+            what = f"{obs.writes_to} already at {obs.current} (baseline {owned.baseline})"
+    # Then whatever of it runs gives its GPUs back, as in any reclaim (parked again; stopped without a copy if its
+    # status says its work is done): what the gate lent, and what runs without admission, which no tick of this
+    # service stops any more. Whatever waits parked waits on. A failure keeps the record for the next tick.
+    outcome, stopped = ServiceOutcome(service), []
+    running = [j for j in listed if j.state != PARKED]
+    lineages = lineages_of(record, listed)
+    # The gate's own admissions last: the newest stops, which the record keeps (at most MAX_COPIES).
+    if to_park := sorted((j for j in running if not j.finishing), key=lambda j: j.state == ADMITTED):
+        # As a tick's stops: the copies are recorded (each with its token) before they are made, so a release
+        # tried again after a failure knows the copies an earlier try (or an earlier reclaim) made: none twice.
+        # A workflow with no run id (one running without admission need carry none) is recorded under
+        # NO_RUN, which no run id is (a run id is a DNS label): unrecorded, it got no token, and each try
+        # made it another copy. No lineage is ever NO_RUN's, so its copy joins none.
+        linked = linked_uids(listed)
+        record = replace(record, lineages=with_lineages(lineages, (), linked), copies=with_copies(
+            record.copies, [(j.uid, j.run_id or NO_RUN) for j in to_park], linked, gate.now(), (), gate.token))
+        actuate.fence(gate, t)
+        gate.cluster.write_state(ns, service, record.to_json())
+    tokens = copy_tokens(record.copies)
+    deferred = []
+    for job in running:
+        if not job.finishing and job.uid and job.uid not in tokens and len(to_park) > MAX_COPIES:
+            # Its stop did not fit in the record (a tenant's flood of workflows running without admission):
+            # parked without a token, a try after a failure would copy it again. A later try parks it. Any
+            # other stop the record could not keep (a run id it does not store) is made at once: stopping
+            # what holds serving's GPUs comes before a copy made only once.
+            deferred.append(job.name)
+            continue
+        actuate.fence(gate, t)
+        if job.finishing:
+            gate.cluster.stop(wf_ns, job)
+            stopped.append(job.name)
+        else:
+            actuate.park_and_stop(gate, t, wf_ns, job, outcome, lineages.get(job.run_id or "", ()), tokens.get(job.uid, ""))
+    if outcome.parked:
+        what += f"; stopped and parked again {', '.join(outcome.parked)}"
+    if stopped:
+        what += f"; stopped {', '.join(stopped)}"
+    if deferred:
+        raise RuntimeError(f"{what}; {len(deferred)} more workflows than the record keeps the stops of, "
+                           f"stopped by a later try ({', '.join(deferred[:5])}...)")
+    actuate.fence(gate, t)
+    gate.cluster.delete_state(ns, service)
+    actuate.recorded(gate, t, service)
+    message = f"service {service} is no longer in the gate configuration: {what}; the gate's record of it removed"
+    gate.log.warning(message, service)
+    kind, name = ("Deployment", dep.name) if dep is not None else ("ConfigMap", state_configmap_name(service))
+    try:
+        gate.cluster.record_event(ns, kind, name, EVENT_SERVICE_RELEASED, message, True)
+    except Exception as err:  # noqa: BLE001 - an event is a record, not an action
+        gate.log.warning(f"could not record event {EVENT_SERVICE_RELEASED}: {describe(err)}", service)
