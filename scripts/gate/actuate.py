@@ -25,7 +25,7 @@ from offhours.scripts.names import (
     EVENT_RUN_ID_MISMATCH,
 )
 from offhours.scripts.policy.decide import Decision
-from offhours.scripts.policy.plan import Job, Plan
+from offhours.scripts.policy.plan import ADMITTED, Job, Plan
 from offhours.scripts.policy.record import (
     ServiceRecord,
     UnrecordedWrite,
@@ -149,10 +149,21 @@ def research_side(gate: GateParts, t: TickState, obs: Observed, decision: Decisi
     tokens = copy_tokens(record.copies if record is not None else ())
     made: dict[str, ParkedCopy] = {}  # stopped job's name -> its copy
     steps: list[tuple[str, Callable[[], Any], Job | None]] = []
+    # The stops of what the gate admitted are as many as its admissions: all of them, first. Any other stop (a
+    # workflow running without admission, a duplicate of a run, a cancelled one) is a tenant's to multiply: at
+    # most `research_writes_per_tick` of them a tick, all services together; the rest are stopped by later ticks
+    # (the plan finds them again, their copies' tokens already recorded).
+    own = [j for j in p.stop if j.state == ADMITTED]
+    others = [(j, True) for j in p.stop if j.state != ADMITTED] + [(j, False) for j in p.cancel]
+    budget = max(0, gate.research_writes_per_tick - t.research_writes)
+    if len(others) > budget:
+        gate.log.info(f"{len(others) - budget} stop(s) of workflows the gate did not admit left for a later tick "
+                      f"(research writes: {gate.research_writes_per_tick} a tick)", obs.policy.name)
+    t.research_writes += min(len(others), budget)
+    stop_now = [*((j, True) for j in own), *others[:budget]]
     steps += [(f"stop {j.name}", partial(park_and_stop, gate, t, wf_ns, j, outcome,
-                                         lineages.get(j.run_id or "", ()), tokens.get(j.uid, ""), made), j)
-              for j in p.stop]
-    steps += [(f"stop {j.name}", partial(gate.cluster.stop, wf_ns, j), j) for j in p.cancel]
+                                         lineages.get(j.run_id or "", ()), tokens.get(j.uid, ""), made)
+               if park else partial(gate.cluster.stop, wf_ns, j), j) for j, park in stop_now]
     if t.reclaim_only:
         p = replace(p, admit=(), adopt=(), delete=(), waiting=())  # only what frees GPUs: the rest waits for a tick
     # The grace cap goes into the admission itself: it bounds the pods, not only the plan.

@@ -68,17 +68,24 @@ def with_originals(gate: GateParts, t: TickState, jobs: list[Job]) -> list[Job]:
 
     The `parked-from` annotation is anyone's to write: one read per workflow that carries it, unbounded, made a
     tenant's thousands of such workflows a tick as long as they liked, and the next tick (the next reclaim) that
-    much later. The gate's own copies are read first, then the rest in queue order; one left unread waits.
+    much later. The gate's own copies are read first, then the rest in queue order, at most a count a tick; one
+    left unread waits.
     """
     wanted = sorted((j for j in jobs if j.state in (PARKED, UNMANAGED) and j.parked_from),
                     key=lambda j: (not j.gate_copy, j.problem is not None, j.state == PARKED, -j.priority,
                                    j.created, j.name))
-    read: dict[str, Job] = {}
+    # At most `advisory_reads_per_tick` of them, all services together: the reads are anyone's to multiply.
+    left = max(0, gate.advisory_reads_per_tick - t.advisory_reads)
+    read: dict[str, Job] = {j.name: replace(j, original_done=False) for j in wanted[left:]}  # unread: it waits
+    if len(wanted) > left:
+        gate.log.info(f"{len(wanted) - left} parked copies' originals left for a later tick (advisory reads: "
+                      f"{gate.advisory_reads_per_tick} a tick)", wanted[0].service)
+    t.advisory_reads += min(len(wanted), left)
     ns = gate.config.workflow_namespace
-    for job in wanted:
+    for job in wanted[:left]:
         name = job.parked_from or ""
         answer = timeboxed(gate, t, f"original {name} of {job.name}",
-                                partial(lambda n: (gate.cluster.workflow(ns, n),), name), job)
+                           partial(lambda n: (gate.cluster.workflow(ns, n),), name), job)
         read[job.name] = with_original(job, answer[0]) if isinstance(answer, tuple) else \
             replace(job, original_done=False)  # unknown: the copy waits
     return [read.get(j.name, j) for j in jobs]

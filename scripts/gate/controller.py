@@ -84,6 +84,10 @@ class Gate:
     advisory_timeout: float = 5.0  # one advisory read (checkpoint progress)
     advisory_budget: float = 15.0  # all advisory reads of one tick
     advisory_writes_per_tick: int = 100  # waiting-reason writes of one tick, all services together
+    advisory_reads_per_tick: int = 100  # parked copies' originals read in one tick, all services together
+    # Stops of workflows the gate did not admit (a tenant's to multiply) in one tick, all services together;
+    # the stops of what it admitted are never counted against it.
+    research_writes_per_tick: int = 200
     monotonic: Callable[[], float] = time.monotonic
     # The lease on lending also covers the pause between two runs of the gate's CronWorkflow (a 5-minute
     # schedule of 4-minute runs, and a pod start): a healthy gate must never look gone between runs.

@@ -86,7 +86,8 @@ class TickState:
     renewed: float = 0.0  # when the Lease was last taken or renewed (Gate.monotonic)
     advisory_spent: float = 0.0  # seconds of advisory reads so far, against Gate.advisory_budget
     advisory_writes: int = 0  # waiting-reason writes so far, against Gate.advisory_writes_per_tick
-    research_writes: int = 0  # research-side writes so far, against Gate.research_writes_per_tick
+    advisory_reads: int = 0  # parked copies' originals read so far, against Gate.advisory_reads_per_tick
+    research_writes: int = 0  # stops of workflows the gate did not admit so far, against Gate.research_writes_per_tick
     lease_notes: dict[str, str] | None = None  # the Lease's notes, read once, when first needed
     # A reclaim between ticks (scripts/gate/reclaim.py): it gives back and stops victims, never lends,
     # admits or counts a failed tick; for a service that turns out not to need a reclaim it writes nothing.
@@ -119,6 +120,8 @@ class GateParts(Protocol):
     advisory_timeout: float
     advisory_budget: float
     advisory_writes_per_tick: int
+    advisory_reads_per_tick: int
+    research_writes_per_tick: int
     monotonic: Callable[[], float]
     token: Callable[[], str]
     unrecorded: dict[str, UnrecordedWrite]

@@ -1,0 +1,118 @@
+"""Bounded work per tick, whatever tenants create (issue 31 §6).
+
+The class: a tenant multiplies the gate's work. Everything on a workflow is anyone's to write, so a tenant can
+create thousands of workflows that claim to be admitted, say they succeeded, point at an original, or carry
+another run's id; one API call (or a stop and its copy) per such workflow made a tick as long as the tenant
+liked, and a reclaim that much later.
+
+The mechanism: the calls of a tick are reads per service (five, whatever tenants made: lists, not gets),
+writes per service and per admission of the gate (which its record bounds), and three budgets a tick for
+all services together: originals of parked copies read (`advisory_reads_per_tick`), waiting reasons written
+(`advisory_writes_per_tick`), and stops of workflows the gate did not admit (`research_writes_per_tick`, two
+calls each: the parked copy and the stop). What exceeds a budget is left for the next ticks, which find it again.
+
+Invariants, generated over the number and kinds of hostile workflows and the load of each tick:
+- a tick's API calls <= PER_SERVICE * services + PER_ADMISSION * admissions + the budgets + FIXED;
+- in a tick that reclaims, serving's write comes before any research-side write;
+- the gate's own admissions are stopped in the reclaim that needs their GPUs, never deferred behind the budget;
+- what exceeds the budget is handled by the next ticks: the unadmitted ones still running never grow, and shrink
+  by the budget each tick until none is left.
+"""
+
+import math
+
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from offhours.scripts.gate.tick_state import ServiceOutcome
+from offhours.scripts.names import ANNOTATION_PARKED_FROM, LABEL_COPY_OF, STATE_ADMITTED
+
+from .test_argo_verbs import running
+from .test_gate_controller import World
+
+SERVICES = 2
+# Per service: Deployment, autoscaler, record, workflows, pods; the record's intent, lower and final writes; the
+# serving writes; the Events; the templates list.
+PER_SERVICE = 16
+# Per admission of the gate (recorded, or made this tick): its admit or adopt, its stop and copy, how it ended.
+PER_ADMISSION = 4
+FIXED = 8  # the Lease (take, renew, release), its notes, the records' list, the GPU quota
+READS, WRITES, STOPS = 40, 30, 25  # the test's budgets: small, so that the flood exceeds them many times over
+
+RESEARCH_WRITES = ("stop", "park-copy", "admit", "adopt", "delete", "annotate-workflow")
+
+
+def bound(admissions: int) -> int:
+    return PER_SERVICE * SERVICES + PER_ADMISSION * admissions + READS + WRITES + 2 * STOPS + FIXED
+
+
+def world() -> World:
+    w = World()
+    w.gate.advisory_reads_per_tick, w.gate.advisory_writes_per_tick = READS, WRITES
+    w.gate.research_writes_per_tick = STOPS
+    w.lend(2)  # two of chat's jobs admitted: 4 replicas lent
+    return w
+
+
+def flood(w: World, n: int, kinds: list[int]) -> None:
+    """Create n hostile workflows, of the kinds drawn: each a claim a tenant can write on a workflow."""
+    for i in range(n):
+        kind = kinds[i % len(kinds)]
+        name = f"h{kind}-{i}"
+        if kind == 0:  # labelled admitted, running: the gate never admitted it
+            w.park(name, svc="chat", replicas=1, state=STATE_ADMITTED)
+        elif kind == 1:  # labelled admitted, its status forged to say it succeeded
+            w.cluster.add_workflow("research", name, "chat", 1, state=STATE_ADMITTED, phase="Succeeded",
+                                   created=w.now)
+        elif kind == 2:  # a "copy" of an admitted run: parked, pointing at an original
+            w.park(name, svc="code", replicas=1)
+            w.wf(name)["metadata"]["annotations"][ANNOTATION_PARKED_FROM] = "job-0"
+            w.wf(name)["metadata"]["labels"][LABEL_COPY_OF] = w.wf("job-0")["metadata"]["uid"]
+        else:  # another run's id, waiting to be admitted (a waiting reason each)
+            w.park(name, svc="chat", replicas=1, run_id="job-0", priority=i % 7)
+
+
+def admissions(w: World, out: dict[str, ServiceOutcome]) -> int:
+    recorded = sum(len(w.record(s).admitted or {}) for s in ("chat", "code"))
+    made = sum(len(o.plan.admit) + len(o.plan.adopt) for o in out.values() if o.plan is not None)
+    return recorded + made
+
+
+@settings(max_examples=5, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(n=st.integers(0, 5000), kinds=st.lists(st.integers(0, 3), min_size=1, max_size=4),
+       loads=st.lists(st.sampled_from([10.0, 150.0]), min_size=2, max_size=3))
+@example(n=5000, kinds=[0, 1, 2, 3], loads=[10.0, 150.0])
+@example(n=0, kinds=[0], loads=[150.0, 10.0])
+def test_a_ticks_calls_stay_within_services_admissions_and_a_budget(n: int, kinds: list[int],
+                                                                     loads: list[float]) -> None:
+    w = world()
+    flood(w, n, kinds)
+    for load in loads:
+        before = sum(len(w.record(s).admitted or {}) for s in ("chat", "code"))
+        w.cluster.calls.clear()
+        out = w.tick(chat=load)
+        calls = list(w.cluster.calls)
+        assert len(calls) <= bound(before + admissions(w, out)), (n, kinds, load, len(calls))
+        serving = [i for i, c in enumerate(calls) if c.startswith(("scale", "set-max"))]
+        research = [i for i, c in enumerate(calls) if c.startswith(RESEARCH_WRITES)]
+        if out["chat"].decision is not None and out["chat"].decision.action == "reclaim" and serving and research:
+            assert serving[0] < research[0], calls[:12]
+
+
+def test_the_gates_own_stops_come_first_and_the_flood_is_stopped_over_the_next_ticks() -> None:
+    w = world()
+    n = 4 * STOPS + 3
+    flood(w, n, [0])
+    squatters = [f"h0-{i}" for i in range(n)]
+    w.cluster.calls.clear()
+    w.tick(chat=150.0)  # every lent replica is needed back: a reclaim
+    assert w.replicas() == 8
+    assert not running(w.wf("job-0")) and not running(w.wf("job-1")), "the gate's own admissions are never deferred"
+    left = [sum(running(w.wf(s)) for s in squatters)]
+    for _ in range(math.ceil(n / STOPS) + 1):
+        w.tick(chat=150.0)
+        left.append(sum(running(w.wf(s)) for s in squatters))
+    assert left[0] == n - STOPS, left
+    assert all(b == max(0, a - STOPS) for a, b in zip(left, left[1:])), left
+    assert left[-1] == 0
+    assert "left for a later tick (research writes: 25 a tick)" in w.log.getvalue()
