@@ -170,7 +170,7 @@ class ServiceRecord:
                 lineages=_read_lineages(raw.get("lineages")),
                 returned=_read_returned(raw.get("returned")),
             )
-        except (ValueError, TypeError, IndexError, AttributeError, KeyError):
+        except (ValueError, TypeError, IndexError, AttributeError, KeyError, RecursionError):  # nested past the parser
             return cls()
 
 

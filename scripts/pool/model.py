@@ -50,6 +50,7 @@ from offhours.scripts.names import (
     STATE_KEY,
     STATE_PREEMPTED,
 )
+from offhours.scripts.policy.record import ServiceRecord
 
 GPU = GPU_RESOURCE
 
@@ -350,16 +351,19 @@ def service_views(configmaps: Iterable[Mapping[str, Any]], deployments: Iterable
             continue
         service = name[len(STATE_CONFIGMAP_PREFIX):]
         state, problem = _state_json(cm)
-        uid = state.get("deploymentUID")  # the gate writes a string; a hand edit may not
-        dep = (by_uid.get(uid) if isinstance(uid, str) else None) or by_service.get(service)
-        last = state.get("lastDecision")
-        decision: dict[str, Any] = last if isinstance(last, dict) else {}
+        # The gate's own decoder of its record (policy/record.py): what it reads is what is shown; a record it
+        # reads as no memory (a field of the wrong type) shows none, with why.
+        record = ServiceRecord.from_json((cm.get("data") or {}).get(STATE_KEY))
+        if problem is None and state and record == ServiceRecord():
+            problem = "the gate reads this state.json as no memory: a field has the wrong type or is out of range"
+        dep = (by_uid.get(record.deployment_uid) if record.deployment_uid else None) or by_service.get(service)
+        decision: dict[str, Any] = record.last_decision if isinstance(record.last_decision, dict) else {}
         views[service] = _with_deployment(ServiceView(
-            name=service, namespace=namespace, baseline=_int(state.get("baseline")),
+            name=service, namespace=namespace, baseline=record.baseline,
             required=_int(decision.get("required")), lent=_int(decision.get("lent")), target=_int(decision.get("target")),
             action=str(decision["action"]) if decision.get("action") else None,
             reason=str(decision["reason"]) if decision.get("reason") else None,
-            decided_at=parse_time(decision.get("at")), failed_ticks=_int(state.get("failedTicks"), 0) or 0,
+            decided_at=parse_time(decision.get("at")), failed_ticks=record.decision.failed_ticks,
             problem=problem), dep)
     for labelled, dep in by_service.items():
         if isinstance(labelled, str) and labelled and labelled not in views:
