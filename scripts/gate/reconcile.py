@@ -189,7 +189,7 @@ def tick_record(intent: ServingIntent, obs: Observed, record: ServiceRecord, dec
                      done=done,
                      # A run the gate admits joins its lineage (the first admitted begins it); a copy once it is
                      # listed (`lineages_of`). Kept while a workflow of it is listed or still ending.
-                     lineages=with_lineages(obs.lineages, [(j.run_id, j.uid) for j in granted
+                     lineages=with_lineages(dict(obs.lineages), [(j.run_id, j.uid) for j in granted
                                                            if j.uid in lineages.get(j.run_id or "", {j.uid})],
                                             [*(j.uid for j in obs.jobs), *pending, *(j.uid for j in granted)]),
                      returned=obs.returned[-MAX_RETURNED:],

@@ -122,13 +122,19 @@ class GateParts(Protocol):
     advisory_writes_per_tick: int
     advisory_reads_per_tick: int
     research_writes_per_tick: int
-    monotonic: Callable[[], float]
-    token: Callable[[], str]
     unrecorded: dict[str, UnrecordedWrite]
     unlisted: bool
 
     def now(self) -> float:
         """Return the time decisions and the record are dated by."""
+
+    @property
+    def monotonic(self) -> Callable[[], float]:
+        """The gate's own clock, for the Lease's renewals."""
+
+    @property
+    def token(self) -> Callable[[], str]:
+        """Make the token a stop's parked copy carries."""
 
     @property
     def lease_seconds(self) -> int:
