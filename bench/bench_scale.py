@@ -14,6 +14,11 @@ in one tick), then one where every service's load rises (a reclaim of all 500, 2
 copies: each service's raise must come before any research-side write of any service). Reported per
 tick: wall time, API calls by kind, bytes, the tracemalloc peak (a separate, traced run) and the
 process's peak RSS; and whether every serving write came first. Writes bench/results/scale.json.
+
+`python bench/bench_scale.py hostile`: the same fleet and ticks twice in one run, without and with 5,000 hostile
+workflows spread over the services (a tenant's: labels claiming admission, a status forged to say Succeeded or
+Running, copies pointing at an original, another run's id), to show that a tick's API calls, time and memory do
+not grow with what tenants create beyond the gate's per-tick budgets. Writes bench/results/scale_hostile.json.
 """
 
 import io
@@ -45,6 +50,8 @@ from offhours.scripts.policy.plan import Job  # noqa: E402
 from offhours.workflows.render import manifests  # noqa: E402
 
 RESULTS = REPO / "bench" / "results" / "scale.json"
+HOSTILE_RESULTS = REPO / "bench" / "results" / "scale_hostile.json"
+HOSTILE = 5000
 SERVICES, REPLICAS, FINISHED, PARKED = 500, 20, 16, 4
 SERVING, RESEARCH = "serving", "research"
 CAPACITY_RPS = 10.0
@@ -192,8 +199,25 @@ def serving_first(writes: list[str]) -> bool:
     return not any(w in SERVING_WRITES for w in writes[first_research:])
 
 
-def run(traced: bool) -> list[dict[str, Any]]:
+def add_hostile(cluster: ScaleCluster, names: list[str], n: int) -> None:
+    """Add n workflows a tenant made to multiply the gate's work, spread over the services, of four kinds."""
+    for i in range(n):
+        service, kind, name = names[i % len(names)], i % 4, f"hostile-{i:05d}"
+        if kind == 0:  # labelled admitted and running: the gate never admitted it
+            cluster.add_workflow(RESEARCH, name, service, 1, state="admitted", created=50.0)
+        elif kind == 1:  # labelled admitted, its status forged to say it succeeded (Argo has not marked it completed)
+            cluster.add_workflow(RESEARCH, name, service, 1, state="admitted", phase="Succeeded", created=50.0)
+        elif kind == 2:  # a copy pointing at an original (one read each, before the budget)
+            wf = cluster.add_workflow(RESEARCH, name, service, 1, created=50.0)
+            wf["metadata"]["annotations"]["offhours.io/parked-from"] = f"{service}-job-0"
+            wf["metadata"]["labels"]["offhours.io/copy-of"] = "forged-uid"
+        else:  # another workflow's run id, parked: a waiting reason each
+            cluster.add_workflow(RESEARCH, name, service, 1, created=50.0, run_id=f"{service}-job-0", priority=i % 3)
+
+
+def run(traced: bool, hostile: int = 0) -> list[dict[str, Any]]:
     cluster, names = fleet()
+    add_hostile(cluster, names, hostile)
     prom = Prometheus(names)
     now = [time.time()]
     gate = Gate(gate_config(names, prom.url), cluster, PrometheusSource.from_config(gate_config(names, prom.url).metrics),
@@ -259,5 +283,37 @@ def main() -> None:
               f"serving first: {t['every_serving_write_first']}")
 
 
+def main_hostile() -> None:
+    runs = {}
+    for n in (0, HOSTILE):
+        timed, accounted = run(traced=False, hostile=n), run(traced=True, hostile=n)
+        ticks = [{**t, **{k: v for k, v in a.items() if k == "tracemalloc_peak_mib"}} for t, a in zip(timed, accounted)]
+        runs[str(n)] = {"hostile_workflows": n, "ticks": ticks, "tick_max_s": max(t["seconds"] for t in ticks),
+                        "api_calls_max": max(t["api_calls"] for t in ticks),
+                        "tracemalloc_peak_max_mib": max(t.get("tracemalloc_peak_mib", 0) for t in ticks),
+                        "every_serving_write_first": all(t["every_serving_write_first"] for t in ticks)}
+    base, flood = runs["0"], runs[str(HOSTILE)]
+    result = {
+        "machine": f"{platform.machine()} {platform.python_version()}", "cpus": os.cpu_count(),
+        "load_average_1m_at_start": os.getloadavg()[0],
+        "services": SERVICES, "workflows_without_hostile": SERVICES * (FINISHED + PARKED), "hostile": HOSTILE,
+        "what": "one process: the gate (Gate.tick), its Prometheus source over HTTP to an in-process server, the "
+                "in-memory cluster behind a call counter; seconds are wall time of Gate.tick (the HTTP server "
+                "shares the CPU), API calls every call the gate makes to the cluster, memory the tracemalloc peak "
+                "of a second, traced run of the same ticks (Python allocations, not the RSS)",
+        "budgets_per_tick": {"advisory_reads": 100, "advisory_writes": 100, "stops_of_unadmitted": 200},
+        "runs": runs,
+        "api_calls_extra_max": flood["api_calls_max"] - base["api_calls_max"],
+        "tick_seconds_ratio": round(flood["tick_max_s"] / max(base["tick_max_s"], 1e-9), 2),
+        "process_peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "every_serving_write_first": base["every_serving_write_first"] and flood["every_serving_write_first"],
+    }
+    HOSTILE_RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    for n, r in runs.items():
+        for t in r["ticks"]:
+            print(f"  {n:>5s} hostile  {t['tick']:20s} {t['seconds']:6.2f} s  {t['api_calls']:5d} calls  "
+                  f"{t.get('tracemalloc_peak_mib', 0):6.1f} MiB peak  serving first: {t['every_serving_write_first']}")
+
+
 if __name__ == "__main__":
-    main()
+    main_hostile() if sys.argv[1:] == ["hostile"] else main()
