@@ -43,9 +43,10 @@ SCOPES: dict[str, tuple[list[str], list[str], list[str]]] = {
                   ["tests/integration/test_gate_over_emulated_vllm.py", "tests/unit/test_steps.py"]),
     # The act path: serving first, the scale (or the autoscaler's cap) with its intent recorded, then
     # the research side (park, stop, admit, adopt, delete, annotate).
-    "gate-act": (["scripts/gate/controller.py"],
-                 [f"offhours.scripts.gate.controller.xǁGateǁ{m}__mutmut_*" for m in ("_service", "_apply", "_research_side",
-                                                                       "_park_and_stop")],
+    "gate-act": (["scripts/gate/controller.py", "scripts/gate/actuate.py"],
+                 ["offhours.scripts.gate.controller.xǁGateǁ_service__mutmut_*"]
+                 + [f"offhours.scripts.gate.actuate.x_{m}__mutmut_*" for m in ("write_serving", "research_side",
+                                                                             "park_and_stop")],
                  ["tests/integration/test_gate_over_emulated_vllm.py", "tests/unit/test_gate_controller.py"]),
 }
 # Survivors that no test can kill because they behave like the original: (function, changed lines, why).
