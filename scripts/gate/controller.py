@@ -121,14 +121,14 @@ class Gate:
 
     def tick(self, dry_run: bool = False, *, only: Collection[str] | None = None,
              reclaim_only: bool = False, readings: Mapping[str, Reading] | None = None) -> list[ServiceOutcome]:
-        """Run one observe -> decide -> act pass over every service (or those named in `only`).
+        """Run one observe -> reconcile -> actuate pass over every service (or those named in `only`).
 
         `reclaim_only`: the pass a reclaim check starts between ticks: it acts only on a reclaim,
         deciding on `readings` (the load the check read a moment before) where given.
         """
         ns = self.config.namespace
         t = TickState(dry_run=dry_run, reclaim_only=reclaim_only, only=None if only is None else frozenset(only),
-                  readings=readings)
+                      readings=readings)
         if not dry_run:
             try:
                 held = self.cluster.acquire_lease(ns, self.holder, self.lease_seconds)
