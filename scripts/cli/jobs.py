@@ -19,16 +19,18 @@ from typing import Any
 
 from offhours.scripts.cli.namespaces import Namespaces, add_flags, of_args
 from offhours.scripts.cli.text import printable
-from offhours.scripts.pool.model import FINISHED, WAITING, Pool, RunView, gpus_of
+from offhours.scripts.pool.model import WAITING, Pool, RunView, gpus_of
 from offhours.scripts.pool.usage import UsageRow, usage_lines
 from offhours.scripts.pool.views import (
     CANCEL_ROUNDS,
     CANCEL_SETTLE_SECONDS,
     age,
+    cancellable,
     same_run,
     select_runs,
     sentence,
     stamp,
+    stop_line,
 )
 
 
@@ -275,7 +277,7 @@ def _cmd_cancel(args: argparse.Namespace) -> int:
     reader = _reader(args)
     pool = read_pool(args)
     run = find_run(pool, args.name, _namespaces(args))
-    live = [c for c in run.copies if c.state not in FINISHED]
+    live = cancellable(run)
     if not live:
         raise CommandError(f"{printable(run.run_id)} has nothing to cancel: it is {run.state}")
     if not args.yes:
@@ -298,10 +300,10 @@ def _cmd_cancel(args: argparse.Namespace) -> int:
                 raise CommandError(describe_api_error(f"stop workflow {copy.namespace}/{copy.name}", err,
                                                       write=True)) from None
             stopped.add(copy.uid or copy.name)
-            print(f"{printable(copy.name)}: stopping (exit handlers run; its GPUs go back to {printable(copy.service)})")
+            print(printable(stop_line(copy)))  # GPUs go back only from a copy that held them
         time.sleep(CANCEL_SETTLE_SECONDS)
         again = same_run(read_pool(args, warn=False), run)  # its warnings were said once
-        live = [c for c in again.copies if c.state not in FINISHED and (c.uid or c.name) not in stopped] if again else []
+        live = [c for c in cancellable(again) if (c.uid or c.name) not in stopped] if again else []
         if not live:
             return 0
     raise CommandError(f"{printable(run.run_id)}: still has live workflows after {CANCEL_ROUNDS} rounds of stops "

@@ -22,9 +22,9 @@ from offhours.scripts.console.source import PoolSource
 from offhours.scripts.inputs.limits import FORM_BYTES
 from offhours.scripts.names import CONSOLE_TOKEN_COOKIE
 from offhours.scripts.pool import usage
-from offhours.scripts.pool.model import FINISHED, WAITING, Pool, RunView, gpus_of, names_a_workflow
+from offhours.scripts.pool.model import WAITING, Pool, RunView, gpus_of, names_a_workflow
 from offhours.scripts.pool.operator_metrics import exposition
-from offhours.scripts.pool.views import age, select_runs, sentence, stamp
+from offhours.scripts.pool.views import age, cancellable, select_runs, sentence, stamp, unfinished
 
 PAGE_ROWS = 500  # a page lists at most this many rows, whatever tenants submit; the CLI lists them all
 
@@ -218,8 +218,8 @@ def create_app(source: PoolSource, gpus_per_replica: Mapping[str, int] | None = 
             abort(404, description=f"no offhours job {name!r}")
         who = Person(g.access.user, bearer_token()) if g.access is not None else Person(local_user, None)
         return render_template("job.html", pool=pool, run=run, page="queue",
-                               kept=kept_estimate(person_api, who, run), live=any(c.state not in FINISHED
-                                                                                  for c in run.copies))
+                               kept=kept_estimate(person_api, who, run), can_cancel=bool(cancellable(run)),
+                               can_resubmit=not unfinished(run))  # from what Argo says now, not what was asked
 
     @app.get("/usage")
     def usage_page() -> str:

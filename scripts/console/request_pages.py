@@ -44,6 +44,7 @@ from offhours.scripts.pool.model import ADMITTED, FINISHED, RUNNING, WAITING, Po
 from offhours.scripts.pool.views import (
     CANCEL_ROUNDS,
     CANCEL_SETTLE_SECONDS,
+    cancellable,
     live_copies,
     live_run_message,
     same_run,
@@ -291,7 +292,7 @@ def add_request_routes(app: Flask, person_api: PersonApi, pool: Callable[[], Poo
         run = pool().find(name)
         if run is None:
             abort(404, description=f"no offhours job {name!r}")
-        live = unfinished(run)
+        live = cancellable(run)  # what the cluster says now: a copy already stopping is not stopped twice
         if not live:
             return refused(f"{run.run_id} has nothing to cancel: it is {run.state}", 409, "nothing to cancel")
         who = person()
@@ -312,7 +313,7 @@ def add_request_routes(app: Flask, person_api: PersonApi, pool: Callable[[], Poo
             time.sleep(CANCEL_SETTLE_SECONDS)
             refresh()
             again = same_run(pool(), run)
-            live = [c for c in unfinished(again) if c.name not in stopped] if again is not None else []
+            live = [c for c in cancellable(again) if c.name not in stopped] if again is not None else []
             if not live:
                 break
         else:
@@ -325,6 +326,7 @@ def add_request_routes(app: Flask, person_api: PersonApi, pool: Callable[[], Poo
         check_form_key()
         if misplaced is not None:
             return refused(misplaced, 409, "cannot resubmit")
+        refresh()  # what the cluster says now: a page read before a stop finished must not resubmit beside live pods
         run = pool().find(name)
         if run is None:
             abort(404, description=f"no offhours job {name!r}")

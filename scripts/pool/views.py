@@ -67,6 +67,11 @@ def sentence(run: RunView, pool: Pool) -> str:
         return f"running since {stamp(c.started or c.admitted)} on {on} of {run.service} ({age(c.started or c.admitted, now)})"
     if c.state == ADMITTED:
         return f"admitted at {stamp(c.admitted)}: its pods are starting on {on} of {run.service}"
+    if c.stopping:
+        asked = c.cancelled or c.preempted
+        at = f" at {stamp(asked)}" if asked else ""
+        return (f"{c.state}: stop asked{at}; Argo has not finished it yet, so its pods may still be running "
+                "(exit handlers run, a job saves its checkpoint)")
     if c.state == PREEMPTED:
         return f"preempted at {stamp(c.preempted)}: its replicas went back to {run.service}; the gate parks a copy to resume it"
     if c.state == STOPPED_UNADMITTED:
@@ -89,8 +94,23 @@ def same_run(pool: Pool, run: RunView) -> RunView | None:
 
 
 def unfinished(run: RunView) -> list[JobView]:
-    """Return the copies of `run` that are not finished (what a cancel stops, what a resubmit must wait for)."""
+    """Return the copies of `run` the cluster has not finished: what a resubmit must wait for, a cancel stops.
+
+    A copy asked to stop (cancel, reclaim) is unfinished until Argo finishes it: its pods may still run and write.
+    """
+    return [c for c in run.copies if c.state not in FINISHED or not c.ended]
+
+
+def cancellable(run: RunView) -> list[JobView]:
+    """Return the copies of `run` no stop was asked of yet (what a cancel has still to stop)."""
     return [c for c in run.copies if c.state not in FINISHED]
+
+
+def stop_line(copy: JobView) -> str:
+    """Return what a cancel says of one copy it stops: whether it gives GPUs back, from what that copy holds."""
+    if copy.state in (ADMITTED, RUNNING):
+        return f"{copy.name}: stopping (exit handlers run; its GPUs go back to {copy.service})"
+    return f"{copy.name}: stopping (it was {copy.state}: it held no lent GPUs: nothing to give back)"
 
 
 def live_copies(pool: Pool, run_id: str) -> list[str]:
