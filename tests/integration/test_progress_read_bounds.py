@@ -9,6 +9,7 @@ the objects and each GET's bytes, and holds one deadline for the whole find. Rea
 import json
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
@@ -78,3 +79,28 @@ def test_the_whole_find_has_one_deadline_however_many_folders(proxy: FaultProxy,
     with pytest.raises(CheckpointError, match="finding progress.json took more than 1 s"):
         latest_progress_time("s3://lab/folders/job/run", proxy.url, policy=FAST, timeout=1)
     assert len(listings(proxy)) < 7  # stopped at the deadline, before every folder was listed
+
+
+def test_the_file_store_find_has_the_same_bounds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The file store's find walks at most PROGRESS_MAX_FOLDERS folders and stops at its one deadline."""
+    from offhours.scripts.runtime import store_file
+
+    CheckpointStore(f"file://{tmp_path}/job", run_id="run", policy=FAST).save(1, b"x")
+    for i in range(30):
+        (tmp_path / "job" / "run" / f"f{i:02d}").mkdir()
+    assert latest_progress_time(f"file://{tmp_path}/job/run", policy=FAST) is not None
+    monkeypatch.setattr(store_file, "PROGRESS_MAX_FOLDERS", 5)  # the root's record is in the first folder walked
+    walked: list[str] = []
+    real_walk = store_file.os.walk
+
+    def counting_walk(top: str) -> Iterator[tuple[str, list[str], list[str]]]:
+        for entry in real_walk(top):
+            walked.append(entry[0])
+            yield entry
+    monkeypatch.setattr(store_file.os, "walk", counting_walk)
+    assert latest_progress_time(f"file://{tmp_path}/job/run", policy=FAST) is not None
+    assert len(walked) <= 6, walked
+    ticks = iter(range(0, 10_000, 2))  # a clock that moves 2 s per look: the 1 s deadline passes inside the walk
+    monkeypatch.setattr(store_file.time, "monotonic", lambda: float(next(ticks)))
+    with pytest.raises(CheckpointError, match="finding progress.json took more than 1 s"):
+        latest_progress_time(f"file://{tmp_path}/job/run", policy=FAST, timeout=1)
