@@ -10,6 +10,7 @@ import argparse
 import csv
 import io
 import json
+import os
 import re
 import sys
 import time
@@ -26,6 +27,7 @@ from offhours.scripts.pool.views import (
     CANCEL_SETTLE_SECONDS,
     age,
     cancellable,
+    checkpoint_line,
     same_run,
     select_runs,
     sentence,
@@ -96,14 +98,35 @@ def no_jobs(where: Namespaces, service: str | None, include_finished: bool, fini
     return f"no offhours jobs{of} in {where.described()} (use --all to include finished ones; -n names another namespace)"
 
 
-def why_text(run: RunView, pool: Pool) -> str:
-    """Render the sentence, the timeline, the last checkpoint."""
+STORE_READ_SECONDS = 5.0  # the whole progress read of `why` (the gate's advisory read has the same bound)
+
+
+def store_progress(run: RunView) -> tuple[datetime | None, str | None] | None:
+    """Return the newest progress record of the run's checkpoint store and why it could not be read (bounded).
+
+    The place is the gate's reading of the newest copy (`<checkpoint-uri>/<run-id>`); None when the run names
+    no store the gate reads (no checkpoint-uri, or not file:// or s3://).
+    """
+    from offhours.scripts.runtime.checkpoint import CheckpointError, latest_progress_time
+
+    prefix = run.current.checkpoint_prefix
+    if not prefix or not prefix.startswith(("file://", "s3://")):
+        return None
+    try:
+        at = latest_progress_time(prefix, os.environ.get("OFFHOURS_S3_ENDPOINT_URL"), timeout=STORE_READ_SECONDS)
+    except CheckpointError as err:
+        return None, str(err).splitlines()[0][:300]
+    except Exception as err:  # noqa: BLE001 - advisory: credentials or a client library missing is one line, not a trace
+        return None, f"{type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}"
+    return (datetime.fromtimestamp(at, timezone.utc) if at is not None else None), None
+
+
+def why_text(run: RunView, pool: Pool, stored: tuple[datetime | None, str | None] | None = None) -> str:
+    """Render the sentence, the timeline, the last checkpoint (the recorded one, or the store's if newer)."""
     lines = [printable(sentence(run, pool)), "", "timeline:"]
     lines += [f"  {stamp(e.at)}  {printable(e.what)}  [{printable(e.workflow)}]" for e in run.timeline()]
-    checkpoint = run.last_checkpoint
     lines.append("")
-    lines.append(f"last checkpoint: {stamp(checkpoint)} ({age(checkpoint, pool.read_at)} ago)" if checkpoint
-                 else "last checkpoint: none recorded")
+    lines.append(printable(checkpoint_line(run.last_checkpoint, stored, pool.read_at)))
     lines.append(f"GPU-hours: {run.gpu_seconds / 3600:.2f} over {len(run.copies)} workflow(s)")
     return "\n".join(lines)
 
@@ -233,7 +256,8 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
 
 def _cmd_why(args: argparse.Namespace) -> int:
     pool = read_pool(args)
-    print(why_text(find_run(pool, args.name, _namespaces(args)), pool))
+    run = find_run(pool, args.name, _namespaces(args))
+    print(why_text(run, pool, store_progress(run)))
     return 0
 
 

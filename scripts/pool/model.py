@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from offhours.scripts.cluster.workflow import run_identity, tenant_priority, tenant_replicas
+from offhours.scripts.cluster.workflow import checkpoint_prefix, run_identity, tenant_priority, tenant_replicas
 from offhours.scripts.names import (
     ANNOTATION_ADMITTED_AT,
     ANNOTATION_CANCELLED_AT,
@@ -182,6 +182,7 @@ class JobView:
     # workflow is a live copy of each. `run_id` is the one its checkpoints are under, if any (else its name).
     run_ids: tuple[str, ...] = ()
     run_problem: str | None = None  # why its run id cannot be trusted (the gate never admits it)
+    checkpoint_prefix: str | None = None  # where its steps record progress, as the gate reads it
 
     @property
     def ended(self) -> bool:
@@ -524,6 +525,7 @@ def job_view(wf: Mapping[str, Any]) -> JobView | None:
     return JobView(
         name=str(name), namespace=str(meta.get("namespace") or ""), uid=str(meta.get("uid") or ""),
         run_id=identity.run_id or str(name), run_ids=identity.ids, run_problem=identity.problem,
+        checkpoint_prefix=checkpoint_prefix(dict(wf)),
         service=service, replicas=replicas,
         state=state, phase=phase, created=created, started=started,
         finished=parse_time(status.get("finishedAt")), admitted=admitted,

@@ -131,3 +131,22 @@ def live_run_message(run_id: str, live: list[str]) -> str:
         "a live workflow this identity may not list"
     return (f"run id {run_id} is still running or parked ({held}): a second workflow of it is never created; "
             "cancel it first, or choose another run-id. Nothing was created")
+
+
+def checkpoint_line(recorded: datetime | None, stored: tuple[datetime | None, str | None] | None,
+                    now: datetime) -> str:
+    """Return `why`'s last-checkpoint line: the newer of what the gate recorded and what the run's store holds.
+
+    `stored`: None when the run names no store to read; else the store's newest progress record (None: none
+    there) and why the store could not be read (then only what was recorded is known, and the line says so).
+    """
+    at, problem = stored if stored is not None else (None, None)
+    newest = max((t for t in (recorded, at) if t is not None), default=None)
+    if newest is None:
+        line = "last checkpoint: none in its checkpoint store" if stored is not None and problem is None \
+            else "last checkpoint: none recorded"
+    elif at is not None and newest == at and (recorded is None or at > recorded):
+        line = f"last checkpoint: {stamp(newest)} ({age(newest, now)} ago, read from its checkpoint store)"
+    else:
+        line = f"last checkpoint: {stamp(newest)} ({age(newest, now)} ago)"
+    return line + (f"; its checkpoint store could not be read: {problem}" if problem else "")

@@ -232,7 +232,7 @@ class FileBackend:
         started = time.monotonic()
 
         def walk() -> list[Path]:  # one deadline and a folder cap for the whole walk, as the S3 find has
-            found = []
+            found: list[Path] = []
             for walked, (folder, dirs, files) in enumerate(os.walk(self.root)):
                 if walked >= PROGRESS_MAX_FOLDERS or len(found) >= PROGRESS_MAX_FILES:
                     break
