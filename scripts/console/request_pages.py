@@ -49,6 +49,7 @@ from offhours.scripts.pool.views import (
     cancellable,
     live_copies,
     live_run_message,
+    never_admitted_as_is,
     same_run,
     unfinished,
 )
@@ -71,12 +72,13 @@ class Estimator(Protocol):
 def queue_ahead(pool: Pool, service: str, priority: int) -> list[JobAhead]:
     """Return the service's jobs a new request would wait behind.
 
-    Those holding lent replicas, and the parked ones of at least its priority (equal ones are older).
+    Those holding lent replicas, and the parked ones of at least its priority (equal ones are older); not one the
+    gate keeps out of its queue for a problem (it would hold, in every replay, replicas it never gets).
     """
     ahead = []
     for run in pool.runs:
         job = run.current
-        if run.service != service or job.state in FINISHED:
+        if run.service != service or job.state in FINISHED or (job.state == WAITING and never_admitted_as_is(job)):
             continue
         if job.state in (ADMITTED, RUNNING):
             ahead.append(JobAhead(job.replicas, job.priority, running=True))

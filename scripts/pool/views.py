@@ -150,3 +150,15 @@ def checkpoint_line(recorded: datetime | None, stored: tuple[datetime | None, st
     else:
         line = f"last checkpoint: {stamp(newest)} ({age(newest, now)} ago)"
     return line + (f"; its checkpoint store could not be read: {problem}" if problem else "")
+
+
+NOT_ADMITTED = "not admitted: "  # how the gate's reason begins for a job it keeps out of its queue (policy/plan.py)
+
+
+def never_admitted_as_is(job: JobView) -> bool:
+    """Whether the gate keeps this waiting job out of its queue for a problem of its own: it is admitted by no tick.
+
+    Its run id cannot be trusted (the gate's own reading), or the gate wrote `not admitted: ...` at position 0
+    (a grace above the cap, a template it cannot read): no replica is ever lent to it as it is.
+    """
+    return bool(job.run_problem) or (job.position == 0 and (job.reason or "").startswith(NOT_ADMITTED))
