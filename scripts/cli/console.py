@@ -126,7 +126,7 @@ def _console(args: argparse.Namespace) -> int:
     app = create_app(source, gpus, [s.name for s in config.services] if config is not None else None, auth,
                      person_api=PersonApi(reader.api, reader.research_namespace), estimator=estimator,
                      local_user=whoami(reader.api) if auth is None else "", looked=looked,
-                     admits_from=admission_namespace(args, config, reader.serving_namespace))
+                     admits_from=admission_namespace(args, config, reader.serving_namespace), gate_config=config)
     source.start_sampling()  # the 24 h chart is read on the interval, whether or not a page is open
     print(f"offhours console on http://{args.host}:{args.port}/ ({looked}; "
           + ("bearer tokens checked with TokenReview)" if auth else "no authentication: local use)"), file=sys.stderr)

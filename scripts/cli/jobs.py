@@ -10,6 +10,7 @@ import argparse
 import csv
 import io
 import json
+import os
 import re
 import sys
 import time
@@ -19,16 +20,19 @@ from typing import Any
 
 from offhours.scripts.cli.namespaces import Namespaces, add_flags, of_args
 from offhours.scripts.cli.text import printable
-from offhours.scripts.pool.model import FINISHED, WAITING, Pool, RunView, gpus_of
+from offhours.scripts.pool.model import WAITING, Pool, RunView, gpus_of
 from offhours.scripts.pool.usage import UsageRow, usage_lines
 from offhours.scripts.pool.views import (
     CANCEL_ROUNDS,
     CANCEL_SETTLE_SECONDS,
     age,
+    cancellable,
+    checkpoint_line,
     same_run,
     select_runs,
     sentence,
     stamp,
+    stop_line,
 )
 
 
@@ -94,14 +98,35 @@ def no_jobs(where: Namespaces, service: str | None, include_finished: bool, fini
     return f"no offhours jobs{of} in {where.described()} (use --all to include finished ones; -n names another namespace)"
 
 
-def why_text(run: RunView, pool: Pool) -> str:
-    """Render the sentence, the timeline, the last checkpoint."""
+STORE_READ_SECONDS = 5.0  # the whole progress read of `why` (the gate's advisory read has the same bound)
+
+
+def store_progress(run: RunView) -> tuple[datetime | None, str | None] | None:
+    """Return the newest progress record of the run's checkpoint store and why it could not be read (bounded).
+
+    The place is the gate's reading of the newest copy (`<checkpoint-uri>/<run-id>`); None when the run names
+    no store the gate reads (no checkpoint-uri, or not file:// or s3://).
+    """
+    from offhours.scripts.runtime.checkpoint import CheckpointError, latest_progress_time
+
+    prefix = run.current.checkpoint_prefix
+    if not prefix or not prefix.startswith(("file://", "s3://")):
+        return None
+    try:
+        at = latest_progress_time(prefix, os.environ.get("OFFHOURS_S3_ENDPOINT_URL"), timeout=STORE_READ_SECONDS)
+    except CheckpointError as err:
+        return None, str(err).splitlines()[0][:300]
+    except Exception as err:  # noqa: BLE001 - advisory: credentials or a client library missing is one line, not a trace
+        return None, f"{type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}"
+    return (datetime.fromtimestamp(at, timezone.utc) if at is not None else None), None
+
+
+def why_text(run: RunView, pool: Pool, stored: tuple[datetime | None, str | None] | None = None) -> str:
+    """Render the sentence, the timeline, the last checkpoint (the recorded one, or the store's if newer)."""
     lines = [printable(sentence(run, pool)), "", "timeline:"]
     lines += [f"  {stamp(e.at)}  {printable(e.what)}  [{printable(e.workflow)}]" for e in run.timeline()]
-    checkpoint = run.last_checkpoint
     lines.append("")
-    lines.append(f"last checkpoint: {stamp(checkpoint)} ({age(checkpoint, pool.read_at)} ago)" if checkpoint
-                 else "last checkpoint: none recorded")
+    lines.append(printable(checkpoint_line(run.last_checkpoint, stored, pool.read_at)))
     lines.append(f"GPU-hours: {run.gpu_seconds / 3600:.2f} over {len(run.copies)} workflow(s)")
     return "\n".join(lines)
 
@@ -231,7 +256,8 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
 
 def _cmd_why(args: argparse.Namespace) -> int:
     pool = read_pool(args)
-    print(why_text(find_run(pool, args.name, _namespaces(args)), pool))
+    run = find_run(pool, args.name, _namespaces(args))
+    print(why_text(run, pool, store_progress(run)))
     return 0
 
 
@@ -275,7 +301,7 @@ def _cmd_cancel(args: argparse.Namespace) -> int:
     reader = _reader(args)
     pool = read_pool(args)
     run = find_run(pool, args.name, _namespaces(args))
-    live = [c for c in run.copies if c.state not in FINISHED]
+    live = cancellable(run)
     if not live:
         raise CommandError(f"{printable(run.run_id)} has nothing to cancel: it is {run.state}")
     if not args.yes:
@@ -298,10 +324,10 @@ def _cmd_cancel(args: argparse.Namespace) -> int:
                 raise CommandError(describe_api_error(f"stop workflow {copy.namespace}/{copy.name}", err,
                                                       write=True)) from None
             stopped.add(copy.uid or copy.name)
-            print(f"{printable(copy.name)}: stopping (exit handlers run; its GPUs go back to {printable(copy.service)})")
+            print(printable(stop_line(copy)))  # GPUs go back only from a copy that held them
         time.sleep(CANCEL_SETTLE_SECONDS)
         again = same_run(read_pool(args, warn=False), run)  # its warnings were said once
-        live = [c for c in again.copies if c.state not in FINISHED and (c.uid or c.name) not in stopped] if again else []
+        live = [c for c in cancellable(again) if (c.uid or c.name) not in stopped] if again else []
         if not live:
             return 0
     raise CommandError(f"{printable(run.run_id)}: still has live workflows after {CANCEL_ROUNDS} rounds of stops "

@@ -509,6 +509,11 @@ def _parameters(wf: dict[str, Any]) -> dict[str, str]:
     return {str(p.get("name")): str(p.get("value")) for p in params if isinstance(p, dict) and p.get("value") is not None}
 
 
+def checkpoint_prefix(wf: dict[str, Any]) -> str | None:
+    """Where a workflow's steps record progress, as the gate reads it (offhours why reads the same place)."""
+    return _checkpoint_prefix(wf, run_identity(wf))
+
+
 def _checkpoint_prefix(wf: dict[str, Any], identity: RunIdentity) -> str | None:
     """Where the steps record progress: `<checkpoint-uri>/<run-id>`, the run id as they read it (the parameter)."""
     uri = _parameters(wf).get("checkpoint-uri")

@@ -21,10 +21,11 @@ from offhours.scripts.console.request_pages import Estimator, actual_start_minut
 from offhours.scripts.console.source import PoolSource
 from offhours.scripts.inputs.limits import FORM_BYTES
 from offhours.scripts.names import CONSOLE_TOKEN_COOKIE
+from offhours.scripts.policy.config import GateConfig
 from offhours.scripts.pool import usage
-from offhours.scripts.pool.model import FINISHED, WAITING, Pool, RunView, gpus_of, names_a_workflow
+from offhours.scripts.pool.model import WAITING, Pool, RunView, gpus_of, names_a_workflow
 from offhours.scripts.pool.operator_metrics import exposition
-from offhours.scripts.pool.views import age, select_runs, sentence, stamp
+from offhours.scripts.pool.views import age, cancellable, select_runs, sentence, stamp, unfinished
 
 PAGE_ROWS = 500  # a page lists at most this many rows, whatever tenants submit; the CLI lists them all
 
@@ -99,7 +100,8 @@ def visible(pool: Pool, access: Access | None) -> Pool:
 def create_app(source: PoolSource, gpus_per_replica: Mapping[str, int] | None = None,
                services: Collection[str] | None = None, auth: Authenticator | None = None,
                person_api: PersonApi | None = None, estimator: Estimator | None = None, local_user: str = "",
-               looked: str = "", admits_from: tuple[str, str] | None = None, secure_cookies: bool | None = None) -> Flask:
+               looked: str = "", admits_from: tuple[str, str] | None = None, secure_cookies: bool | None = None,
+               gate_config: GateConfig | None = None) -> Flask:
     """Build the console over `source`.
 
     `gpus_per_replica`: the gate configuration's, for services whose Deployment says none; `services`:
@@ -111,7 +113,8 @@ def create_app(source: PoolSource, gpus_per_replica: Mapping[str, int] | None = 
     workflowNamespace and which configuration says so (None: none was read): requests and resubmits from
     another namespace are refused, as `offhours submit` refuses them. `secure_cookies`: set the Secure flag on
     cookies even when the request did not come over TLS (a TLS-terminating proxy in front; default: the
-    environment's OFFHOURS_CONSOLE_SECURE_COOKIES=1); protection.py says what guards every request.
+    environment's OFFHOURS_CONSOLE_SECURE_COOKIES=1); protection.py says what guards every request. `gate_config`:
+    the gate configuration whose admission checks refuse, at submit, a job the gate would never admit.
     """
     app = Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = FORM_BYTES  # a larger body is refused (413) before any of it is read
@@ -218,8 +221,8 @@ def create_app(source: PoolSource, gpus_per_replica: Mapping[str, int] | None = 
             abort(404, description=f"no offhours job {name!r}")
         who = Person(g.access.user, bearer_token()) if g.access is not None else Person(local_user, None)
         return render_template("job.html", pool=pool, run=run, page="queue",
-                               kept=kept_estimate(person_api, who, run), live=any(c.state not in FINISHED
-                                                                                  for c in run.copies))
+                               kept=kept_estimate(person_api, who, run), can_cancel=bool(cancellable(run)),
+                               can_resubmit=not unfinished(run))  # from what Argo says now, not what was asked
 
     @app.get("/usage")
     def usage_page() -> str:
@@ -244,7 +247,8 @@ def create_app(source: PoolSource, gpus_per_replica: Mapping[str, int] | None = 
     if person_api is not None:
         # A run id is checked against every workflow the console reads, listed afresh (the cache may predate a click).
         add_request_routes(app, person_api, pool_for_reader, source.refresh, estimator, services, local_user,
-                           read_now=lambda: source.reader.read(require_workflows=True), admits_from=admits_from)
+                           read_now=lambda: source.reader.read(require_workflows=True), admits_from=admits_from,
+                           gate_config=gate_config)
 
     @app.errorhandler(400)
     def bad_request(err: Any) -> tuple[str, int]:

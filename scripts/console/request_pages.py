@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 from flask import Flask, abort, g, redirect, render_template, request, url_for
 
+from offhours.scripts.cluster.never_admitted import never_admitted
 from offhours.scripts.cluster.parked import misplaced_namespace, stop_patch
 from offhours.scripts.console.asperson import CallFailed, Person, PersonApi, Refused, creator_label
 from offhours.scripts.console.auth import bearer_token
@@ -32,6 +33,7 @@ from offhours.scripts.console.form import (
     submitted_values,
 )
 from offhours.scripts.names import ANNOTATION_ESTIMATE, ANNOTATION_PRIORITY, ARGO_CREATOR_LABEL, LABEL_RUN_ID
+from offhours.scripts.policy.config import GateConfig
 from offhours.scripts.policy.estimate import (
     Estimate,
     EstimateError,
@@ -44,8 +46,10 @@ from offhours.scripts.pool.model import ADMITTED, FINISHED, RUNNING, WAITING, Po
 from offhours.scripts.pool.views import (
     CANCEL_ROUNDS,
     CANCEL_SETTLE_SECONDS,
+    cancellable,
     live_copies,
     live_run_message,
+    never_admitted_as_is,
     same_run,
     unfinished,
 )
@@ -68,12 +72,13 @@ class Estimator(Protocol):
 def queue_ahead(pool: Pool, service: str, priority: int) -> list[JobAhead]:
     """Return the service's jobs a new request would wait behind.
 
-    Those holding lent replicas, and the parked ones of at least its priority (equal ones are older).
+    Those holding lent replicas, and the parked ones of at least its priority (equal ones are older); not one the
+    gate keeps out of its queue for a problem (it would hold, in every replay, replicas it never gets).
     """
     ahead = []
     for run in pool.runs:
         job = run.current
-        if run.service != service or job.state in FINISHED:
+        if run.service != service or job.state in FINISHED or (job.state == WAITING and never_admitted_as_is(job)):
             continue
         if job.state in (ADMITTED, RUNNING):
             ahead.append(JobAhead(job.replicas, job.priority, running=True))
@@ -113,13 +118,15 @@ def actual_start_minutes(run: RunView) -> float | None:
 def add_request_routes(app: Flask, person_api: PersonApi, pool: Callable[[], Pool], refresh: Callable[[], None],
                        estimator: Estimator | None, services: Collection[str] | None, local_user: str = "",
                        read_now: Callable[[], Pool] | None = None,
-                       admits_from: tuple[str, str] | None = None) -> None:
+                       admits_from: tuple[str, str] | None = None, gate_config: GateConfig | None = None) -> None:
     """Add /request, /request/<template>, and the job page's cancel and resubmit to `app`.
 
     `pool`: the pool as the reader may see it (cached); `read_now`: the whole pool read afresh, raising
     when the workflows cannot be listed (what a create checks its run id against; default: `pool`
     after `refresh`). `admits_from`: the gate's workflowNamespace and the configuration that says so (None: not
-    checked); a console in another namespace creates nothing.
+    checked); a console in another namespace creates nothing. `gate_config`: the installed gate configuration (or
+    --config's): a job its admission checks would never admit is refused before it is parked, in the gate's words
+    (the code `offhours submit` runs; None: not checked, the gate judges).
     """
     secret = secrets.token_bytes(32)
     ns = person_api.namespace
@@ -179,6 +186,18 @@ def add_request_routes(app: Flask, person_api: PersonApi, pool: Callable[[], Poo
         if g.get("access") is not None and not g.access.jobs:  # names only what this identity may list
             return live_run_message(run_id, [])
         return live_run_message(run_id, live)
+
+    def never_admitted_refusal(body: dict[str, Any]) -> str | None:
+        """Return the gate's words if it would never admit `body` (its own checks, as `submit` runs them)."""
+        if gate_config is None:
+            return None
+        try:  # the templates as the person sees them: a template's grace counts as the gate reads it
+            templates: dict[str, Any] | None = {
+                str((t.get("metadata") or {}).get("name", "")): t for t in person_api.templates(person())}
+        except (Refused, CallFailed):
+            templates = None  # unreadable here: the template's grace is the gate's to judge
+        problem = never_admitted(body, gate_config, templates)
+        return None if problem is None else f"{problem}. Nothing was created"
 
     def estimate_for(values: dict[str, str], form: Any, priority: int) -> tuple[Estimate | None, str | None,
                                                                                   dict[str, str], JobRequest | None]:
@@ -252,7 +271,8 @@ def add_request_routes(app: Flask, person_api: PersonApi, pool: Callable[[], Poo
         if form.get("action") == "submit" and not bad:
             assert checked.body is not None
             with creating:
-                why = live_refusal(str(checked.body["metadata"]["labels"][LABEL_RUN_ID]))
+                why = never_admitted_refusal(checked.body) or live_refusal(
+                    str(checked.body["metadata"]["labels"][LABEL_RUN_ID]))
                 if why is None:
                     return create(template, name, checked.body, estimate, job, form, values, checked, extra,
                                   no_estimate)
@@ -291,7 +311,7 @@ def add_request_routes(app: Flask, person_api: PersonApi, pool: Callable[[], Poo
         run = pool().find(name)
         if run is None:
             abort(404, description=f"no offhours job {name!r}")
-        live = unfinished(run)
+        live = cancellable(run)  # what the cluster says now: a copy already stopping is not stopped twice
         if not live:
             return refused(f"{run.run_id} has nothing to cancel: it is {run.state}", 409, "nothing to cancel")
         who = person()
@@ -312,7 +332,7 @@ def add_request_routes(app: Flask, person_api: PersonApi, pool: Callable[[], Poo
             time.sleep(CANCEL_SETTLE_SECONDS)
             refresh()
             again = same_run(pool(), run)
-            live = [c for c in unfinished(again) if c.name not in stopped] if again is not None else []
+            live = [c for c in cancellable(again) if c.name not in stopped] if again is not None else []
             if not live:
                 break
         else:
@@ -325,6 +345,7 @@ def add_request_routes(app: Flask, person_api: PersonApi, pool: Callable[[], Poo
         check_form_key()
         if misplaced is not None:
             return refused(misplaced, 409, "cannot resubmit")
+        refresh()  # what the cluster says now: a page read before a stop finished must not resubmit beside live pods
         run = pool().find(name)
         if run is None:
             abort(404, description=f"no offhours job {name!r}")
@@ -367,7 +388,8 @@ def add_request_routes(app: Flask, person_api: PersonApi, pool: Callable[[], Poo
         # The new workflow's run id is its run-id parameter, which a tenant may have changed on the old workflow:
         # checked again here, or a resubmission joins another live run as its duplicate.
         with creating:
-            why = live_refusal(str(checked.body["metadata"]["labels"][LABEL_RUN_ID]))
+            why = never_admitted_refusal(checked.body) or live_refusal(
+                str(checked.body["metadata"]["labels"][LABEL_RUN_ID]))
             if why is not None:
                 return refused(why, 409, "cannot resubmit")
             try:

@@ -16,7 +16,9 @@ import numpy as np
 
 from offhours.scripts.history.counters import fill_line, increases, runs
 from offhours.scripts.history.promrange import MAX_POINTS, query_range
+from offhours.scripts.inputs.errors import InputError
 from offhours.scripts.metrics import vllm
+from offhours.scripts.metrics.prometheus import PrometheusError
 
 GAP, RESET, MISSING, FILLED, INVALID = "gap", "counter-reset", "missing-metric", "no-data", "invalid-sample"
 COLUMNS = ("requests", "prompt_tokens", "generation_tokens")
@@ -86,6 +88,23 @@ def _span(first: int, last: int, history_step: float) -> str:
     return f"{_minute_label(first, history_step)} to {_minute_label(last, history_step)}"
 
 
+def _grid(url: str, promql: str, start: float, step: float, points: int, timeout: float,
+          max_points: int) -> dict[tuple[tuple[str, str], ...], np.ndarray]:
+    """`query_range`, whose failure to get an answer at all is one short line naming Prometheus and why.
+
+    An unreachable or silent Prometheus is the same failure for every query: its PromQL (long, and cut where
+    a caller bounds the line) says nothing about it. A flawed answer keeps the query's own words.
+    """
+    try:
+        return query_range(url, promql, start, step, points, timeout, max_points)
+    except PrometheusError as err:
+        cause = err.__context__  # the input layer's error, kept by `ask` under its own words
+        if isinstance(cause, InputError):
+            raise PrometheusError(f"Prometheus at {cause.source.removesuffix('/api/v1/query_range')} "
+                                  f"{cause.problem}") from None
+        raise
+
+
 def read_history(url: str, label: str, services: Sequence[str], start: float, steps: int, step: float = 60.0,
                  extra: str = "", timeout: float = 30.0, saturation: bool = False,
                  max_points: int = MAX_POINTS) -> History:
@@ -100,7 +119,7 @@ def read_history(url: str, label: str, services: Sequence[str], start: float, st
     warnings: list[HistoryWarning] = []
     seen_pods: dict[str, dict[str, np.ndarray]] = {name: {} for name in services}  # pod -> steps with any sample
     for column, metric in METRICS.items():
-        grid = query_range(url, f"last_over_time({metric}{sel}[{window}])", start, step, points, timeout, max_points)
+        grid = _grid(url, f"last_over_time({metric}{sel}[{window}])", start, step, points, timeout, max_points)
         per_service: dict[str, dict[str, list[np.ndarray]]] = {}
         covered_pod: dict[str, dict[str, np.ndarray]] = {}
         for key, values in sorted(grid.items()):
@@ -154,8 +173,7 @@ def read_history(url: str, label: str, services: Sequence[str], start: float, st
                                         "filled by a straight line between the nearest steps with data"))
             history.work = {c: fill_line(v, known) for c, v in history.work.items()}
     if saturation:
-        grid = query_range(url, f"min_over_time({vllm.WAITING}{sel}[{window}])", start, step, points, timeout,
-                           max_points)
+        grid = _grid(url, f"min_over_time({vllm.WAITING}{sel}[{window}])", start, step, points, timeout, max_points)
         waiting: dict[str, dict[str, np.ndarray]] = {}
         for key, values in grid.items():
             labels = dict(key)

@@ -5,11 +5,25 @@ first half), expands aliases into as many nodes as they name (a few hundred byte
 10^9 nodes that a schema check or a walk then visits), and recurses once per level of nesting. Here
 the composed graph is measured before anything is constructed, and a duplicate key is an error
 naming the key and both lines.
+
+Speed: where PyYAML has libyaml, its C parser scans and parses (the bulk of the time on a large file) and the
+composer above it stays Python, so the bounds and the duplicate-key refusal are the same code on either. The
+C parser keeps its states on a heap stack, not C recursion: nesting reaches the bounded composer, never a crash.
 """
 
 from typing import Any
 
 import yaml
+from yaml.composer import Composer
+from yaml.constructor import SafeConstructor
+from yaml.resolver import Resolver
+
+try:
+    from yaml._yaml import CParser as _CParser
+
+    CParser: type[_CParser] | None = _CParser
+except ImportError:  # PyYAML built without libyaml: the pure-Python parser, the same bounds
+    CParser = None
 
 from offhours.scripts.inputs.errors import InputError
 from offhours.scripts.inputs.limits import MAX_DEPTH, YAML_MAX_ALIAS_NODES
@@ -19,11 +33,17 @@ _MERGE = "tag:yaml.org,2002:merge"
 NESTED_TOO_DEEPLY = "is nested too deeply to parse"
 
 
-class _BoundedLoader(yaml.SafeLoader):
-    """The pure-Python safe loader, composing at most MAX_DEPTH levels and refusing duplicate keys."""
+class _Bounds:
+    """What every loader here does on top of a parser: at most MAX_DEPTH levels, aliases bounded, no duplicate keys.
 
-    def __init__(self, text: str, source: str) -> None:
-        super().__init__(text)
+    Placed before `Composer` and `SafeConstructor` in a loader's bases, so its methods wrap theirs.
+    """
+
+    source: str
+    depth: int
+    written: int
+
+    def _bounded(self, source: str) -> None:
         self.source = source
         self.depth = 0
         self.written = 0
@@ -33,14 +53,14 @@ class _BoundedLoader(yaml.SafeLoader):
         if self.depth > MAX_DEPTH:
             raise InputError(self.source, NESTED_TOO_DEEPLY)
         try:
-            if not self.check_event(yaml.AliasEvent):
+            if not self.check_event(yaml.AliasEvent):  # type: ignore[attr-defined]
                 self.written += 1
-            return super().compose_node(parent, index)
+            return super().compose_node(parent, index)  # type: ignore[misc]
         finally:
             self.depth -= 1
 
     def compose_document(self) -> Any:
-        node = super().compose_document()
+        node = super().compose_document()  # type: ignore[misc]
         if node is not None:
             _check_expansion(node, self.written, self.source)
         self.written = 0
@@ -61,13 +81,54 @@ class _BoundedLoader(yaml.SafeLoader):
                     continue
                 if not isinstance(key_node, yaml.ScalarNode):
                     continue  # a merge's keys may be overridden (YAML's rule); other keys are checked where built
-                key = self.construct_object(key_node)
+                key = self.construct_object(key_node)  # type: ignore[attr-defined]
                 line = key_node.start_mark.line + 1
                 if key in seen:
                     raise InputError(self.source, f"has the key {key!r} twice: line {seen[key]} and line {line} "
                                                   "(a duplicate is refused, never read as the last one)")
                 seen[key] = line
-        return super().construct_mapping(node, deep=deep)
+        return super().construct_mapping(node, deep=deep)  # type: ignore[misc]
+
+
+class _PythonLoader(_Bounds, yaml.SafeLoader):
+    """PyYAML's pure-Python safe loader, bounded."""
+
+    def __init__(self, text: str, source: str) -> None:
+        yaml.SafeLoader.__init__(self, text)
+        self._bounded(source)
+
+
+class _CParsedLoader(_Bounds, Composer, SafeConstructor, Resolver):
+    """libyaml's parser (C) under the bounded Python composer and the safe constructor.
+
+    The C safe loader's speed where it is spent, with the same bounds (CSafeLoader's own composer is C, where no
+    bound can be added).
+    """
+
+    def __init__(self, text: str, source: str) -> None:
+        assert CParser is not None
+        self._parser = CParser(text)
+        Composer.__init__(self)
+        SafeConstructor.__init__(self)
+        Resolver.__init__(self)
+        self._bounded(source)
+
+    def check_event(self, *choices: Any) -> bool:
+        return bool(self._parser.check_event(*choices))
+
+    def peek_event(self) -> Any:
+        return self._parser.peek_event()
+
+    def get_event(self) -> Any:
+        return self._parser.get_event()
+
+    def dispose(self) -> None:
+        self._parser.dispose()
+
+
+def _loader(text: str, source: str) -> Any:
+    """Return the bounded loader for `text`: libyaml's parser where PyYAML has it, else the pure-Python one."""
+    return _CParsedLoader(text, source) if CParser is not None else _PythonLoader(text, source)
 
 
 def _children(node: Any) -> list[Any]:
@@ -117,7 +178,7 @@ def load_yaml_all(text: str, source: str) -> list[Any]:
     """Return every document of `text`; InputError naming `source` and what is wrong."""
     loader = None
     try:
-        loader = _BoundedLoader(text, source)  # its reader already refuses control characters
+        loader = _loader(text, source)  # either parser refuses control characters
         docs = []
         while loader.check_node():
             docs.append(loader.construct_document(loader.get_node()))

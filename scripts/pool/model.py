@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from offhours.scripts.cluster.workflow import run_identity, tenant_priority, tenant_replicas
+from offhours.scripts.cluster.workflow import checkpoint_prefix, run_identity, tenant_priority, tenant_replicas
 from offhours.scripts.names import (
     ANNOTATION_ADMITTED_AT,
     ANNOTATION_CANCELLED_AT,
@@ -45,6 +45,7 @@ from offhours.scripts.names import (
     LABEL_SERVICE,
     LABEL_STATE,
     LABEL_USER,
+    RETURN_GPUS,
     STATE_ADMITTED,
     STATE_CONFIGMAP_PREFIX,
     STATE_KEY,
@@ -67,6 +68,7 @@ STOPPED_UNADMITTED = "stopped-unadmitted"
 RESUMED_WAITING = "preempted→waiting"
 SUCCEEDED, FAILED, CANCELLED = "succeeded", "failed", "cancelled"
 FINISHED = (SUCCEEDED, FAILED, CANCELLED, PREEMPTED, STOPPED_UNADMITTED)
+ENDED_PHASES = ("Succeeded", "Failed", "Error")  # Argo's final workflow phases
 UNKNOWN_USER = "unknown"
 ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth")
 
@@ -181,6 +183,25 @@ class JobView:
     # workflow is a live copy of each. `run_id` is the one its checkpoints are under, if any (else its name).
     run_ids: tuple[str, ...] = ()
     run_problem: str | None = None  # why its run id cannot be trusted (the gate never admits it)
+    checkpoint_prefix: str | None = None  # where its steps record progress, as the gate reads it
+
+    @property
+    def ended(self) -> bool:
+        """Whether Argo says this workflow is over (finished, or in a final phase), not merely asked to stop."""
+        return self.finished is not None or self.phase in ENDED_PHASES
+
+    @property
+    def stopping(self) -> bool:
+        """Whether a stop was asked (cancel, reclaim) and Argo has not finished the workflow yet: its pods may still run."""
+        return self.state in FINISHED and not self.ended
+
+    @property
+    def is_preemption(self) -> bool:
+        """Whether this workflow counts as a preemption: the one definition the metric, usage, report and pages use.
+
+        Stopped for a reclaim while it held lent GPUs; a stop before admission (no GPUs lent) is none.
+        """
+        return self.state == PREEMPTED
 
 
 @dataclass(frozen=True)
@@ -227,7 +248,7 @@ class RunView:
         included; those of them still readable are taken off, so a run whose older copies were deleted still
         counts its real preemptions.
         """
-        counted = sum(1 for c in self.copies if c.state == PREEMPTED)
+        counted = sum(1 for c in self.copies if c.is_preemption)
         unadmitted = sum(1 for c in self.copies if c.state == STOPPED_UNADMITTED)
         return max(counted, max(c.preemptions for c in self.copies) - unadmitted)
 
@@ -395,6 +416,8 @@ def _job_state(labels: Mapping[str, str], annotations: Mapping[str, str], spec: 
     if offhours_state == STATE_PREEMPTED and stopped:
         # Stopped for a reclaim: a preemption only if the gate had lent it GPUs (admitted or adopted it).
         return PREEMPTED if admitted else STOPPED_UNADMITTED
+    if phase == "Succeeded" and offhours_state != STATE_PREEMPTED:
+        return SUCCEEDED  # a cancel that raced completion: the cluster's final state wins over what was asked
     if (annotations.get(ANNOTATION_CANCELLED_AT) and stopped) or (spec.get("shutdown") and phase in ("Failed", "Error", "")):
         return CANCELLED if offhours_state != STATE_PREEMPTED else PREEMPTED
     if phase == "Succeeded":
@@ -429,6 +452,42 @@ def _first_pod_start(nodes: Any) -> datetime | None:
     starts = [parse_time(n.get("startedAt")) for n in (nodes.values() if isinstance(nodes, Mapping) else [])
               if isinstance(n, Mapping) and n.get("type") == "Pod"]
     return min((t for t in starts if t is not None), default=None)
+
+
+_NODE_ENDED = ("Succeeded", "Failed", "Error", "Skipped", "Omitted")
+_NOT_WORK = (CHECK_PARAMETERS, RETURN_GPUS)  # CPU-only pods: the parameter check and the exit hook hold no lent GPUs
+
+
+def _work_pods(nodes: Any) -> list[Mapping[str, Any]]:
+    """Argo's Pod nodes of the workflow's work: those that hold its GPUs."""
+    pods = []
+    for node in nodes.values() if isinstance(nodes, Mapping) else []:
+        if not isinstance(node, Mapping) or node.get("type") != "Pod":
+            continue
+        ref = node.get("templateRef")
+        template = ref.get("template") if isinstance(ref, Mapping) else node.get("templateName")
+        if template not in _NOT_WORK:
+            pods.append(node)
+    return pods
+
+
+def gpus_returned_at(nodes: Any, marked: datetime | None, finished: datetime | None) -> datetime | None:
+    """When the workflow's GPUs were given back, as the cluster shows it: its last work pod observed ended.
+
+    A stop request, or the exit hook's `returned-at` mark, precedes the pod's end by up to its grace period (it
+    trains and saves meanwhile): while a work pod runs nothing is returned, and a pod that ended after the mark
+    moves the return to its end. Where Argo's nodes do not say when (offloaded, or none ran), the mark stands
+    once Argo finished the workflow (it finishes after its pods).
+    """
+    if marked is None:  # no return was made (the exit hook or the gate marks it): none to show
+        return None
+    pods = _work_pods(nodes)
+    if any(n.get("phase") in ("Pending", "Running") for n in pods):
+        return None
+    ends = [parse_time(n.get("finishedAt")) if n.get("phase") in _NODE_ENDED else None for n in pods]
+    if pods and all(t is not None for t in ends):
+        return max(marked, *(t for t in ends if t is not None))
+    return marked if finished is not None else None
 
 
 _GATE_TIMES = (ANNOTATION_ADMITTED_AT, ANNOTATION_PREEMPTED_AT, ANNOTATION_RETURNED_AT, ANNOTATION_CANCELLED_AT)
@@ -470,11 +529,13 @@ def job_view(wf: Mapping[str, Any]) -> JobView | None:
     return JobView(
         name=str(name), namespace=str(meta.get("namespace") or ""), uid=str(meta.get("uid") or ""),
         run_id=identity.run_id or str(name), run_ids=identity.ids, run_problem=identity.problem,
+        checkpoint_prefix=checkpoint_prefix(dict(wf)),
         service=service, replicas=replicas,
         state=state, phase=phase, created=created, started=started,
         finished=parse_time(status.get("finishedAt")), admitted=admitted,
         preempted=parse_time(annotations.get(ANNOTATION_PREEMPTED_AT)),
-        returned=parse_time(annotations.get(ANNOTATION_RETURNED_AT)),
+        returned=gpus_returned_at(status.get("nodes"), parse_time(annotations.get(ANNOTATION_RETURNED_AT)),
+                                  parse_time(status.get("finishedAt"))),
         cancelled=parse_time(annotations.get(ANNOTATION_CANCELLED_AT)),
         last_checkpoint=parse_time(annotations.get(ANNOTATION_PROGRESS)),
         preemptions=max(0, _int(annotations.get(ANNOTATION_PREEMPTIONS), 0) or 0),

@@ -84,7 +84,7 @@ class MetricsState:
                 if key not in self.admitted:
                     self.admissions[service] = self.admissions.get(service, 0) + 1
                 self.admitted[key] = pool.read_at
-            if job.state == PREEMPTED or job.preempted is not None:
+            if job.is_preemption:  # the one definition (a stop before admission is none), as usage and report count
                 if key not in self.preempted:
                     self.preemptions[service] = self.preemptions.get(service, 0) + 1
                 self.preempted[key] = pool.read_at
@@ -172,7 +172,9 @@ def exposition(pool: Pool, state: MetricsState) -> str:
                 [({"service": n, "state": st}, float(counts.get((n, st), 0))) for n in names for st in JOB_STATES])
     page.family("offhours_admissions_total", "counter", "Workflows admitted (seen admitted by this process).",
                 [({"service": n}, float(state.admissions.get(n, 0))) for n in names])
-    page.family("offhours_preemptions_total", "counter", "Workflows stopped for a reclaim (seen by this process).",
+    page.family("offhours_preemptions_total", "counter",
+                "Workflows stopped for a reclaim while they held lent GPUs (seen by this process; a stop before "
+                "admission is none).",
                 [({"service": n}, float(state.preemptions.get(n, 0))) for n in names])
     _histogram(page, "offhours_reclaim_ready_seconds",
                "Seconds from a reclaim decision to every replica of the service being Ready.",

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
-from offhours.scripts.pool.model import PREEMPTED, WAITING, JobView, Pool, gpus_of
+from offhours.scripts.pool.model import WAITING, JobView, Pool, gpus_of
 
 Span = tuple[datetime, datetime]
 
@@ -124,7 +124,7 @@ def job_usage(job: JobView, gpus: int | None, now: datetime) -> JobUsage:
         ends = [t for t in (job.returned, job.preempted, job.finished) if t is not None]
         lent = _span(job.admitted, min(ends) if ends else now)
     lost, preempted = None, None
-    if job.state == PREEMPTED:
+    if job.is_preemption:
         preempted = job.preempted or job.finished or (lent[1] if lent else None)
         since = max((t for t in (job.last_checkpoint, job.started, job.admitted) if t is not None), default=None)
         if job.preempted is not None and since is not None and lent is not None:
@@ -152,7 +152,7 @@ def _touches(span: Span, start: datetime | None, end: datetime | None) -> bool:
 def share(usage: JobUsage, start: datetime | None = None, end: datetime | None = None) -> Share | None:
     """Return the part of `usage` in [start, end) (None: unbounded); None when the workflow does not count there."""
     active = any(s is not None and _touches(s, start, end) for s in (usage.lent, usage.run))
-    preempted = usage.job.state == PREEMPTED and _inside(usage.preempted, start, end)
+    preempted = usage.job.is_preemption and _inside(usage.preempted, start, end)
     submitted = usage.lent is None and usage.run is None and _inside(usage.submitted, start, end)
     if not (active or preempted or submitted):
         return None

@@ -67,6 +67,11 @@ def sentence(run: RunView, pool: Pool) -> str:
         return f"running since {stamp(c.started or c.admitted)} on {on} of {run.service} ({age(c.started or c.admitted, now)})"
     if c.state == ADMITTED:
         return f"admitted at {stamp(c.admitted)}: its pods are starting on {on} of {run.service}"
+    if c.stopping:
+        asked = c.cancelled or c.preempted
+        at = f" at {stamp(asked)}" if asked else ""
+        return (f"{c.state}: stop asked{at}; Argo has not finished it yet, so its pods may still be running "
+                "(exit handlers run, a job saves its checkpoint)")
     if c.state == PREEMPTED:
         return f"preempted at {stamp(c.preempted)}: its replicas went back to {run.service}; the gate parks a copy to resume it"
     if c.state == STOPPED_UNADMITTED:
@@ -89,8 +94,23 @@ def same_run(pool: Pool, run: RunView) -> RunView | None:
 
 
 def unfinished(run: RunView) -> list[JobView]:
-    """Return the copies of `run` that are not finished (what a cancel stops, what a resubmit must wait for)."""
+    """Return the copies of `run` the cluster has not finished: what a resubmit must wait for, a cancel stops.
+
+    A copy asked to stop (cancel, reclaim) is unfinished until Argo finishes it: its pods may still run and write.
+    """
+    return [c for c in run.copies if c.state not in FINISHED or not c.ended]
+
+
+def cancellable(run: RunView) -> list[JobView]:
+    """Return the copies of `run` no stop was asked of yet (what a cancel has still to stop)."""
     return [c for c in run.copies if c.state not in FINISHED]
+
+
+def stop_line(copy: JobView) -> str:
+    """Return what a cancel says of one copy it stops: whether it gives GPUs back, from what that copy holds."""
+    if copy.state in (ADMITTED, RUNNING):
+        return f"{copy.name}: stopping (exit handlers run; its GPUs go back to {copy.service})"
+    return f"{copy.name}: stopping (it was {copy.state}: it held no lent GPUs: nothing to give back)"
 
 
 def live_copies(pool: Pool, run_id: str) -> list[str]:
@@ -111,3 +131,34 @@ def live_run_message(run_id: str, live: list[str]) -> str:
         "a live workflow this identity may not list"
     return (f"run id {run_id} is still running or parked ({held}): a second workflow of it is never created; "
             "cancel it first, or choose another run-id. Nothing was created")
+
+
+def checkpoint_line(recorded: datetime | None, stored: tuple[datetime | None, str | None] | None,
+                    now: datetime) -> str:
+    """Return `why`'s last-checkpoint line: the newer of what the gate recorded and what the run's store holds.
+
+    `stored`: None when the run names no store to read; else the store's newest progress record (None: none
+    there) and why the store could not be read (then only what was recorded is known, and the line says so).
+    """
+    at, problem = stored if stored is not None else (None, None)
+    newest = max((t for t in (recorded, at) if t is not None), default=None)
+    if newest is None:
+        line = "last checkpoint: none in its checkpoint store" if stored is not None and problem is None \
+            else "last checkpoint: none recorded"
+    elif at is not None and newest == at and (recorded is None or at > recorded):
+        line = f"last checkpoint: {stamp(newest)} ({age(newest, now)} ago, read from its checkpoint store)"
+    else:
+        line = f"last checkpoint: {stamp(newest)} ({age(newest, now)} ago)"
+    return line + (f"; its checkpoint store could not be read: {problem}" if problem else "")
+
+
+NOT_ADMITTED = "not admitted: "  # how the gate's reason begins for a job it keeps out of its queue (policy/plan.py)
+
+
+def never_admitted_as_is(job: JobView) -> bool:
+    """Whether the gate keeps this waiting job out of its queue for a problem of its own: it is admitted by no tick.
+
+    Its run id cannot be trusted (the gate's own reading), or the gate wrote `not admitted: ...` at position 0
+    (a grace above the cap, a template it cannot read): no replica is ever lent to it as it is.
+    """
+    return bool(job.run_problem) or (job.position == 0 and (job.reason or "").startswith(NOT_ADMITTED))

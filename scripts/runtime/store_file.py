@@ -10,6 +10,7 @@ import errno
 import os
 import re
 import stat
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -71,6 +72,11 @@ def _unlink(path: Path) -> None:
 
 PROGRESS_MAX_BYTES = 64 * 1024  # a progress record is one short JSON line
 PROGRESS_MAX_FILES = 1000  # a tenant can plant many; the gate's advisory read looks at this many at most
+PROGRESS_MAX_FOLDERS = 2000  # folders one progress find walks, whatever a tenant made
+
+
+class FindTooSlow(TimeoutError):
+    """A progress find still walking at its deadline (not transient: the next find starts again)."""
 
 
 def _read_small_regular(path: Path, limit: int) -> bytes | None:
@@ -223,13 +229,24 @@ class FileBackend:
 
     def find(self, name: str) -> list[tuple[StoreLocation, bytes]]:
         """Every file `name` at or below the root, with the location of its folder (links are not followed)."""
-        def walk() -> list[Path]:
-            found = []
-            for folder, dirs, files in os.walk(self.root):
+        started = time.monotonic()
+
+        def walk() -> list[Path]:  # one deadline and a folder cap for the whole walk, as the S3 find has
+            found: list[Path] = []
+            for walked, (folder, dirs, files) in enumerate(os.walk(self.root)):
+                if walked >= PROGRESS_MAX_FOLDERS or len(found) >= PROGRESS_MAX_FILES:
+                    break
+                if time.monotonic() - started > self.policy.deadline:
+                    raise FindTooSlow(f"finding {name} took more than {self.policy.deadline:g} s")
                 dirs[:] = [d for d in dirs if not d.startswith(TMP) and d not in INTERNAL]
                 if name in files:
                     found.append(Path(folder))
             return found
+
+        def read_in_time(path: Path) -> bytes | None:
+            if time.monotonic() - started > self.policy.deadline:
+                raise FindTooSlow(f"finding {name} took more than {self.policy.deadline:g} s")
+            return _read_small_regular(path, PROGRESS_MAX_BYTES)
         out = []
         for folder in self._call(f"finding {name}", walk)[:PROGRESS_MAX_FILES]:
             try:
@@ -237,7 +254,7 @@ class FileBackend:
             except StoreURIError:
                 continue  # a folder no checkpoint URI can name was not written by a store
             data = self._call(f"reading {name}",
-                              lambda f=folder: _read_small_regular(f / name, PROGRESS_MAX_BYTES))  # type: ignore[misc]
+                              lambda f=folder: read_in_time(f / name))  # type: ignore[misc]
             if data is not None:
                 out.append((location, data))
         return out

@@ -19,6 +19,8 @@ from offhours.scripts.runtime.store_policy import ConditionalPutsIgnored, RetryP
 from offhours.scripts.runtime.store_uri import StoreLocation, StoreURIError
 
 PROGRESS_MAX_FILES = 1000  # as in store_file: the gate's advisory progress read GETs this many objects at most
+PROGRESS_MAX_FOLDERS = 2000  # folders one progress find lists (one Delimiter listing each), whatever a tenant made
+PROGRESS_MAX_BYTES = 64 * 1024  # as in store_file: a progress record is one short JSON line; a bigger object is none
 
 T = TypeVar("T")
 
@@ -102,17 +104,23 @@ class S3Backend:
                 raise _BodyTooSlow(f"listing {prefix} still has pages after {self.policy.deadline:g} s")
         return keys, folders
 
-    def _get_once(self, key: str) -> bytes | None:
+    def _get_once(self, key: str, max_bytes: int | None = None) -> bytes | None:
+        """GET `key` whole within the deadline; with `max_bytes`, None for an object past it (never read whole)."""
         try:
-            body = self.s3.get_object(Bucket=self.bucket, Key=key)["Body"]
+            answer = self.s3.get_object(Bucket=self.bucket, Key=key)
         except Exception as err:
             if _missing(err):
                 return None
             raise
-        start, chunks = time.monotonic(), []
+        body, start, chunks, size = answer["Body"], time.monotonic(), [], 0
         with body:
-            while chunk := body.read(_CHUNK):  # botocore checks the length: a cut body raises, never returns short
-                chunks.append(chunk)
+            if max_bytes is not None and int(answer.get("ContentLength") or 0) > max_bytes:
+                return None  # said too big up front: not one byte of it is read
+            while chunk := body.read(_CHUNK if max_bytes is None else max_bytes + 1 - size):
+                chunks.append(chunk)  # botocore checks the length: a cut body raises, never returns short
+                size += len(chunk)
+                if max_bytes is not None and size > max_bytes:
+                    return None
                 if time.monotonic() - start > self.policy.deadline:
                     raise _BodyTooSlow(f"the body of {key} still arrives after {self.policy.deadline:g} s")
         return b"".join(chunks)
@@ -197,23 +205,37 @@ class S3Backend:
         self._put(self._dir + name, data)
 
     def find(self, name: str) -> list[tuple[StoreLocation, bytes]]:
-        """Every object `name` at or below the prefix, with the location of its folder."""
-        keys, _ = self._call(f"finding {name}", lambda: self._list(self._dir, False))
-        out = []
-        found = 0
-        for key in keys:
-            folder, _, base = key.rpartition("/")
-            if base != name or any(s in INTERNAL for s in folder[len(self._dir):].split("/")):
+        """Every object `name` at or below the prefix, with the location of its folder; bounded as a whole.
+
+        A Delimiter listing per folder (never the store's own `_log`/`_data` folders, whose objects can be many),
+        at most PROGRESS_MAX_FOLDERS folders and PROGRESS_MAX_FILES objects of at most PROGRESS_MAX_BYTES each,
+        and one deadline for the whole find (the policy's): a tenant's folders cannot make the read cost more.
+        """
+        started = time.monotonic()
+
+        def in_time(what: str, fn: Callable[[], T]) -> T:
+            def bounded() -> T:
+                if time.monotonic() - started > self.policy.deadline:
+                    raise _BodyTooSlow(f"finding {name} took more than {self.policy.deadline:g} s")
+                return fn()
+            return self._call(what, bounded)
+
+        out: list[tuple[StoreLocation, bytes]] = []
+        folders, listed = [self._dir], 0
+        while folders and listed < PROGRESS_MAX_FOLDERS and len(out) < PROGRESS_MAX_FILES:
+            folder = folders.pop()
+            listed += 1
+            keys, subs = in_time(f"finding {name}", lambda f=folder: self._list(f, True))  # type: ignore[misc]
+            folders += sorted((sub for sub in subs if sub[len(folder):].rstrip("/") not in INTERNAL), reverse=True)
+            if folder + name not in keys:
                 continue
-            found += 1
-            if found > PROGRESS_MAX_FILES:  # a tenant can plant many; each GET would cost the gate's bound
-                break
             try:
-                location = self.location.child(*folder[len(self._dir):].split("/")) if folder != self._dir.rstrip("/") \
-                    else self.location
+                segments = folder[len(self._dir):].rstrip("/")
+                location = self.location.child(*segments.split("/")) if segments else self.location
             except StoreURIError:
                 continue  # a folder no checkpoint URI can name was not written by a store
-            data: Any = self._get(key)
+            data = in_time(f"reading {(folder + name)[len(self._dir):]}",
+                           lambda k=folder + name: self._get_once(k, PROGRESS_MAX_BYTES))  # type: ignore[misc]
             if data is not None:
                 out.append((location, data))
         return out

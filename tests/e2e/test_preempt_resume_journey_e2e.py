@@ -67,6 +67,17 @@ def gpu_seconds(wf: dict[str, Any]) -> float:
                                                                            notes(wf).get("offhours.io/gpu-seconds", 0)))
 
 
+def gpus_returned(wf: dict[str, Any]) -> str | None:
+    """When its GPUs went back as the cluster shows it: the exit hook's mark, or its training pod's end if later."""
+    work = [n for n in (wf.get("status") or {}).get("nodes", {}).values() if n["type"] == "Pod"
+            and (n.get("templateRef") or {}).get("template", n.get("templateName")) not in ("check-parameters",
+                                                                                            "return-gpus")]
+    if any(n.get("phase") in ("Pending", "Running") for n in work):
+        return None
+    ends = [n["finishedAt"] for n in work if n.get("finishedAt")]
+    return max([notes(wf)["offhours.io/returned-at"], *ends], key=seconds)
+
+
 def timeline(wfs: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
     """The moments of a run (its workflows oldest first) as the annotations, Argo's status and labels record them."""
     entries: list[tuple[str, str, str]] = []
@@ -85,8 +96,8 @@ def timeline(wfs: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
             entries.append((note["offhours.io/cancelled-at"], "cancelled", name))
         if status.get("phase") in FINISHED and status.get("finishedAt"):
             entries.append((status["finishedAt"], f"finished ({status['phase']})", name))
-        if "offhours.io/returned-at" in note:
-            entries.append((note["offhours.io/returned-at"], "GPUs returned", name))
+        if "offhours.io/returned-at" in note and (returned := gpus_returned(wf)):
+            entries.append((returned, "GPUs returned", name))
     return [(stamp(at), what, name) for at, what, name in sorted(entries, key=lambda e: seconds(e[0]))]
 
 
@@ -207,7 +218,9 @@ def test_researcher_sees_a_preemption_and_the_resume_from_the_cli_and_the_consol
     assert out.splitlines() == [
         f"preempted 1 time(s), parked to resume from its last checkpoint; {reason}", "", "timeline:",
         *[f"  {at}  {what}  [{wf}]" for at, what, wf in timeline([original, parked])], "",
-        "last checkpoint: none recorded", f"GPU-hours: {used / 3600:.2f} over 2 workflow(s)"]
+        out.splitlines()[-2], f"GPU-hours: {used / 3600:.2f} over 2 workflow(s)"]
+    # The gate recorded no checkpoint on it, but its training saved one on SIGTERM: `why` reads the store.
+    assert re.fullmatch(r"last checkpoint: \S+ \S+ \(\S+ ago, read from its checkpoint store\)", out.splitlines()[-2]), out
 
     # Load falls: the copy is admitted and its training starts where the stopped run checkpointed.
     load.rps = 5.0

@@ -166,11 +166,11 @@ def test_researcher_submits_waits_runs_reads_logs_cancels_and_counts_gpu_hours(
     out, err = cli("why", name_a, *NS)
     assert out.splitlines() == [
         reason_a, "", "timeline:", f"  {stamp(wf_a['metadata']['creationTimestamp'])}  submitted  [{name_a}]", "",
-        "last checkpoint: none recorded", "GPU-hours: 0.00 over 1 workflow(s)"]
+        "last checkpoint: none in its checkpoint store", "GPU-hours: 0.00 over 1 workflow(s)"]
 
     # Job b is cancelled while it waits: it never held a replica, and job a moves up.
     out, err = cli("cancel", name_b, "--yes", *NS)
-    assert (out, err) == (f"{name_b}: stopping (exit handlers run; its GPUs go back to chat)\n", "")
+    assert (out, err) == (f"{name_b}: stopping (it was waiting: it held no lent GPUs: nothing to give back)\n", "")
     wf_b = get_wf(api, name_b)
     assert wf_b["spec"]["shutdown"] == "Stop" and "offhours.io/cancelled-at" in wf_b["metadata"]["annotations"]
     # A parked workflow must really end, not stay suspended with a shutdown Argo never acts on.

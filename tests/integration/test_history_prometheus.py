@@ -121,10 +121,13 @@ def test_simulate_replays_each_service_with_its_own_pods(prometheus: tuple[str, 
 
 def test_an_unreachable_prometheus_is_one_line(tmp_path: Path, prometheus: tuple[str, Path],
                                                capsys: pytest.CaptureFixture[str]) -> None:
-    """Nothing listening: one line naming the query, exit 1, nothing written."""
+    """Nothing listening: one line naming Prometheus and why (no query text: it is no query's fault), exit 1,
+    nothing written."""
     _, work = prometheus
     code, err = _export("http://127.0.0.1:9", work, tmp_path / "out", capsys)
-    assert code == 1 and err.count("\n") == 1 and "range query" in err
+    assert code == 1 and err.count("\n") == 1
+    assert err.endswith("Prometheus at http://127.0.0.1:9 cannot be reached: connection refused\n"), err
+    assert "range query" not in err and "last_over_time" not in err
     assert not (tmp_path / "out").exists()
 
 

@@ -105,3 +105,36 @@ def test_no_cluster_is_one_line_and_no_traceback(tmp_path):
     assert done.stderr.startswith("offhours jobs: no cluster: cannot reach the API server at https://127.0.0.1:9 "
                                   "(connection refused); start the local one with `make cluster-up`")
     assert done.stderr.count("\n") == 1
+
+
+def with_checkpoint_uri(wf, uri, run_id):
+    wf["spec"]["arguments"] = {"parameters": [{"name": "checkpoint-uri", "value": uri},
+                                              {"name": "run-id", "value": run_id}]}
+    return wf
+
+
+def test_why_reads_the_run_s_checkpoint_store_where_the_gate_recorded_none(tmp_path):
+    """The sandbox's case: no last-checkpoint annotation (the gate reads progress only to choose victims), the store
+    holding step 600. `why` reads the store at the place the gate reads (bounded), and says what it found."""
+    from offhours.scripts.runtime.checkpoint import CheckpointStore
+    from tests.support.pool_fixture import workflow
+
+    uri = f"file://{tmp_path}/ckpt"
+    CheckpointStore(uri, run_id="st-run").save(600, b"weights")
+    wf = with_checkpoint_uri(workflow("st-run", "chat", 1, "admitted", "Running", created=30, started=20, run_id="st-run",
+                                      annotations={"offhours.io/admitted-at": "2025-03-14T11:35:00Z"}), uri, "st-run")
+    configmaps, deployments, _ = lending_pool()
+    pool = build_pool(configmaps, deployments, [wf], SERVING, NOW)
+    run = pool.find("st-run")
+    assert run.last_checkpoint is None  # nothing recorded on the workflow
+    stored = r.store_progress(run)
+    assert stored is not None and stored[0] is not None and stored[1] is None
+    line = r.why_text(run, pool, stored).splitlines()[-2]
+    assert line.startswith("last checkpoint: ") and line.endswith("read from its checkpoint store)"), line
+    empty = with_checkpoint_uri(workflow("none-run", "chat", 1, "admitted", "Running", created=30, run_id="none-run"),
+                                uri, "none-run")
+    nothing = build_pool(configmaps, deployments, [empty], SERVING, NOW).find("none-run")
+    assert r.why_text(nothing, pool, r.store_progress(nothing)).splitlines()[-2] == \
+        "last checkpoint: none in its checkpoint store"
+    assert r.why_text(run, pool, (None, "s3://lab/x/st-run: reading failed")).splitlines()[-2] == \
+        "last checkpoint: none recorded; its checkpoint store could not be read: s3://lab/x/st-run: reading failed"
