@@ -113,7 +113,7 @@ def parked_workflow(template: dict[str, Any], params: dict[str, str], namespace:
 
 
 def _version() -> str:
-    """offhours' version as installed (recorded in a run's provenance)."""
+    """Return offhours' version as installed (recorded in a run's provenance)."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:

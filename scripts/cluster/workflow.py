@@ -628,9 +628,8 @@ def _carry_provenance(annotations: dict[str, str], spec: dict[str, Any], run: st
         except ProvenanceError:
             record = None
     arguments = spec.get("arguments")
-    params = arguments.get("parameters") if isinstance(arguments, dict) else None
-    if isinstance(params, list):
-        arguments["parameters"] = pinned_arguments(params, record, reported)
+    if isinstance(arguments, dict) and isinstance(arguments.get("parameters"), list):
+        arguments["parameters"] = pinned_arguments(arguments["parameters"], record, reported)
 
 
 def is_own_copy(existing: dict[str, Any], original: dict[str, Any], made: Collection[str], token: str = "") -> bool:

@@ -462,7 +462,7 @@ class LocalPodRunner:
 
 
 def local_image_id(image: str | None) -> str:
-    """The `imageID` a kubelet would report for `image`, as this runner "pulls" it: `name@sha256:<digest>`.
+    """Return the `imageID` a kubelet would report for `image`, as this runner "pulls" it: `name@sha256:<digest>`.
 
     An image given by digest runs that digest; a tag resolves to the digest of its reference's text, so the
     same tag always reports the same digest here (a registry could move it; this runner never does).

@@ -74,7 +74,7 @@ def by_digest(ref: str) -> bool:
 
 
 def mutable_tag_warning(parameter: str, ref: str) -> str | None:
-    """The warning for an image that a resumed copy could run other code of (a tag, `:latest` or none); else None."""
+    """Return the warning for an image that a resumed copy could run other code of (a tag, `:latest` or none); else None."""
     if not ref or "{{" in ref or by_digest(ref):
         return None
     return (f"{parameter}={ref} is a mutable tag: a preempted and resumed job may pull other code under it; "
@@ -82,7 +82,7 @@ def mutable_tag_warning(parameter: str, ref: str) -> str | None:
 
 
 def reported_digest(image_id: str) -> str | None:
-    """The repository digest in a kubelet's `imageID` (e.g. docker.io/x@sha256:...), else None.
+    """Return the repository digest in a kubelet's `imageID` (e.g. docker.io/x@sha256:...), else None.
 
     A bare `sha256:...` is the node's local image id, not a digest any registry serves: not used.
     """
@@ -102,7 +102,7 @@ def pin(ref: str, digest: str) -> str:
 
 def build(run: str, template: Mapping[str, Any], values: Mapping[str, str], kinds: Mapping[str, str],
           version: str) -> Provenance:
-    """The record of a run about to be submitted: `values` are every parameter's (defaults included)."""
+    """Return the record of a run about to be submitted: `values` are every parameter's (defaults included)."""
     meta = template.get("metadata") or {}
     return Provenance(
         run=run, template=str(meta.get("name") or ""), template_version=str(meta.get("resourceVersion") or ""),
@@ -112,7 +112,7 @@ def build(run: str, template: Mapping[str, Any], values: Mapping[str, str], kind
 
 
 def encode(record: Provenance) -> str:
-    """The record as compact JSON, keys sorted; a record over MAX_BYTES is refused (`ProvenanceError`)."""
+    """Return the record as compact JSON, keys sorted; a record over MAX_BYTES is refused (`ProvenanceError`)."""
     text = json.dumps({"format": FORMAT, "run": record.run,
                        "template": {"name": record.template, "resourceVersion": record.template_version},
                        "offhours": record.offhours, "parameters": dict(record.parameters),
@@ -145,11 +145,13 @@ def decode(text: str, run: str) -> Provenance:
         ("template", isinstance(tmpl, dict) and all(isinstance(tmpl.get(k), str) for k in ("name", "resourceVersion"))),
         ("offhours", isinstance(doc.get("offhours"), str)),
         ("parameters", _str_map(params)),
-        ("digests", _str_map(digests) and all(DIGEST.fullmatch(v) for v in digests.values())),
+        ("digests", _str_map(digests) and all(DIGEST.fullmatch(v) for v in dict(digests or {}).values())),
         ("images", _names_of(images, params)),
         ("uris", _names_of(uris, params))) if not ok]
     if problems:
         raise ProvenanceError(f"the provenance record of run {run} has a malformed {', '.join(problems)}")
+    assert isinstance(tmpl, dict) and isinstance(params, dict) and isinstance(digests, dict)
+    assert isinstance(images, list) and isinstance(uris, list)
     return Provenance(run, tmpl["name"], tmpl["resourceVersion"], doc["offhours"], dict(params), tuple(images),
                       tuple(uris), dict(digests))
 
@@ -164,7 +166,7 @@ def _names_of(value: Any, params: Any) -> bool:
 
 
 def pinned_arguments(arguments: list[Any], record: Provenance | None, reported: Mapping[str, str]) -> list[Any]:
-    """A copy's `spec.arguments.parameters`: each image argument by the digest its first run reported.
+    """Return a copy's `spec.arguments.parameters`: each image argument by the digest its first run reported.
 
     `reported`: image reference -> digest, as the run's pods reported them now. The record's digests (the
     first run's) win over these. Without a record, an argument whose value is exactly an image a pod reported
