@@ -137,7 +137,7 @@ def decode(text: str, run: str) -> Provenance:
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise ProvenanceError(f"the provenance record of run {run} is not one of format {FORMAT}")
     if doc.get("run") != run:
-        raise ProvenanceError(f"the provenance record on run {run} is run {str(doc.get('run'))[:60]!r}'s: "
+        raise ProvenanceError(f"the provenance record on run {run} is the record of run {json.dumps(doc.get('run'))[:60]}: "
                               "a run never reads another run's provenance")
     tmpl, params, digests = doc.get("template"), doc.get("parameters"), doc.get("digests")
     images, uris = doc.get("images"), doc.get("uris")
