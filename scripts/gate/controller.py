@@ -59,6 +59,7 @@ from offhours.scripts.names import (
     state_configmap_name,
 )
 from offhours.scripts.policy import forecast
+from offhours.scripts.policy.boundary import unpinned_image_problem
 from offhours.scripts.policy.capacity import replicas_for_rates
 from offhours.scripts.policy.config import Capacity, GateConfig, ServicePolicy
 from offhours.scripts.policy.decide import Decision, ServiceState, decide
@@ -914,7 +915,8 @@ class Gate:
             problem = None
             if job.state != ADMITTED and job.problem is None and job.template_refs:
                 try:
-                    problem = self._template_problem(t, job, templates, policy)
+                    problem = self._template_problem(t, job, templates, policy) or \
+                        unpinned_image_problem(job.template_spec, self.config.research)
                 except Exception as err:  # noqa: BLE001 - a tenant's template that breaks the check is that job's
                     problem = f"its templates could not be checked: {_describe(err)}"
             out.append(job if problem is None else replace(job, problem=problem))

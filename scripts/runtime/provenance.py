@@ -22,14 +22,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from offhours.scripts.policy.image_refs import by_digest, is_image_parameter, mutable_tag_warning
+
+__all__ = ["MAX_BYTES", "Provenance", "ProvenanceError", "build", "by_digest", "decode", "encode", "is_image_parameter",
+           "mutable_tag_warning", "pin", "pinned_arguments", "reported_digest"]
+
 FORMAT = 1
 MAX_BYTES = 16 * 1024
 """A record's bound: an annotation of the workflow (the API server allows 256 KiB for all of them together)."""
-IMAGE_KINDS = frozenset({"image"})
 URI_KINDS = frozenset({"uri", "optional-uri", "checkpoint-uri"})
 DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$", re.ASCII)
 _REPORTED_DIGEST = re.compile(r"@(sha256:[0-9a-f]{64})$", re.ASCII)
-_REF_DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$", re.ASCII)
 _MAX_VALUES = 256
 
 
@@ -61,24 +64,6 @@ class Provenance:
         """Every parameter, each image reference pinned to its recorded digest where one is known."""
         return {k: (pin(v, self.digests[v]) if k in self.images and v in self.digests else v)
                 for k, v in self.parameters.items()}
-
-
-def is_image_parameter(name: str, kind: str | None) -> bool:
-    """Whether a parameter names an image: its kind says so, or (no kind known) its name does."""
-    return kind in IMAGE_KINDS if kind else name == "image" or name.endswith("-image")
-
-
-def by_digest(ref: str) -> bool:
-    """Whether an image reference is immutable: it names a sha256 digest."""
-    return bool(_REF_DIGEST.search(ref))
-
-
-def mutable_tag_warning(parameter: str, ref: str) -> str | None:
-    """Return the warning for an image that a resumed copy could run other code of (a tag, `:latest` or none); else None."""
-    if not ref or "{{" in ref or by_digest(ref):
-        return None
-    return (f"{parameter}={ref} is a mutable tag: a preempted and resumed job may pull other code under it; "
-            "give the image by digest (name@sha256:...)")
 
 
 def reported_digest(image_id: str) -> str | None:

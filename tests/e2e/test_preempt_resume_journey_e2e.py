@@ -37,6 +37,7 @@ from .runner import LocalPodRunner
 from .test_gate_e2e import TOTAL_GPUS, _tick, gate_setup  # noqa: F401 - gate_setup is a fixture used here
 from .test_researcher_journey_e2e import (  # noqa: F401 - cli and console_reader are fixtures used here
     NS,
+    TAG_WARNING,
     Cli,
     cli,
     console_reader,
@@ -133,7 +134,8 @@ def test_researcher_sees_a_preemption_and_the_resume_from_the_cli_and_the_consol
     # 1. Submitted from the installed template; the gate admits it; its training starts.
     out, err = cli("submit", "offhours-job", "-n", RESEARCH, *job_params("resume", tmp_path))
     name = out.split()[0]
-    assert (out, err) == (f"{name} parked in namespace {RESEARCH}: the gate admits it when chat can lend 1 replica(s)\n", "")
+    assert (out, err) == (f"{name} parked in namespace {RESEARCH}: the gate admits it when chat can lend 1 replica(s)\n",
+                          f"submit: warning: {TAG_WARNING}\n")
     copy = f"{name}-p1"
     for _ in range(6):
         if _tick(gate_setup).plan.admit:
