@@ -30,6 +30,7 @@ from offhours.scripts.pool.views import (
     sentence,
     stamp,
 )
+from offhours.scripts.runtime.provenance import describe
 
 
 class CommandError(RuntimeError):
@@ -103,6 +104,7 @@ def why_text(run: RunView, pool: Pool) -> str:
     lines.append(f"last checkpoint: {stamp(checkpoint)} ({age(checkpoint, pool.read_at)} ago)" if checkpoint
                  else "last checkpoint: none recorded")
     lines.append(f"GPU-hours: {run.gpu_seconds / 3600:.2f} over {len(run.copies)} workflow(s)")
+    lines += ["", *(printable(line) for line in describe(run.run_id, [c.provenance for c in run.copies]))]
     return "\n".join(lines)
 
 

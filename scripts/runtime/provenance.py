@@ -18,14 +18,14 @@ not JSON, not of this format, or another run's: a run never reads another run's 
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from offhours.scripts.policy.image_refs import by_digest, is_image_parameter, mutable_tag_warning
 
-__all__ = ["MAX_BYTES", "Provenance", "ProvenanceError", "build", "by_digest", "decode", "encode", "is_image_parameter",
-           "mutable_tag_warning", "pin", "pinned_arguments", "reported_digest"]
+__all__ = ["MAX_BYTES", "Provenance", "ProvenanceError", "build", "by_digest", "decode", "describe", "encode",
+           "is_image_parameter", "mutable_tag_warning", "pin", "pinned_arguments", "reported_digest"]
 
 FORMAT = 1
 MAX_BYTES = 16 * 1024
@@ -172,3 +172,31 @@ def pinned_arguments(arguments: list[Any], record: Provenance | None, reported: 
         if ref and ref in digests:
             out.append({"name": name, "value": pin(ref, digests[ref])})
     return out
+
+
+def describe(run: str, texts: Sequence[str | None]) -> list[str]:
+    """Return the provenance of `run` in lines, from its workflows' records (`texts`, oldest first).
+
+    The newest record that is this run's is shown (a copy's carries the digests reported since); one that is
+    not (oversized, malformed, another run's) is named as unreadable, never shown.
+    """
+    problem = None
+    for text in reversed(texts):
+        if text is None:
+            continue
+        try:
+            record = decode(text, run)
+        except ProvenanceError as err:
+            problem = problem or str(err)
+            continue
+        lines = [f"provenance: template {record.template} at resourceVersion {record.template_version or '?'}, "
+                 f"offhours {record.offhours}"]
+        for name in record.images:
+            ref = record.parameters.get(name, "")
+            ran = pin(ref, record.digests[ref]) if ref in record.digests else None
+            lines.append(f"  {name}: {ref}" + (f" (runs as {ran})" if ran and ran != ref else
+                                                "" if by_digest(ref) else " (no digest reported yet)"))
+        lines += [f"  {name}: {record.parameters[name]}" for name in record.uris if record.parameters.get(name)]
+        lines.append(f"  rerun with the same parameters and images: offhours rerun {run}")
+        return lines
+    return [f"provenance: unreadable ({problem})" if problem else "provenance: none recorded"]

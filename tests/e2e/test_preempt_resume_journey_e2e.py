@@ -108,6 +108,17 @@ def lent_hours(wf: dict[str, Any]) -> float:
     return max(0.0, min(ends) - seconds(note["offhours.io/admitted-at"])) / 3600 * GPUS
 
 
+def provenance_lines(wf: dict[str, Any], run: str, tmp: Path) -> list[str]:
+    """What `offhours why` says of the run's provenance: the copy's record, its image by the digest its pod reported."""
+    record = json.loads(notes(wf)["offhours.io/provenance"])
+    ref = record["parameters"]["image"]
+    return [f"provenance: template offhours-job at resourceVersion {record['template']['resourceVersion']}, "
+            f"offhours {record['offhours']}",
+            f"  image: {ref} (runs as offhours.local/reference-job@{record['digests'][ref]})",
+            f"  checkpoint-uri: file://{tmp}/ckpt", f"  output-uri: file://{tmp}/out",
+            f"  rerun with the same parameters and images: offhours rerun {run}"]
+
+
 def train_output(runner: LocalPodRunner, workflow: str) -> str:
     """What the job step's pod of `workflow` printed so far (the runner's record of its main container)."""
     return "".join(line for (ns, pod), lines in list(runner.outputs.items())
@@ -209,7 +220,8 @@ def test_researcher_sees_a_preemption_and_the_resume_from_the_cli_and_the_consol
     assert out.splitlines() == [
         f"preempted 1 time(s), parked to resume from its last checkpoint; {reason}", "", "timeline:",
         *[f"  {at}  {what}  [{wf}]" for at, what, wf in timeline([original, parked])], "",
-        "last checkpoint: none recorded", f"GPU-hours: {used / 3600:.2f} over 2 workflow(s)"]
+        "last checkpoint: none recorded", f"GPU-hours: {used / 3600:.2f} over 2 workflow(s)", "",
+        *provenance_lines(parked, "resume", tmp_path)]
 
     # Load falls: the copy is admitted and its training starts where the stopped run checkpointed.
     load.rps = 5.0

@@ -185,3 +185,56 @@ def test_the_first_recorded_digest_wins_over_a_later_report_for_an_argument_stil
     assert record.with_digests({"r/x:v": later}).digests == {"r/x:v": first}
     # An image left to the template's default is added, pinned, so the copy runs it by digest too.
     assert prov.pinned_arguments([], record, {}) == [{"name": "image", "value": f"r/x@{first}"}]
+
+
+# -- what `offhours why` and the console's job page show ----------------------------------------------
+def test_why_and_the_job_page_show_the_newest_record_of_the_run_and_name_one_they_cannot_read() -> None:
+    ref = "ghcr.io/lab/t:1"
+    first = Provenance("train", "offhours-job", "7", "0.1.0", {"image": ref, "output-uri": "s3://o/x"}, ("image",),
+                       ("output-uri",))
+    copied = first.with_digests({ref: "sha256:" + "f" * 64})
+    assert prov.describe("train", [encode(first), encode(copied)]) == [
+        "provenance: template offhours-job at resourceVersion 7, offhours 0.1.0",
+        f"  image: {ref} (runs as ghcr.io/lab/t@sha256:{'f' * 64})",
+        "  output-uri: s3://o/x",
+        "  rerun with the same parameters and images: offhours rerun train"]
+    assert prov.describe("train", [encode(first)])[1] == f"  image: {ref} (no digest reported yet)"
+    # A copy whose record is another run's is never shown: the run's own older record is.
+    other = Provenance("victim", "t", "1", "0.1.0", {"image": "evil:1"}, ("image",))
+    assert prov.describe("train", [encode(first), encode(other)])[0].startswith("provenance: template offhours-job")
+    assert prov.describe("train", [encode(other)]) == [
+        "provenance: unreadable (the provenance record on run train is the record of run \"victim\": a run never "
+        "reads another run's provenance)"]
+    assert prov.describe("train", [None, None]) == ["provenance: none recorded"]
+
+
+def test_why_ends_with_the_provenance_read_from_the_workflows() -> None:
+    from offhours.scripts.cli.jobs import why_text
+    from tests.unit.test_states_mean_what_they_say import _pool
+    from tests.support.pool_fixture import workflow
+
+    wf = workflow("train", "chat", 2, "parked", "", created=5, run_id="train")
+    record = Provenance("train", "offhours-job", "7", "0.1.0", {"image": "r/x@sha256:" + "a" * 64}, ("image",))
+    wf["metadata"].setdefault("annotations", {})[ANNOTATION_PROVENANCE] = encode(record)
+    pool = _pool([wf])
+    assert why_text(pool.runs[0], pool).splitlines()[-4:] == [
+        "", "provenance: template offhours-job at resourceVersion 7, offhours 0.1.0",
+        f"  image: r/x@sha256:{'a' * 64}", "  rerun with the same parameters and images: offhours rerun train"]
+
+
+def test_the_consoles_job_page_shows_the_provenance() -> None:
+    from offhours.scripts.console.app import create_app
+    from offhours.scripts.console.source import PoolSource
+    from tests.support.pool_fixture import workflow
+    from tests.unit.test_console_resubmit import Store
+
+    wf = workflow("train", "chat", 2, "parked", "", created=5, run_id="train")
+    record = Provenance("train", "offhours-job", "7", "0.1.0", {"image": "r/x:1"}, ("image",),
+                        digests={"r/x:1": "sha256:" + "b" * 64})
+    wf["metadata"].setdefault("annotations", {})[ANNOTATION_PROVENANCE] = encode(record)
+    page = create_app(PoolSource(Store(wf), interval=0)).test_client().get("/jobs/train").get_data(as_text=True)
+    block = page.split('id="provenance">', 1)[1].split("</pre>", 1)[0]
+    assert block.splitlines() == [
+        "provenance: template offhours-job at resourceVersion 7, offhours 0.1.0",
+        f"  image: r/x:1 (runs as r/x@sha256:{'b' * 64})",
+        "  rerun with the same parameters and images: offhours rerun train"]
