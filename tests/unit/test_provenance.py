@@ -210,8 +210,8 @@ def test_why_and_the_job_page_show_the_newest_record_of_the_run_and_name_one_the
 
 def test_why_ends_with_the_provenance_read_from_the_workflows() -> None:
     from offhours.scripts.cli.jobs import why_text
-    from tests.unit.test_states_mean_what_they_say import _pool
     from tests.support.pool_fixture import workflow
+    from tests.unit.test_states_mean_what_they_say import _pool
 
     wf = workflow("train", "chat", 2, "parked", "", created=5, run_id="train")
     record = Provenance("train", "offhours-job", "7", "0.1.0", {"image": "r/x@sha256:" + "a" * 64}, ("image",))
