@@ -28,14 +28,15 @@ class RerunError(ValueError):
 
 
 def run_record(workflows: Sequence[dict[str, Any]], run: str) -> Provenance:
-    """Return the provenance of `run`, read from its first workflow (the record its copies carry on).
+    """Return the provenance of `run`: its first workflow's record, with the digests its copies' records add.
 
     `workflows`: those labelled with the run (or named so). Refused: none found, no record, a record that is
     not this run's: a run never reads another run's provenance.
     """
     if not workflows:
         raise RerunError(f"no workflow of run {run}: nothing to run again (`offhours jobs --all` lists them)")
-    first = min(workflows, key=lambda w: (str(w["metadata"].get("creationTimestamp") or ""), w["metadata"]["name"]))
+    ordered = sorted(workflows, key=lambda w: (str(w["metadata"].get("creationTimestamp") or ""), w["metadata"]["name"]))
+    first = ordered[0]
     own = run_identity(first).run_id or run
     text = (first["metadata"].get("annotations") or {}).get(ANNOTATION_PROVENANCE)
     if not text:
@@ -43,9 +44,17 @@ def run_record(workflows: Sequence[dict[str, Any]], run: str) -> Provenance:
                          "(submitted otherwise than by `offhours submit`, or before it recorded one): its parameters "
                          "cannot be known exactly; nothing was created")
     try:
-        return decode(str(text), own)
+        record = decode(str(text), own)
     except ProvenanceError as err:
         raise RerunError(f"{err}; nothing was created") from None
+    # The digests its pods reported are on its copies' records (a copy's first report is the run's first).
+    for wf in ordered[1:]:
+        try:
+            later = decode(str((wf["metadata"].get("annotations") or {}).get(ANNOTATION_PROVENANCE)), own)
+        except ProvenanceError:
+            continue  # a copy without a record of its own adds nothing; the first workflow's stays
+        record = record.with_digests(later.digests)
+    return record
 
 
 def rerun_parameters(record: Provenance, run_id: str) -> dict[str, str]:

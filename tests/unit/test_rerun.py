@@ -57,10 +57,17 @@ def test_a_rerun_submits_every_parameter_as_the_first_run_had_it_with_images_by_
     assert new.parameters["run-id"] == "train-again" and new.template == old.template
 
 
-def test_the_record_is_read_from_the_runs_first_workflow() -> None:
-    first = with_digest(submitted())
-    later = submitted(name="train-p1", at="2026-01-02T00:00:00Z")  # a copy whose record lost the digest: not read
-    assert run_record([later, first], "train").digests == {"ghcr.io/lab/t:1": DIGEST}
+def test_the_record_is_the_first_workflows_with_the_digests_its_copies_recorded() -> None:
+    first = submitted()
+    copied = with_digest(submitted(name="train-p1", at="2026-01-02T00:00:00Z"))  # the copy carries the digest
+    assert run_record([copied, first], "train").digests == {"ghcr.io/lab/t:1": DIGEST}
+    # A later copy's record of other parameters never changes the run's: only digests of its own images are added.
+    forged = submitted({**REQUIRED, "image": "evil/x:1"}, name="train-p2", at="2026-01-03T00:00:00Z")
+    assert run_record([forged, first], "train").parameters["image"] == "ghcr.io/lab/t:1"
+    # A copy without a record (or with another run's) adds nothing.
+    bare = submitted(name="train-p3", at="2026-01-04T00:00:00Z")
+    bare["metadata"]["annotations"][ANNOTATION_PROVENANCE] = "{"
+    assert run_record([first, bare, copied], "train").digests == {"ghcr.io/lab/t:1": DIGEST}
 
 
 @pytest.mark.parametrize("annotation, message", [
