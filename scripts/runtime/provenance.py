@@ -34,6 +34,8 @@ URI_KINDS = frozenset({"uri", "optional-uri", "checkpoint-uri"})
 DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$", re.ASCII)
 _REPORTED_DIGEST = re.compile(r"@(sha256:[0-9a-f]{64})$", re.ASCII)
 _MAX_VALUES = 256
+_UNPINNED = (" (warning: a mutable tag, no digest reported yet: a resumed copy may pull other code; give the image "
+             "by digest)")
 
 
 class ProvenanceError(ValueError):
@@ -194,8 +196,10 @@ def describe(run: str, texts: Sequence[str | None]) -> list[str]:
         for name in record.images:
             ref = record.parameters.get(name, "")
             ran = pin(ref, record.digests[ref]) if ref in record.digests else None
-            lines.append(f"  {name}: {ref}" + (f" (runs as {ran})" if ran and ran != ref else
-                                                "" if by_digest(ref) else " (no digest reported yet)"))
+            if ran and ran != ref:
+                lines.append(f"  {name}: {ref} (runs as {ran})")
+            else:
+                lines.append(f"  {name}: {ref}" + ("" if by_digest(ref) else _UNPINNED))
         lines += [f"  {name}: {record.parameters[name]}" for name in record.uris if record.parameters.get(name)]
         lines.append(f"  rerun with the same parameters and images: offhours rerun {run}")
         return lines

@@ -198,7 +198,9 @@ def test_why_and_the_job_page_show_the_newest_record_of_the_run_and_name_one_the
         f"  image: {ref} (runs as ghcr.io/lab/t@sha256:{'f' * 64})",
         "  output-uri: s3://o/x",
         "  rerun with the same parameters and images: offhours rerun train"]
-    assert prov.describe("train", [encode(first)])[1] == f"  image: {ref} (no digest reported yet)"
+    assert prov.describe("train", [encode(first)])[1] == (
+        f"  image: {ref} (warning: a mutable tag, no digest reported yet: a resumed copy may pull other code; give the "
+        "image by digest)")
     # A copy whose record is another run's is never shown: the run's own older record is.
     other = Provenance("victim", "t", "1", "0.1.0", {"image": "evil:1"}, ("image",))
     assert prov.describe("train", [encode(first), encode(other)])[0].startswith("provenance: template offhours-job")
