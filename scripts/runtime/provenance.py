@@ -119,8 +119,8 @@ def decode(text: str, run: str) -> Provenance:
         raise ProvenanceError(f"the provenance record of run {run} is over {MAX_BYTES} bytes: not read")
     try:
         doc = json.loads(text)
-    except ValueError as err:
-        raise ProvenanceError(f"the provenance record of run {run} is not JSON ({err})") from None
+    except (ValueError, RecursionError) as err:  # nesting past the parser's depth is a malformed record too
+        raise ProvenanceError(f"the provenance record of run {run} is not JSON ({str(err)[:100]})") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise ProvenanceError(f"the provenance record of run {run} is not one of format {FORMAT}")
     if doc.get("run") != run:

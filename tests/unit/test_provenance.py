@@ -71,6 +71,7 @@ def test_a_record_reads_back_as_written_for_its_own_run_only(params: dict[str, s
 @pytest.mark.parametrize("mutate, message", [
     (lambda d: "{" + "x" * MAX_BYTES, "over 16384 bytes"),
     (lambda d: "not json", "not JSON"),
+    (lambda d: "[" * 16000, "not JSON"),  # deeper than the parser goes: never a crash of the copy or of `why`
     (lambda d: "[]", "not one of format 1"),
     (lambda d: json.dumps({**d, "format": 2}), "not one of format 1"),
     (lambda d: json.dumps({**d, "parameters": {"a": 1}}), "malformed parameters"),
