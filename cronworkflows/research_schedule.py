@@ -32,7 +32,14 @@ from typing import Any
 from offhours.cronworkflows.cronexpr import CronError, parse_cron, time_zone
 from offhours.scripts.cluster.parked import SubmitError, parked_workflow
 from offhours.scripts.cluster.workflow import NIGHT_EXPRESSION
-from offhours.scripts.names import ARGO_GROUP, ARGO_VERSION, LABEL_MANAGED, LABEL_RUN_ID, LABEL_SCHEDULE
+from offhours.scripts.names import (
+    ANNOTATION_PROVENANCE,
+    ARGO_GROUP,
+    ARGO_VERSION,
+    LABEL_MANAGED,
+    LABEL_RUN_ID,
+    LABEL_SCHEDULE,
+)
 
 CONCURRENCY_POLICIES = ("Forbid", "Allow")
 # Argo refuses CronWorkflow names above 52 characters: its runs are named <name>-<10-digit Unix time>.
@@ -154,7 +161,8 @@ def research_cron_workflow(
             # controller sets the night's, below) and the schedule it belongs to.
             "workflowMetadata": {
                 "labels": {**run["metadata"]["labels"], LABEL_SCHEDULE: name},
-                "annotations": dict(run["metadata"]["annotations"]),
+                # A record names one run; each scheduled run has its own id: no record is copied onto them.
+                "annotations": {k: v for k, v in run["metadata"]["annotations"].items() if k != ANNOTATION_PROVENANCE},
             },
             "workflowSpec": {
                 "workflowTemplateRef": {"name": template_name},

@@ -168,6 +168,9 @@ ANNOTATION_WAITING_REASON = "offhours.io/waiting-reason"
 ANNOTATION_QUEUE_POSITION = "offhours.io/queue-position"
 ANNOTATION_BORROWED_FROM = "offhours.io/borrowed-from"
 """UID of the Deployment incarnation a workflow borrowed from."""
+ANNOTATION_PROVENANCE = "offhours.io/provenance"
+"""A run's provenance (JSON, bounded: `offhours.scripts.runtime.provenance`): written by `offhours submit`, carried
+with the first run's image digests by every parked copy, read by `offhours why` and `offhours rerun`."""
 ANNOTATION_EXIT_SECONDS = "offhours.io/exit-seconds"
 """Seconds a stop is expected to take to give the GPUs back: measured at the run's last stop
 (preempted-at to returned-at of the workflow it was copied from), else the declared grace; written by

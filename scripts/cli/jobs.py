@@ -34,6 +34,7 @@ from offhours.scripts.pool.views import (
     stamp,
     stop_line,
 )
+from offhours.scripts.runtime.provenance import describe
 
 
 class CommandError(RuntimeError):
@@ -128,6 +129,7 @@ def why_text(run: RunView, pool: Pool, stored: tuple[datetime | None, str | None
     lines.append("")
     lines.append(printable(checkpoint_line(run.last_checkpoint, stored, pool.read_at)))
     lines.append(f"GPU-hours: {run.gpu_seconds / 3600:.2f} over {len(run.copies)} workflow(s)")
+    lines += ["", *(printable(line) for line in describe(run.run_id, [c.provenance for c in run.copies]))]
     return "\n".join(lines)
 
 

@@ -20,6 +20,7 @@ from offhours.scripts.cli import (
     jobs,
     render,
     report,
+    rerun,
     return_gpus,
     schedule,
     simulate,
@@ -44,6 +45,7 @@ def parser() -> argparse.ArgumentParser:
     validate.register(sub)
     gate.register(sub)
     submit.register(sub)
+    rerun.register(sub)
     simulate.register(sub)
     report.register(sub)
     check.register(sub)

@@ -105,10 +105,26 @@ def _submit(args: argparse.Namespace) -> int:
     created = cluster.custom.create_namespaced_custom_object(ARGO_GROUP, ARGO_VERSION, where.research, "workflows", body)
     from offhours.scripts.cli.text import printable
 
+    for warning in mutable_image_warnings(body):
+        print(f"submit: warning: {printable(warning)}", file=sys.stderr)
+
     print(f"{created['metadata']['name']} parked in namespace {where.research}: the gate admits it when "
           f"{printable(body['metadata']['labels'][LABEL_SERVICE])}"
           f" can lend {body['metadata']['labels'][LABEL_REPLICAS]} replica(s)")
     return 0
+
+
+def mutable_image_warnings(body: dict[str, Any]) -> list[str]:
+    """Return a warning for each image of the parked workflow `body` given by a mutable tag (from its record)."""
+    from offhours.scripts.names import ANNOTATION_PROVENANCE
+    from offhours.scripts.runtime.provenance import ProvenanceError, decode, mutable_tag_warning
+
+    meta = body["metadata"]
+    try:
+        record = decode(meta["annotations"][ANNOTATION_PROVENANCE], meta["labels"][LABEL_RUN_ID])
+    except (KeyError, ProvenanceError):
+        return []
+    return [w for name in record.images if (w := mutable_tag_warning(name, record.parameters.get(name, "")))]
 
 
 def register(subparsers: Any) -> None:

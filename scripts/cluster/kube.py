@@ -84,6 +84,7 @@ from offhours.scripts.names import (
 )
 from offhours.scripts.policy.plan import Job
 from offhours.scripts.policy.release import PodExit
+from offhours.scripts.runtime.provenance import reported_digest
 
 T = TypeVar("T")
 # Kubernetes' metadata-only answer to a list (as kube-controller-manager's metadata informers ask for it).
@@ -580,7 +581,7 @@ class KubeCluster:
         # Copied is the workflow the tick listed, never one made under its name since (it was never admitted).
         if (other := same_workflow(old, job, "park")) is not None:
             raise ClusterError(other)
-        new = build_parked_copy(old, token)
+        new = build_parked_copy(old, token, self._reported_digests(namespace, old))
         name = str(new["metadata"]["name"])
 
         def create(body: dict[str, Any]) -> ParkedCopy | None:
@@ -604,6 +605,28 @@ class KubeCluster:
         created = self._call(f"create parked copy {namespace}/{name}-*", partial(create, elsewhere(new)))
         assert created is not None
         return created
+
+    def _reported_digests(self, namespace: str, wf: dict[str, Any]) -> dict[str, str]:
+        """Each image the workflow's own pods run (as their spec names it) -> the digest their kubelet reported.
+
+        Read for a parked copy, so that it runs what its first run ran; a read that fails pins nothing more.
+        """
+        meta = wf.get("metadata") or {}
+        name, uid = str(meta.get("name") or ""), str(meta.get("uid") or "")
+        if not _label_value(name):
+            return {}
+        selector = f"{ARGO_WORKFLOW_LABEL}={name}"
+        out: dict[str, str] = {}
+        try:
+            for i, pod in enumerate(self._pages(f"list pods {selector}", partial(
+                    self.core.list_namespaced_pod, namespace, label_selector=selector))):
+                if i >= MAX_WORKFLOW_PODS:
+                    break
+                if owned_by_workflow(pod, name, uid):
+                    out.update(pod_image_digests(pod))
+        except ClusterError:
+            return out
+        return out
 
     def delete_workflow(self, namespace: str, name: str) -> None:
         """Delete a workflow; a missing one is success."""
@@ -778,6 +801,20 @@ def owned_by_workflow(pod: Any, name: str, uid: str) -> bool:
                 and (not uid or ref.uid == uid):
             return True
     return False
+
+
+def pod_image_digests(pod: Any) -> dict[str, str]:
+    """Each container's image as the pod's spec names it -> the digest its status `imageID` reports (where it does)."""
+    spec, status = pod.spec, pod.status
+    if spec is None or status is None:
+        return {}
+    images = {c.name: c.image for c in [*(spec.init_containers or []), *(spec.containers or [])] if c.image}
+    out: dict[str, str] = {}
+    for s in [*(status.init_container_statuses or []), *(status.container_statuses or [])]:
+        digest = reported_digest(str(s.image_id or ""))
+        if digest and s.name in images:
+            out.setdefault(images[s.name], digest)
+    return out
 
 
 def pod_exit(pod: Any) -> PodExit:

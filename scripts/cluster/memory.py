@@ -91,6 +91,8 @@ class MemoryCluster:
     templates: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # WorkflowTemplates by (ns, name)
     events: list[Event] = field(default_factory=list)
     research_pods: dict[tuple[str, str], list[PodExit]] = field(default_factory=dict)  # by (ns, workflow name)
+    # What a workflow's pods' kubelets report: image (as the pod spec names it) -> digest, by (ns, workflow name).
+    image_digests: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
     calls: list[str] = field(default_factory=list)
     autoscalers: dict[tuple[str, str], Autoscaler] = field(default_factory=dict)  # by (namespace, Deployment name)
     states: dict[tuple[str, str], str] = field(default_factory=dict)  # the state ConfigMaps' text by (ns, service)
@@ -356,7 +358,7 @@ class MemoryCluster:
         # Copied is the workflow the tick listed, never one made under its name since (it was never admitted).
         if (other := same_workflow(old, job, "park")) is not None:
             raise ClusterError(other)
-        new = build_parked_copy(old, token)
+        new = build_parked_copy(old, token, self.image_digests.get((namespace, job.name), {}))
         name = str(new["metadata"]["name"])
         existing = self.workflows.get((namespace, name))
         if existing is not None:

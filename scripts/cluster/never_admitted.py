@@ -12,6 +12,7 @@ from typing import Any
 from offhours.scripts.cluster.template_grace import template_grace, template_grace_problem
 from offhours.scripts.cluster.workflow import workflow_job
 from offhours.scripts.names import LABEL_SERVICE
+from offhours.scripts.policy.boundary import unpinned_image_problem
 from offhours.scripts.policy.config import GateConfig
 from offhours.scripts.policy.grace import grace_problem
 
@@ -28,7 +29,8 @@ def never_admitted(body: dict[str, Any], config: GateConfig, templates: Mapping[
         return None
     # Only a definite refusal: a template unreadable from here (or a grace it cannot know yet) is the gate's to judge.
     knowable = templates is not None and template_grace(job.template_spec, templates, {}).unknown is None
-    problem = job.problem or grace_problem(job, policy.max_grace_seconds, service) or (
+    problem = job.problem or unpinned_image_problem(body.get("spec"), config.research) or \
+        grace_problem(job, policy.max_grace_seconds, service) or (
         template_grace_problem(job.template_spec, templates, policy.max_grace_seconds, service, {})
         if knowable else None)
     return None if problem is None else f"the gate would never admit it: {problem}"

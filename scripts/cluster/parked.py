@@ -17,6 +17,7 @@ from offhours.scripts.cluster.workflow import MAX_PRIORITY, MIN_PRIORITY
 from offhours.scripts.names import (
     ANNOTATION_CANCELLED_AT,
     ANNOTATION_PRIORITY,
+    ANNOTATION_PROVENANCE,
     ARGO_GROUP,
     ARGO_VERSION,
     CHECK_PARAMETERS,
@@ -28,6 +29,7 @@ from offhours.scripts.names import (
     STATE_PARKED,
 )
 from offhours.scripts.runtime.parameters import SchemaError, check_values, parse_schema, unknown_parameters
+from offhours.scripts.runtime.provenance import ProvenanceError, build, encode
 
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
@@ -83,7 +85,13 @@ def parked_workflow(template: dict[str, Any], params: dict[str, str], namespace:
         problems.append(f"run-id must be a DNS label of at most 50 characters, got {run_id!r}")
     flagged = {"replicas", "run-id"} & {p.split(" ", 1)[0] for p in problems}  # named once, not again by their kind
     checked = {k: v for k, v in values.items() if v is not None and k not in flagged}
-    problems += check_values(parameter_schema(template), checked, services)
+    schema = parameter_schema(template)
+    problems += check_values(schema, checked, services)
+    if not problems:
+        try:  # recorded as it is submitted: what every copy and every rerun of the run runs with
+            provenance = encode(build(run_id, template, {k: str(v) for k, v in values.items()}, schema, _version()))
+        except ProvenanceError as err:
+            problems.append(str(err))
     if problems:
         raise SubmitError(problems[0] if len(problems) == 1 else f"{len(problems)} problems: " + "; ".join(problems))
     return {
@@ -94,7 +102,7 @@ def parked_workflow(template: dict[str, Any], params: dict[str, str], namespace:
             "namespace": namespace,
             "labels": {LABEL_SERVICE: str(values["service"]), LABEL_REPLICAS: replicas,
                        LABEL_RUN_ID: run_id, LABEL_STATE: STATE_PARKED, LABEL_MANAGED: "true"},
-            "annotations": {ANNOTATION_PRIORITY: str(priority)},
+            "annotations": {ANNOTATION_PRIORITY: str(priority), ANNOTATION_PROVENANCE: provenance},
         },
         "spec": {
             "workflowTemplateRef": {"name": name},
@@ -102,6 +110,16 @@ def parked_workflow(template: dict[str, Any], params: dict[str, str], namespace:
             "suspend": True,
         },
     }
+
+
+def _version() -> str:
+    """Return offhours' version as installed (recorded in a run's provenance)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("offhours")
+    except PackageNotFoundError:
+        return "unknown"
 
 
 def misplaced_namespace(where: str, namespace: str, admits_from: str | None, said: str, verb: str) -> str | None:

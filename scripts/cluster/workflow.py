@@ -8,7 +8,7 @@ Labels and annotations are tenant-writable, so nothing here trusts a value's typ
 import copy
 import math
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
@@ -28,6 +28,7 @@ from offhours.scripts.names import (
     ANNOTATION_PREEMPTIONS,
     ANNOTATION_PRIORITY,
     ANNOTATION_PROGRESS,
+    ANNOTATION_PROVENANCE,
     ANNOTATION_QUEUE_POSITION,
     ANNOTATION_RETURNED_AT,
     ANNOTATION_ROOT,
@@ -51,6 +52,7 @@ from offhours.scripts.names import (
 )
 from offhours.scripts.names import GRACE_PARAMETER as GRACE_PARAMETER
 from offhours.scripts.policy.plan import ADMITTED, PARKED, UNMANAGED, Job
+from offhours.scripts.runtime.provenance import ProvenanceError, decode, encode, pinned_arguments
 
 # The Workflow resource's plural in Argo's API.
 PLURAL = "workflows"
@@ -562,7 +564,7 @@ def _cut(name: str, limit: int) -> str:
     return name[:limit].rstrip(".-") or "x"
 
 
-def build_parked_copy(old: dict[str, Any], token: str = "") -> dict[str, Any]:
+def build_parked_copy(old: dict[str, Any], token: str = "", reported: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Return a new Workflow that runs `old` again from its checkpoints: same spec and run id, parked.
 
     Only what defines the job is copied (spec, labels, annotations); status, identity and the
@@ -570,7 +572,8 @@ def build_parked_copy(old: dict[str, Any], token: str = "") -> dict[str, Any]:
     linked to its original by label (`offhours.io/copy-of`: the original's UID) and keeps the run
     id; the preemption count goes up by one, so preemptions are told apart from failures. It carries
     `token`, the value the gate recorded for this stop (none: no token). A workflow whose run was cancelled
-    (`cancelled`) is never copied: `CancelledWorkflow`.
+    (`cancelled`) is never copied: `CancelledWorkflow`. Its images run by the digests its run first reported
+    (`reported`: image reference -> digest, as the original's pods report them; the provenance record's win).
     """
     meta = old["metadata"]
     if cancelled(old):
@@ -604,6 +607,7 @@ def build_parked_copy(old: dict[str, Any], token: str = "") -> dict[str, Any]:
     spec = copy.deepcopy(old["spec"])
     spec.pop("shutdown", None)
     spec["suspend"] = True
+    _carry_provenance(annotations, spec, run, reported or {})
     name = parked_copy_name(root, int(annotations[ANNOTATION_PREEMPTIONS]))
     return {
         "apiVersion": old.get("apiVersion", ARGO_API_VERSION),
@@ -611,6 +615,26 @@ def build_parked_copy(old: dict[str, Any], token: str = "") -> dict[str, Any]:
         "metadata": {"name": name, "namespace": meta.get("namespace"), "labels": labels, "annotations": annotations},
         "spec": spec,
     }
+
+
+def _carry_provenance(annotations: dict[str, str], spec: dict[str, Any], run: str | None,
+                      reported: Mapping[str, str]) -> None:
+    """Pin the copy's image arguments to its run's first digests; carry the record with them, or none at all.
+
+    A record that is not this run's (malformed, oversized, another run's) is dropped, never carried: the copy's
+    arguments are then pinned by what its original's pods reported only.
+    """
+    text = annotations.pop(ANNOTATION_PROVENANCE, None)
+    record = None
+    if text is not None and run:
+        try:
+            record = decode(text, run).with_digests(reported)
+            annotations[ANNOTATION_PROVENANCE] = encode(record)
+        except ProvenanceError:
+            record = None
+    arguments = spec.get("arguments")
+    if isinstance(arguments, dict) and isinstance(arguments.get("parameters"), list):
+        arguments["parameters"] = pinned_arguments(arguments["parameters"], record, reported)
 
 
 def is_own_copy(existing: dict[str, Any], original: dict[str, Any], made: Collection[str], token: str = "") -> bool:

@@ -181,6 +181,7 @@ def _research(raw: dict[str, Any]) -> ResearchBoundary:
         toleration_keys=tuple(raw.get("tolerationKeys", default.toleration_keys)),
         runtime_classes=tuple(raw.get("runtimeClassNames", default.runtime_classes)),
         gpu_quota=raw.get("gpuQuota", default.gpu_quota),
+        require_image_digests=raw.get("requireImageDigests", default.require_image_digests),
     )
 
 

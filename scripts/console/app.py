@@ -26,6 +26,7 @@ from offhours.scripts.pool import usage
 from offhours.scripts.pool.model import WAITING, Pool, RunView, gpus_of, names_a_workflow
 from offhours.scripts.pool.operator_metrics import exposition
 from offhours.scripts.pool.views import age, cancellable, select_runs, sentence, stamp, unfinished
+from offhours.scripts.runtime.provenance import describe
 
 PAGE_ROWS = 500  # a page lists at most this many rows, whatever tenants submit; the CLI lists them all
 
@@ -118,6 +119,7 @@ def create_app(source: PoolSource, gpus_per_replica: Mapping[str, int] | None = 
     """
     app = Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = FORM_BYTES  # a larger body is refused (413) before any of it is read
+    app.jinja_env.globals.update(provenance_lines=lambda run: describe(run.run_id, [c.provenance for c in run.copies]))
     app.jinja_env.globals.update(age=age, stamp=stamp, gpus_of=gpus_of, sentence=sentence, WAITING=WAITING,
                                  requests_enabled=person_api is not None, looked=looked,
                                  actual_start_minutes=actual_start_minutes)

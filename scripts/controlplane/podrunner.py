@@ -32,6 +32,7 @@ file and wait for the daemon's acknowledgement (the same pid in FILE.ack); see `
 """
 
 import argparse
+import hashlib
 import http.server
 import json
 import logging
@@ -434,7 +435,8 @@ class LocalPodRunner:
                     **({"message": message} if message else {}),
                     "conditions": [{"type": "Ready", "status": "True" if code is None else "False",
                                     "lastTransitionTime": now}],
-                    "containerStatuses": [{"name": c.name, "image": c.image, "ready": code is None,
+                    "containerStatuses": [{"name": c.name, "image": c.image, "imageID": local_image_id(c.image),
+                                           "ready": code is None,
                                            "restartCount": 0, "state": state(c.name)} for c in pod.spec.containers],
                     "initContainerStatuses": [{"name": c.name, "image": c.image, "ready": True, "restartCount": 0,
                                                "state": {"terminated": {"exitCode": 0, "reason": "Completed",
@@ -457,6 +459,20 @@ class LocalPodRunner:
                     "phase": "Failed", "message": f"local runner could not report {phase}: {_short(last)}"}})
             except client.ApiException as err:
                 self._error(f"{ns}/{name}: could not mark it Failed either: {_short(err)}")
+
+
+def local_image_id(image: str | None) -> str:
+    """Return the `imageID` a kubelet would report for `image`, as this runner "pulls" it: `name@sha256:<digest>`.
+
+    An image given by digest runs that digest; a tag resolves to the digest of its reference's text, so the
+    same tag always reports the same digest here (a registry could move it; this runner never does).
+    """
+    ref = image or ""
+    if "@sha256:" in ref:
+        return ref
+    slash, colon = ref.rfind("/"), ref.rfind(":")
+    name = ref[:colon] if colon > slash else ref
+    return f"{name}@sha256:{hashlib.sha256(ref.encode()).hexdigest()}"
 
 
 def _local_image(pod: Any) -> bool:

@@ -20,6 +20,7 @@ from offhours.scripts.gate.admissions import (
 from offhours.scripts.gate.observe import describe
 from offhours.scripts.gate.snapshot import Observed
 from offhours.scripts.gate.tick_state import GateParts, TickState
+from offhours.scripts.policy.boundary import unpinned_image_problem
 from offhours.scripts.policy.config import ServicePolicy
 from offhours.scripts.policy.plan import ADMITTED, PARKED, UNMANAGED, Job
 from offhours.scripts.policy.record import (
@@ -118,7 +119,8 @@ def with_template_checks(gate: GateParts, t: TickState, jobs: list[Job], policy:
         problem = None
         if job.state != ADMITTED and job.problem is None and job.template_refs:
             try:
-                problem = template_problem(t, job, templates, policy)
+                problem = template_problem(t, job, templates, policy) or \
+                    unpinned_image_problem(job.template_spec, gate.config.research)
             except Exception as err:  # noqa: BLE001 - a tenant's template that breaks the check is that job's
                 problem = f"its templates could not be checked: {describe(err)}"
         out.append(job if problem is None else replace(job, problem=problem))

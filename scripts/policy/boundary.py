@@ -19,6 +19,7 @@ from offhours.scripts.names import (
     STATE_PARKED,
 )
 from offhours.scripts.policy.config import ResearchBoundary
+from offhours.scripts.policy.image_refs import is_image_parameter, mutable_tag_warning
 
 BEST_EFFORT_PRIORITY = -100
 """The value of the offhours-best-effort PriorityClass: below every serving class and the default 0."""
@@ -136,3 +137,19 @@ def boundary_problems(doc: Mapping[str, Any], boundary: ResearchBoundary) -> lis
     if kind in ("Workflow", "WorkflowTemplate", "CronWorkflow"):
         return list(workflow_problems(doc, boundary))
     return []
+
+
+def unpinned_image_problem(spec: Any, boundary: ResearchBoundary) -> str | None:
+    """Why the gate does not admit a workflow (its `spec`): an image argument by tag while digests are required."""
+    if not boundary.require_image_digests or not isinstance(spec, Mapping):
+        return None
+    arguments = spec.get("arguments")
+    params = arguments.get("parameters") if isinstance(arguments, Mapping) else None
+    for param in params if isinstance(params, list) else []:
+        if isinstance(param, Mapping) and isinstance(param.get("value"), str) \
+                and is_image_parameter(str(param.get("name")), None):
+            warning = mutable_tag_warning(str(param["name"]), param["value"])
+            if warning:
+                return (f"{param['name']}={param['value'][:200]} is a mutable tag and research.requireImageDigests is "
+                        "on: submit it again with the image by digest (name@sha256:...)")
+    return None

@@ -92,6 +92,8 @@ class ResearchBoundary:
     # The gate keeps the ResourceQuota offhours-gpus equal to what it has lent (opt-in: an admitted job's pods
     # then wait for the quota until a tick has seen the lend's scale-down land).
     gpu_quota: bool = False
+    # Admit only jobs whose images are named by digest: a tag could point at other code when a copy resumes.
+    require_image_digests: bool = False
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ from offhours.scripts.names import (
     ANNOTATION_PREEMPTIONS,
     ANNOTATION_PRIORITY,
     ANNOTATION_PROGRESS,
+    ANNOTATION_PROVENANCE,
     ANNOTATION_QUEUE_POSITION,
     ANNOTATION_RETURNED_AT,
     ANNOTATION_WAITING_REASON,
@@ -184,6 +185,7 @@ class JobView:
     run_ids: tuple[str, ...] = ()
     run_problem: str | None = None  # why its run id cannot be trusted (the gate never admits it)
     checkpoint_prefix: str | None = None  # where its steps record progress, as the gate reads it
+    provenance: str | None = None  # its provenance record as written (read only as its run's: runtime.provenance)
 
     @property
     def ended(self) -> bool:
@@ -544,6 +546,7 @@ def job_view(wf: Mapping[str, Any]) -> JobView | None:
         position=position if position is not None and position >= 0 else None,
         reason=(annotations.get(ANNOTATION_WAITING_REASON) or None) if state == WAITING else None,
         user=labels.get(ARGO_CREATOR_LABEL) or labels.get(LABEL_USER) or UNKNOWN_USER, labels=labels,
+        provenance=annotations.get(ANNOTATION_PROVENANCE),
     )
 
 

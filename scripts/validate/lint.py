@@ -1,4 +1,4 @@
-"""Checks no schema makes: references between templates, `{{...}}` tags, DAG edges, exit templates.
+"""Checks no schema makes: references between templates, `{{...}}` tags, DAG edges, exit templates, image tags.
 
 The catalog holds the WorkflowTemplates and ClusterWorkflowTemplates that `templateRef`s may
 point to: those among the checked manifests plus the library's own.
@@ -9,6 +9,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from offhours.scripts.policy.image_refs import is_image_parameter, mutable_tag_warning
 from offhours.scripts.validate.problems import ERROR, WARNING, Problem, json_path
 
 Path = list[str | int]
@@ -101,7 +102,24 @@ class _DocumentLint:
                 self.check_template(template, [*self.base, "templates", i])
         for path, text in _strings({k: v for k, v in self.spec.items() if k != "templates"}, list(self.base)):
             self.check_tags(path, text, template=None, nodes=None, in_loop=False)
+        self.check_image_tags()
         return self.problems
+
+    # -- images by digest ----------------------------------------------------------------------
+    def check_image_tags(self) -> None:
+        """Warn on an image argument given by a mutable tag: a preempted job's resumed copy could pull other code.
+
+        Only a job (a Workflow, or a CronWorkflow's runs): a WorkflowTemplate's default is judged where it is used.
+        """
+        if self.doc.get("kind") not in ("Workflow", "CronWorkflow"):
+            return
+        for i, param in enumerate((self.spec.get("arguments") or {}).get("parameters") or []):
+            if not isinstance(param, dict) or not isinstance(param.get("value"), str):
+                continue
+            if is_image_parameter(str(param.get("name")), None):
+                warning = mutable_tag_warning(str(param["name"]), param["value"])
+                if warning:
+                    self.report([*self.base, "arguments", "parameters", i, "value"], warning, WARNING)
 
     # -- entrypoint, onExit, hooks, workflowTemplateRef -------------------------------------
     def check_entry_and_exit(self) -> None:

@@ -37,6 +37,7 @@ from .runner import LocalPodRunner
 from .test_gate_e2e import TOTAL_GPUS, _tick, gate_setup  # noqa: F401 - gate_setup is a fixture used here
 from .test_researcher_journey_e2e import (  # noqa: F401 - cli and console_reader are fixtures used here
     NS,
+    TAG_WARNING,
     Cli,
     cli,
     console_reader,
@@ -118,6 +119,17 @@ def lent_hours(wf: dict[str, Any]) -> float:
     return max(0.0, min(ends) - seconds(note["offhours.io/admitted-at"])) / 3600 * GPUS
 
 
+def provenance_lines(wf: dict[str, Any], run: str, tmp: Path) -> list[str]:
+    """What `offhours why` says of the run's provenance: the copy's record, its image by the digest its pod reported."""
+    record = json.loads(notes(wf)["offhours.io/provenance"])
+    ref = record["parameters"]["image"]
+    return [f"provenance: template offhours-job at resourceVersion {record['template']['resourceVersion']}, "
+            f"offhours {record['offhours']}",
+            f"  image: {ref} (runs as offhours.local/reference-job@{record['digests'][ref]})",
+            f"  checkpoint-uri: file://{tmp}/ckpt", f"  output-uri: file://{tmp}/out",
+            f"  rerun with the same parameters and images: offhours rerun {run}"]
+
+
 def train_output(runner: LocalPodRunner, workflow: str) -> str:
     """What the job step's pod of `workflow` printed so far (the runner's record of its main container)."""
     return "".join(line for (ns, pod), lines in list(runner.outputs.items())
@@ -144,7 +156,8 @@ def test_researcher_sees_a_preemption_and_the_resume_from_the_cli_and_the_consol
     # 1. Submitted from the installed template; the gate admits it; its training starts.
     out, err = cli("submit", "offhours-job", "-n", RESEARCH, *job_params("resume", tmp_path))
     name = out.split()[0]
-    assert (out, err) == (f"{name} parked in namespace {RESEARCH}: the gate admits it when chat can lend 1 replica(s)\n", "")
+    assert (out, err) == (f"{name} parked in namespace {RESEARCH}: the gate admits it when chat can lend 1 replica(s)\n",
+                          f"submit: warning: {TAG_WARNING}\n")
     copy = f"{name}-p1"
     for _ in range(6):
         if _tick(gate_setup).plan.admit:
@@ -215,12 +228,14 @@ def test_researcher_sees_a_preemption_and_the_resume_from_the_cli_and_the_consol
         {"NAME": copy, "RUN": "resume", "SERVICE": "chat", "STATE": "preempted→waiting", "QUEUE": "1", "GPUS": "4",
          "PREEMPTIONS": "1", "GPU-HOURS": f"{used / 3600:.2f}"}]
     out, _ = cli("why", copy, *NS)
+    checkpoint_line = next((line for line in out.splitlines() if line.startswith("last checkpoint: ")), "")
     assert out.splitlines() == [
         f"preempted 1 time(s), parked to resume from its last checkpoint; {reason}", "", "timeline:",
         *[f"  {at}  {what}  [{wf}]" for at, what, wf in timeline([original, parked])], "",
-        out.splitlines()[-2], f"GPU-hours: {used / 3600:.2f} over 2 workflow(s)"]
+        checkpoint_line, f"GPU-hours: {used / 3600:.2f} over 2 workflow(s)", "",
+        *provenance_lines(parked, "resume", tmp_path)]
     # The gate recorded no checkpoint on it, but its training saved one on SIGTERM: `why` reads the store.
-    assert re.fullmatch(r"last checkpoint: \S+ \S+ \(\S+ ago, read from its checkpoint store\)", out.splitlines()[-2]), out
+    assert re.fullmatch(r"last checkpoint: \S+ \S+ \(\S+ ago, read from its checkpoint store\)", checkpoint_line), out
 
     # Load falls: the copy is admitted and its training starts where the stopped run checkpointed.
     load.rps = 5.0

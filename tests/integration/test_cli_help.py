@@ -6,11 +6,12 @@ import sys
 
 from offhours.scripts.cli.main import parser
 
-VERBS = ["render", "validate", "gate", "submit", "simulate", "report", "check", "demo", "backstop", "jobs", "why",
+VERBS = ["render", "validate", "gate", "submit", "rerun", "simulate", "report", "check", "demo", "backstop", "jobs", "why",
          "logs", "cancel", "usage", "console", "schedule", "trace", "tune", "calibrate"]
 IN_POD = ["check-parameters", "return-gpus"]  # they parse and run, out of a person's help
 # The verbs whose module is named after them (jobs.py holds jobs, why, logs, cancel and usage).
-OWN_MODULE = {"render": "render", "validate": "validate", "gate": "gate", "submit": "submit", "simulate": "simulate",
+OWN_MODULE = {"render": "render", "validate": "validate", "gate": "gate", "submit": "submit", "rerun": "rerun",
+              "simulate": "simulate",
               "check": "check", "demo": "demo", "check-parameters": "check_parameters", "return-gpus": "return_gpus",
               "backstop": "backstop", "console": "console", "schedule": "schedule", "tune": "tune",
               "calibrate": "calibrate"}

@@ -53,7 +53,9 @@ def test_why_gives_one_sentence_a_timeline_and_the_last_checkpoint(pool):
         "  2025-03-14 11:30:00Z  finished (Failed)  [rl-d-x7]",
         "  2025-03-14 11:30:00Z  parked again as rl-d-x7-p1 after preemption 1  [rl-d-x7-p1]",
     ]
-    assert text[-2:] == ["last checkpoint: 2025-03-14 11:15:00Z (45m ago)", "GPU-hours: 1.00 over 2 workflow(s)"]
+    # Then its provenance: these fixture workflows were made without `offhours submit`, so none is recorded.
+    assert text[-4:] == ["last checkpoint: 2025-03-14 11:15:00Z (45m ago)", "GPU-hours: 1.00 over 2 workflow(s)", "",
+                         "provenance: none recorded"]
     assert r.sentence(pool.find("eval-c"), pool) == "waiting: the lending window opens at 20:00"
     assert r.sentence(pool.find("train-a"), pool) == "running since 2025-03-14 10:10:00Z on 8 GPUs of chat (1h50m)"
     assert r.sentence(pool.find("sft-e"), pool) == \

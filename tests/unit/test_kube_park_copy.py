@@ -68,11 +68,24 @@ def decoy() -> dict[str, Any]:
     return wf
 
 
+class FakePods:
+    """The API server's pod list by Argo's workflow label: the pods a test set, each owned by its workflow."""
+
+    def __init__(self) -> None:
+        self.pods: dict[str, list[client.V1Pod]] = {}
+
+    def list_namespaced_pod(self, namespace: str, label_selector: str = "", **_: Any) -> client.V1PodList:
+        _, _, workflow = label_selector.partition("=")
+        return client.V1PodList(items=list(self.pods.get(workflow, [])), metadata=client.V1ListMeta())
+
+
 class Kube:
     def __init__(self) -> None:
         self.api = FakeArgo()
+        self.core = FakePods()
         self.cluster = KubeCluster(client.ApiClient(client.Configuration()))
         self.cluster.custom = self.api
+        self.cluster.core = self.core
 
     def add(self, wf: dict[str, Any]) -> None:
         self.api.workflows[wf["metadata"]["name"]] = wf

@@ -19,7 +19,10 @@ def test_parked_workflow_carries_what_the_gate_reads() -> None:
     assert labels["offhours.io/service"] == "chat" and labels["offhours.io/replicas"] == "2"
     assert labels["offhours.io/state"] == "parked" and labels["offhours.io/run-id"] == "llama-sft-7"
     assert wf["metadata"]["annotations"]["offhours.io/priority"] == "5"
-    assert validate_documents([("wf.yaml", 0, wf)]) == []
+    found = validate_documents([("wf.yaml", 0, wf)])  # valid; its image by tag is warned about
+    assert [(p.severity, p.path) for p in found] == [("warning", "spec.arguments.parameters[2].value")], found
+    pinned = parked_workflow(TEMPLATE, {**REQUIRED, "image": "ghcr.io/lab/t@sha256:" + "a" * 64}, "research")
+    assert validate_documents([("wf.yaml", 0, pinned)]) == []
 
 
 def test_a_submission_sets_only_the_template_the_values_and_suspend() -> None:
