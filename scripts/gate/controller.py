@@ -41,6 +41,7 @@ from offhours.scripts.cluster.workflow import (
     succeeded,
 )
 from offhours.scripts.gate.log import ERROR, INFO, WARNING, Logger
+from offhours.scripts.gate.placement import mark_removals, park_unschedulable  # hook: placement
 from offhours.scripts.gate.quota import keep_gpu_quota
 from offhours.scripts.metrics.sources import LoadSource, Reading, ServiceTarget
 from offhours.scripts.names import (
@@ -52,6 +53,7 @@ from offhours.scripts.names import (
     EVENT_GPUS_LENT,
     EVENT_GPUS_RECLAIMED,
     EVENT_GRACE_ABOVE_CAP,
+    EVENT_LENT_UNSCHEDULABLE,
     EVENT_REPLICAS_ADOPTED,
     EVENT_RUN_ID_MISMATCH,
     EVENT_SERVICE_RELEASED,
@@ -603,6 +605,9 @@ class Gate:
         jobs = _with_done_runs(jobs, {run for run, _ in done})
         jobs = self._with_template_checks(t, jobs, policy)
         jobs = _with_runs_elsewhere(jobs, t.runs_running, policy.name)
+        jobs, unplaced = park_unschedulable(self.cluster, self.config.workflow_namespace, jobs, now)  # hook: placement
+        for why in unplaced:  # hook: placement
+            self._event(policy.name, dep, EVENT_LENT_UNSCHEDULABLE, why, warning=True)  # hook: placement
         for tries in range(LOWER_TRIES, -1, -1):
             p = plan(decision, baseline, jobs, now)
             scale_to = p.scale_to if decision.action == "lend" else max(p.scale_to, obs.current)  # only a lend lowers
@@ -694,6 +699,9 @@ class Gate:
         self._fence(t)
         target = obs.scaler if obs.scaler is not None else obs.dep
         if value < read:
+            marked = mark_removals(self.cluster, obs.dep, read - value, self.config.workflow_namespace)  # hook: placement
+            if marked:  # hook: placement
+                self.log.info(marked, obs.policy.name)  # hook: placement
             answer = self.cluster.lower_serving(target, read, value)  # leaves `target` (obs.current) at the answer
             if answer.conflict:
                 obs.record = replace(intent, applied=read, applying_from=None)  # unwritten: measured from the read

@@ -346,7 +346,8 @@ def deletion_costs(remove: Sequence[Replica], current: Mapping[str, int | None])
 
     `current`: each serving pod's present cost (None: unset). A pod that carries the gate's mark from an
     earlier tick and is not chosen now gets it taken away (None), so an old choice never steers a later
-    scale-down; a cost someone else wrote is left alone (own only your delta). Returns only the changes.
+    scale-down; a cost someone else wrote on a replica not chosen is left alone (own only your delta). Returns
+    only the changes.
     """
     chosen = {r.name: DELETION_COST_FLOOR + i for i, r in enumerate(remove)}
     out: dict[str, int | None] = {name: cost for name, cost in chosen.items() if current.get(name) != cost}

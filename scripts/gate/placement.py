@@ -1,0 +1,91 @@
+"""The gate's placement steps: mark which serving replicas a lower removes, and take back what nothing can use.
+
+Two hooks in the tick (marked `# hook: placement` in controller.py), the logic all here and in the pure
+policy/placement.py:
+
+- `mark_removals`, just before a lower of serving: the replicas whose removal frees whole nodes get the
+  lowest `controller.kubernetes.io/pod-deletion-cost`, so the ReplicaSet controller deletes those. Advisory:
+  any failure (no right to patch pods, a read refused) leaves the lower as it was before this existed (the
+  ReplicaSet chooses) and says so; it never stops the lower, which the decision already made safe.
+- `park_unschedulable`, before the plan: an admitted job with a pod the scheduler found no node for, for
+  longer than `UNSCHEDULABLE_BOUND_SECONDS` on the API server's clock, gets a `problem` naming that pod and
+  the scheduler's words; the plan then stops it, parks it again (a gang that never ran whole loses no work;
+  a part that ran resumes from its checkpoints) and gives its replicas back, as for any admitted job with a problem.
+
+Without the right to read nodes (the gate's RBAC is namespaced), a node's GPUs are taken to be those its
+pods in the serving and research namespaces hold: it can be found empty only when those are all replicas
+being removed. GPU pods of other namespaces are not seen.
+"""
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from offhours.scripts.cluster.base import Deployment
+from offhours.scripts.policy.placement import Node, choose_removals, deletion_costs, free_gpus, whole_nodes
+from offhours.scripts.policy.plan import ADMITTED, Job
+
+# How long an admitted job's pod may stay unschedulable before its admission is undone: longer than the
+# scheduler's retry of an unschedulable pod (at most 5 minutes by default, sooner on any cluster change)
+# would waste lent GPUs for nothing; a tick or two of slack covers pods that wait for the serving pods
+# being removed to end (their grace).
+UNSCHEDULABLE_BOUND_SECONDS = 300.0
+
+
+def mark_removals(cluster: Any, dep: Deployment, count: int, research_namespace: str) -> str:
+    """Mark the `count` replicas a lower of `dep` should remove; return what was done, in one sentence."""
+    try:
+        replicas, costs = cluster.serving_replicas(dep)
+        count = min(count, len(replicas))
+        if count <= 0:
+            return ""
+        names = sorted({r.node for r in replicas})
+        nodes = cluster.gpu_nodes(names)
+        held = cluster.gpus_held((dep.namespace, research_namespace), names)
+        seen = "" if nodes is not None else " (nodes not readable: their GPUs taken from the pods seen)"
+        nodes = nodes or {}
+        placed = [nodes.get(n) or Node(n, min(held.get(n, 0), 1024)) for n in names]
+        free = free_gpus(placed, held)
+        removal = choose_removals(placed, replicas, {dep.service: count}, free)
+        writes = deletion_costs(removal, costs)
+        # Old marks off first: while both exist, an old one could rank below a new one.
+        for pod, cost in sorted(writes.items(), key=lambda kv: kv[1] is not None):
+            if not cluster.set_deletion_cost(dep.namespace, pod, cost):
+                return (f"may not patch pods in {dep.namespace} (no RBAC for pod-deletion-cost): the ReplicaSet "
+                        f"chooses which {count} replica(s) go")
+    except Exception as err:  # noqa: BLE001 - advisory: the lower goes ahead as it did before placement existed
+        return f"could not mark the replicas to remove ({type(err).__name__}: {str(err)[:200]}): the ReplicaSet chooses"
+    after = dict(free)
+    for r in removal:
+        after[r.node] += r.gpus
+    return (f"marked {', '.join(r.name for r in removal)} to go first: {whole_nodes(placed, after)} whole node(s) "
+            f"free after the lower{seen}")
+
+
+def park_unschedulable(cluster: Any, namespace: str, jobs: Sequence[Job], now: float,
+                       bound: float = UNSCHEDULABLE_BOUND_SECONDS) -> tuple[list[Job], list[str]]:
+    """Return the jobs, each admitted one whose pod found no node for longer than `bound` given a problem, and why.
+
+    `now` is the API server's time, as the pods' conditions are dated. A read that fails leaves the job as it is.
+    """
+    out: list[Job] = []
+    why: list[str] = []
+    for job in jobs:
+        if job.state != ADMITTED or job.problem is not None:
+            out.append(job)
+            continue
+        try:
+            pending = cluster.unschedulable_pods(namespace, job.name)
+        except Exception:  # noqa: BLE001 - advisory: the next tick reads again
+            pending = []
+        late = [(name, since, message) for name, since, message in pending if now - since > bound]
+        if not late:
+            out.append(job)
+            continue
+        name, since, message = min(late, key=lambda p: p[1])
+        problem = (f"its pod {name} found no node for {now - since:.0f} s (bound {bound:.0f} s): "
+                   f"{message or 'the scheduler gave no reason'}")
+        out.append(replace(job, problem=problem))
+        why.append(f"workflow {namespace}/{job.name} was admitted but {problem}; stopped, parked again and its "
+                   f"{job.replicas} replica(s) given back (it resumes from its checkpoints when admitted again)")
+    return out, why
