@@ -223,19 +223,21 @@ class MemoryCluster:
         return answer
 
     def _replicaset_deletes(self, namespace: str, name: str, count: int) -> None:
-        """Delete `count` of the Deployment's placed pods as its ReplicaSet ranks them (Kubernetes documents it).
+        """Delete `count` of the Deployment's placed pods as its ReplicaSet ranks them (Kubernetes' ranking).
 
-        Lower deletion cost first; then pods on nodes with more replicas of the set; then the newest.
+        Ranked once per scale-down, as the controller does: lower deletion cost first; then pods on nodes with
+        more replicas of the set; then the newest (the controller breaks ties within one age bucket at random,
+        by UID: the newest is one of its possible draws, and keeps tests deterministic).
         """
         pods = self.replicas_on_nodes.get((namespace, name))
         if not pods:
             return
-        for _ in range(min(count, len(pods))):
-            per_node: dict[str, int] = {}
-            for r in pods:
-                per_node[r.node] = per_node.get(r.node, 0) + 1
-            victim = min(enumerate(pods), key=lambda ir: (self.deletion_costs.get((namespace, ir[1].name), 0),
-                                                          -per_node[ir[1].node], -ir[0]))[1]
+        per_node: dict[str, int] = {}
+        for r in pods:
+            per_node[r.node] = per_node.get(r.node, 0) + 1
+        ranked = sorted(enumerate(pods), key=lambda ir: (self.deletion_costs.get((namespace, ir[1].name), 0),
+                                                         -per_node[ir[1].node], -ir[0]))
+        for _, victim in ranked[:count]:
             pods.remove(victim)
             self.deletion_costs.pop((namespace, victim.name), None)
 

@@ -63,11 +63,13 @@ def mark_removals(cluster: Any, dep: Deployment, count: int, research_namespace:
 
 
 def park_unschedulable(cluster: Any, namespace: str, jobs: Sequence[Job], now: float,
-                       bound: float = UNSCHEDULABLE_BOUND_SECONDS) -> tuple[list[Job], list[str]]:
+                       bound: float | None = None) -> tuple[list[Job], list[str]]:
     """Return the jobs, each admitted one whose pod found no node for longer than `bound` given a problem, and why.
 
     `now` is the API server's time, as the pods' conditions are dated. A read that fails leaves the job as it is.
+    `bound`: None, `UNSCHEDULABLE_BOUND_SECONDS` as it is when called.
     """
+    bound = UNSCHEDULABLE_BOUND_SECONDS if bound is None else bound
     out: list[Job] = []
     why: list[str] = []
     for job in jobs:

@@ -4,8 +4,9 @@ The replay (engine.py) decides how many replicas each service lends each minute;
 replicas on nodes and follows, minute by minute, which of them a scale-down removes and where a scale-up
 puts them back, under two choosers of the replicas removed:
 
-- `replicaset`: the ReplicaSet controller's own ranking when nothing marks a pod's deletion cost (Kubernetes
-  documents it: pods on nodes with more replicas of the set go first, then the newest);
+- `replicaset`: the ReplicaSet controller's own ranking when nothing marks a pod's deletion cost, computed once
+  per scale-down as the controller does: pods on nodes with more replicas of the set go first, then the newest,
+  pods of one age in random order (the controller breaks those ties by UID);
 - `gate`: the gate's choice (policy/placement.py `choose_removals`: whole nodes first, the rest packed).
 
 Either way a scale-up puts a replica where the scheduler's default scoring (least allocated) would: on
@@ -14,6 +15,7 @@ Per minute, for each job shape (pods x GPUs per pod), the GPUs whole gangs of it
 GPUs, and the GPUs lent that no such gang could use (lent but unused).
 """
 
+import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -83,24 +85,33 @@ class PlacementReport:
     shapes: dict[str, ShapeReport] = field(default_factory=dict)
 
 
-def _replicaset_choice(layout: Layout, serving: Mapping[str, Replica], service: str, k: int,
-                       created: Mapping[str, int]) -> list[Replica]:
-    """Return the ReplicaSet's own choice of `k` pods to delete: most replicas of the set on its node, then newest."""
-    out: list[Replica] = []
+def _replicaset_choice(serving: Mapping[str, Replica], service: str, k: int, created: Mapping[str, int],
+                       rng: random.Random) -> list[Replica]:
+    """Return the ReplicaSet's own choice of `k` pods to delete, ranked once as its controller ranks them.
+
+    Pods on nodes with more replicas of the set first; then the newest; pods of one age (the controller's
+    log-scale age buckets) in random order, as the controller breaks those ties by UID.
+    """
     live = [r for r in serving.values() if r.service == service]
-    for _ in range(k):
-        per_node: dict[str, int] = {}
-        for r in live:
-            per_node[r.node] = per_node.get(r.node, 0) + 1
-        victim = max(live, key=lambda r: (per_node[r.node], created[r.name], r.name))
-        live.remove(victim)
-        out.append(victim)
-    return out
+    per_node: dict[str, int] = {}
+    for r in live:
+        per_node[r.node] = per_node.get(r.node, 0) + 1
+    draw = {r.name: rng.random() for r in live}
+    live.sort(key=lambda r: (-per_node[r.node], -_age_bucket(created[r.name]), draw[r.name]))
+    return live[:k]
+
+
+def _age_bucket(created_minute: int) -> int:
+    """Return the log2 bucket of a creation minute (the controller's LogarithmicScaleDown compares these)."""
+    return max(0, created_minute).bit_length()
 
 
 def replay(layout: Layout, lent: Mapping[str, np.ndarray], chooser: str,
-           shapes: Mapping[str, Shape] = SHAPES) -> PlacementReport:
-    """Follow the replicas lent each minute (`lent[service]`, replicas) on the nodes under `chooser`."""
+           shapes: Mapping[str, Shape] = SHAPES, seed: int = 0) -> PlacementReport:
+    """Follow the replicas lent each minute (`lent[service]`, replicas) on the nodes under `chooser`.
+
+    `seed`: the ReplicaSet's random tie-breaks (the gate's choice draws nothing).
+    """
     if chooser not in CHOOSERS:
         raise ValueError(f"unknown chooser {chooser!r}: one of {', '.join(CHOOSERS)}")
     minutes = max((len(v) for v in lent.values()), default=0)
@@ -110,6 +121,7 @@ def replay(layout: Layout, lent: Mapping[str, np.ndarray], chooser: str,
     free = {n.name: 0 for n in layout.nodes}
     report = PlacementReport(chooser, shapes={name: ShapeReport() for name in shapes})
     worth: dict[str, int] = {}
+    rng = random.Random(seed)
     whole = 0
     lent_gpus = 0
     changed = True
@@ -122,7 +134,7 @@ def replay(layout: Layout, lent: Mapping[str, np.ndarray], chooser: str,
                     pool = [r for r in serving.values() if r.service == service]
                     gone = list(choose_removals(layout.nodes, pool, {service: want - have}, free))
                 else:
-                    gone = _replicaset_choice(layout, serving, service, want - have, created)
+                    gone = _replicaset_choice(serving, service, want - have, created, rng)
                 for r in gone:
                     del serving[r.name]
                     free[r.node] += r.gpus
