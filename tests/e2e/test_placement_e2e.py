@@ -84,7 +84,7 @@ def pool(kubectl: Callable[..., str], api: client.ApiClient) -> Iterator[client.
 
 def test_marked_replicas_free_whole_nodes_and_a_two_node_job_runs_only_once_both_pods_fit(
         pool: client.CoreV1Api, api: client.ApiClient, kubectl: Callable[..., str]) -> None:
-    core, apps = pool, client.AppsV1Api(api)
+    core = pool
     kubectl("apply", "-f", "-", stdin=json.dumps(_deployment("wide", 8)))
     wait("8 replicas bound, two per node", lambda: _per_node(core, "wide") == {n: 2 for n in NODES}, timeout=90)
     cluster = KubeCluster(api)
