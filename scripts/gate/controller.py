@@ -41,7 +41,7 @@ from offhours.scripts.cluster.workflow import (
     succeeded,
 )
 from offhours.scripts.gate.log import ERROR, INFO, WARNING, Logger
-from offhours.scripts.gate.placement import mark_removals, park_unschedulable  # hook: placement
+from offhours.scripts.gate.placement import gang_check, mark_removals, park_unschedulable  # hook: placement
 from offhours.scripts.gate.quota import keep_gpu_quota
 from offhours.scripts.metrics.sources import LoadSource, Reading, ServiceTarget
 from offhours.scripts.names import (
@@ -610,6 +610,9 @@ class Gate:
             self._event(policy.name, dep, EVENT_LENT_UNSCHEDULABLE, why, warning=True)  # hook: placement
         for tries in range(LOWER_TRIES, -1, -1):
             p = plan(decision, baseline, jobs, now)
+            p, ganged = gang_check(self.cluster, dep, p, self.config.workflow_namespace)  # hook: placement
+            if ganged:  # hook: placement
+                self.log.info(ganged, policy.name)  # hook: placement
             scale_to = p.scale_to if decision.action == "lend" else max(p.scale_to, obs.current)  # only a lend lowers
             try:
                 record = self._apply(t, obs, record, scale_to)

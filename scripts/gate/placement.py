@@ -7,6 +7,10 @@ policy/placement.py:
   lowest `controller.kubernetes.io/pod-deletion-cost`, so the ReplicaSet controller deletes those. Advisory:
   any failure (no right to patch pods, a read refused) leaves the lower as it was before this existed (the
   ReplicaSet chooses) and says so; it never stops the lower, which the decision already made safe.
+- `gang_check`, on the plan: a job is admitted only when every one of its pods fits on the free GPUs per node
+  after the service's own scale-down (policy/placement.py `gang_admissions`); otherwise nothing is lent for it.
+  It needs the nodes' GPUs: where the gate may not read nodes (its RBAC is namespaced; a `get nodes`
+  ClusterRole is the operator's opt-in), the plan stays as it was, as before this existed, and the log says so.
 - `park_unschedulable`, before the plan: an admitted job with a pod the scheduler found no node for, for
   longer than `UNSCHEDULABLE_BOUND_SECONDS` on the API server's clock, gets a `problem` naming that pod and
   the scheduler's words; the plan then stops it, parks it again (a gang that never ran whole loses no work;
@@ -22,8 +26,17 @@ from dataclasses import replace
 from typing import Any
 
 from offhours.scripts.cluster.base import Deployment
-from offhours.scripts.policy.placement import Node, choose_removals, deletion_costs, free_gpus, whole_nodes
-from offhours.scripts.policy.plan import ADMITTED, Job
+from offhours.scripts.policy.placement import (
+    Node,
+    Shape,
+    choose_removals,
+    deletion_costs,
+    free_gpus,
+    gang_admissions,
+    job_shape,
+    whole_nodes,
+)
+from offhours.scripts.policy.plan import ADMITTED, Job, Plan
 
 # How long an admitted job's pod may stay unschedulable before its admission is undone: longer than the
 # scheduler's retry of an unschedulable pod (at most 5 minutes by default, sooner on any cluster change)
@@ -91,3 +104,42 @@ def park_unschedulable(cluster: Any, namespace: str, jobs: Sequence[Job], now: f
         why.append(f"workflow {namespace}/{job.name} was admitted but {problem}; stopped, parked again and its "
                    f"{job.replicas} replica(s) given back (it resumes from its checkpoints when admitted again)")
     return out, why
+
+
+# How long a job admitted behind a waiting larger one may keep the head's nodes (the backfill bound): one
+# reclaim check and a stop's grace, so the head waits at most that long for GPUs a smaller job took.
+BACKFILL_BOUND_SECONDS = 300.0
+
+
+def gang_check(cluster: Any, dep: Deployment, p: Plan, research_namespace: str) -> tuple[Plan, str]:
+    """Return the plan with only the admissions whose pods all fit, and what was done (one sentence, or "")."""
+    if not p.admit:
+        return p, ""
+    try:
+        replicas, _ = cluster.serving_replicas(dep)
+        if not replicas:
+            return p, ""  # no replica bound to a node: nothing to place (and nothing a lower would free)
+        names = sorted({r.node for r in replicas})
+        nodes = cluster.gpu_nodes(names)
+        if nodes is None:
+            return p, "may not read nodes (no RBAC): admissions are not checked for whole-gang fit"
+        held = cluster.gpus_held((dep.namespace, research_namespace), names)
+        shapes: dict[str, Shape] = {}
+        unread: list[str] = []
+        for job in p.admit:
+            wf = cluster.workflow(research_namespace, job.name) or {}
+            params = {str(q.get("name")): str(q.get("value", "")) for q in
+                      (((wf.get("spec") or {}).get("arguments") or {}).get("parameters") or []) if isinstance(q, dict)}
+            shape = job_shape(params)
+            if isinstance(shape, Shape):
+                shapes[job.name] = shape
+            else:
+                unread.append(f"{job.name}: {shape}")
+        placed = list(nodes.values())
+        checked = gang_admissions(p, shapes, placed, replicas, free_gpus(placed, held), BACKFILL_BOUND_SECONDS)
+    except Exception as err:  # noqa: BLE001 - advisory: the plan stands as it did before placement existed
+        return p, f"could not check the admissions' fit ({type(err).__name__}: {str(err)[:200]})"
+    dropped = [j.name for j in p.admit if j not in checked.admit]
+    said = [f"not admitted, its pods would not all fit: {', '.join(dropped)}"] if dropped else []
+    said += [f"shape not read ({'; '.join(unread)})"] if unread else []
+    return checked, "; ".join(said)

@@ -28,9 +28,12 @@ never delays the head by more than the bound, and a job that cannot say how long
 per waiting job would let a long queue of large jobs lock every node.
 """
 
+import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+
+from offhours.scripts.policy.plan import Plan
 
 # A pod's GPU count cannot be negative, and no node carries more than this (a bound on any input's size).
 MAX_GPUS_PER_NODE = 1024
@@ -360,3 +363,66 @@ def deletion_costs(remove: Sequence[Replica], current: Mapping[str, int | None])
 def gpu_minutes_unused(lent_gpus: int, running_gpus: int, minutes: float) -> float:
     """GPU-minutes lent (lowered from serving) and used by no research pod, over `minutes`."""
     return max(0, lent_gpus - running_gpus) * max(0.0, minutes) if math.isfinite(minutes) else 0.0
+
+
+def job_shape(parameters: Mapping[str, str]) -> Shape | str:
+    """Return a research job's shape from its workflow's arguments, or why it cannot be read.
+
+    Its pods ask `gpus` GPUs each (the research step's input; 1 when unset), `pods` of them at once where
+    the workflow sets that argument (1 otherwise: the library's steps run one pod at a time), on the nodes its
+    `node-selector` and `tolerations` arguments allow. Tenant-written: a shape only decides whether the job
+    itself is admitted, and the GPU quota bounds what its pods may take whatever it says.
+    """
+    def number(name: str, default: int) -> int | str:
+        text = str(parameters.get(name, default)).strip()
+        return int(text) if text.isdigit() and 0 < int(text) <= MAX_GPUS_PER_NODE else f"{name} {text[:40]!r} is not a count"
+
+    gpus, pods = number("gpus", 1), number("pods", 1)
+    if isinstance(gpus, str) or isinstance(pods, str):
+        return gpus if isinstance(gpus, str) else str(pods)
+    try:
+        selector = json.loads(parameters.get("node-selector") or "{}")
+        tolerations = json.loads(parameters.get("tolerations") or "[]")
+    except ValueError:
+        return "its node-selector or tolerations argument is not JSON"
+    if not isinstance(selector, dict) or not isinstance(tolerations, list) or not all(
+            isinstance(t, dict) for t in tolerations):
+        return "its node-selector is not an object or its tolerations not a list of objects"
+    return Shape(pods, gpus, tuple(sorted((str(k), str(v)) for k, v in selector.items())),
+                 tuple(Toleration(str(t.get("key") or ""), str(t.get("operator") or "Equal"), str(t.get("value") or ""),
+                                  str(t.get("effect") or "")) for t in tolerations))
+
+
+def gang_admissions(p: Plan, shapes: Mapping[str, Shape], nodes: Sequence[Node], replicas: Sequence[Replica],
+                    free: Mapping[str, int], bound_seconds: float) -> Plan:
+    """Keep of a plan's admissions only the jobs whose pods all fit after the service's own scale-down (a gang).
+
+    Jobs without a shape (none could be read) keep today's rule and go first; each job left out lends
+    nothing (serving keeps its replicas) and waits, with the pod that did not fit in its reason.
+    """
+    unknown = [j for j in p.admit if j.name not in shapes]
+    known = [j for j in p.admit if j.name in shapes]
+    if not known:
+        return p
+    lendable = {p.service: sum(j.replicas for j in known)}
+    taken = sum(j.replicas for j in unknown)
+    pool = [r for r in replicas if r.service == p.service]
+    if taken:  # the unknown jobs' replicas are removed first, as the ReplicaSet would choose among the rest
+        gone = set(choose_removals(nodes, pool, {p.service: min(taken, len(pool))}, free))
+        free = dict(free)
+        for r in gone:
+            free[r.node] = free.get(r.node, 0) + r.gpus
+        pool = [r for r in pool if r not in gone]
+    lendable[p.service] = min(lendable[p.service], len(pool))
+    out = admit([Candidate(j.name, shapes[j.name], ((p.service, j.replicas),)) for j in known], nodes, pool,
+                lendable, free, bound_seconds)
+    left = [j for j in known if j.name not in out.admit]
+    if not left:
+        return p
+    back = sum(j.replicas for j in left)
+    waiting = tuple((j, 0, f"waiting: not all of its pods would fit on the GPUs {p.service} frees: "
+                           f"{out.waiting.get(j.name, 'no room')}") for j in left)
+    return replace(p, admit=tuple(j for j in p.admit if j not in left), scale_to=p.scale_to + back,
+                   lent_after=p.lent_after - back, waiting=(*p.waiting, *waiting),
+                   notes=(*p.notes, *(f"{j.name} not admitted: its pods would not all fit ({out.waiting.get(j.name)})"
+                                      for j in left)))

@@ -122,3 +122,31 @@ def test_an_admission_whose_pod_finds_no_node_past_the_bound_is_undone_with_an_e
     assert "Insufficient nvidia.com/gpu" in events[0].message
     labels = w.cluster.workflows[("research", "job-0")]["metadata"]["labels"]
     assert labels["offhours.io/state"] != "admitted"
+
+
+def _with_gpus(w: PlacedWorld, name: str, gpus: int) -> None:
+    w.cluster.workflows[("research", name)]["spec"]["arguments"]["parameters"].append({"name": "gpus", "value": str(gpus)})
+
+
+def test_a_whole_node_job_is_admitted_on_the_node_its_lend_empties():
+    w = PlacedWorld()
+    w.cluster.add_workflow("research", "pretrain", "chat", 2, created=w.now)
+    _with_gpus(w, "pretrain", 8)
+    for _ in range(7):
+        w.tick()
+    assert w.cluster.workflows[("research", "pretrain")]["metadata"]["labels"]["offhours.io/state"] == "admitted"
+    assert w.cluster.deployments[("serving", "chat")].replicas == 6 and w.whole_free_nodes() == 1
+
+
+def test_a_job_whose_pod_fits_no_node_lends_nothing_and_says_which_pod():
+    w = PlacedWorld()
+    w.cluster.nodes.update({n: Node(n, 8) for n in w.cluster.nodes})
+    w.cluster.add_workflow("research", "huge", "chat", 2, created=w.now)
+    _with_gpus(w, "huge", 16)  # one pod of 16 GPUs: no node of 8 holds it, whatever is lent
+    for _ in range(7):
+        w.tick()
+    labels = w.cluster.workflows[("research", "huge")]
+    assert labels["metadata"]["labels"]["offhours.io/state"] != "admitted"
+    assert w.cluster.deployments[("serving", "chat")].replicas == 8, "serving lowered for a job that cannot run"
+    reason = labels["metadata"].get("annotations", {}).get("offhours.io/waiting-reason", "")
+    assert "pod 1 of 1 (16 GPUs) fits on no node" in reason, reason

@@ -225,3 +225,40 @@ def test_deletion_costs_put_the_chosen_first_and_take_away_only_the_gates_old_ma
             assert name not in writes  # someone else's cost, or none: untouched
         else:
             assert writes[name] is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_a_plan_keeps_only_admissions_whose_pods_all_fit_and_lends_nothing_for_the_rest(data):  # type: ignore[no-untyped-def]
+    from offhours.scripts.policy.placement import gang_admissions
+    from offhours.scripts.policy.plan import PARKED, Job, Plan
+
+    nodes, replicas, free = data.draw(fleets(services=("chat",)))
+    total = len(replicas)
+    jobs, shapes_of, left = [], {}, total
+    for i in range(data.draw(st.integers(0, 3))):
+        k = data.draw(st.integers(1, 2))
+        if k > left:
+            break
+        left -= k
+        jobs.append(Job(f"j{i}", "chat", k, PARKED))
+        if data.draw(st.booleans()):
+            shapes_of[f"j{i}"] = data.draw(shapes)
+    lent = sum(j.replicas for j in jobs)
+    p = Plan("chat", 10 - lent, admit=tuple(jobs), lent_after=lent)
+    out = gang_admissions(p, shapes_of, nodes, replicas, free, 600.0)
+    dropped = [j for j in jobs if j not in out.admit]
+    assert set(out.admit) <= set(jobs) and all(j.name in shapes_of for j in dropped)
+    assert out.scale_to == p.scale_to + sum(j.replicas for j in dropped)
+    assert out.lent_after == p.lent_after - sum(j.replicas for j in dropped)
+    assert {j.name for j, _, _ in out.waiting} == {j.name for j in dropped}
+
+
+def test_a_shape_is_read_from_the_arguments_or_said_unreadable():
+    from offhours.scripts.policy.placement import job_shape
+
+    assert job_shape({"gpus": "8", "node-selector": '{"pool": "a"}', "tolerations": '[{"key": "gpu", "operator": "Exists"}]'}) \
+        == Shape(1, 8, (("pool", "a"),), (Toleration("gpu", "Exists"),))
+    assert job_shape({}) == Shape(1, 1)
+    assert job_shape({"gpus": "eight"}) == "gpus 'eight' is not a count"
+    assert job_shape({"gpus": "8", "tolerations": "{"}) == "its node-selector or tolerations argument is not JSON"
