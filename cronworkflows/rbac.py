@@ -4,7 +4,8 @@
   (created in the research namespace) can run as it. In serving it scales the configured
   Deployments through the scale subresource only (never `patch deployments`, which would let it
   rewrite a pod template), caps their HPAs and KEDA ScaledObjects, reads pods for direct
-  scraping, marks the pods a lower removes (pod-deletion-cost), keeps its state in its own ConfigMaps, records events and holds the Lease. In the
+  scraping, marks the pods a lower removes (pod-deletion-cost), keeps its state in its own
+  ConfigMaps, records events and holds the Lease. In the
   research namespace it admits, parks, stops and deletes workflows and records events.
 - `offhours-exit-hook` (research namespace) marks its own workflow: workflows get/patch, and
   what Argo's executor needs. Nothing on serving.
