@@ -29,7 +29,6 @@ per waiting job would let a long queue of large jobs lock every node.
 """
 
 import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -358,11 +357,6 @@ def deletion_costs(remove: Sequence[Replica], current: Mapping[str, int | None])
         if name not in chosen and cost is not None and cost < GATE_MARK_CEILING:
             out[name] = None
     return out
-
-
-def gpu_minutes_unused(lent_gpus: int, running_gpus: int, minutes: float) -> float:
-    """GPU-minutes lent (lowered from serving) and used by no research pod, over `minutes`."""
-    return max(0, lent_gpus - running_gpus) * max(0.0, minutes) if math.isfinite(minutes) else 0.0
 
 
 def job_shape(parameters: Mapping[str, str]) -> Shape | str:
