@@ -92,6 +92,7 @@ T = TypeVar("T")
 # Kubernetes' metadata-only answer to a list (as kube-controller-manager's metadata informers ask for it).
 METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 PAGE_SIZE = 500  # items per list page: a list's answer stays bounded however many objects there are
+UNSCHEDULABLE_CHUNK = 100  # workflow names per label selector of one pending-pods read (the selector stays short)
 MAX_PLACEMENT_NODES = 2000  # nodes read for one service's placement: a bound on the tick's reads, not a fleet's limit
 HPA_LIST_SECONDS = 5.0  # one list of a namespace's HPAs serves every service asking within this window
 KEDA_PLURAL = "scaledobjects"
@@ -803,18 +804,24 @@ class KubeCluster:
                           lambda: self.core.patch_namespaced_pod(pod, namespace, body) is not None,
                           accept={403: False, 404: True})
 
-    def unschedulable_pods(self, namespace: str, workflow: str) -> list[tuple[str, float, str]]:
-        """Return a workflow's pods the scheduler found no node for: name, since when (API server time), its message."""
-        out: list[tuple[str, float, str]] = []
-        selector = f"{ARGO_WORKFLOW_LABEL}={workflow}"
-        if not _label_value(workflow):
-            return out
-        for pod in self._pages(f"list pods {selector}", partial(self.core.list_namespaced_pod, namespace,
-                                                                label_selector=selector)):
-            found = placement_pods.unschedulable_since(pod)
-            if found is not None:
-                out.append((pod.metadata.name, *found))
-        return sorted(out)
+    def unschedulable_pods(self, namespace: str, workflows: Collection[str]) -> dict[str, list[tuple[str, float, str]]]:
+        """Return, per workflow, its pods the scheduler found no node for: name, since when (API server time), why.
+
+        One read of the namespace's pending pods for all of them (a label selector `in` the names, in chunks), not
+        one per workflow: a tick with thousands of admitted jobs stays a few calls.
+        """
+        names = sorted(w for w in set(workflows) if _label_value(w))
+        out: dict[str, list[tuple[str, float, str]]] = {w: [] for w in names}
+        for start in range(0, len(names), UNSCHEDULABLE_CHUNK):
+            selector = f"{ARGO_WORKFLOW_LABEL} in ({','.join(names[start:start + UNSCHEDULABLE_CHUNK])})"
+            for pod in self._pages("list pending pods", partial(self.core.list_namespaced_pod, namespace,
+                                                                label_selector=selector,
+                                                                field_selector="status.phase=Pending")):
+                found = placement_pods.unschedulable_since(pod)
+                workflow = (pod.metadata.labels or {}).get(ARGO_WORKFLOW_LABEL)
+                if found is not None and workflow in out:
+                    out[workflow].append((pod.metadata.name, *found))
+        return {w: sorted(pods) for w, pods in out.items()}
 
 
 def start_seconds(created: datetime | None, ready_since: datetime | None) -> float | None:

@@ -279,10 +279,10 @@ class MemoryCluster:
             self.deletion_costs[(namespace, pod)] = cost
         return True
 
-    def unschedulable_pods(self, namespace: str, workflow: str) -> list[tuple[str, float, str]]:
-        """Return the workflow's pods the scheduler found no node for."""
-        self._call(f"list pods of {workflow}")
-        return sorted(self.unschedulable.get((namespace, workflow), []))
+    def unschedulable_pods(self, namespace: str, workflows: Collection[str]) -> dict[str, list[tuple[str, float, str]]]:
+        """Return, per workflow, its pods the scheduler found no node for (one read for all)."""
+        self._call(f"list pending pods in {namespace}")
+        return {w: sorted(self.unschedulable.get((namespace, w), [])) for w in sorted(set(workflows))}
 
     def raise_serving(self, target: Serving, observed: int, at_least: int) -> ServingWrite:
         """Make serving max(what it holds, at_least); a failed test reads again and tries again at once."""

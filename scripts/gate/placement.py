@@ -85,16 +85,14 @@ def park_unschedulable(cluster: Any, namespace: str, jobs: Sequence[Job], now: f
     bound = UNSCHEDULABLE_BOUND_SECONDS if bound is None else bound
     out: list[Job] = []
     why: list[str] = []
+    admitted = [j.name for j in jobs if j.state == ADMITTED and j.problem is None]
+    try:
+        pending = cluster.unschedulable_pods(namespace, admitted) if admitted else {}
+    except Exception:  # noqa: BLE001 - advisory: the next tick reads again
+        pending = {}
     for job in jobs:
-        if job.state != ADMITTED or job.problem is not None:
-            out.append(job)
-            continue
-        try:
-            pending = cluster.unschedulable_pods(namespace, job.name)
-        except Exception:  # noqa: BLE001 - advisory: the next tick reads again
-            pending = []
-        late = [(name, since, message) for name, since, message in pending if now - since > bound]
-        if not late:
+        late = [(name, since, message) for name, since, message in pending.get(job.name, ()) if now - since > bound]
+        if job.state != ADMITTED or job.problem is not None or not late:
             out.append(job)
             continue
         name, since, message = min(late, key=lambda p: p[1])

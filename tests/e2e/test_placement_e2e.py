@@ -101,7 +101,7 @@ def test_marked_replicas_free_whole_nodes_and_a_two_node_job_runs_only_once_both
     assert admit([job], nodes, [], {}, before, 600).admit == ()
     kubectl("apply", "-f", "-", stdin=json.dumps(_research_pod("early-0", "early")))
     found = wait("the scheduler to find no node for early-0",
-                 lambda: cluster.unschedulable_pods(NS, "early"), timeout=60)
+                 lambda: cluster.unschedulable_pods(NS, ["early"])["early"], timeout=60)
     assert found[0][0] == "early-0" and "nvidia.com/gpu" in found[0][2], found
     time.sleep(3)
     early = Job("early", "wide", 4, ADMITTED)
@@ -135,4 +135,4 @@ def test_marked_replicas_free_whole_nodes_and_a_two_node_job_runs_only_once_both
 
     bound = wait("both pods of the two-node job running", running, timeout=90)
     assert bound == sorted(decided.placed["pretrain"])
-    assert cluster.unschedulable_pods(NS, "pretrain") == []
+    assert cluster.unschedulable_pods(NS, ["pretrain"]) == {"pretrain": []}
