@@ -4,7 +4,8 @@
   (created in the research namespace) can run as it. In serving it scales the configured
   Deployments through the scale subresource only (never `patch deployments`, which would let it
   rewrite a pod template), caps their HPAs and KEDA ScaledObjects, reads pods for direct
-  scraping, keeps its state in its own ConfigMaps, records events and holds the Lease. In the
+  scraping, marks the pods a lower removes (pod-deletion-cost), keeps its state in its own
+  ConfigMaps, records events and holds the Lease. In the
   research namespace it admits, parks, stops and deletes workflows and records events.
 - `offhours-exit-hook` (research namespace) marks its own workflow: workflows get/patch, and
   what Argo's executor needs. Nothing on serving.
@@ -62,6 +63,9 @@ def gate_serving_rules(config: GateConfig) -> list[dict[str, Any]]:
         {"apiGroups": ["apps"], "resources": ["deployments/scale"], "resourceNames": deployments,
          "verbs": ["get", "patch", "update"]},
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+        # placement: the pod-deletion-cost mark on the replicas a lower removes (gate/placement.py); without it the
+        # ReplicaSet chooses. RBAC cannot name an annotation: the gate writes only that one (kube.set_deletion_cost).
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["patch"]},
         {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
         # The one counted hold Event per Deployment is read and updated in place.
         {"apiGroups": [""], "resources": ["events"], "resourceNames": [aggregated_event_name(d, EVENT_GATE_HOLD)

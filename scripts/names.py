@@ -165,6 +165,9 @@ ANNOTATION_COPY_TOKEN = "offhours.io/copy-token"
 """On a parked copy the gate made: a random value the gate recorded before it made the copy, so that the copy is
 known as the gate's (until its UID is recorded) even where a tenant wrote the same labels on another workflow."""
 ANNOTATION_WAITING_REASON = "offhours.io/waiting-reason"
+ANNOTATION_DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
+"""Kubernetes' own annotation on a pod: the ReplicaSet controller deletes pods of lower cost first when it scales
+down. The gate writes it on the serving replicas it chose to remove, just before it lowers their Deployment."""
 ANNOTATION_QUEUE_POSITION = "offhours.io/queue-position"
 ANNOTATION_BORROWED_FROM = "offhours.io/borrowed-from"
 """UID of the Deployment incarnation a workflow borrowed from."""
@@ -216,8 +219,12 @@ EVENT_RUN_ID_MISMATCH = "RunIdMismatch"
 """A Warning: a workflow's run-id label and run-id parameter disagree, or the parameter cannot be read before it
 runs (a valueFrom, an Argo expression): where its steps write checkpoints is not the run the gate would count it
 as, so it is never admitted (and stopped if it runs). Said once, as its waiting reason is first written."""
+EVENT_LENT_UNSCHEDULABLE = "LentUnschedulable"
+"""A Warning: an admitted job's pods stayed unschedulable past the bound; it was parked again and its replicas given
+back (no work lost: it never started). The message names the pod that did not fit and where."""
 EVENT_REASONS = (EVENT_GPUS_LENT, EVENT_GPUS_RECLAIMED, EVENT_GATE_HOLD, EVENT_REPLICAS_ADOPTED, EVENT_GATE_TICK_FAILED,
-                 EVENT_LENDING_EXPIRED, EVENT_SERVICE_RELEASED, EVENT_GRACE_ABOVE_CAP, EVENT_RUN_ID_MISMATCH)
+                 EVENT_LENDING_EXPIRED, EVENT_SERVICE_RELEASED, EVENT_GRACE_ABOVE_CAP, EVENT_RUN_ID_MISMATCH,
+                 EVENT_LENT_UNSCHEDULABLE)
 """Every reason the gate records."""
 AGGREGATED_EVENT_REASONS = frozenset({EVENT_GATE_HOLD})
 """Reasons recorded as one Event per Deployment whose count rises: they repeat every tick while nothing changes."""

@@ -17,6 +17,7 @@ import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from offhours.scripts.cluster import placement_pods
 from offhours.scripts.cluster.base import (
     GPU_QUOTA_KEY,
     MAX_WORKFLOW_PODS,
@@ -52,6 +53,7 @@ from offhours.scripts.cluster.workflow import (
 from offhours.scripts.names import (
     ANNOTATION_ADMITTED_AT,
     ANNOTATION_BORROWED_FROM,
+    ANNOTATION_DELETION_COST,
     ANNOTATION_EXIT_SECONDS,
     ANNOTATION_PREEMPTED_AT,
     ANNOTATION_QUEUE_POSITION,
@@ -82,6 +84,7 @@ from offhours.scripts.names import (
     aggregated_event_name,
     state_configmap_name,
 )
+from offhours.scripts.policy.placement import Node, Replica
 from offhours.scripts.policy.plan import Job
 from offhours.scripts.policy.release import PodExit
 from offhours.scripts.runtime.provenance import reported_digest
@@ -90,6 +93,8 @@ T = TypeVar("T")
 # Kubernetes' metadata-only answer to a list (as kube-controller-manager's metadata informers ask for it).
 METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 PAGE_SIZE = 500  # items per list page: a list's answer stays bounded however many objects there are
+UNSCHEDULABLE_CHUNK = 100  # workflow names per label selector of one pending-pods read (the selector stays short)
+MAX_PLACEMENT_NODES = 2000  # nodes read for one service's placement: a bound on the tick's reads, not a fleet's limit
 HPA_LIST_SECONDS = 5.0  # one list of a namespace's HPAs serves every service asking within this window
 KEDA_PLURAL = "scaledobjects"
 KEDA_DEFAULT_MAX = 100  # a ScaledObject's maxReplicaCount when it leaves it out
@@ -781,6 +786,65 @@ class KubeCluster:
             return True
 
         return self._call(f"note on lease {namespace}/{LEASE_NAME}", replace, accept={409: False})
+
+    # -- placement: where lent GPUs land (policy/placement.py; the gate's hook is gate/placement.py) --------------
+    def serving_replicas(self, dep: Deployment) -> tuple[list[Replica], dict[str, int | None]]:
+        """Return the Deployment's pods bound to a node and not ending, as replicas, and each one's deletion cost."""
+        selector = ",".join(f"{k}={v}" for k, v in sorted(dep.selector.items()))
+        replicas: list[Replica] = []
+        costs: dict[str, int | None] = {}
+        for pod in self._pages(f"list pods {selector}", partial(self.core.list_namespaced_pod, dep.namespace,
+                                                                label_selector=selector)):
+            if pod.metadata.deletion_timestamp is None and placement_pods.holds_gpus(pod):
+                replicas.append(placement_pods.replica(pod, dep.service))
+                costs[pod.metadata.name] = placement_pods.deletion_cost(pod)
+        return sorted(replicas, key=lambda r: r.name), costs
+
+    def gpu_nodes(self, names: Collection[str]) -> dict[str, Node] | None:
+        """Return these nodes' GPUs, labels and taints, read one by one; None when nodes may not be read (no RBAC)."""
+        out: dict[str, Node] = {}
+        for name in sorted(set(names))[:MAX_PLACEMENT_NODES]:
+            obj = self._call(f"get node {name}", partial(self.core.read_node, name), accept={403: False, 404: None})
+            if obj is False:
+                return None
+            if obj is not None:
+                out[name] = placement_pods.node(obj)
+        return out
+
+    def gpus_held(self, namespaces: Collection[str], nodes: Collection[str]) -> dict[str, int]:
+        """Return the GPUs the pods of these namespaces hold on each of these nodes (bound, not ended)."""
+        wanted, held = set(nodes), {n: 0 for n in nodes}
+        for namespace in sorted(set(namespaces)):
+            for pod in self._pages(f"list pods in {namespace}", partial(self.core.list_namespaced_pod, namespace)):
+                if placement_pods.holds_gpus(pod) and pod.spec.node_name in wanted:
+                    held[pod.spec.node_name] += placement_pods.pod_gpus(pod)
+        return held
+
+    def set_deletion_cost(self, namespace: str, pod: str, cost: int | None) -> bool:
+        """Write (None: remove) a pod's deletion cost; False when the gate may not patch pods there (no RBAC)."""
+        body = {"metadata": {"annotations": {ANNOTATION_DELETION_COST: None if cost is None else str(cost)}}}
+        return self._call(f"mark pod {namespace}/{pod} deletion cost",
+                          lambda: self.core.patch_namespaced_pod(pod, namespace, body) is not None,
+                          accept={403: False, 404: True})
+
+    def unschedulable_pods(self, namespace: str, workflows: Collection[str]) -> dict[str, list[tuple[str, float, str]]]:
+        """Return, per workflow, its pods the scheduler found no node for: name, since when (API server time), why.
+
+        One read of the namespace's pending pods for all of them (a label selector `in` the names, in chunks), not
+        one per workflow: a tick with thousands of admitted jobs stays a few calls.
+        """
+        names = sorted(w for w in set(workflows) if _label_value(w))
+        out: dict[str, list[tuple[str, float, str]]] = {w: [] for w in names}
+        for start in range(0, len(names), UNSCHEDULABLE_CHUNK):
+            selector = f"{ARGO_WORKFLOW_LABEL} in ({','.join(names[start:start + UNSCHEDULABLE_CHUNK])})"
+            for pod in self._pages("list pending pods", partial(self.core.list_namespaced_pod, namespace,
+                                                                label_selector=selector,
+                                                                field_selector="status.phase=Pending")):
+                found = placement_pods.unschedulable_since(pod)
+                workflow = (pod.metadata.labels or {}).get(ARGO_WORKFLOW_LABEL)
+                if found is not None and workflow in out:
+                    out[workflow].append((pod.metadata.name, *found))
+        return {w: sorted(pods) for w, pods in out.items()}
 
 
 def start_seconds(created: datetime | None, ready_since: datetime | None) -> float | None:

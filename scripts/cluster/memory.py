@@ -64,6 +64,7 @@ from offhours.scripts.names import (
     STATE_PREEMPTED,
     STATE_RETURNED,
 )
+from offhours.scripts.policy.placement import Node, Replica
 from offhours.scripts.policy.plan import Job
 from offhours.scripts.policy.release import PodExit
 
@@ -109,6 +110,15 @@ class MemoryCluster:
     # A test's other writer of serving (an on-call human, an HPA controller): called with the target just before
     # each serving write's test, so it lands between the gate's read and its write.
     serving_writer: Callable[[Serving], None] | None = None
+    # Placement (issue 36): the nodes, each Deployment's replicas on them (oldest first) and their deletion costs,
+    # GPUs other pods hold per node, pods the scheduler found no node for; whether nodes may be read and pods patched.
+    nodes: dict[str, Node] = field(default_factory=dict)
+    replicas_on_nodes: dict[tuple[str, str], list[Replica]] = field(default_factory=dict)  # by (ns, Deployment)
+    deletion_costs: dict[tuple[str, str], int] = field(default_factory=dict)  # by (ns, pod)
+    other_gpus: dict[str, int] = field(default_factory=dict)  # GPUs held on each node by pods of no Deployment here
+    unschedulable: dict[tuple[str, str], list[tuple[str, float, str]]] = field(default_factory=dict)  # by (ns, workflow)
+    nodes_readable: bool = True
+    pods_patchable: bool = True
 
     def _uid(self) -> str:
         self.serial += 1
@@ -210,7 +220,71 @@ class MemoryCluster:
         found = self._test_and_set(target, expected, value)
         answer = ServingWrite(value) if found is None else ServingWrite(found, conflict=True)
         set_serving_value(target, answer.value)
+        if found is None and not isinstance(target, Autoscaler):
+            self._replicaset_deletes(target.namespace, target.name, expected - value)
         return answer
+
+    def _replicaset_deletes(self, namespace: str, name: str, count: int) -> None:
+        """Delete `count` of the Deployment's placed pods as its ReplicaSet ranks them (Kubernetes' ranking).
+
+        Ranked once per scale-down, as the controller does: lower deletion cost first; then pods on nodes with
+        more replicas of the set; then the newest (the controller breaks ties within one age bucket at random,
+        by UID: the newest is one of its possible draws, and keeps tests deterministic).
+        """
+        pods = self.replicas_on_nodes.get((namespace, name))
+        if not pods:
+            return
+        per_node: dict[str, int] = {}
+        for r in pods:
+            per_node[r.node] = per_node.get(r.node, 0) + 1
+        ranked = sorted(enumerate(pods), key=lambda ir: (self.deletion_costs.get((namespace, ir[1].name), 0),
+                                                         -per_node[ir[1].node], -ir[0]))
+        for _, victim in ranked[:count]:
+            pods.remove(victim)
+            self.deletion_costs.pop((namespace, victim.name), None)
+
+    # -- placement (issue 36) --------------------------------------------------------------------
+    def serving_replicas(self, dep: Deployment) -> tuple[list[Replica], dict[str, int | None]]:
+        """Return the Deployment's placed pods and each one's deletion cost."""
+        self._call(f"list pods {dep.name}")
+        pods = sorted(self.replicas_on_nodes.get((dep.namespace, dep.name), []), key=lambda r: r.name)
+        return pods, {r.name: self.deletion_costs.get((dep.namespace, r.name)) for r in pods}
+
+    def gpu_nodes(self, names: Collection[str]) -> dict[str, Node] | None:
+        """Return these nodes; None when nodes may not be read."""
+        for name in sorted(set(names)):
+            self._call(f"get node {name}")
+        if not self.nodes_readable:
+            return None
+        return {n: self.nodes[n] for n in names if n in self.nodes}
+
+    def gpus_held(self, namespaces: Collection[str], nodes: Collection[str]) -> dict[str, int]:
+        """Return the GPUs held on each node: every placed serving pod, and the other pods'."""
+        for namespace in sorted(set(namespaces)):
+            self._call(f"list pods in {namespace}")
+        held = {n: self.other_gpus.get(n, 0) for n in nodes}
+        for (ns, _), pods in self.replicas_on_nodes.items():
+            if ns in namespaces:
+                for r in pods:
+                    if r.node in held:
+                        held[r.node] += r.gpus
+        return held
+
+    def set_deletion_cost(self, namespace: str, pod: str, cost: int | None) -> bool:
+        """Write (None: remove) a pod's deletion cost; False when pods may not be patched."""
+        self._call(f"mark pod {pod} {cost}")
+        if not self.pods_patchable:
+            return False
+        if cost is None:
+            self.deletion_costs.pop((namespace, pod), None)
+        else:
+            self.deletion_costs[(namespace, pod)] = cost
+        return True
+
+    def unschedulable_pods(self, namespace: str, workflows: Collection[str]) -> dict[str, list[tuple[str, float, str]]]:
+        """Return, per workflow, its pods the scheduler found no node for (one read for all)."""
+        self._call(f"list pending pods in {namespace}")
+        return {w: sorted(self.unschedulable.get((namespace, w), [])) for w in sorted(set(workflows))}
 
     def raise_serving(self, target: Serving, observed: int, at_least: int) -> ServingWrite:
         """Make serving max(what it holds, at_least); a failed test reads again and tries again at once."""

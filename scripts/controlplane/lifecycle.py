@@ -44,6 +44,11 @@ KUBELET_PORT = int(os.environ.get("OFFHOURS_KUBELET_PORT", "16450"))
 ARGO_METRICS_PORT = int(os.environ.get("OFFHOURS_ARGO_METRICS_PORT", "9090"))
 NODES = int(os.environ.get("OFFHOURS_KWOK_NODES", "16"))
 GPUS_PER_NODE = int(os.environ.get("OFFHOURS_GPUS_PER_NODE", "4"))
+# A second pool, of 8-GPU nodes, for placement (tests/e2e/test_placement_e2e.py): tainted, so that only pods that
+# tolerate it land there and the 4-GPU pool above stays as every other test knows it.
+WIDE_NODES = int(os.environ.get("OFFHOURS_KWOK_WIDE_NODES", "4"))
+WIDE_GPUS_PER_NODE = 8
+WIDE_POOL = "inference-8"
 POD_CIDR = os.environ.get("OFFHOURS_POD_CIDR", "127.200.0.1/16")
 NAMESPACES = ("argo", "serving", "research", "other")
 
@@ -152,7 +157,22 @@ def nodes_manifest() -> str:
             "status": {"capacity": {"cpu": "64", "memory": "512Gi", "pods": "110",
                                     "nvidia.com/gpu": str(GPUS_PER_NODE)}},
         }))
+    for i in range(WIDE_NODES):
+        docs.append(json.dumps({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": f"gpu8-{i:02d}", "annotations": {"kwok.x-k8s.io/node": "fake"},
+                         "labels": {"type": "kwok", "kubernetes.io/hostname": f"gpu8-{i:02d}",
+                                    "offhours.io/pool": WIDE_POOL, "nvidia.com/gpu.present": "true"}},
+            "spec": {"taints": [{"key": "offhours.io/pool", "value": WIDE_POOL, "effect": "NoSchedule"}]},
+            "status": {"capacity": {"cpu": "128", "memory": "1Ti", "pods": "110",
+                                    "nvidia.com/gpu": str(WIDE_GPUS_PER_NODE)}},
+        }))
     return "\n---\n".join(docs)
+
+
+def node_names() -> list[str]:
+    """Every kwok node of the control plane: the 4-GPU pool, then the 8-GPU pool."""
+    return [f"gpu-{i:02d}" for i in range(NODES)] + [f"gpu8-{i:02d}" for i in range(WIDE_NODES)]
 
 
 def up() -> None:
@@ -225,7 +245,7 @@ def start_all(bin_dir: Path, t0: float) -> None:
                    "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake", f"--cidr={POD_CIDR}",
                    "--node-ip=127.0.0.1"])
     ready = "jsonpath={.items[*].status.conditions[?(@.type=='Ready')].status}"
-    wait_for("kwok nodes", lambda: kubectl(bin_dir, "get", "nodes", "-o", ready).split().count("True") == NODES)
+    wait_for("kwok nodes", lambda: kubectl(bin_dir, "get", "nodes", "-o", ready).split().count("True") == len(node_names()))
     kubectl(bin_dir, "apply", "-f", "-", stdin=json.dumps({
         "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "workflow-controller-configmap",
                                                              "namespace": "argo"},
@@ -247,8 +267,8 @@ def start_all(bin_dir: Path, t0: float) -> None:
     wait_for("the local pod runner", lambda: runner_up(runner_log_from), timeout=60)
     # kwok's stages write the nodes' conditions, never their daemon endpoints: this stays.
     endpoint = json.dumps({"status": {"daemonEndpoints": {"kubeletEndpoint": {"Port": KUBELET_PORT}}}})
-    for i in range(NODES):
-        kubectl(bin_dir, "patch", "node", f"gpu-{i:02d}", "--subresource=status", "--type=merge", "-p", endpoint)
+    for name in node_names():
+        kubectl(bin_dir, "patch", "node", name, "--subresource=status", "--type=merge", "-p", endpoint)
     (STATE / "env").write_text(f"KUBECONFIG={admin}\nOFFHOURS_CLUSTER_BIN={bin_dir}\n")
     log(f"control plane up in {time.monotonic() - t0:.1f} s ({time.monotonic() - t_start:.1f} s after the build)")
     measure.measured("cluster_up", time.monotonic() - t_start)

@@ -17,6 +17,7 @@ from offhours.scripts.gate.admissions import (
     copy_tokens,
 )
 from offhours.scripts.gate.observe import describe
+from offhours.scripts.gate.placement import mark_removals  # hook: placement
 from offhours.scripts.gate.reconcile import changed_waiting, tick_event, waiting_annotations
 from offhours.scripts.gate.snapshot import Observed
 from offhours.scripts.gate.tick_state import GateParts, LeaseLost, ServiceOutcome, ServingChanged, TickState
@@ -110,6 +111,9 @@ def write_serving(gate: GateParts, t: TickState, obs: Observed, record: ServiceR
     fence(gate, t)
     target = obs.scaler if obs.scaler is not None else obs.dep
     if value < read:
+        marked = mark_removals(gate.cluster, obs.dep, read - value, gate.config.workflow_namespace)  # hook: placement
+        if marked:  # hook: placement
+            gate.log.info(marked, obs.policy.name)  # hook: placement
         answer = gate.cluster.lower_serving(target, read, value)  # leaves `target` (obs.current) at the answer
         if answer.conflict:
             found = t.written[obs.policy.name] = replace(intent, applied=read, applying_from=None)  # unwritten

@@ -31,6 +31,7 @@ from offhours.scripts.cluster.base import Cluster
 from offhours.scripts.gate import actuate, advisory, failsafe, release
 from offhours.scripts.gate.log import ERROR, INFO, WARNING, Logger
 from offhours.scripts.gate.observe import describe, observe_service, read_load
+from offhours.scripts.gate.placement import gang_check, park_unschedulable  # hook: placement
 from offhours.scripts.gate.quota import keep_gpu_quota
 from offhours.scripts.gate.reconcile import (
     look_ahead,
@@ -46,7 +47,7 @@ from offhours.scripts.gate.reconcile import (
 from offhours.scripts.gate.snapshot import Observed, tick_view
 from offhours.scripts.gate.tick_state import Basis, LeaseLost, ServiceOutcome, ServingChanged, TickState
 from offhours.scripts.metrics.sources import LoadSource, Reading
-from offhours.scripts.names import EVENT_GRACE_ABOVE_CAP, EVENT_REPLICAS_ADOPTED
+from offhours.scripts.names import EVENT_GRACE_ABOVE_CAP, EVENT_LENT_UNSCHEDULABLE, EVENT_REPLICAS_ADOPTED
 from offhours.scripts.policy.config import GateConfig, ServicePolicy
 from offhours.scripts.policy.lease import lease_seconds
 from offhours.scripts.policy.plan import Job, plan
@@ -272,8 +273,14 @@ class Gate:
         jobs = with_done_runs(jobs, {run for run, _ in done})
         jobs = advisory.with_template_checks(self, t, jobs, policy)
         jobs = with_runs_elsewhere(jobs, t.runs_running, policy.name)
+        jobs, unplaced = park_unschedulable(self.cluster, self.config.workflow_namespace, jobs, now)  # hook: placement
+        for why in unplaced:  # hook: placement
+            actuate.event(self, policy.name, dep, EVENT_LENT_UNSCHEDULABLE, why, warning=True)  # hook: placement
         for tries in range(LOWER_TRIES, -1, -1):
             p = plan(decision, intent.baseline, jobs, now)
+            p, ganged = gang_check(self.cluster, dep, p, self.config.workflow_namespace)  # hook: placement
+            if ganged:  # hook: placement
+                self.log.info(ganged, policy.name)  # hook: placement
             try:
                 record = actuate.write_serving(self, t, obs, record, serving_target(decision, p, obs.current))
                 break

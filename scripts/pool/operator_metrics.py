@@ -22,6 +22,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from offhours.scripts.names import UNKNOWN_SERVICE
 from offhours.scripts.pool.model import ADMITTED, PREEMPTED, RUNNING, WAITING, Pool
@@ -153,6 +154,10 @@ def exposition(pool: Pool, state: MetricsState) -> str:
                 per_service("gpus_lent"))
     page.family("offhours_service_lendable_replicas", "gauge", "Replicas still lendable: baseline - required - lent.",
                 per_service("lendable"))
+    # hook: placement - lent GPUs no running research workflow holds: integrate it for GPU-minutes lent for nothing.
+    page.family("offhours_service_lent_unused_gpus", "gauge",
+                "GPUs lowered from serving that no running research workflow of the service holds (lent but unused).",
+                [({"service": s.name}, float(lent_unused_gpus(s, pool))) for s in services if s.gpus_lent is not None])
     page.family("offhours_gate_last_decision_timestamp_seconds", "gauge", "Unix time of the gate's last decision.",
                 [({"service": s.name}, s.decided_at.timestamp()) for s in services if s.decided_at])
     page.family("offhours_gate_tick_age_seconds", "gauge", "Seconds since the gate's last decision, at the read.",
@@ -182,6 +187,12 @@ def exposition(pool: Pool, state: MetricsState) -> str:
     page.family("offhours_read_problems", "gauge", "Objects the console could not read at its last read.",
                 [({}, float(len(pool.problems) + sum(1 for s in services if s.problem)))])
     return "\n".join(page.lines) + "\n"
+
+
+def lent_unused_gpus(service: Any, pool: Pool) -> int:
+    """GPUs lent of `service` minus those its running workflows hold (never below zero): lent for nothing now."""
+    running = sum(j.replicas for j in pool.jobs if j.service == service.name and j.state == RUNNING)
+    return max(0, (service.gpus_lent or 0) - running * (service.gpus_per_replica or 0))
 
 
 def _histogram(page: _Page, name: str, help_text: str, series: Sequence[tuple[str, Histogram]]) -> None:

@@ -200,6 +200,7 @@ def _run_mode(trace: Trace, fleet: Fleet, mode: str, runs: list[ServiceRun]) -> 
                                          minlength=minutes).astype(np.float64)}
     for spec, run in zip(fleet.services, runs):
         series[f"wait:{spec.name}"] = run.wait
+        series[f"lent:{spec.name}"] = events_to_array(run.lent_events, 0, minutes)  # replicas: nodes.py places them
         series[f"short:{spec.name}"] = run.short.astype(np.float64)
     return report, series
 

@@ -74,7 +74,8 @@ def test_rbac_is_exactly_the_contract() -> None:
         ("serving/offhours-gate", "serving"): (
             _rows("apps", "deployments", "get list watch")
             | _rows("apps", "deployments/scale", "get patch update", "chat-llama,code-qwen")
-            | _rows("", "pods", "list") | _rows("", "events", "create") | _rows("", "events", "get update", hold)
+            | _rows("", "pods", "list patch")  # patch: the pod-deletion-cost mark of the replicas a lower removes
+            | _rows("", "events", "create") | _rows("", "events", "get update", hold)
             | _rows("coordination.k8s.io", "leases", "create") | _rows("coordination.k8s.io", "leases", "get update",
                                                                          LEASE_NAME)
             | _rows("", "configmaps", "create list")

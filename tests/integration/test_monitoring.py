@@ -143,4 +143,4 @@ def test_every_dashboard_query_and_alert_rule_runs_on_a_real_prometheus(tmp_path
                 time.sleep(0.5)
             assert {r["name"]: r["health"] for r in rules} == {name: "ok" for name in (
                 "OffhoursGateNotTicking", "OffhoursServingBelowRequired", "OffhoursReclaimSlow",
-                "OffhoursGateFailedTicks", "OffhoursConsoleCannotRead")}
+                "OffhoursGateFailedTicks", "OffhoursConsoleCannotRead", "OffhoursLentUnused")}
