@@ -115,6 +115,11 @@ def with_checkpoint_uri(wf, uri, run_id):
     return wf
 
 
+def checkpoint_line(text: str) -> str:
+    """The one line of `why` about the last checkpoint (the provenance lines follow it)."""
+    return next((line for line in text.splitlines() if line.startswith("last checkpoint: ")), "")
+
+
 def test_why_reads_the_run_s_checkpoint_store_where_the_gate_recorded_none(tmp_path):
     """The sandbox's case: no last-checkpoint annotation (the gate reads progress only to choose victims), the store
     holding step 600. `why` reads the store at the place the gate reads (bounded), and says what it found."""
@@ -131,12 +136,12 @@ def test_why_reads_the_run_s_checkpoint_store_where_the_gate_recorded_none(tmp_p
     assert run.last_checkpoint is None  # nothing recorded on the workflow
     stored = r.store_progress(run)
     assert stored is not None and stored[0] is not None and stored[1] is None
-    line = r.why_text(run, pool, stored).splitlines()[-2]
+    line = checkpoint_line(r.why_text(run, pool, stored))
     assert line.startswith("last checkpoint: ") and line.endswith("read from its checkpoint store)"), line
     empty = with_checkpoint_uri(workflow("none-run", "chat", 1, "admitted", "Running", created=30, run_id="none-run"),
                                 uri, "none-run")
     nothing = build_pool(configmaps, deployments, [empty], SERVING, NOW).find("none-run")
-    assert r.why_text(nothing, pool, r.store_progress(nothing)).splitlines()[-2] == \
+    assert checkpoint_line(r.why_text(nothing, pool, r.store_progress(nothing))) == \
         "last checkpoint: none in its checkpoint store"
     assert r.why_text(run, pool, (None, "s3://lab/x/st-run: reading failed")).splitlines()[-2] == \
         "last checkpoint: none recorded; its checkpoint store could not be read: s3://lab/x/st-run: reading failed"
