@@ -70,7 +70,8 @@ class ScaleTarget:
     api_version: str = DEPLOYMENT_API_VERSION
     kind: str = DEPLOYMENT_KIND
     labels: dict[str, str] = field(default_factory=dict)
-    # Read from its pods (all pods of a multi-node replica); None: no pod to read it from (the configuration's).
+    current_replicas: int = 0  # the scale's status.replicas: the replicas its pods make up now
+    # Read from its pods by `ready_pods` (all pods of a multi-node replica); None: not read (the configuration's).
     gpus_per_replica: int | None = None
 
     @property
@@ -231,7 +232,10 @@ class Cluster(Protocol):
         ...
 
     def ready_pods(self, dep: ScaleTarget) -> list[Pod]:
-        """Return the target's ready pods (those its scale's selector selects)."""
+        """Return the target's ready pods (those its scale's selector selects).
+
+        The same read sets `dep.gpus_per_replica`: the GPUs its pods hold over its current replicas.
+        """
         ...
 
     def workflow_pods(self, namespace: str, workflows: Mapping[str, str]) -> dict[str, list[PodExit]]:

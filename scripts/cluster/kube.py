@@ -225,17 +225,7 @@ class KubeCluster:
             namespace=namespace, name=ref.name, service=service if service is not None else labels.get(LABEL_SERVICE, ""),
             replicas=replicas, annotations={str(k): str(v) for k, v in (meta.get("annotations") or {}).items()},
             selector=selector, uid=str(meta.get("uid") or ""), api_version=ref.api_version, kind=ref.kind,
-            labels=labels, gpus_per_replica=self._gpus_per_replica(namespace, selector,
-                                                                   int((scale.get("status") or {}).get("replicas") or 0)))
-
-    def _gpus_per_replica(self, namespace: str, selector: str, replicas: int) -> int | None:
-        """GPUs per replica from the target's running pods (`scale_target.gpus_per_replica`)."""
-        if replicas <= 0:
-            return None
-        pods = self._call(f"list pods {selector}", lambda: self.core.list_namespaced_pod(
-            namespace, label_selector=selector)).items
-        return gpus_per_replica([_gpus_requested(p) for p in pods if p.metadata.deletion_timestamp is None
-                                 and (p.status is None or p.status.phase not in POD_ENDED_PHASES)], replicas)
+            labels=labels, current_replicas=int((scale.get("status") or {}).get("replicas") or 0))
 
     def _object_path(self, namespace: str, ref: ScaleTargetRef) -> tuple[str, bool]:
         """Return the object's API path and whether its kind has a scale subresource, from the API's discovery."""
@@ -484,6 +474,10 @@ class KubeCluster:
             raise ClusterError(f"{dep.ref}: no selector to find its pods by")
         pods = self._call(f"list pods {selector}", lambda: self.core.list_namespaced_pod(
             dep.namespace, label_selector=selector)).items
+        # The same list gives the GPUs a replica holds (a multi-node replica: all its pods').
+        dep.gpus_per_replica = gpus_per_replica([_gpus_requested(p) for p in pods if p.metadata.deletion_timestamp is None
+                                                 and (p.status is None or p.status.phase not in POD_ENDED_PHASES)],
+                                                dep.current_replicas)
         ready = []
         for pod in pods:
             conditions = {c.type: c for c in (pod.status.conditions or [])}

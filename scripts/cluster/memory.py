@@ -27,7 +27,7 @@ from offhours.scripts.cluster.base import (
     set_serving_value,
     stop_notes,
 )
-from offhours.scripts.cluster.scale_target import target_refusal
+from offhours.scripts.cluster.scale_target import gpus_per_replica, target_refusal
 from offhours.scripts.cluster.template_grace import MAX_TEMPLATES
 from offhours.scripts.cluster.workflow import (
     build_parked_copy,
@@ -97,6 +97,7 @@ class MemoryCluster:
     autoscalers: dict[tuple[str, str], Autoscaler] = field(default_factory=dict)  # by (namespace, target name)
     # The kind each autoscaler's scaleTargetRef names, where it is not a Deployment (matched by kind and name).
     autoscaled_kinds: dict[tuple[str, str], str] = field(default_factory=dict)
+    pod_gpus: dict[tuple[str, str], list[int]] = field(default_factory=dict)  # by target: the GPUs of each of its pods
     unscalable_kinds: set[str] = field(default_factory=set)  # kinds this API server serves no /scale for
     controllers: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)  # target -> its controller owner
     states: dict[tuple[str, str], str] = field(default_factory=dict)  # the state ConfigMaps' text by (ns, service)
@@ -297,8 +298,11 @@ class MemoryCluster:
         self.research_pods[(namespace, workflow)] = list(pods)
 
     def ready_pods(self, dep: ScaleTarget) -> list[Pod]:
-        """Return the target's ready pods (as many as its replicas)."""
+        """Return the target's ready pods (as many as its replicas); the GPUs per replica from `pod_gpus`, if set."""
         self._call(f"list-pods {dep.name}")
+        if (dep.namespace, dep.name) in self.pod_gpus:
+            dep.gpus_per_replica = gpus_per_replica(self.pod_gpus[(dep.namespace, dep.name)],
+                                                    self.deployments[(dep.namespace, dep.name)].replicas)
         return list(self.pods.get((dep.namespace, dep.name), []))[: self.deployments[(dep.namespace, dep.name)].replicas]
 
     def jobs(self, namespace: str, service: str) -> list[Job]:

@@ -6,7 +6,10 @@ target the gate refuses is the one `check` names, with the same line.
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
+from offhours.scripts.cluster.base import ScaleTarget
+from offhours.scripts.policy.config import ServicePolicy
 from offhours.scripts.policy.target import ScaleTargetRef
 
 ARGOCD_INSTANCE_LABEL = "argocd.argoproj.io/instance"
@@ -77,3 +80,14 @@ def gpus_per_replica(pod_gpus: Sequence[int], replicas: int) -> int | None:
     if replicas <= 0 or not pod_gpus or total == 0:
         return None
     return math.ceil(total / replicas)
+
+
+def measured_policy(policy: ServicePolicy, target: ScaleTarget) -> ServicePolicy:
+    """Return `policy` with the GPUs per replica its target's pods hold, where `ready_pods` read them."""
+    gpus = target.gpus_per_replica
+    return policy if gpus is None or gpus == policy.gpus_per_replica else replace(policy, gpus_per_replica=gpus)
+
+
+def writer_of(target: ScaleTarget) -> str:
+    """Name whoever else changed the target's replicas (`another_writer`, by the GitOps marks it carries)."""
+    return another_writer(gitops_tool(target.labels, target.annotations))

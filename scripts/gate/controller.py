@@ -31,6 +31,7 @@ from typing import Any, TextIO
 
 from offhours.scripts.cluster.arguments import declared_arguments, undeclared_problem
 from offhours.scripts.cluster.base import Autoscaler, Cluster, Deployment, ParkedCopy, Pod
+from offhours.scripts.cluster.scale_target import measured_policy, writer_of  # hook: scale target
 from offhours.scripts.cluster.template_grace import CLUSTER_SCOPED, template_grace_problem
 from offhours.scripts.cluster.workflow import (
     CancelledWorkflow,
@@ -383,7 +384,8 @@ class Gate:
         text = self.cluster.read_state(ns, policy.name)
         jobs = self.cluster.jobs(self.config.workflow_namespace, policy.name)
         pods = self.cluster.ready_pods(dep)
-        obs = Observed(policy, dep, scaler, ServiceRecord.from_json(text), jobs, pods, text)
+        # hook: scale target
+        obs = Observed(measured_policy(policy, dep), dep, scaler, ServiceRecord.from_json(text), jobs, pods, text)
         note = self._unrecorded.get(policy.name) or self._lease_note(t, policy.name)
         if note is not None:
             obs.record = note.supersede(obs.record, text, dep.uid, obs.writes_to)
@@ -445,7 +447,8 @@ class Gate:
         what = "nothing to give back"
         if dep is not None:
             scaler = self.cluster.autoscaler(dep)
-            obs = Observed(ServicePolicy(name=service, capacity=Capacity(), deployment=dep.name), dep, scaler, record,
+            # hook: scale target
+            obs = Observed(ServicePolicy(name=service, capacity=Capacity(), deployment=dep.text), dep, scaler, record,
                            [], [], text)
             note = self._unrecorded.get(service) or self._lease_note(t, service)
             if note is not None:
@@ -557,7 +560,7 @@ class Gate:
         jobs = checked
         lent = sum(j.replicas for j in jobs if j.state == ADMITTED)
         owned = own_baseline(obs.record, dep.uid, obs.writes_to, obs.current, lent)
-        baseline, record = owned.baseline, replace(owned.record, deployment=dep.name)
+        baseline, record = owned.baseline, replace(owned.record, deployment=dep.text)  # hook: scale target
         outcome.baseline, outcome.adopted = baseline, owned.adopted
         if obs.scaler is not None and obs.scaler.min_replicas > policy.min_replicas:
             policy = replace(policy, min_replicas=obs.scaler.min_replicas)  # never cap below the autoscaler's floor
@@ -614,7 +617,7 @@ class Gate:
                 # answer is the value found) and decide again on it, its change adopted as the owner's; after
                 # LOWER_TRIES, a lend holds (no lower this tick): the next tick decides again.
                 owned = own_baseline(obs.record, dep.uid, obs.writes_to, obs.current, lent)
-                baseline, record = owned.baseline, replace(owned.record, deployment=dep.name)
+                baseline, record = owned.baseline, replace(owned.record, deployment=dep.text)  # hook: scale target
                 outcome.baseline, outcome.adopted = baseline, f"{changed}; {owned.adopted or 'kept'}"
                 decision = decide_on(baseline=baseline)
                 if not tries and decision.target_lent > decision.lent:
@@ -636,7 +639,7 @@ class Gate:
         # A reclaim check's pass admits and adopts nothing (its research side drops them), so records none.
         granted = () if t.reclaim_only else (*p.admit, *p.adopt)
         record = replace(record, decision=decision.state, samples=reading.samples or record.samples,
-                         last_decision=_last_decision(decision, p, now), deployment=dep.name,
+                         last_decision=_last_decision(decision, p, now), deployment=dep.text,  # hook: scale target
                          admitted={**{j.uid: j.replicas for j in jobs if j.state == ADMITTED and j.uid},
                                    **{j.uid: j.replicas for j in granted if j.uid}},
                          runs={**pending, **{j.uid: (j.run_id, j.name) for j in (*jobs, *granted)
@@ -697,7 +700,8 @@ class Gate:
             answer = self.cluster.lower_serving(target, read, value)  # leaves `target` (obs.current) at the answer
             if answer.conflict:
                 obs.record = replace(intent, applied=read, applying_from=None)  # unwritten: measured from the read
-                raise ServingChanged(f"{obs.writes_to} set to {answer.value} by another writer after the gate read "
+                # hook: scale target
+                raise ServingChanged(f"{obs.writes_to} set to {answer.value} by {writer_of(obs.dep)} after the gate read "
                                      f"{read} (its lower to {value} not written)")
         elif self.cluster.raise_serving(target, read, value).value != value:
             # Another writer raised it past `value` meanwhile: the gate wrote nothing, and adopts that value as
@@ -995,7 +999,7 @@ class Gate:
         outcome.error = error
         if t.dry_run or t.reclaim_only:  # a check is not a tick: the fail-safe counts the ticks' failures only
             return
-        ns, name = self.config.namespace, policy.deployment or policy.name
+        ns, name = self.config.namespace, policy.scale_target.name  # hook: scale target
         record: ServiceRecord | None = None
         try:
             self._fence(t)
@@ -1114,7 +1118,9 @@ class Gate:
     def _event_on(self, service: str, namespace: str, name: str, reason: str, message: str, warning: bool = False) -> None:
         try:
             # A hold repeats every tick while nothing changes: one Event per Deployment, counted.
-            self.cluster.record_event(namespace, "Deployment", name, reason, message, warning,
+            # hook: scale target
+            kind = next((p.scale_target.kind for p in self.config.services if p.name == service), "Deployment")
+            self.cluster.record_event(namespace, kind, name, reason, message, warning,
                                       aggregate=reason in AGGREGATED_EVENT_REASONS)
         except Exception as err:  # noqa: BLE001 - an event is a record, not an action: never let it undo a tick
             self.log.warning(f"could not record event {reason}: {_describe(err)}", service, reason=reason)

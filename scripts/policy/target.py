@@ -91,3 +91,20 @@ def guessed_resource(kind: str) -> str:
     if lower.endswith("y") and len(lower) > 1 and lower[-2] not in "aeiou":
         return lower[:-1] + "ies"
     return lower + "s"
+
+
+def target_rules(refs: "list[ScaleTargetRef]", object_verbs: list[str], scale_verbs: list[str]) -> list[dict[str, object]]:
+    """Return RBAC rules over the targets' kinds: read the objects, write only their `/scale`.
+
+    `object_verbs` on each kind's resource (metadata: uid, owners, marks), `scale_verbs` on its `/scale` for the
+    configured names only. Never a write of the object itself: that would let the holder rewrite a pod template.
+    """
+    by_resource: dict[tuple[str, str], set[str]] = {}
+    for ref in refs:
+        by_resource.setdefault((ref.group, guessed_resource(ref.kind)), set()).add(ref.name)
+    rules: list[dict[str, object]] = []
+    for (group, resource), names in sorted(by_resource.items()):
+        rules.append({"apiGroups": [group], "resources": [resource], "verbs": list(object_verbs)})
+        rules.append({"apiGroups": [group], "resources": [f"{resource}/scale"], "resourceNames": sorted(names),
+                      "verbs": list(scale_verbs)})
+    return rules
