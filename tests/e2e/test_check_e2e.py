@@ -98,7 +98,7 @@ def test_a_complete_install_passes_every_check(install: Install) -> None:
     assert _line(lines, "✓ CRD workflows.argoproj.io") == "✓ CRD workflows.argoproj.io: established, v1alpha1, " \
                                                          "Argo v4.0.5 schema"
     assert _line(lines, f"✓ RBAC {SERVING}/offhours-gate cannot") == (
-        f"✓ RBAC {SERVING}/offhours-gate cannot rewrite pods: no `patch deployments`")
+        f"✓ RBAC {SERVING}/offhours-gate cannot rewrite pods: no `patch` of its scale targets")
     assert _line(lines, f"✓ RBAC {RESEARCH}/offhours-exit-hook has no right") == (
         f"✓ RBAC {RESEARCH}/offhours-exit-hook has no right in {SERVING}: none")
     assert _line(lines, "✓ Deployment") == f"✓ Deployment {SERVING}/ask: 2/2 replicas ready"
