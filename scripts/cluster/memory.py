@@ -67,7 +67,7 @@ from offhours.scripts.names import (
 )
 from offhours.scripts.policy.plan import Job
 from offhours.scripts.policy.release import PodExit
-from offhours.scripts.policy.target import ScaleTargetRef, parse_target_text
+from offhours.scripts.policy.target import DEPLOYMENT_API_VERSION, DEPLOYMENT_KIND, ScaleTargetRef, parse_target_text
 
 
 @dataclass
@@ -127,9 +127,9 @@ class MemoryCluster:
     def add_deployment(self, namespace: str, service: str, replicas: int, pod_ips: list[str] | None = None,
                        name: str | None = None, ref: ScaleTargetRef | None = None) -> ScaleTarget:
         """Add an inference Deployment (or the scale target `ref`) with ready pods (a new incarnation: a new UID)."""
-        kind = {"api_version": ref.api_version, "kind": ref.kind} if ref is not None else {}
-        dep = ScaleTarget(namespace, ref.name if ref is not None else name or service, service, replicas, {},
-                          f"app={service}", uid=self._uid(), **kind)
+        ref = ref or ScaleTargetRef(DEPLOYMENT_API_VERSION, DEPLOYMENT_KIND, name or service)
+        dep = ScaleTarget(namespace, ref.name, service, replicas, {}, f"app={service}", uid=self._uid(),
+                          api_version=ref.api_version, kind=ref.kind)
         self.deployments[(namespace, dep.name)] = dep
         ips = pod_ips if pod_ips is not None else [f"10.0.0.{i + 1}" for i in range(replicas)]
         self.pods[(namespace, dep.name)] = [Pod(f"{dep.name}-{i}", ip) for i, ip in enumerate(ips)]
