@@ -385,6 +385,12 @@ class Checker:
                 yield Check(where, False, f"missing (service {s.name})",
                             f"deploy {ref.name} in {config.namespace}, or fix services.{s.name}.{field} in the config")
                 continue
+            served, rendered = cluster.resource_of(ref), guessed_resource(ref.kind)
+            if served != rendered:
+                yield Check(f"{where} RBAC", False, f"the API serves kind {ref.kind} as {served}, the rendered RBAC "
+                            f"names {rendered}: the gate may not scale it",
+                            f"add a Role in {config.namespace} granting get on {served} and get/patch/update on "
+                            f"{served}/scale (name {ref.name}) to {GATE_SA} and patch to offhours-backstop")
             if ref.is_deployment:
                 dep = self.apps.read_namespaced_deployment(ref.name, config.namespace)
                 want, ready = dep.spec.replicas or 0, dep.status.ready_replicas or 0

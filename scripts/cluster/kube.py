@@ -233,6 +233,10 @@ class KubeCluster:
         base = f"/apis/{ref.api_version}" if ref.group else f"/api/{ref.version}"
         return f"{base}/namespaces/{namespace}/{plural}/{ref.name}", has_scale
 
+    def resource_of(self, ref: ScaleTargetRef) -> str:
+        """Return the resource (plural) the API server serves `ref`'s kind under (what RBAC must name)."""
+        return self._discover(ref)[0]
+
     def _discover(self, ref: ScaleTargetRef) -> tuple[str, bool]:
         """Map a kind to its resource (plural) and whether it serves `/scale`: the group version's resource list.
 
