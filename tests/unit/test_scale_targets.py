@@ -177,3 +177,33 @@ def test_the_memory_cluster_refuses_as_the_gate_is_told_and_an_autoscaler_must_m
     cluster.controllers[("serving", "llama")] = ("InferenceService", "llama")
     with pytest.raises(ClusterError, match="controlled by InferenceService llama"):
         cluster.deployment("serving", "llama", ref.text)
+
+
+def test_a_gitops_revert_inside_a_lower_is_adopted_as_another_writers_and_named() -> None:
+    """Argo CD syncs chat back to 12 between the gate's read (8) and its lower: nothing is written, the value is
+    adopted as the owner's (never fought), and what the gate reports names the sync."""
+    from offhours.scripts.cluster.base import Serving
+    from tests.support.campaign import CLEAN, NS, World
+
+    w = World((CLEAN,))
+    w.cluster.deployments[(NS, CLEAN)].labels = {"argocd.argoproj.io/instance": "serving"}
+    w.cluster.add_workflow(NS, "chat-job1", CLEAN, 2, created=w.cluster.clock)
+    w.submitted["chat-job1"] = 2
+    w.source.demand[CLEAN] = 5.0
+    landed: list[int] = []
+
+    def sync(target: Serving) -> None:
+        if not landed and int(w.cluster.calls[-1].split(" ")[-1]) < w.dep(CLEAN).replicas:
+            landed.append(w.dep(CLEAN).replicas)
+            w.dep(CLEAN).replicas = 12
+
+    w.cluster.serving_writer = sync
+    for _ in range(6):
+        outcomes = {o.service: o for o in w.gate.tick()}
+        w.cluster.clock += 60
+        if landed:
+            break
+    o = outcomes[CLEAN]
+    assert landed == [8] and o.error is None, w.log.getvalue()
+    assert "replicas set to 12 by another writer (Argo CD's sync, most likely) after the gate read 8" in (o.adopted or "")
+    assert o.baseline == 12
