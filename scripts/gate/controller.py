@@ -508,7 +508,8 @@ class Gate:
         self._recorded(t, service)
         message = f"service {service} is no longer in the gate configuration: {what}; the gate's record of it removed"
         self.log.warning(message, service)
-        kind, name = ("Deployment", dep.name) if dep is not None else ("ConfigMap", state_configmap_name(service))
+        # hook: scale target
+        kind, name = (dep.kind, dep.name) if dep is not None else ("ConfigMap", state_configmap_name(service))
         try:
             self.cluster.record_event(ns, kind, name, EVENT_SERVICE_RELEASED, message, True)
         except Exception as err:  # noqa: BLE001 - an event is a record, not an action

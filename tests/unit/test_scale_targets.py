@@ -207,3 +207,20 @@ def test_a_gitops_revert_inside_a_lower_is_adopted_as_another_writers_and_named(
     assert landed == [8] and o.error is None, w.log.getvalue()
     assert "replicas set to 12 by another writer (Argo CD's sync, most likely) after the gate read 8" in (o.adopted or "")
     assert o.baseline == 12
+
+
+def test_the_gate_refuses_a_target_another_controller_owns_naming_it_and_writes_nothing() -> None:
+    from tests.support.campaign import CLEAN, NS, World
+
+    w = World((CLEAN,))
+    w.cluster.add_workflow(NS, "chat-job1", CLEAN, 2, created=w.cluster.clock)
+    w.source.demand[CLEAN] = 5.0
+    w.cluster.controllers[(NS, CLEAN)] = ("InferenceService", "llama")
+    before = w.dep(CLEAN).replicas
+    outcomes = []
+    for _ in range(4):
+        outcomes = [o for o in w.gate.tick() if o.service == CLEAN]
+        w.cluster.clock += 60
+    assert outcomes and "is controlled by InferenceService llama" in (outcomes[0].error or ""), w.log.getvalue()
+    assert "scaleTargetRef" in (outcomes[0].error or "")
+    assert w.dep(CLEAN).replicas == before and not any(c.startswith("scale") for c in w.cluster.calls)
