@@ -29,6 +29,7 @@ from offhours.scripts.names import (
     state_configmap_name,
 )
 from offhours.scripts.policy.config import ConfigError, GateConfig
+from offhours.scripts.policy.target import target_rules
 
 _META = {"labels": {LABEL_MANAGED: "true"}}
 
@@ -55,13 +56,17 @@ def _binding(name: str, namespace: str, service_account: str, sa_namespace: str)
 
 
 def gate_serving_rules(config: GateConfig) -> list[dict[str, Any]]:
-    """Return the gate's rights in the serving namespace: scale subresource, never a Deployment patch."""
-    deployments = sorted({s.deployment or s.name for s in config.services})
+    """Return the gate's rights in the serving namespace: the configured kinds' scale subresource, never a patch.
+
+    No patch of the objects themselves; `list deployments` finds a service's Deployment by its label.
+    """
+    targets = [s.scale_target for s in config.services]
+    deployments = sorted({t.name for t in targets})
     state = sorted(state_configmap_name(s.name) for s in config.services)
     return [
         {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "list", "watch"]},
-        {"apiGroups": ["apps"], "resources": ["deployments/scale"], "resourceNames": deployments,
-         "verbs": ["get", "patch", "update"]},
+        *[r for r in target_rules(targets, ["get", "list", "watch"], ["get", "patch", "update"])
+          if r["resources"] != ["deployments"]],
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
         # placement: the pod-deletion-cost mark on the replicas a lower removes (gate/placement.py); without it the
         # ReplicaSet chooses. RBAC cannot name an annotation: the gate writes only that one (kube.set_deletion_cost).

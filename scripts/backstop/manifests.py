@@ -2,8 +2,9 @@
 
 kube-controller-manager's CronJob and Job controllers run it; nothing of Argo is involved. Its
 Role, in the serving namespace: read the gate's state ConfigMaps and rewrite those of the
-configured services, read the Deployments and write the scale subresource of the configured ones
-(never `patch deployments`), cap or uncap their HPAs and ScaledObjects, take the gate's Lease,
+configured services, read the configured kinds (Deployments, StatefulSets, any kind with a
+scale subresource) and write the scale subresource of the configured objects (never a patch
+of the objects), cap or uncap their HPAs and ScaledObjects, take the gate's Lease,
 record Events. In the research namespace only the GPU quota (set to 0 once it restores serving). No pod
 rights, no Secrets.
 """
@@ -23,6 +24,7 @@ from offhours.scripts.names import (
     state_configmap_name,
 )
 from offhours.scripts.policy.config import GateConfig
+from offhours.scripts.policy.target import target_rules
 
 SCHEDULE = "* * * * *"  # every minute: cron's finest step; the lease itself is counted in gate ticks
 _META = {"labels": {LABEL_MANAGED: "true"}}
@@ -30,14 +32,13 @@ _META = {"labels": {LABEL_MANAGED: "true"}}
 
 def backstop_rules(config: GateConfig) -> list[dict[str, Any]]:
     """Return the backstop's rights in the serving namespace."""
-    deployments = sorted({s.deployment or s.name for s in config.services})
     state = sorted(state_configmap_name(s.name) for s in config.services)
     return [
         {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"]},
         {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": state, "verbs": ["get", "update", "patch"]},
         {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "list"]},
-        {"apiGroups": ["apps"], "resources": ["deployments/scale"], "resourceNames": deployments,
-         "verbs": ["get", "patch"]},
+        *[r for r in target_rules([s.scale_target for s in config.services], ["get", "list"], ["get", "patch"])
+          if r["resources"] != ["deployments"]],
         {"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"], "verbs": ["get", "list", "patch"]},
         {"apiGroups": [KEDA_GROUP], "resources": ["scaledobjects"], "verbs": ["get", "patch"]},
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},

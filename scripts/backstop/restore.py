@@ -144,7 +144,7 @@ def _restore_one(cluster: Cluster, namespace: str, service: str, record: Service
         if not intent_written and holder is not None:
             message += _note_unrecorded(cluster, namespace, holder, service, action.record, dep.uid, writes_to, text)
     try:
-        cluster.record_event(namespace, "Deployment", dep.name, EVENT_LENDING_EXPIRED, message, warning=True)
+        cluster.record_event(namespace, dep.kind, dep.name, EVENT_LENDING_EXPIRED, message, warning=True)
     except Exception as err:  # noqa: BLE001 - serving is restored; the Event is a record
         message += f" (its Event failed: {err})"
     return Restored(service, action.value, message)

@@ -46,6 +46,7 @@ from offhours.scripts.names import (
     state_configmap_name,
 )
 from offhours.scripts.policy.config import ConfigError, GateConfig
+from offhours.scripts.policy.target import guessed_resource
 
 CONFIG_MAP, CONFIG_KEY, CRON_WORKFLOW = GATE_CONFIG_MAP, GATE_CONFIG_KEY, GATE_CRON_WORKFLOW
 GATE_SA, EXIT_HOOK_SA, RESEARCH_SA = GATE_SERVICE_ACCOUNT, EXIT_HOOK_SERVICE_ACCOUNT, RESEARCH_SERVICE_ACCOUNT
@@ -252,10 +253,12 @@ class Checker:
         """Ask the API server what the gate's, the exit hook's and research pods' ServiceAccounts may do."""
         serving, research = config.namespace, config.workflow_namespace
         gate = f"system:serviceaccount:{serving}:{GATE_SA}"
-        deployments = sorted({s.deployment or s.name for s in config.services})
+        targets = [(s.scale_target.group, guessed_resource(s.scale_target.kind), s.scale_target.name)
+                   for s in config.services]
         needs: list[tuple[str, str, str, str, str, str]] = []  # namespace, group, resource, subresource, verb, name
-        for d in deployments:
-            needs += [(serving, "apps", "deployments", "scale", v, d) for v in ("get", "patch", "update")]
+        for group, resource, name in targets:
+            needs += [(serving, group, resource, "scale", v, name) for v in ("get", "patch", "update")]
+            needs += [(serving, group, resource, "", "get", name)]
         needs += [(serving, "apps", "deployments", "", v, "") for v in ("get", "list", "watch")]
         needs += [(serving, "", "pods", "", "list", ""), (serving, "", "events", "", "create", ""),
                   (serving, "coordination.k8s.io", "leases", "", "update", LEASE_NAME)]
@@ -268,13 +271,13 @@ class Checker:
         missing = [f"{v} {r}{'/' + sub if sub else ''}{' ' + n if n else ''} in {ns}"
                    for ns, g, r, sub, v, n in needs if not self._allowed(gate, ns, g, r, v, sub, n)]
         yield Check(f"RBAC {serving}/{GATE_SA}", not missing,
-                    "may scale its Deployments and manage research workflows" if not missing
+                    "may scale its targets and manage research workflows" if not missing
                     else f"lacks {len(missing)} right(s): {'; '.join(missing[:4])}", INSTALL)
-        patching = [d for d in deployments if self._allowed(gate, serving, "apps", "deployments", "patch", "", d)]
+        patching = [f"{r} {n}" for g, r, n in targets if self._allowed(gate, serving, g, r, "patch", "", n)]
         yield Check(f"RBAC {serving}/{GATE_SA} cannot rewrite pods", not patching,
-                    "no `patch deployments`" if not patching else
-                    f"may patch Deployment(s) {', '.join(patching)} (and so rewrite their pod template)",
-                    f"remove `patch` on apps/deployments from the gate's Roles in {serving}")
+                    "no `patch` of its scale targets" if not patching else
+                    f"may patch {', '.join(patching)} (and so rewrite their pod template)",
+                    f"remove `patch` on those resources from the gate's Roles in {serving}")
         hook = f"system:serviceaccount:{research}:{EXIT_HOOK_SA}"
         hook_missing = [v for v in ("get", "patch") if not self._allowed(hook, research, ARGO_GROUP, "workflows", v)]
         yield Check(f"RBAC {research}/{EXIT_HOOK_SA}", not hook_missing,
@@ -360,20 +363,48 @@ class Checker:
         yield Check(f"ConfigMap {where}", True, f"valid, {len(installed.services)} service(s)")
 
     def deployments(self, config: GateConfig) -> Iterator[Check]:
-        """Check each configured Deployment is present and ready."""
+        """Check each configured scale target: present, one the gate may scale (as the gate judges it), ready.
+
+        And, where it carries Argo CD's or Flux's marks, what their sync must leave to the gate.
+        """
+        from offhours.scripts.cluster.base import ClusterError
+        from offhours.scripts.cluster.kube import KubeCluster
+        from offhours.scripts.cluster.scale_target import gitops_advice, gitops_tool
+
+        cluster = KubeCluster(self.api, retries=1)
         for s in config.services:
-            name = s.deployment or s.name
+            ref = s.scale_target
+            where = f"{ref.kind} {config.namespace}/{ref.name}"
+            field = "scaleTargetRef" if not ref.is_deployment else "deployment"
             try:
-                dep = self.apps.read_namespaced_deployment(name, config.namespace)
-            except ApiException as err:
-                if not _absent(err):
-                    raise
-                yield Check(f"Deployment {config.namespace}/{name}", False, f"missing (service {s.name})",
-                            f"deploy {name} in {config.namespace}, or fix services.{s.name}.deployment in the config")
+                target = cluster.find_deployment(config.namespace, ref.text)
+            except ClusterError as err:
+                yield Check(where, False, f"refused (service {s.name}): {err}", f"fix services.{s.name}.{field} in the config")
                 continue
-            want, ready = dep.spec.replicas or 0, dep.status.ready_replicas or 0
-            yield Check(f"Deployment {config.namespace}/{name}", ready >= want and want > 0,
-                        f"{ready}/{want} replicas ready", f"kubectl -n {config.namespace} describe deployment {name}")
+            if target is None:
+                yield Check(where, False, f"missing (service {s.name})",
+                            f"deploy {ref.name} in {config.namespace}, or fix services.{s.name}.{field} in the config")
+                continue
+            served, rendered = cluster.resource_of(ref), guessed_resource(ref.kind)
+            if served != rendered:
+                yield Check(f"{where} RBAC", False, f"the API serves kind {ref.kind} as {served}, the rendered RBAC "
+                            f"names {rendered}: the gate may not scale it",
+                            f"add a Role in {config.namespace} granting get on {served} and get/patch/update on "
+                            f"{served}/scale (name {ref.name}) to {GATE_SA} and patch to offhours-backstop")
+            if ref.is_deployment:
+                dep = self.apps.read_namespaced_deployment(ref.name, config.namespace)
+                want, ready = dep.spec.replicas or 0, dep.status.ready_replicas or 0
+                detail = f"{ready}/{want} replicas ready"
+            else:
+                want, ready = target.replicas, len(cluster.ready_pods(target))
+                detail = f"{want} replicas, {ready} ready pod(s) (selector {target.selector})"
+            yield Check(where, ready >= want and want > 0, detail,
+                        f"kubectl -n {config.namespace} describe {ref.kind.lower()} {ref.name}")
+            tool = gitops_tool(target.labels, target.annotations)
+            if tool is not None:
+                # Not provable from here (the sync's settings live with the tool): said, not failed.
+                yield Check(f"{where} GitOps", True, f"synced by {tool}: its sync reverts a lend unless told to leave "
+                            f"replicas alone: {gitops_advice(tool, ref)}")
 
     def metrics(self, config: GateConfig) -> Iterator[Check]:
         """Check the metrics source answers with vLLM series for every service."""
@@ -467,12 +498,12 @@ class Checker:
             except (ValueError, RecursionError):
                 state = None  # a record that is not JSON is no record: the gate starts over from it
             records[s.name] = state if isinstance(state, dict) else None
-        deployments = {(s.deployment or s.name): s.name for s in config.services}
+        deployments = {(s.scale_target.kind, s.scale_target.name): s.name for s in config.services}
         events = self.core.list_namespaced_event(config.namespace, field_selector=f"reason={EVENT_GATE_TICK_FAILED}").items
         failures = [TickFailure(parse_time(e.last_timestamp or e.event_time or e.first_timestamp),
-                                deployments[e.involved_object.name], e.message or "")
-                    for e in events if e.involved_object is not None and e.involved_object.kind == "Deployment"
-                    and e.involved_object.name in deployments]
+                                deployments[(e.involved_object.kind, e.involved_object.name)], e.message or "")
+                    for e in events if e.involved_object is not None
+                    and (e.involved_object.kind, e.involved_object.name) in deployments]
         # Aged on the API server's clock, as the gate renews it: this machine's clock may be hours off.
         return verdict(services_ticks(records), failures, self._server_time())
 

@@ -18,6 +18,7 @@ from typing import Any, NamedTuple, Protocol
 from offhours.scripts.names import ANNOTATION_PROGRESS, GPU_RESOURCE
 from offhours.scripts.policy.plan import Job
 from offhours.scripts.policy.release import PodExit
+from offhours.scripts.policy.target import DEPLOYMENT_API_VERSION, DEPLOYMENT_KIND, ScaleTargetRef
 
 # The pods read of one stopped workflow: one with more (a fan-out, retries kept until pod GC) is not measured.
 MAX_WORKFLOW_PODS = 1000
@@ -52,24 +53,48 @@ class ParkedCopy(NamedTuple):
 
 
 @dataclass
-class Deployment:
-    """An inference Deployment as offhours sees it."""
+class ScaleTarget:
+    """A serving workload as offhours sees it: any object with a scale subresource (`policy.target`).
+
+    `replicas` and `selector` are its scale's `spec.replicas` and `status.selector` (a label selector's text):
+    the gate reads nothing else of the object's spec, so no kind needs code of its own.
+    """
 
     namespace: str
     name: str
     service: str
     replicas: int
     annotations: dict[str, str] = field(default_factory=dict)
-    selector: dict[str, str] = field(default_factory=dict)
-    uid: str = ""  # one incarnation: a Deployment deleted and created again is a new one
+    selector: str = ""
+    uid: str = ""  # one incarnation: an object deleted and created again is a new one
+    api_version: str = DEPLOYMENT_API_VERSION
+    kind: str = DEPLOYMENT_KIND
+    labels: dict[str, str] = field(default_factory=dict)
+    current_replicas: int = 0  # the scale's status.replicas: the replicas its pods make up now
+    # Read from its pods by `ready_pods` (all pods of a multi-node replica); None: not read (the configuration's).
+    gpus_per_replica: int | None = None
+
+    @property
+    def ref(self) -> ScaleTargetRef:
+        """The reference to this object."""
+        return ScaleTargetRef(self.api_version, self.kind, self.name)
+
+    @property
+    def text(self) -> str:
+        """The reference as the service's record keeps it (what the backstop restores by)."""
+        return self.ref.text
+
+
+Deployment = ScaleTarget
+"""The name the gate's code has known the scale target by (a Deployment was the only kind)."""
 
 
 @dataclass
 class Autoscaler:
-    """An HPA (autoscaling/v2) or a KEDA ScaledObject that scales a Deployment.
+    """An HPA (autoscaling/v2) or a KEDA ScaledObject that scales a scale target (matched by kind and name).
 
     With one present, the gate lends by lowering its maxReplicas and never writes the
-    Deployment's replicas (that would fight the autoscaler).
+    target's replicas (that would fight the autoscaler).
     """
 
     kind: str  # "HorizontalPodAutoscaler" or "ScaledObject"
@@ -79,8 +104,8 @@ class Autoscaler:
     max_replicas: int
 
 
-Serving = Deployment | Autoscaler
-"""What holds a service's size: a Deployment's replicas, or (with an autoscaler) its maxReplicas."""
+Serving = ScaleTarget | Autoscaler
+"""What holds a service's size: a scale target's replicas, or (with an autoscaler) its maxReplicas."""
 
 # A raise whose test keeps failing (another writer changing the field between each read and write) gives up
 # after this many tries; each try reads the field again, so a raise lands unless the field changes this often.
@@ -150,8 +175,14 @@ class Cluster(Protocol):
         """Return the API server's time now (`clock.ServerClock`): the one clock offhours dates and ages anything by."""
         ...
 
-    def deployment(self, namespace: str, service: str, name: str | None = None) -> Deployment:
-        """Return the Deployment of `service` (by name, or by label offhours.io/service)."""
+    def deployment(self, namespace: str, service: str, name: str | None = None) -> ScaleTarget:
+        """Return the scale target of `service`: `name` is its text (`ScaleTargetRef.text`), or the labelled Deployment.
+
+        A bare name is a Deployment's; None: the Deployment labelled offhours.io/service=<service>.
+
+        Refused (ClusterError, one line naming it, nothing written): a kind without a scale subresource, a scale
+        whose selector is empty, an object another controller owns (the top-level object is named instead).
+        """
         ...
 
     def lower_serving(self, target: Serving, expected: int, value: int) -> ServingWrite:
@@ -172,8 +203,8 @@ class Cluster(Protocol):
         """
         ...
 
-    def autoscaler(self, dep: Deployment) -> Autoscaler | None:
-        """Return the HPA or KEDA ScaledObject that scales `dep`, if any."""
+    def autoscaler(self, dep: ScaleTarget) -> Autoscaler | None:
+        """Return the HPA or KEDA ScaledObject that scales `dep` (its scaleTargetRef names its kind and name), if any."""
         ...
 
     def read_state(self, namespace: str, service: str) -> str | None:
@@ -196,12 +227,15 @@ class Cluster(Protocol):
         """Remove the gate's memory of `service`; a missing one is success."""
         ...
 
-    def find_deployment(self, namespace: str, name: str) -> Deployment | None:
-        """Return the Deployment `name`, or None if there is none (any other failure raises)."""
+    def find_deployment(self, namespace: str, name: str) -> ScaleTarget | None:
+        """Return the scale target of text `name` (as `deployment`), or None if there is none (any other failure raises)."""
         ...
 
-    def ready_pods(self, dep: Deployment) -> list[Pod]:
-        """Return the Deployment's ready pods."""
+    def ready_pods(self, dep: ScaleTarget) -> list[Pod]:
+        """Return the target's ready pods (those its scale's selector selects).
+
+        The same read sets `dep.gpus_per_replica`: the GPUs its pods hold over its current replicas.
+        """
         ...
 
     def workflow_pods(self, namespace: str, workflows: Mapping[str, str]) -> dict[str, list[PodExit]]:

@@ -24,9 +24,9 @@ from offhours.scripts.cluster.base import (
     RAISE_TRIES,
     Autoscaler,
     ClusterError,
-    Deployment,
     ParkedCopy,
     Pod,
+    ScaleTarget,
     Serving,
     ServingWrite,
     check_lower,
@@ -38,6 +38,7 @@ from offhours.scripts.cluster.base import (
 from offhours.scripts.cluster.clock import ServerClock, parse_http_date
 from offhours.scripts.cluster.errors import failed_call
 from offhours.scripts.cluster.lease import LeaseObserver
+from offhours.scripts.cluster.scale_target import controller_owner, gpus_per_replica, target_refusal
 from offhours.scripts.cluster.template_grace import MAX_TEMPLATES
 from offhours.scripts.cluster.workflow import (
     PLURAL,
@@ -87,6 +88,7 @@ from offhours.scripts.names import (
 from offhours.scripts.policy.placement import Node, Replica
 from offhours.scripts.policy.plan import Job
 from offhours.scripts.policy.release import PodExit
+from offhours.scripts.policy.target import ScaleTargetRef, parse_target_text
 from offhours.scripts.runtime.provenance import reported_digest
 
 T = TypeVar("T")
@@ -101,6 +103,7 @@ KEDA_DEFAULT_MAX = 100  # a ScaledObject's maxReplicaCount when it leaves it out
 VERSION_TRIES = 3  # patches of a ScaledObject without maxReplicaCount whose resourceVersion moved meanwhile
 TEMPLATE_PLURAL = "workflowtemplates"
 RETRIED_STATUSES = {409, 429, 500, 502, 503, 504}
+JSON_PATCH = "application/json-patch+json"
 MAX_START_SECONDS = 6 * 3600.0  # a longer "start" is a pod that waited for something else (a quota, a node)
 
 
@@ -133,6 +136,8 @@ class KubeCluster:
         self.sleep = sleep
         self.monotonic = monotonic
         self._hpa_lists: dict[str, tuple[float, list[Any]]] = {}
+        self._resources: dict[tuple[str, str], tuple[str, bool]] = {}  # (apiVersion, kind) -> (plural, has /scale)
+        self._api_versions: dict[str, str] = {}  # kind -> apiVersion of the scale targets read (for Events)
         self.lease_observer = LeaseObserver(monotonic)
         self.server_clock = ServerClock(monotonic)  # the API server's time, from the Date of its answers
 
@@ -186,34 +191,90 @@ class KubeCluster:
             if not token:
                 return
 
-    # -- Deployments and pods ---------------------------------------------------------------
-    def deployment(self, namespace: str, service: str, name: str | None = None) -> Deployment:
-        """Return the Deployment of `service`."""
-        if name:
-            obj = self._call(f"get deployment {namespace}/{name}",
-                             lambda: self.apps.read_namespaced_deployment(name, namespace))
-        else:
+    # -- scale targets and pods: any kind with a scale subresource ------------------------------
+    def deployment(self, namespace: str, service: str, name: str | None = None) -> ScaleTarget:
+        """Return the scale target of `service` (`name`: its text; None: the Deployment labelled with the service)."""
+        if not name:
             items = self._call(f"list deployments {LABEL_SERVICE}={service}", lambda: self.apps.list_namespaced_deployment(
                 namespace, label_selector=f"{LABEL_SERVICE}={service}")).items
             if len(items) != 1:
                 raise ClusterError(f"expected one Deployment labelled {LABEL_SERVICE}={service} in {namespace}, "
                                    f"found {len(items)}")
-            obj = items[0]
-        return Deployment(
-            namespace=namespace,
-            name=obj.metadata.name,
-            service=service,
-            replicas=int(obj.spec.replicas if obj.spec.replicas is not None else 1),
-            annotations=dict(obj.metadata.annotations or {}),
-            selector=dict(obj.spec.selector.match_labels or {}),
-            uid=str(obj.metadata.uid or ""),
-        )
+            name = str(items[0].metadata.name)
+        target = self._scale_target(namespace, service, _target_ref(name), missing_ok=False)
+        assert target is not None
+        return target
 
-    def autoscaler(self, dep: Deployment) -> Autoscaler | None:
-        """Return the HPA that targets `dep`, or the KEDA ScaledObject that owns such an HPA."""
+    def find_deployment(self, namespace: str, name: str) -> ScaleTarget | None:
+        """Return the scale target of text `name`, or None if it does not exist."""
+        return self._scale_target(namespace, None, _target_ref(name), missing_ok=True)
+
+    def _scale_target(self, namespace: str, service: str | None, ref: ScaleTargetRef,
+                      missing_ok: bool) -> ScaleTarget | None:
+        """Read the object's metadata and its scale; refuse what the gate must not scale (`target_refusal`)."""
+        path, has_scale = self._object_path(namespace, ref)
+        what = f"get {ref.kind.lower()} {namespace}/{ref.name}"
+        obj = self._call(what, partial(self._json, "GET", path), accept={404: None} if missing_ok else None)
+        if obj is None:
+            return None
+        meta = obj.get("metadata") or {}
+        scale = self._call(f"{what}/scale", partial(self._json, "GET", f"{path}/scale")) if has_scale else {}
+        selector = str((scale.get("status") or {}).get("selector") or "")
+        refusal = target_refusal(ref, has_scale, selector, controller_owner(meta.get("ownerReferences") or []))
+        if refusal:
+            raise ClusterError(refusal)
+        spec_replicas = (scale.get("spec") or {}).get("replicas")
+        replicas = int(spec_replicas) if spec_replicas is not None else 0
+        labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+        self._api_versions[ref.kind] = ref.api_version
+        return ScaleTarget(
+            namespace=namespace, name=ref.name, service=service if service is not None else labels.get(LABEL_SERVICE, ""),
+            replicas=replicas, annotations={str(k): str(v) for k, v in (meta.get("annotations") or {}).items()},
+            selector=selector, uid=str(meta.get("uid") or ""), api_version=ref.api_version, kind=ref.kind,
+            labels=labels, current_replicas=int((scale.get("status") or {}).get("replicas") or 0))
+
+    def _object_path(self, namespace: str, ref: ScaleTargetRef) -> tuple[str, bool]:
+        """Return the object's API path and whether its kind has a scale subresource, from the API's discovery."""
+        plural, has_scale = self._discover(ref)
+        base = f"/apis/{ref.api_version}" if ref.group else f"/api/{ref.version}"
+        return f"{base}/namespaces/{namespace}/{plural}/{ref.name}", has_scale
+
+    def resource_of(self, ref: ScaleTargetRef) -> str:
+        """Return the resource (plural) the API server serves `ref`'s kind under (what RBAC must name)."""
+        return self._discover(ref)[0]
+
+    def _discover(self, ref: ScaleTargetRef) -> tuple[str, bool]:
+        """Map a kind to its resource (plural) and whether it serves `/scale`: the group version's resource list.
+
+        Kept once found (a kind's resource never changes); a kind not found is asked again next time (its CRD
+        may be installed since).
+        """
+        key = (ref.api_version, ref.kind)
+        if key in self._resources:
+            return self._resources[key]
+        path = f"/apis/{ref.api_version}" if ref.group else f"/api/{ref.version}"
+        found = self._call(f"discover {ref.api_version}", partial(self._json, "GET", path), accept={404: None})
+        if found is None:
+            raise ClusterError(f"{ref}: apiVersion {ref.api_version} is not served by this cluster")
+        names = {str(r.get("name")): r for r in found.get("resources") or []}
+        plural = next((n for n, r in names.items() if "/" not in n and r.get("kind") == ref.kind), None)
+        if plural is None:
+            raise ClusterError(f"{ref}: kind {ref.kind} is not served in {ref.api_version}")
+        self._resources[key] = plural, f"{plural}/scale" in names
+        return self._resources[key]
+
+    def _json(self, method: str, path: str, body: Any = None, content_type: str | None = None) -> Any:
+        """One request to the API server by path (any kind): its JSON answer."""
+        headers = {"Accept": "application/json", **({"Content-Type": content_type} if content_type else {})}
+        answer = self.api.call_api(path, method, body=body, header_params=headers, auth_settings=["BearerToken"],
+                                   _preload_content=False, _return_http_data_only=True)
+        return json.loads(answer.data)
+
+    def autoscaler(self, dep: ScaleTarget) -> Autoscaler | None:
+        """Return the HPA that targets `dep` (by kind and name), or the KEDA ScaledObject that owns such an HPA."""
         for hpa in self._hpas(dep.namespace):
             ref = hpa.spec.scale_target_ref
-            if ref.kind != "Deployment" or ref.name != dep.name:
+            if ref.kind != dep.kind or ref.name != dep.name:
                 continue
             owner = next((o for o in hpa.metadata.owner_references or [] if o.kind == "ScaledObject"), None)
             if owner is None:
@@ -312,18 +373,6 @@ class KubeCluster:
         self._call(f"delete configmap {namespace}/{name}", lambda: self.core.delete_namespaced_config_map(name, namespace),
                    accept={404: None})
 
-    def find_deployment(self, namespace: str, name: str) -> Deployment | None:
-        """Return the Deployment `name`, or None if it does not exist."""
-        obj = self._call(f"get deployment {namespace}/{name}", lambda: self.apps.read_namespaced_deployment(name, namespace),
-                         accept={404: None})
-        if obj is None:
-            return None
-        return Deployment(namespace=namespace, name=obj.metadata.name,
-                          service=str((obj.metadata.labels or {}).get(LABEL_SERVICE, "")),
-                          replicas=int(obj.spec.replicas if obj.spec.replicas is not None else 1),
-                          annotations=dict(obj.metadata.annotations or {}),
-                          selector=dict(obj.spec.selector.match_labels or {}), uid=str(obj.metadata.uid or ""))
-
     # -- serving writes: conditional on the one field they change ------------------------------
     def lower_serving(self, target: Serving, expected: int, value: int) -> ServingWrite:
         """Lower serving from `expected` to `value` with a JSON-patch test of that field; a failed test: the value found."""
@@ -387,9 +436,9 @@ class KubeCluster:
         return found  # nothing written: the caller reads serving again, as after another writer's change
 
     def _serving_patch(self, target: Serving, expected: int, value: int, versioned: list[str | None]) -> None:
-        if isinstance(target, Deployment):
-            self.apps.patch_namespaced_deployment_scale(target.name, target.namespace, _test_replace(
-                "/spec/replicas", expected, value))
+        if isinstance(target, ScaleTarget):
+            path, _ = self._object_path(target.namespace, target.ref)
+            self._json("PATCH", f"{path}/scale", _test_replace("/spec/replicas", expected, value), JSON_PATCH)
         elif target.kind == "ScaledObject":
             body = self._keda_max_patch(target, expected, value)
             versioned.append(body[0]["value"] if body[0]["path"] == "/metadata/resourceVersion" else None)
@@ -416,10 +465,10 @@ class KubeCluster:
 
     def _serving_read(self, target: Serving, what: str) -> int:
         """Read the field a serving write changes, as it is now."""
-        if isinstance(target, Deployment):
-            scale = self._call(f"{what}: read again", lambda: self.apps.read_namespaced_deployment_scale(
-                target.name, target.namespace))
-            return int(scale.spec.replicas if scale.spec.replicas is not None else 0)
+        if isinstance(target, ScaleTarget):
+            path, _ = self._object_path(target.namespace, target.ref)
+            scale = self._call(f"{what}: read again", partial(self._json, "GET", f"{path}/scale"))
+            return int((scale.get("spec") or {}).get("replicas") or 0)
         if target.kind == "ScaledObject":
             obj = self._call(f"{what}: read again", lambda: self.custom.get_namespaced_custom_object(
                 KEDA_GROUP, KEDA_VERSION, target.namespace, KEDA_PLURAL, target.name))
@@ -428,11 +477,17 @@ class KubeCluster:
             target.name, target.namespace))
         return int(hpa.spec.max_replicas)
 
-    def ready_pods(self, dep: Deployment) -> list[Pod]:
-        """Return the Deployment's ready, not terminating pods."""
-        selector = ",".join(f"{k}={v}" for k, v in sorted(dep.selector.items()))
+    def ready_pods(self, dep: ScaleTarget) -> list[Pod]:
+        """Return the target's ready, not terminating pods (its scale's selector: never empty, `target_refusal`)."""
+        selector = dep.selector
+        if not selector.strip():
+            raise ClusterError(f"{dep.ref}: no selector to find its pods by")
         pods = self._call(f"list pods {selector}", lambda: self.core.list_namespaced_pod(
             dep.namespace, label_selector=selector)).items
+        # The same list gives the GPUs a replica holds (a multi-node replica: all its pods').
+        dep.gpus_per_replica = gpus_per_replica([_gpus_requested(p) for p in pods if p.metadata.deletion_timestamp is None
+                                                 and (p.status is None or p.status.phase not in POD_ENDED_PHASES)],
+                                                dep.current_replicas)
         ready = []
         for pod in pods:
             conditions = {c.type: c for c in (pod.status.conditions or [])}
@@ -690,7 +745,7 @@ class KubeCluster:
                      aggregate: bool = False) -> None:
         """Record a core/v1 Event on an object; with `aggregate`, one Event per object and reason, counted."""
         now = datetime.now(timezone.utc)
-        api_version = "apps/v1" if kind == "Deployment" else ARGO_API_VERSION
+        api_version = "apps/v1" if kind == "Deployment" else self._api_versions.get(kind, ARGO_API_VERSION)
         if aggregate:
             event_name = aggregated_event_name(name, reason)
             existing = self._call(f"read event {event_name}", lambda: self.core.read_namespaced_event(event_name, namespace),
@@ -922,8 +977,27 @@ def _label_value(text: str) -> bool:
 
 
 def _serving_name(target: Serving) -> str:
-    kind = "deployment" if isinstance(target, Deployment) else target.kind
+    kind = target.kind.lower() if isinstance(target, ScaleTarget) else target.kind
     return f"{kind} {target.namespace}/{target.name}"
+
+
+def _target_ref(text: str) -> ScaleTargetRef:
+    try:
+        return parse_target_text(text)
+    except ValueError as err:
+        raise ClusterError(str(err)) from None
+
+
+def _gpus_requested(pod: Any) -> int:
+    """GPUs a pod's containers request (limits where no request is set); an unreadable amount counts as none."""
+    spec = pod.spec
+    total = 0
+    for c in spec.containers or [] if spec is not None else []:
+        res = c.resources
+        amounts = {**((res.limits or {}) if res is not None else {}), **((res.requests or {}) if res is not None else {})}
+        value = str(amounts.get(GPU_RESOURCE, "0")).strip()
+        total += int(value) if value.isdigit() else 0
+    return total
 
 
 def _test_replace(path: str, expected: int, value: int) -> list[dict[str, Any]]:

@@ -16,9 +16,9 @@ from offhours.scripts.cluster.base import (
     RAISE_TRIES,
     Autoscaler,
     ClusterError,
-    Deployment,
     ParkedCopy,
     Pod,
+    ScaleTarget,
     Serving,
     ServingWrite,
     check_lower,
@@ -27,6 +27,7 @@ from offhours.scripts.cluster.base import (
     set_serving_value,
     stop_notes,
 )
+from offhours.scripts.cluster.scale_target import gpus_per_replica, target_refusal
 from offhours.scripts.cluster.template_grace import MAX_TEMPLATES
 from offhours.scripts.cluster.workflow import (
     build_parked_copy,
@@ -67,6 +68,7 @@ from offhours.scripts.names import (
 from offhours.scripts.policy.placement import Node, Replica
 from offhours.scripts.policy.plan import Job
 from offhours.scripts.policy.release import PodExit
+from offhours.scripts.policy.target import DEPLOYMENT_API_VERSION, DEPLOYMENT_KIND, ScaleTargetRef, parse_target_text
 
 
 @dataclass
@@ -86,7 +88,7 @@ class Event:
 class MemoryCluster:
     """Deployments, pods and Argo workflows held in dictionaries."""
 
-    deployments: dict[tuple[str, str], Deployment] = field(default_factory=dict)
+    deployments: dict[tuple[str, str], ScaleTarget] = field(default_factory=dict)
     pods: dict[tuple[str, str], list[Pod]] = field(default_factory=dict)
     workflows: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     templates: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # WorkflowTemplates by (ns, name)
@@ -95,7 +97,12 @@ class MemoryCluster:
     # What a workflow's pods' kubelets report: image (as the pod spec names it) -> digest, by (ns, workflow name).
     image_digests: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
     calls: list[str] = field(default_factory=list)
-    autoscalers: dict[tuple[str, str], Autoscaler] = field(default_factory=dict)  # by (namespace, Deployment name)
+    autoscalers: dict[tuple[str, str], Autoscaler] = field(default_factory=dict)  # by (namespace, target name)
+    # The kind each autoscaler's scaleTargetRef names, where it is not a Deployment (matched by kind and name).
+    autoscaled_kinds: dict[tuple[str, str], str] = field(default_factory=dict)
+    pod_gpus: dict[tuple[str, str], list[int]] = field(default_factory=dict)  # by target: the GPUs of each of its pods
+    unscalable_kinds: set[str] = field(default_factory=set)  # kinds this API server serves no /scale for
+    controllers: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)  # target -> its controller owner
     states: dict[tuple[str, str], str] = field(default_factory=dict)  # the state ConfigMaps' text by (ns, service)
     gpu_quotas: dict[str, int] = field(default_factory=dict)  # the ResourceQuota offhours-gpus by namespace
     lease_holder: str | None = None
@@ -130,9 +137,11 @@ class MemoryCluster:
 
     # -- test helpers -----------------------------------------------------------------------
     def add_deployment(self, namespace: str, service: str, replicas: int, pod_ips: list[str] | None = None,
-                       name: str | None = None) -> Deployment:
-        """Add an inference Deployment with ready pods (a new incarnation: a new UID)."""
-        dep = Deployment(namespace, name or service, service, replicas, {}, {"app": service}, uid=self._uid())
+                       name: str | None = None, ref: ScaleTargetRef | None = None) -> ScaleTarget:
+        """Add an inference Deployment (or the scale target `ref`) with ready pods (a new incarnation: a new UID)."""
+        ref = ref or ScaleTargetRef(DEPLOYMENT_API_VERSION, DEPLOYMENT_KIND, name or service)
+        dep = ScaleTarget(namespace, ref.name, service, replicas, {}, f"app={service}", uid=self._uid(),
+                          api_version=ref.api_version, kind=ref.kind)
         self.deployments[(namespace, dep.name)] = dep
         ips = pod_ips if pod_ips is not None else [f"10.0.0.{i + 1}" for i in range(replicas)]
         self.pods[(namespace, dep.name)] = [Pod(f"{dep.name}-{i}", ip) for i, ip in enumerate(ips)]
@@ -172,13 +181,22 @@ class MemoryCluster:
         """Return the API server's time: `clock` (the in-memory API server's, whatever its clients' clocks say)."""
         return self.clock
 
-    def deployment(self, namespace: str, service: str, name: str | None = None) -> Deployment:
-        """Return the Deployment of `service`."""
+    def deployment(self, namespace: str, service: str, name: str | None = None) -> ScaleTarget:
+        """Return the scale target of `service` (refused as the Kubernetes adapter refuses it)."""
         self._call(f"get-deployment {service}")
+        ref = _target_ref(name) if name else None
         for (ns, dname), dep in self.deployments.items():
-            if ns == namespace and (dname == name if name else dep.service == service):
-                return copy.deepcopy(dep)
-        raise ClusterError(f"no Deployment labelled offhours.io/service={service} in namespace {namespace}")
+            if ns == namespace and ((dname, dep.kind) == (ref.name, ref.kind) if ref else dep.service == service):
+                return self._judged(dep)
+        raise ClusterError(f"no {ref or 'Deployment labelled offhours.io/service=' + service} in namespace {namespace}")
+
+    def _judged(self, dep: ScaleTarget) -> ScaleTarget:
+        """Return a copy of `dep`, or raise the refusal `target_refusal` makes of it (one line, as on a cluster)."""
+        refusal = target_refusal(dep.ref, dep.kind not in self.unscalable_kinds, dep.selector,
+                                 self.controllers.get((dep.namespace, dep.name)))
+        if refusal:
+            raise ClusterError(refusal)
+        return copy.deepcopy(dep)
 
     def _serving_verb(self, target: Serving, value: int) -> str:
         return (f"set-max {target.name} {value}" if isinstance(target, Autoscaler)
@@ -192,8 +210,8 @@ class MemoryCluster:
                     return found
             raise ClusterError(f"patch {target.kind} {target.namespace}/{target.name}: HTTP 404 Not Found")
         current = self.deployments.get((target.namespace, target.name))
-        if current is None or (target.uid and current.uid != target.uid):
-            raise ClusterError(f"scale deployment {target.namespace}/{target.name}: HTTP 404 Not Found")
+        if current is None or current.kind != target.kind or (target.uid and current.uid != target.uid):
+            raise ClusterError(f"scale {target.kind.lower()} {target.namespace}/{target.name}: HTTP 404 Not Found")
         return current
 
     def _test_and_set(self, target: Serving, expected: int, value: int) -> int | None:
@@ -306,11 +324,12 @@ class MemoryCluster:
         set_serving_value(target, answer.value)
         return answer
 
-    def autoscaler(self, dep: Deployment) -> Autoscaler | None:
-        """Return the autoscaler of `dep`, if one was added."""
+    def autoscaler(self, dep: ScaleTarget) -> Autoscaler | None:
+        """Return the autoscaler of `dep` (one added for its kind and name), if any."""
         self._call(f"get-autoscaler {dep.name}")
         found = self.autoscalers.get((dep.namespace, dep.name))
-        return copy.deepcopy(found) if found else None
+        return copy.deepcopy(found) if found and self.autoscaled_kinds.get((dep.namespace, dep.name),
+                                                                            "Deployment") == dep.kind else None
 
     def read_state(self, namespace: str, service: str) -> str | None:
         """Return the stored state text of `service`."""
@@ -337,11 +356,12 @@ class MemoryCluster:
         self._call(f"delete-state {service}")
         self.states.pop((namespace, service), None)
 
-    def find_deployment(self, namespace: str, name: str) -> Deployment | None:
-        """Return the Deployment `name`, or None."""
+    def find_deployment(self, namespace: str, name: str) -> ScaleTarget | None:
+        """Return the scale target of text `name`, or None."""
         self._call(f"find-deployment {name}")
-        dep = self.deployments.get((namespace, name))
-        return copy.deepcopy(dep) if dep else None
+        ref = _target_ref(name)
+        dep = self.deployments.get((namespace, ref.name))
+        return self._judged(dep) if dep is not None and dep.kind == ref.kind else None
 
     def workflow_pods(self, namespace: str, workflows: Mapping[str, str]) -> dict[str, list[PodExit]]:
         """Return each workflow's pods as set with `set_workflow_pods` (none: []); one with too many is left out."""
@@ -353,9 +373,12 @@ class MemoryCluster:
         """Test helper: what a workflow's pods' status says (the pod runner's part on a real cluster)."""
         self.research_pods[(namespace, workflow)] = list(pods)
 
-    def ready_pods(self, dep: Deployment) -> list[Pod]:
-        """Return the Deployment's ready pods (as many as its replicas)."""
+    def ready_pods(self, dep: ScaleTarget) -> list[Pod]:
+        """Return the target's ready pods (as many as its replicas); the GPUs per replica from `pod_gpus`, if set."""
         self._call(f"list-pods {dep.name}")
+        if (dep.namespace, dep.name) in self.pod_gpus:
+            dep.gpus_per_replica = gpus_per_replica(self.pod_gpus[(dep.namespace, dep.name)],
+                                                    self.deployments[(dep.namespace, dep.name)].replicas)
         return list(self.pods.get((dep.namespace, dep.name), []))[: self.deployments[(dep.namespace, dep.name)].replicas]
 
     def jobs(self, namespace: str, service: str) -> list[Job]:
@@ -571,6 +594,13 @@ class MemoryCluster:
         else:
             self.lease_annotations[LEASE_NOTE_PREFIX + service] = text
         return True
+
+
+def _target_ref(text: str) -> ScaleTargetRef:
+    try:
+        return parse_target_text(text)
+    except ValueError as err:
+        raise ClusterError(str(err)) from None
 
 
 def _cap_grace(wf: dict[str, Any], job: Job, max_grace_seconds: float | None, what: str) -> None:

@@ -28,6 +28,7 @@ from offhours.scripts.policy.config import (
     ServicePolicy,
 )
 from offhours.scripts.policy.record import MAX_EXACT_NEEDS
+from offhours.scripts.policy.target import ScaleTargetRef, parse_target_text, target_problem
 
 # A rise is seen within this long between two full ticks (bounded by tickSeconds for shorter ticks).
 DEFAULT_RECLAIM_CHECK_SECONDS = 15
@@ -48,13 +49,29 @@ def _capacity(raw: dict[str, Any]) -> Capacity:
     return Capacity(raw.get("requestsPerSecond"), raw.get("promptTokensPerSecond"), raw.get("generationTokensPerSecond"))
 
 
+def _target_text(name: str, raw: dict[str, Any]) -> str | None:
+    """Return the scale target's text (`ScaleTargetRef.text`) from `deployment` or `scaleTargetRef`; None: by label."""
+    ref = raw.get("scaleTargetRef")
+    if ref is None:
+        deployment = raw.get("deployment")
+        if deployment is not None and (problem := target_problem("apps/v1", "Deployment", deployment)):
+            raise ConfigError(f"gate config: services.{name}.deployment: {problem.partition(': ')[2]}")
+        return deployment
+    if "deployment" in raw:
+        raise ConfigError(f"gate config: services.{name}: both deployment and scaleTargetRef name a target; keep one")
+    problem = target_problem(ref["apiVersion"], ref["kind"], ref["name"])
+    if problem:
+        raise ConfigError(f"gate config: services.{name}.scaleTargetRef.{problem}")
+    return ScaleTargetRef(ref["apiVersion"], ref["kind"], ref["name"]).text
+
+
 def service_policy(name: str, raw: dict[str, Any], schedule: "Schedule | None" = None) -> ServicePolicy:
     """Build a service's policy from its (schema-validated) camelCase settings; unset ones take the defaults."""
     kwargs = {py: raw[key] for key, py in _POLICY_KEYS.items() if key in raw}
     return ServicePolicy(
         name=name,
         capacity=_capacity(raw["capacity"]),
-        deployment=raw.get("deployment"),
+        deployment=_target_text(name, raw),
         gpus_per_replica=raw.get("gpusPerReplica", 4),
         schedule=schedule or Schedule(),
         **kwargs,
@@ -73,7 +90,11 @@ def policy_settings(policy: ServicePolicy) -> dict[str, Any]:
                                                            cap.generation_tokens_per_second)) if v is not None},
                            "gpusPerReplica": policy.gpus_per_replica}
     if policy.deployment is not None:
-        raw["deployment"] = policy.deployment
+        ref = parse_target_text(policy.deployment)
+        if ref.is_deployment:
+            raw["deployment"] = ref.name
+        else:
+            raw["scaleTargetRef"] = {"apiVersion": ref.api_version, "kind": ref.kind, "name": ref.name}
     default = ServicePolicy(policy.name, cap)
     raw.update({key: getattr(policy, py) for key, py in _POLICY_KEYS.items() if getattr(policy, py) != getattr(default, py)})
     sched = policy.schedule
@@ -197,14 +218,15 @@ def _refuse_unstorable_history(services: list[ServicePolicy], tick: float) -> No
 
 
 def _refuse_shared_deployments(services: list[ServicePolicy]) -> None:
-    """Two services naming one Deployment would flip it between their two targets every tick."""
-    seen: dict[str, str] = {}
+    """Two services naming one scale target would flip it between their two targets every tick."""
+    seen: dict[tuple[str, str, str], str] = {}
     for policy in services:
-        deployment = policy.deployment or policy.name
-        if deployment in seen:
-            raise ConfigError(f"gate config: services {seen[deployment]} and {policy.name} both name Deployment "
-                              f"{deployment}: one service per Deployment")
-        seen[deployment] = policy.name
+        ref = policy.scale_target
+        key = (ref.group, ref.kind, ref.name)
+        if key in seen:
+            raise ConfigError(f"gate config: services {seen[key]} and {policy.name} both name {ref.kind} "
+                              f"{ref.name}: one service per scale target")
+        seen[key] = policy.name
 
 
 CONFIG_LIMIT_BYTES = CONFIG_BYTES

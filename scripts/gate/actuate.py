@@ -12,6 +12,7 @@ from functools import partial
 from typing import Any
 
 from offhours.scripts.cluster.base import Deployment, ParkedCopy
+from offhours.scripts.cluster.scale_target import writer_of  # hook: scale target
 from offhours.scripts.cluster.workflow import CancelledWorkflow
 from offhours.scripts.gate.admissions import (
     copy_tokens,
@@ -117,7 +118,7 @@ def write_serving(gate: GateParts, t: TickState, obs: Observed, record: ServiceR
         answer = gate.cluster.lower_serving(target, read, value)  # leaves `target` (obs.current) at the answer
         if answer.conflict:
             found = t.written[obs.policy.name] = replace(intent, applied=read, applying_from=None)  # unwritten
-            raise ServingChanged(f"{obs.writes_to} set to {answer.value} by another writer after the gate read "
+            raise ServingChanged(f"{obs.writes_to} set to {answer.value} by {writer_of(obs.dep)} after the gate read "
                                  f"{read} (its lower to {value} not written)", found)
     elif gate.cluster.raise_serving(target, read, value).value != value:
         # Another writer raised it past `value` meanwhile: the gate wrote nothing, and adopts that value as
@@ -278,7 +279,8 @@ def event_on(gate: GateParts, service: str, namespace: str, name: str, reason: s
     """Record an Event on the named Deployment (never raises: an Event is a record, not an action)."""
     try:
         # A hold repeats every tick while nothing changes: one Event per Deployment, counted.
-        gate.cluster.record_event(namespace, "Deployment", name, reason, message, warning,
+        kind = next((p.scale_target.kind for p in gate.config.services if p.name == service), "Deployment")
+        gate.cluster.record_event(namespace, kind, name, reason, message, warning,
                                   aggregate=reason in AGGREGATED_EVENT_REASONS)
     except Exception as err:  # noqa: BLE001 - an event is a record, not an action: never let it undo a tick
         gate.log.warning(f"could not record event {reason}: {describe(err)}", service, reason=reason)

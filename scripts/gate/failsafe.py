@@ -33,7 +33,7 @@ def fail(gate: GateParts, t: TickState, policy: ServicePolicy, outcome: ServiceO
     outcome.error = error
     if t.dry_run or t.reclaim_only:  # a check is not a tick: the fail-safe counts the ticks' failures only
         return
-    ns, name = gate.config.namespace, policy.deployment or policy.name
+    ns, name = gate.config.namespace, policy.scale_target.name  # hook: scale target
     record: ServiceRecord | None = None
     try:
         actuate.fence(gate, t)

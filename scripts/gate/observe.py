@@ -3,6 +3,7 @@
 from collections.abc import Callable, Sequence
 
 from offhours.scripts.cluster.base import Cluster
+from offhours.scripts.cluster.scale_target import measured_policy  # hook: scale target
 from offhours.scripts.gate.admissions import lineages_of, returned_by_record
 from offhours.scripts.gate.snapshot import Observed, writes_to
 from offhours.scripts.metrics.sources import LoadSource, Reading, ServiceTarget
@@ -26,7 +27,9 @@ def observe_service(cluster: Cluster, namespace: str, workflow_namespace: str, p
     if unrecorded is not None:
         record = unrecorded.supersede(record, text, dep.uid, writes_to(scaler))
     jobs, returned = returned_by_record(listed, record, dep.uid)
-    return Observed(policy, dep, scaler, record, jobs, pods, text, lineages_of(record, jobs), returned)
+    # hook: scale target (GPUs per replica as measured on the target's pods)
+    return Observed(measured_policy(policy, dep), dep, scaler, record, jobs, pods, text, lineages_of(record, jobs),
+                    returned)
 
 
 def read_load(source: LoadSource, observed: Sequence[Observed], now: float) -> dict[str, Reading]:

@@ -100,7 +100,7 @@ def reconcile_serving(config: GateConfig, obs: Observed, reading: Reading, now: 
     jobs = checked
     lent = sum(j.replicas for j in jobs if j.state == ADMITTED)
     owned = own_baseline(obs.record, dep.uid, obs.writes_to, obs.current, lent)
-    record = replace(owned.record, deployment=dep.name)
+    record = replace(owned.record, deployment=dep.text)  # hook: scale target
     if obs.scaler is not None and obs.scaler.min_replicas > policy.min_replicas:
         policy = replace(policy, min_replicas=obs.scaler.min_replicas)  # never cap below the autoscaler's floor
     policy = with_measured_cold_start(policy, obs.pods)
@@ -124,7 +124,7 @@ def readopt(config: GateConfig, intent: ServingIntent, obs: Observed, found: Ser
         decision = replace(decision, action="hold", target_lent=decision.lent,
                            reason=f"{decision.reason}; serving changed by another writer at each try: "
                                   "nothing lowered this tick")
-    return replace(intent, baseline=owned.baseline, record=replace(owned.record, deployment=obs.dep.name),
+    return replace(intent, baseline=owned.baseline, record=replace(owned.record, deployment=obs.dep.text),
                    adopted=f"{changed}; {owned.adopted or 'kept'}", given=given, decision=decision)
 
 
@@ -181,7 +181,7 @@ def tick_record(intent: ServingIntent, obs: Observed, record: ServiceRecord, dec
     (none in a reclaim check's pass); `pending`: admitted workflows still ending; `done`: the runs that succeeded.
     """
     record = replace(record, decision=decision.state, samples=reading.samples or record.samples,
-                     last_decision=last_decision(decision, p, now), deployment=obs.dep.name,
+                     last_decision=last_decision(decision, p, now), deployment=obs.dep.text,
                      admitted={**{j.uid: j.replicas for j in jobs if j.state == ADMITTED and j.uid},
                                **{j.uid: j.replicas for j in granted if j.uid}},
                      runs={**pending, **{j.uid: (j.run_id, j.name) for j in (*jobs, *granted)

@@ -69,7 +69,7 @@ def release(gate: GateParts, t: TickState, service: str) -> None:
         note = gate.note_of(t, service)
         if note is not None:
             record = note.supersede(record, text, dep.uid, writes_to(scaler))
-        obs = Observed(ServicePolicy(name=service, capacity=Capacity(), deployment=dep.name), dep, scaler, record,
+        obs = Observed(ServicePolicy(name=service, capacity=Capacity(), deployment=dep.text), dep, scaler, record,
                        [], [], text)
         # What the gate lent of this incarnation (by its record; by the marks if the record is unreadable).
         lent = sum(j.replicas for j in counted_jobs(listed, record, dep.uid) if j.state == ADMITTED)
@@ -125,7 +125,7 @@ def release(gate: GateParts, t: TickState, service: str) -> None:
     actuate.recorded(gate, t, service)
     message = f"service {service} is no longer in the gate configuration: {what}; the gate's record of it removed"
     gate.log.warning(message, service)
-    kind, name = ("Deployment", dep.name) if dep is not None else ("ConfigMap", state_configmap_name(service))
+    kind, name = (dep.kind, dep.name) if dep is not None else ("ConfigMap", state_configmap_name(service))
     try:
         gate.cluster.record_event(ns, kind, name, EVENT_SERVICE_RELEASED, message, True)
     except Exception as err:  # noqa: BLE001 - an event is a record, not an action

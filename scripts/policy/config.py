@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import time as clock
 
 from offhours.scripts.names import GPU_RESOURCE
+from offhours.scripts.policy.target import ScaleTargetRef, parse_target_text
 
 
 class ConfigError(ValueError):
@@ -38,6 +39,8 @@ class ServicePolicy:
 
     name: str
     capacity: Capacity
+    # The scale target as a record keeps it (`target.ScaleTargetRef.text`): a Deployment's bare name, or
+    # `<apiVersion>/<Kind>/<name>` from `scaleTargetRef`; None: the Deployment labelled offhours.io/service=<name>.
     deployment: str | None = None
     gpus_per_replica: int = 4
     # The knobs headroom .. volatility_lookback_seconds: the point bench/bench_frontier.py's rule chose from its
@@ -58,6 +61,11 @@ class ServicePolicy:
     volatility_headroom_max: float = 1.0
     volatility_lookback_seconds: float = 21600.0
     time_of_day_days: int = 0
+
+    @property
+    def scale_target(self) -> ScaleTargetRef:
+        """The object whose `/scale` holds this service's replicas (by default a Deployment named as the service)."""
+        return parse_target_text(self.deployment or self.name)
 
 
 @dataclass(frozen=True)

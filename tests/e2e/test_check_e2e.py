@@ -98,7 +98,7 @@ def test_a_complete_install_passes_every_check(install: Install) -> None:
     assert _line(lines, "✓ CRD workflows.argoproj.io") == "✓ CRD workflows.argoproj.io: established, v1alpha1, " \
                                                          "Argo v4.0.5 schema"
     assert _line(lines, f"✓ RBAC {SERVING}/offhours-gate cannot") == (
-        f"✓ RBAC {SERVING}/offhours-gate cannot rewrite pods: no `patch deployments`")
+        f"✓ RBAC {SERVING}/offhours-gate cannot rewrite pods: no `patch` of its scale targets")
     assert _line(lines, f"✓ RBAC {RESEARCH}/offhours-exit-hook has no right") == (
         f"✓ RBAC {RESEARCH}/offhours-exit-hook has no right in {SERVING}: none")
     assert _line(lines, "✓ Deployment") == f"✓ Deployment {SERVING}/ask: 2/2 replicas ready"
@@ -152,13 +152,13 @@ def test_gate_without_its_rolebindings_lacks_rights(restored: Install) -> None:
         restored.kubectl("-n", SERVING, "delete", "rolebinding", name)
     code, lines = restored.check()
     assert code == 1
-    # Its rights in serving are gone (13: scale x3, deployments x3, pods, events, lease, state ConfigMap x3,
-    # listing ConfigMaps);
+    # Its rights in serving are gone (14: scale x3, its target's get, deployments x3, pods, events, lease, state
+    # ConfigMap x3, listing ConfigMaps);
     # those in research remain.
     assert _line(lines, f"✗ RBAC {SERVING}/offhours-gate:") == (
-        f"✗ RBAC {SERVING}/offhours-gate: lacks 13 right(s): get deployments/scale ask in {SERVING}; "
+        f"✗ RBAC {SERVING}/offhours-gate: lacks 14 right(s): get deployments/scale ask in {SERVING}; "
         f"patch deployments/scale ask in {SERVING}; update deployments/scale ask in {SERVING}; "
-        f"get deployments in {SERVING} — fix: offhours render --gate-config FILE --out build/manifests && "
+        f"get deployments ask in {SERVING} — fix: offhours render --gate-config FILE --out build/manifests && "
         "kubectl apply --server-side -k build/manifests")
 
 

@@ -13,6 +13,7 @@ from tests.support.cluster_contract import CONTRACT, Harness
 from .conftest import RESEARCH, SERVING, serving_deployment, wait
 from .runner import LocalPodRunner
 from .test_pipeline_e2e import GROUP, VERSION, workflow
+from .test_scale_targets_e2e import serving_stateful_set
 
 
 class KubeHarness:
@@ -63,6 +64,32 @@ class KubeHarness:
         """The HPA's owner (the admin's credentials, a merge patch with no test)."""
         client.AutoscalingV2Api(self.api).patch_namespaced_horizontal_pod_autoscaler(
             f"{deployment}-hpa", SERVING, {"spec": {"maxReplicas": high}})
+
+    def add_stateful_set(self, name: str, replicas: int) -> None:
+        self.kubectl("apply", "-f", "-", stdin=json.dumps(serving_stateful_set(name, replicas, gpus=0)))
+        self.created.append(("statefulset", name))
+        apps = client.AppsV1Api(self.api)
+        wait(f"{name} ready", lambda: (apps.read_namespaced_stateful_set(name, SERVING).status.ready_replicas or 0)
+             == replicas, timeout=90)
+
+    def scale_of(self, kind: str, name: str) -> int:
+        assert kind == "StatefulSet"
+        return int(client.AppsV1Api(self.api).read_namespaced_stateful_set_scale(name, SERVING).spec.replicas)
+
+    def set_scale(self, kind: str, name: str, replicas: int) -> None:
+        """Another writer on /scale (a merge patch with no test: as `kubectl scale` does)."""
+        assert kind == "StatefulSet"
+        client.AppsV1Api(self.api).patch_namespaced_stateful_set_scale(name, SERVING, {"spec": {"replicas": replicas}})
+
+    def add_config_map(self, name: str) -> None:
+        client.CoreV1Api(self.api).create_namespaced_config_map(SERVING, {"metadata": {"name": name}})
+        self.created.append(("configmap", name))
+
+    def controlled_replica_set(self, deployment: str) -> str:
+        apps = client.AppsV1Api(self.api)
+        [rs] = wait(f"{deployment}'s ReplicaSet", lambda: apps.list_namespaced_replica_set(
+            SERVING, label_selector=f"app={deployment}").items, timeout=60)
+        return str(rs.metadata.name)
 
 
 @pytest.fixture

@@ -9,6 +9,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Protocol
 
+import pytest
+
 from offhours.scripts.cluster.base import Cluster, ClusterError, ServingWrite
 from offhours.scripts.policy.plan import ADMITTED, PARKED
 
@@ -25,6 +27,11 @@ class Harness(Protocol):
     def set_replicas(self, deployment: str, replicas: int) -> None: ...  # another writer (an on-call human)
     def add_hpa(self, deployment: str, low: int, high: int) -> None: ...
     def set_max_replicas(self, deployment: str, high: int) -> None: ...  # another writer (the HPA's owner)
+    def add_stateful_set(self, name: str, replicas: int) -> None: ...  # a StatefulSet labelled app=<name>
+    def scale_of(self, kind: str, name: str) -> int: ...  # its /scale's spec.replicas, read by the harness
+    def set_scale(self, kind: str, name: str, replicas: int) -> None: ...  # another writer, on /scale
+    def add_config_map(self, name: str) -> None: ...  # an object of a kind without a scale subresource
+    def controlled_replica_set(self, deployment: str) -> str: ...  # the name of a Deployment's ReplicaSet
 
 
 def deployment_found_by_label_scaled_and_its_state_kept(h: Harness) -> None:
@@ -194,6 +201,42 @@ def lease_notes_are_written_only_by_the_holder_and_survive_renewals(h: Harness) 
     h.cluster.release_lease(h.serving, "contract/one")
 
 
+def a_stateful_set_is_scaled_through_its_scale_and_its_pods_found_by_its_selector(h: Harness) -> None:
+    """Any kind with /scale, as a Deployment: read, lowered and raised only through its scale, tested on spec.replicas.
+
+    Its pods are the ones its scale's status.selector selects; an HPA of a Deployment of the same name is not its own.
+    """
+    h.add_stateful_set("contract-sts", 2)
+    h.add_hpa("contract-sts", 1, 5)  # an HPA of the Deployment contract-sts (none exists): not the StatefulSet's
+    text = "apps/v1/StatefulSet/contract-sts"
+    target = h.cluster.deployment(h.serving, "contract-sts", text)
+    assert (target.kind, target.name, target.replicas, target.text) == ("StatefulSet", "contract-sts", 2, text)
+    assert target.uid and "app=contract-sts" in target.selector
+    assert h.cluster.autoscaler(target) is None
+    assert sorted(p.name for p in h.cluster.ready_pods(target)) == ["contract-sts-0", "contract-sts-1"]
+    h.set_scale("StatefulSet", "contract-sts", 3)  # a human, after the gate read 2
+    assert h.cluster.lower_serving(target, 2, 1) == ServingWrite(3, conflict=True)
+    assert h.scale_of("StatefulSet", "contract-sts") == 3 and target.replicas == 3
+    assert h.cluster.lower_serving(target, 3, 1) == ServingWrite(1) and h.scale_of("StatefulSet", "contract-sts") == 1
+    assert h.cluster.raise_serving(target, 1, 2) == ServingWrite(2) and h.scale_of("StatefulSet", "contract-sts") == 2
+    found = h.cluster.find_deployment(h.serving, text)
+    assert found is not None and (found.uid, found.kind) == (target.uid, "StatefulSet")
+    assert h.cluster.find_deployment(h.serving, "apps/v1/StatefulSet/contract-no-such-sts") is None
+
+
+def a_target_the_gate_must_not_scale_is_refused_naming_it(h: Harness) -> None:
+    """A kind without /scale, and an object another controller owns (named, with the object to configure instead)."""
+    h.add_config_map("contract-cm")
+    with pytest.raises(ClusterError, match=r"^ConfigMap contract-cm \(v1\): kind ConfigMap has no scale subresource"):
+        h.cluster.deployment(h.serving, "contract-cm", "v1/ConfigMap/contract-cm")
+    h.add_service("contract-svc9", 1)
+    replica_set = h.controlled_replica_set("contract-svc9")
+    with pytest.raises(ClusterError, match=f"^ReplicaSet {replica_set} .* is controlled by Deployment contract-svc9"):
+        h.cluster.deployment(h.serving, "contract-svc9", f"apps/v1/ReplicaSet/{replica_set}")
+    with pytest.raises(ClusterError, match="scale target 'apps/v1/Bad_Kind/x': kind"):
+        h.cluster.find_deployment(h.serving, "apps/v1/Bad_Kind/x")
+
+
 CONTRACT: list[Callable[[Harness], None]] = [
     deployment_found_by_label_scaled_and_its_state_kept,
     serving_writes_test_the_value_they_read,
@@ -206,4 +249,6 @@ CONTRACT: list[Callable[[Harness], None]] = [
     missing_workflow_is_none,
     lease_admits_one_writer_at_a_time,
     lease_notes_are_written_only_by_the_holder_and_survive_renewals,
+    a_stateful_set_is_scaled_through_its_scale_and_its_pods_found_by_its_selector,
+    a_target_the_gate_must_not_scale_is_refused_naming_it,
 ]
