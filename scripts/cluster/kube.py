@@ -843,9 +843,9 @@ class KubeCluster:
         return self._call(f"note on lease {namespace}/{LEASE_NAME}", replace, accept={409: False})
 
     # -- placement: where lent GPUs land (policy/placement.py; the gate's hook is gate/placement.py) --------------
-    def serving_replicas(self, dep: Deployment) -> tuple[list[Replica], dict[str, int | None]]:
+    def serving_replicas(self, dep: ScaleTarget) -> tuple[list[Replica], dict[str, int | None]]:
         """Return the Deployment's pods bound to a node and not ending, as replicas, and each one's deletion cost."""
-        selector = ",".join(f"{k}={v}" for k, v in sorted(dep.selector.items()))
+        selector = dep.selector  # the scale's status.selector (a label selector's text)
         replicas: list[Replica] = []
         costs: dict[str, int | None] = {}
         for pod in self._pages(f"list pods {selector}", partial(self.core.list_namespaced_pod, dep.namespace,

@@ -262,7 +262,7 @@ class MemoryCluster:
             self.deletion_costs.pop((namespace, victim.name), None)
 
     # -- placement (issue 36) --------------------------------------------------------------------
-    def serving_replicas(self, dep: Deployment) -> tuple[list[Replica], dict[str, int | None]]:
+    def serving_replicas(self, dep: ScaleTarget) -> tuple[list[Replica], dict[str, int | None]]:
         """Return the Deployment's placed pods and each one's deletion cost."""
         self._call(f"list pods {dep.name}")
         pods = sorted(self.replicas_on_nodes.get((dep.namespace, dep.name), []), key=lambda r: r.name)
