@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 from flask import request
 
-from offhours.scripts.cluster.access import READ_JOBS, AccessUnknown, Action, PersonAccess, Subject, token_review
+from offhours.scripts.cluster.access import READ_JOBS, AccessReviewer, AccessUnknown, Action, PersonAccess, Subject, token_review
 from offhours.scripts.names import CONSOLE_TOKEN_COOKIE
 
 LIST_DEPLOYMENTS = Action("list", "deployments", "apps")  # the services of the serving namespace
@@ -43,6 +43,9 @@ class Access:
     metrics: bool  # may get /metrics
     # Who the API server says it is (TokenReview): the subject of every later review of what it may do to a job.
     subject: Subject | None = field(default=None, compare=False)
+    # What it may do to a job, asked of the API server per namespace (SubjectAccessReview): the resolver's only
+    # source of permission for the console's lookups (cluster/resolve.py). None: it may act on no job.
+    reviewer: AccessReviewer | None = field(default=None, compare=False)
 
 
 class ReviewUnavailable(RuntimeError):
@@ -98,7 +101,7 @@ class KubernetesAuth:
         try:
             return Access(user=subject.user, services=person.may(self.serving, LIST_DEPLOYMENTS),
                           jobs=person.may(self.research, READ_JOBS), metrics=person.may_path("/metrics", "get"),
-                          subject=subject)
+                          subject=subject, reviewer=person)
         except AccessUnknown as err:
             raise ReviewUnavailable(f"cannot review the token's rights: {err}") from None
 

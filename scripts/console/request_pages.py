@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 from flask import Flask, abort, g, redirect, render_template, request, url_for
 
+from offhours.scripts.cluster.access import CANCEL_JOB, RESUBMIT_JOB, Action
 from offhours.scripts.cluster.parked import misplaced_namespace, stop_patch
 from offhours.scripts.console.asperson import CallFailed, Person, PersonApi, Refused, creator_label
 from offhours.scripts.console.auth import bearer_token
@@ -113,7 +114,8 @@ def actual_start_minutes(run: RunView) -> float | None:
 def add_request_routes(app: Flask, person_api: PersonApi, pool: Callable[[], Pool], refresh: Callable[[], None],
                        estimator: Estimator | None, services: Collection[str] | None, local_user: str = "",
                        read_now: Callable[[], Pool] | None = None,
-                       admits_from: tuple[str, str] | None = None) -> None:
+                       admits_from: tuple[str, str] | None = None,
+                       find_job: Callable[[Pool, str, Action], RunView] | None = None) -> None:
     """Add /request, /request/<template>, and the job page's cancel and resubmit to `app`.
 
     `pool`: the pool as the reader may see it (cached); `read_now`: the whole pool read afresh, raising
@@ -123,6 +125,12 @@ def add_request_routes(app: Flask, person_api: PersonApi, pool: Callable[[], Poo
     """
     secret = secrets.token_bytes(32)
     ns = person_api.namespace
+
+    def found(name: str, action: Action) -> RunView:
+        """Return the one job `name` the person may do `action` on: the console's resolver (cluster/resolve.py) decides."""
+        if find_job is None:  # no resolver, no lookup: never a job picked by name alone
+            abort(403, description="this console resolves no job names")
+        return find_job(pool(), name, action)
     # Parked where the gate does not admit from, a job waits for ever: the form says so and creates nothing.
     misplaced = None if admits_from is None else misplaced_namespace(f"namespace {ns}", ns, admits_from[0],
                                                                      admits_from[1], "console")
@@ -288,9 +296,7 @@ def add_request_routes(app: Flask, person_api: PersonApi, pool: Callable[[], Poo
     def cancel(name: str) -> Any:
         check_form_key()
         refresh()  # the run as it is now, not as the page's cached read had it: a tick may have parked a copy since
-        run = pool().find(name)
-        if run is None:
-            abort(404, description=f"no offhours job {name!r}")
+        run = found(name, CANCEL_JOB)
         live = unfinished(run)
         if not live:
             return refused(f"{run.run_id} has nothing to cancel: it is {run.state}", 409, "nothing to cancel")
@@ -325,9 +331,7 @@ def add_request_routes(app: Flask, person_api: PersonApi, pool: Callable[[], Poo
         check_form_key()
         if misplaced is not None:
             return refused(misplaced, 409, "cannot resubmit")
-        run = pool().find(name)
-        if run is None:
-            abort(404, description=f"no offhours job {name!r}")
+        run = found(name, RESUBMIT_JOB)
         live = [c.name for c in unfinished(run)]
         if live:  # two live workflows of one run id: the gate would stop one of them as a duplicate
             return refused(f"{run.run_id} is {run.state} ({', '.join(live)}): cancel it before resubmitting", 409,
