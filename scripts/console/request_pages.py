@@ -21,6 +21,7 @@ from flask import Flask, abort, g, redirect, render_template, request, url_for
 
 from offhours.scripts.cluster.access import CANCEL_JOB, RESUBMIT_JOB, Action
 from offhours.scripts.cluster.parked import misplaced_namespace, stop_patch
+from offhours.scripts.cluster.template_needs import template_refusal
 from offhours.scripts.console.asperson import CallFailed, Person, PersonApi, Refused, creator_label
 from offhours.scripts.console.auth import bearer_token
 from offhours.scripts.console.form import (
@@ -228,6 +229,9 @@ def add_request_routes(app: Flask, person_api: PersonApi, pool: Callable[[], Poo
             return refused(str(err), 403)
         except CallFailed as err:
             return refused(str(err), 404 if "(HTTP 404)" in str(err) else 502, "not found")
+        unusable = template_refusal(template)  # before any field is read from it: one refusal, never a 500
+        if unusable is not None:
+            return refused(unusable, 422, "cannot use this template")
         if request.method == "GET":
             return render_template("request.html", template=template, name=name, fields=fields_of(template),
                                    form={HOURS_FIELD: DEFAULT_HOURS, CHECKPOINT_FIELD: DEFAULT_CHECKPOINT_MINUTES,
@@ -348,6 +352,9 @@ def add_request_routes(app: Flask, person_api: PersonApi, pool: Callable[[], Poo
             return refused(str(err), 403)
         except CallFailed as err:
             return refused(str(err), 502, "unavailable")
+        unusable = template_refusal(template)
+        if unusable is not None:
+            return refused(unusable, 422, "cannot resubmit")
         params = {str(p.get("name")): str(p.get("value", "")) for p in
                   ((original.get("spec") or {}).get("arguments") or {}).get("parameters") or [] if isinstance(p, dict)}
         annotations = (original.get("metadata") or {}).get("annotations") or {}
