@@ -220,7 +220,8 @@ def _access(reader: Any) -> AccessReviewer:
 def find_run(pool: Pool, name: str, where: Namespaces, action: Action, access: AccessReviewer) -> RunView:
     """Return the one run named `name` the caller may do `action` on (cluster/resolve.py), or CommandError saying why not."""
     try:
-        return resolve(pool.runs, name, action, access, where.described())
+        return resolve(pool.runs, name, action, access, where.described(),
+                       "`offhours jobs --all` lists them; -n names another namespace")
     except Unresolved as err:
         raise CommandError(str(err)) from None
 

@@ -88,8 +88,11 @@ def permitted(runs: Iterable[R], action: Action, access: AccessReviewer) -> list
     return [r for r in runs if r.namespace in allowed]
 
 
-def resolve(runs: Iterable[R], name: str, action: Action, access: AccessReviewer, where: str = "") -> R:
-    """Return the one run named `name` that the caller may do `action` on; Unresolved otherwise (see the module)."""
+def resolve(runs: Iterable[R], name: str, action: Action, access: AccessReviewer, where: str = "", hint: str = "") -> R:
+    """Return the one run named `name` that the caller may do `action` on; Unresolved otherwise (see the module).
+
+    `where`: where the runs were read (named when none matches); `hint`: what the caller's tool offers then.
+    """
     found = matches(runs, name)
     mine = permitted(found, action, access)
     who = access.who() or "you"
@@ -100,8 +103,7 @@ def resolve(runs: Iterable[R], name: str, action: Action, access: AccessReviewer
             raise NoSuchJob(f"{name!r} matches no offhours job that {who} may {action.described()} on: it names "
                             f"{len(found)} job(s) in namespace(s) {', '.join(others)} where {who} may not; "
                             "nothing was touched")
-        raise NoSuchJob(f"no offhours job {name!r}{place} (`offhours jobs --all` lists them; -n names another "
-                        "namespace)")
+        raise NoSuchJob(f"no offhours job {name!r}{place}" + (f" ({hint})" if hint else ""))
     distinct = {(r.namespace, r.run_id): r for r in mine}
     if len(distinct) > 1:
         named = [candidate_text(r) for r in distinct.values()]

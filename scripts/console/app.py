@@ -227,7 +227,7 @@ def create_app(source: PoolSource, gpus_per_replica: Mapping[str, int] | None = 
         if reviewer is None:
             abort(403, description="cannot tell what this identity may do to jobs: no job is shown or touched")
         try:
-            return resolve(pool.runs, name, action, reviewer, looked)
+            return resolve(pool.runs, name, action, reviewer)
         except AmbiguousJob as err:
             abort(409, description=str(err))
         except Unresolved as err:
