@@ -277,6 +277,11 @@ def _cmd_usage(args: argparse.Namespace) -> int:
     for line in skipped:
         print(f"warning: {printable(line)}", file=sys.stderr)
     print(usage_text(lines, args.by, args.csv, _namespaces(args), args.since))
+    from offhours.scripts.cli.report import lower_bound_note
+
+    note = lower_bound_note([], len(skipped), len(pool.problems))
+    if note is not None and lines:  # said on stderr with --csv: the CSV stays rows only
+        print(printable(note), file=sys.stderr if args.csv else sys.stdout)
     return 0
 
 
