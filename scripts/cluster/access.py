@@ -12,13 +12,15 @@ instead, per namespace, whether the caller may do the verb's action there:
 An access review the API server cannot answer is a refusal (`AccessUnknown`), never a permission.
 """
 
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from offhours.scripts.names import ARGO_GROUP
 
 REVIEW_TIMEOUT = 5.0
+ANSWER_SECONDS = 60.0  # as long as the console keeps a token's review (console/auth.py CACHE_SECONDS)
 
 
 @dataclass(frozen=True)
@@ -75,18 +77,26 @@ def _allowed(answer: Any) -> bool:
 
 
 class SelfAccess:
-    """SelfSubjectAccessReview with the caller's own client: what the CLI (and a console without authentication) may do."""
+    """SelfSubjectAccessReview with the caller's own client: what the CLI (and a console without authentication) may do.
 
-    def __init__(self, api_client: Any, user: str = "", timeout: float = REVIEW_TIMEOUT) -> None:
-        self.api, self.user, self.timeout = api_client, user, timeout
+    Answers are kept `ttl` seconds (a long-lived console notices a changed RoleBinding within that), on its own
+    monotonic clock.
+    """
+
+    def __init__(self, api_client: Any, user: str = "", timeout: float = REVIEW_TIMEOUT, ttl: float = ANSWER_SECONDS,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.api, self.user, self.timeout, self.ttl, self.clock = api_client, user, timeout, ttl, clock
         self._answers: dict[tuple[str, Action], bool] = {}
+        self._since = clock()
 
     def who(self) -> str:
         """Return whom the answers are about."""
         return self.user
 
     def may(self, namespace: str, action: Action) -> bool:
-        """Whether the caller may do `action` in `namespace` (asked once per namespace and action)."""
+        """Whether the caller may do `action` in `namespace` (asked once per namespace and action within `ttl`)."""
+        if self.clock() - self._since >= self.ttl:
+            self._answers, self._since = {}, self.clock()
         key = (namespace, action)
         if key not in self._answers:
             body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",

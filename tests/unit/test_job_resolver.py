@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from offhours.scripts.cli import jobs as cli_jobs
-from offhours.scripts.cluster.access import CANCEL_JOB, READ_JOBS, READ_LOGS, AccessUnknown, Action
+from offhours.scripts.cluster.access import CANCEL_JOB, READ_JOBS, READ_LOGS, AccessUnknown, Action, SelfAccess
 from offhours.scripts.cluster.memory import MemoryCluster
 from offhours.scripts.cluster.resolve import AmbiguousJob, NoSuchJob, Unresolved, matches, resolve
 from offhours.scripts.names import ARGO_CREATOR_LABEL, ARGO_GROUP
@@ -189,3 +189,21 @@ def test_cancel_by_the_cli_never_patches_a_job_the_caller_may_not_patch(monkeypa
     assert cli_jobs._guarded(cli_jobs._cmd_cancel)(args) == 1
     assert patched == []
     assert "alice may patch workflows.argoproj.io" in capsys.readouterr().err
+
+
+def test_self_access_asks_the_api_server_again_after_its_answers_expire() -> None:
+    """A long-lived console notices a removed RoleBinding: answers are kept `ttl` seconds of its own clock, no longer."""
+    now = [0.0]
+    asked: list[dict[str, Any]] = []
+    allowed = [True]
+
+    class Server:
+        def call_api(self, path: str, method: str, body: dict[str, Any], **_: Any) -> dict[str, Any]:
+            asked.append(body["spec"]["resourceAttributes"])
+            return {"status": {"allowed": allowed[0]}}
+
+    access = SelfAccess(Server(), ttl=60.0, clock=lambda: now[0])
+    assert access.may("team-a", CANCEL_JOB) and access.may("team-a", CANCEL_JOB)
+    assert asked == [{"namespace": "team-a", "verb": "patch", "group": ARGO_GROUP, "resource": "workflows"}]
+    allowed[0], now[0] = False, 61.0
+    assert not access.may("team-a", CANCEL_JOB) and len(asked) == 2
