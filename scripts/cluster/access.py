@@ -20,6 +20,8 @@ from typing import Any, Protocol
 from offhours.scripts.names import ARGO_GROUP
 
 REVIEW_TIMEOUT = 5.0
+# The answer of a POST as plain JSON (the client's `call_api` deserialises to the type each status maps to).
+ANY_ANSWER = {200: "object", 201: "object"}
 ANSWER_SECONDS = 60.0  # as long as the console keeps a token's review (console/auth.py CACHE_SECONDS)
 
 
@@ -154,7 +156,9 @@ class PersonAccess:
 
 def _post(api_client: Any, path: str, body: dict[str, Any], timeout: float, what: str = "an access review") -> Any:
     try:
-        return api_client.call_api(path, "POST", body=body, response_type="object", auth_settings=["BearerToken"],
+        return api_client.call_api(path, "POST", body=body, response_types_map=ANY_ANSWER,
+                                   auth_settings=["BearerToken"], header_params={"Content-Type": "application/json",
+                                                                                 "Accept": "application/json"},
                                    _return_http_data_only=True, _request_timeout=timeout)
     except Exception as err:  # noqa: BLE001 - whatever failed, the answer is "cannot say", never "allowed"
         status = getattr(err, "status", None)

@@ -10,6 +10,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
+from offhours.scripts.cluster.access import ANY_ANSWER
 from offhours.scripts.cluster.errors import failed_call
 from offhours.scripts.names import ARGO_GROUP, ARGO_VERSION
 
@@ -40,9 +41,10 @@ def dry_run_create(api_client: Any, doc: dict[str, Any], namespace: str) -> DryR
     else:
         path = f"/apis/{ARGO_GROUP}/{ARGO_VERSION}/namespaces/{namespace}/{plural}"
     try:
-        api_client.call_api(path, "POST", query_params=[("dryRun", "All")], body=doc, response_type="object",
-                            auth_settings=["BearerToken"], _return_http_data_only=True,
-                            _request_timeout=DRY_RUN_TIMEOUT)
+        api_client.call_api(path, "POST", query_params=[("dryRun", "All")], body=doc, response_types_map=ANY_ANSWER,
+                            auth_settings=["BearerToken"], header_params={"Content-Type": "application/json",
+                                                                          "Accept": "application/json"},
+                            _return_http_data_only=True, _request_timeout=DRY_RUN_TIMEOUT)
     except ApiException as err:
         message = _message(err)
         if err.status in (400, 422) or (err.status == 403 and "denied" in message.lower()):
