@@ -211,3 +211,11 @@ class ModelledAccess:
         """Whether a grant of the user or one of its groups allows `action` in `namespace`."""
         subjects = (self.user, *(f"group:{g}" for g in self.groups))
         return any(g.allows(namespace, action) for s in subjects for g in self.grants.get(s, ()))
+
+
+def self_review(api_client: Any, timeout: float = REVIEW_TIMEOUT) -> str:
+    """Return the user `api_client`'s credentials are (SelfSubjectReview); AccessUnknown when the server does not say."""
+    body = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+    answer = _post(api_client, "/apis/authentication.k8s.io/v1/selfsubjectreviews", body, timeout, "a self review")
+    user = ((answer or {}).get("status") or {}).get("userInfo") or {} if isinstance(answer, Mapping) else {}
+    return str(user.get("username") or "") if isinstance(user, Mapping) else ""
