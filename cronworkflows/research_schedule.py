@@ -183,14 +183,14 @@ def installed_template(name: str, namespace: str, api: Any = None) -> dict[str, 
 
     `api` is a kubernetes CustomObjectsApi (default: one from the in-cluster config or kubeconfig).
     """
-    from kubernetes import client
-    from kubernetes.client.exceptions import ApiException
+    from offhours.scripts.cluster.handles import ApiError as ApiException
 
     if api is None:
+        from offhours.scripts.cluster.handles import handles
         from offhours.scripts.cluster.kube import load_client_config
 
         load_client_config()
-        api = client.CustomObjectsApi()
+        api = handles().custom
     try:
         found: dict[str, Any] = api.get_namespaced_custom_object(ARGO_GROUP, ARGO_VERSION, namespace, "workflowtemplates", name)
     except ApiException as err:

@@ -19,11 +19,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
-
 from offhours.scripts.cli.check_boundary import boundary_checks
 from offhours.scripts.cli.gate_health import TickFailure, Verdict, services_ticks, verdict
+from offhours.scripts.cluster.handles import ApiError as ApiException
+from offhours.scripts.cluster.handles import handles, subject_access_review
 from offhours.scripts.config.loader import load_config, parse_config_text
 from offhours.scripts.inputs.text import package_bytes
 from offhours.scripts.names import (
@@ -147,24 +146,20 @@ def _canonical(value: Any) -> str:
 class Checker:
     """Runs the checks against one cluster (an ApiClient) for one gate configuration."""
 
-    api: client.ApiClient
+    api: Any
     config: GateConfig | None
     config_file: str | None = None
     research_namespace: str | None = None  # -n: the research namespace to check instead of the configuration's
 
     def __post_init__(self) -> None:
-        self.core = client.CoreV1Api(self.api)
-        self.apps = client.AppsV1Api(self.api)
-        self.custom = client.CustomObjectsApi(self.api)
-        self.ext = client.ApiextensionsV1Api(self.api)
-        self.auth = client.AuthorizationV1Api(self.api)
-        self.sched = client.SchedulingV1Api(self.api)
-        self.net = client.NetworkingV1Api(self.api)
+        apis = handles(self.api)
+        self.core, self.apps, self.custom, self.ext = apis.core, apis.apps, apis.custom, apis.ext
+        self.auth, self.sched, self.net, self.version = apis.authz, apis.sched, apis.net, apis.version
 
     # -- the checks ------------------------------------------------------------------------
     def api_server(self) -> Iterator[Check]:
         """Check that the API server answers."""
-        version = client.VersionApi(self.api).get_code()
+        version = self.version.get_code()
         yield Check("Kubernetes API", True, f"reachable, {version.git_version}")
 
     def crds(self) -> Iterator[Check]:
@@ -242,11 +237,8 @@ class Checker:
 
     def _allowed(self, user: str, namespace: str, group: str, resource: str, verb: str, subresource: str = "",
                  name: str = "") -> bool:
-        review = client.V1SubjectAccessReview(spec=client.V1SubjectAccessReviewSpec(
-            user=user, groups=["system:serviceaccounts", f"system:serviceaccounts:{user.split(':')[2]}"],
-            resource_attributes=client.V1ResourceAttributes(namespace=namespace or None, group=group, resource=resource,
-                                                            subresource=subresource or None, verb=verb,
-                                                            name=name or None)))
+        review = subject_access_review(user, ["system:serviceaccounts", f"system:serviceaccounts:{user.split(':')[2]}"],
+                                       namespace, group, resource, verb, subresource, name)
         return bool(self.auth.create_subject_access_review(review).status.allowed)
 
     def rbac(self, config: GateConfig) -> Iterator[Check]:
@@ -537,7 +529,7 @@ class Checker:
         yield from self.cron_workflow(config)
 
 
-def check(api: client.ApiClient, config_file: str | None, out: Callable[[str], None] = print,
+def check(api: Any, config_file: str | None, out: Callable[[str], None] = print,
           research_namespace: str | None = None) -> int:
     """Run every check, print one line each; return 1 if any failed."""
     from offhours.workflows.render import example_gate_config

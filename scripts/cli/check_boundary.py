@@ -9,9 +9,8 @@ rendered field that the installed object lacks or holds otherwise.
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
-
+from offhours.scripts.cluster.handles import ApiError as ApiException
+from offhours.scripts.cluster.handles import handles
 from offhours.scripts.names import GPU_QUOTA, GPU_RESOURCE
 from offhours.scripts.policy.config import GateConfig
 
@@ -50,12 +49,12 @@ def difference(rendered: Any, installed: Any, path: str = "spec") -> str | None:
     return None if rendered == installed else path
 
 
-def boundary_checks(api: client.ApiClient, config: GateConfig, install: str) -> Iterator[Line]:
+def boundary_checks(api: Any, config: GateConfig, install: str) -> Iterator[Line]:
     """Yield a report line (name, ok, detail, fix) per policy, binding and quota: installed as rendered, else ✗."""
     from offhours.cronworkflows.admission import admission_manifests
 
-    admission = client.AdmissionregistrationV1Api(api)
-    core = client.CoreV1Api(api)
+    apis = handles(api)
+    admission, core = apis.admission, apis.core
     readers = {
         "ValidatingAdmissionPolicy": lambda doc: admission.read_validating_admission_policy(doc["metadata"]["name"]),
         "ValidatingAdmissionPolicyBinding":
@@ -83,7 +82,7 @@ def boundary_checks(api: client.ApiClient, config: GateConfig, install: str) -> 
         yield from _gpu_quota(core, config, install)
 
 
-def _gpu_quota(core: client.CoreV1Api, config: GateConfig, install: str) -> Iterator[Line]:
+def _gpu_quota(core: Any, config: GateConfig, install: str) -> Iterator[Line]:
     ns, key = config.workflow_namespace, f"requests.{GPU_RESOURCE}"
     name = f"ResourceQuota {ns}/{GPU_QUOTA}"
     try:

@@ -1,65 +1,16 @@
-"""Reach the cluster a verb talks to, or say in one line that there is none and how to get one.
+"""Reach the cluster a verb talks to: the cluster layer's connection (offhours.scripts.cluster.connection).
 
-Every cluster verb connects here first: its kubeconfig (else the pod's service account) is loaded,
-the client is told not to retry a refused connection (urllib3 retries three times by default, and
-each retry of a dead address costs seconds), and the API server's `/version` (readable by anyone) is
-asked once with a short timeout, so a missing or stopped cluster is one line within seconds, never
-a verb's own error after its first list call.
+Kept as the CLI's one name for it, so every verb connects through the same function (and a test can
+replace it in one place); only scripts/cluster talks to the Kubernetes client (.importlinter).
 """
 
-import os
+from offhours.scripts.cluster.connection import (
+    HOW_TO_GET_ONE,
+    PROBE_TIMEOUT_SECONDS,
+    KubeconfigError,
+    NoCluster,
+    connect,
+    kubeconfig_path,
+)
 
-import urllib3
-from kubernetes import client
-from kubernetes import config as kube_config
-from kubernetes.client.exceptions import ApiException
-from kubernetes.config.config_exception import ConfigException
-
-from offhours.scripts.cluster.errors import failed_call
-from offhours.scripts.inputs.kubeconfig import check_kubeconfig
-
-PROBE_TIMEOUT_SECONDS = 3.0
-HOW_TO_GET_ONE = ("start the local one with `make cluster-up` and "
-                  "`eval \"$(python3 scripts/controlplane/lifecycle.py env)\"`, or set KUBECONFIG to your cluster's")
-
-
-class NoCluster(RuntimeError):
-    """No cluster to talk to: one line; exit 2 without a configuration (fixed locally), 1 when none answers."""
-
-    def __init__(self, line: str, exit_code: int = 1) -> None:
-        super().__init__(line)
-        self.exit_code = exit_code
-
-
-def kubeconfig_path(flag: str | None = None) -> str | None:
-    """Return the kubeconfig a verb reads: its --kubeconfig, else $KUBECONFIG (read now, not at import), else the default."""
-    return flag or os.environ.get("KUBECONFIG") or None
-
-
-def connect(kubeconfig: str | None = None, probe: bool = True) -> client.ApiClient:
-    """Load the client configuration and check the API server answers; NoCluster (one line) if there is none."""
-    path = kubeconfig_path(kubeconfig)
-    check_kubeconfig(path)  # bounded and checked before the client reads it (InputError: one line, cli/errors.py)
-    try:
-        kube_config.load_kube_config(config_file=path)
-    except UnicodeDecodeError:
-        raise  # not text at all: one line saying so (cli/errors.py)
-    except (ConfigException, OSError, TypeError, AttributeError, KeyError, ValueError) as err:  # a file in a shape it cannot read
-        try:
-            kube_config.load_incluster_config()
-        except ConfigException:
-            where = path or "~/.kube/config"
-            raise NoCluster(f"no cluster: no Kubernetes configuration in {where} ({str(err).splitlines()[0][:120]}); "
-                            f"{HOW_TO_GET_ONE}", exit_code=2) from None
-    settings = client.Configuration.get_default_copy()
-    settings.retries = 0  # a refused connection is an answer: fail on it at once
-    client.Configuration.set_default(settings)
-    api = client.ApiClient(settings)
-    if probe:
-        try:
-            client.VersionApi(api).get_code(_request_timeout=PROBE_TIMEOUT_SECONDS)
-        except ApiException:
-            pass  # it answered: what it refuses is the verb's own call to name
-        except urllib3.exceptions.HTTPError as err:
-            raise NoCluster(f"{failed_call('no cluster', err)}; {HOW_TO_GET_ONE}") from None
-    return api
+__all__ = ["HOW_TO_GET_ONE", "PROBE_TIMEOUT_SECONDS", "KubeconfigError", "NoCluster", "connect", "kubeconfig_path"]

@@ -31,8 +31,6 @@ from typing import Any
 import numpy as np
 import urllib3
 import yaml
-from kubernetes import client
-from kubernetes import config as kube_config
 
 from offhours.scripts.cli.demo_text import (
     GateDecision,
@@ -44,6 +42,8 @@ from offhours.scripts.cli.demo_text import (
     summary_lines,
 )
 from offhours.scripts.cli.text import printable
+from offhours.scripts.cluster.connection import client_of
+from offhours.scripts.cluster.handles import ApiError, handles
 from offhours.scripts.inputs.errors import InputError
 from offhours.scripts.inputs.limits import MANIFEST_BYTES, SMALL_FILE_BYTES
 from offhours.scripts.inputs.text import read_bytes, read_text
@@ -157,8 +157,8 @@ def load_scale(trace: Trace, start_minute: int, minutes: int, replicas: int, hea
 class Replay:
     """Emulated vLLM on every ready serving pod, fed from the trace at the clock's pace."""
 
-    def __init__(self, api: client.ApiClient, port: int, trace: Trace, clock: TraceClock, scale: float) -> None:
-        self.core, self.port, self.trace, self.clock, self.scale = client.CoreV1Api(api), port, trace, clock, scale
+    def __init__(self, api: Any, port: int, trace: Trace, clock: TraceClock, scale: float) -> None:
+        self.core, self.port, self.trace, self.clock, self.scale = handles(api).core, port, trace, clock, scale
         self.servers: dict[str, EmulatedServer] = {}
         self.fleet = Fleet([]).start()
         self.rps = 0.0
@@ -212,8 +212,9 @@ class Replay:
 class Watcher:
     """Reads a Snapshot from the cluster: the demo's service and the research workflows `selector` picks."""
 
-    def __init__(self, api: client.ApiClient, selector: str, baseline: int) -> None:
-        self.apps, self.core, self.custom = client.AppsV1Api(api), client.CoreV1Api(api), client.CustomObjectsApi(api)
+    def __init__(self, api: Any, selector: str, baseline: int) -> None:
+        apis = handles(api)
+        self.apps, self.core, self.custom = apis.apps, apis.core, apis.custom
         self.selector, self.baseline = selector, baseline
 
     def snapshot(self) -> Snapshot:
@@ -228,7 +229,7 @@ class Watcher:
                 decision = GateDecision(str(last.get("action") or ""), _int(last.get("required")),
                                         _int(last.get("lent")), _int(last.get("target")),
                                         str(last.get("reason") or ""), float(last.get("at") or 0.0))
-        except (client.ApiException, ValueError, TypeError):
+        except (ApiError, ValueError, TypeError):
             decision = None
         from offhours.scripts.pool.model import job_view
 
@@ -344,7 +345,7 @@ def watch(watcher: Watcher, clock: TraceClock, replay: Replay, until: Callable[[
     while time.monotonic() < deadline:
         try:
             now = watcher.snapshot()
-        except client.ApiException as err:
+        except ApiError as err:
             say(f"cannot read the cluster: HTTP {err.status} {err.reason}")
             if STOP.wait(1):
                 return
@@ -499,7 +500,7 @@ def stop_sandbox(say: Callable[[str], None]) -> int:
     return 0
 
 
-def resumed_steps(core: client.CoreV1Api, jobs: dict[str, JobState]) -> dict[str, int]:
+def resumed_steps(core: Any, jobs: dict[str, JobState]) -> dict[str, int]:
     """Return the step each workflow's training resumed from (its pods' logs: `start at step N`, N > 0)."""
     steps: dict[str, int] = {}
     for name in jobs:
@@ -513,7 +514,7 @@ def resumed_steps(core: client.CoreV1Api, jobs: dict[str, JobState]) -> dict[str
                 found = [int(m) for m in RESUMED.findall(text) if int(m) > 0]
                 if found:
                     steps[name] = found[0]
-        except (client.ApiException, OSError, ValueError):
+        except (ApiError, OSError, ValueError):
             continue  # advisory: the summary says only what it could read
     return steps
 
@@ -526,7 +527,7 @@ def demo(args: argparse.Namespace, say: Callable[[str], None] = print) -> DemoRe
     # Its env file outlives a control plane that crashed or a reboot: asked once, one that answers nothing is one
     # line with the way to start it, before anything is installed.
     connect(env["KUBECONFIG"])
-    api = kube_config.new_client_from_config(env["KUBECONFIG"])
+    api = client_of(env["KUBECONFIG"])
     trace = load_trace()
     start = int(args.start_hour * 60)
     minutes = int(args.hours * 60)
@@ -596,7 +597,7 @@ def demo(args: argparse.Namespace, say: Callable[[str], None] = print) -> DemoRe
         last = result.snapshots[-1][1] if result.snapshots else None
         if last is not None:
             summary = summarize(result.samples, args.replicas, args.speed,
-                                resumed_steps(client.CoreV1Api(api), last.jobs))
+                                resumed_steps(handles(api).core, last.jobs))
             for line in summary_lines(summary, RESEARCH, run_id if pipeline else "NAME", args.speed):
                 say(line)
         for line in result.left:
@@ -611,7 +612,7 @@ def _decided_at(watcher: Watcher) -> float:
     """Return when the gate last decided; 0 when the cluster does not answer this time (the caller asks again)."""
     try:
         return watcher.snapshot().decided_at
-    except (client.ApiException, OSError, urllib3.exceptions.HTTPError):
+    except (ApiError, OSError, urllib3.exceptions.HTTPError):
         return 0.0
 
 
@@ -623,7 +624,7 @@ def sandbox_hint() -> str:
             f"Try it locally), and watch with `offhours jobs -n {RESEARCH}` and `offhours why NAME -n {RESEARCH}`")
 
 
-def stop_gate(env: dict[str, str], api: client.ApiClient, baseline: int) -> list[str]:
+def stop_gate(env: dict[str, str], api: Any, baseline: int) -> list[str]:
     """Suspend the gate and end its runs (without the emulated fleet every tick would fail); say what is left."""
     bin_dir, kubeconfig = env["OFFHOURS_CLUSTER_BIN"], env["KUBECONFIG"]
     left: list[str] = []
@@ -640,8 +641,8 @@ def stop_gate(env: dict[str, str], api: client.ApiClient, baseline: int) -> list
     except (OSError, RuntimeError, subprocess.TimeoutExpired, KeyError, TypeError, InputError) as err:
         left.append(f"could not suspend the gate CronWorkflow ({err}): it still ticks and finds no vLLM metrics")
     try:
-        dep = client.AppsV1Api(api).read_namespaced_deployment(SERVICE, SERVING)
-        wfs = client.CustomObjectsApi(api).list_namespaced_custom_object(
+        dep = handles(api).apps.read_namespaced_deployment(SERVICE, SERVING)
+        wfs = handles(api).custom.list_namespaced_custom_object(
             ARGO_GROUP, ARGO_VERSION, RESEARCH, "workflows", label_selector=LABEL_SERVICE)["items"]
         running = [w["metadata"]["name"] for w in wfs if (w.get("status") or {}).get("phase") in ("Running", None)
                    and not (w.get("spec") or {}).get("suspend")]
@@ -651,7 +652,7 @@ def stop_gate(env: dict[str, str], api: client.ApiClient, baseline: int) -> list
         left.append(f"  research: {len(wfs)} workflows in {RESEARCH}" + (
             f", still running: {', '.join(sorted(running))}" if running else ", none running")
             + f" (`argo list -n {RESEARCH}`)")
-    except (client.ApiException, OSError, KeyError, TypeError) as err:
+    except (ApiError, OSError, KeyError, TypeError) as err:
         left.append(f"  could not read what is left ({err})")
     left.append("  `make sandbox` starts the live sandbox again (it reinstalls the gate and serving)")
     return left

@@ -14,9 +14,8 @@ READ_TIMEOUT_SECONDS = 10
 
 def installed_gate_config(core: Any, serving_namespace: str) -> tuple[GateConfig | None, str]:
     """Return (the installed configuration, '') or (None, why there is none to read) from a CoreV1Api."""
-    from kubernetes.client.exceptions import ApiException
-
     from offhours.scripts.cluster.errors import describe_api_error
+    from offhours.scripts.cluster.handles import ApiError as ApiException
     from offhours.scripts.config.loader import parse_config_text
     from offhours.scripts.names import GATE_CONFIG_KEY, GATE_CONFIG_MAP
     from offhours.scripts.policy.config import ConfigError

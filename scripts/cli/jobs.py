@@ -8,6 +8,7 @@ never with a traceback.
 
 import argparse
 import csv
+import dataclasses
 import io
 import json
 import os
@@ -20,6 +21,8 @@ from typing import Any
 
 from offhours.scripts.cli.namespaces import Namespaces, add_flags, of_args
 from offhours.scripts.cli.text import printable
+from offhours.scripts.cluster.access import CANCEL_JOB, READ_JOBS, READ_LOGS, AccessReviewer, Action
+from offhours.scripts.cluster.resolve import Unresolved, permitted, resolve
 from offhours.scripts.pool.model import WAITING, Pool, RunView, gpus_of
 from offhours.scripts.pool.usage import UsageRow, usage_lines
 from offhours.scripts.pool.views import (
@@ -223,12 +226,12 @@ def _reader(args: argparse.Namespace) -> Any:
     return PoolReader(where.serving, where.research, connect())
 
 
-def read_pool(args: argparse.Namespace, warn: bool = True) -> Pool:
+def read_pool(args: argparse.Namespace, warn: bool = True, reader: Any = None) -> Pool:
     """Read the pool (the workflows must be readable; the rest is shown with its problems, unless not `warn`)."""
     from offhours.scripts.pool.reader import PoolReadError
 
     try:
-        pool: Pool = _reader(args).read(require_workflows=True)
+        pool: Pool = (reader or _reader(args)).read(require_workflows=True)
     except PoolReadError as err:
         raise CommandError(str(err)) from None
     for problem in pool.problems if warn else ():
@@ -236,17 +239,27 @@ def read_pool(args: argparse.Namespace, warn: bool = True) -> Pool:
     return pool
 
 
-def find_run(pool: Pool, name: str, where: Namespaces) -> RunView:
-    """Return the run with a workflow or run id `name`, or CommandError naming where it looked."""
-    run = pool.find(name)
-    if run is None:
-        raise CommandError(f"no offhours job {name!r} in {where.described()} (`offhours jobs --all` lists them; "
-                           "-n names another namespace)")
-    return run
+def _access(reader: Any) -> AccessReviewer:
+    """Return who asks, as the API server answers access reviews for them (the reader's own credentials)."""
+    return reader.access
+
+
+def find_run(pool: Pool, name: str, where: Namespaces, action: Action, access: AccessReviewer) -> RunView:
+    """Return the one run named `name` the caller may do `action` on (cluster/resolve.py), or CommandError saying why not."""
+    try:
+        return resolve(pool.runs, name, action, access, where.described(),
+                       "`offhours jobs --all` lists them; -n names another namespace")
+    except Unresolved as err:
+        raise CommandError(str(err)) from None
 
 
 def _cmd_jobs(args: argparse.Namespace) -> int:
-    pool = read_pool(args)
+    reader = _reader(args)
+    pool = read_pool(args, reader=reader)
+    try:  # only the namespaces where the caller may list workflows: the same resolver as every verb's
+        pool = dataclasses.replace(pool, runs=tuple(permitted(pool.runs, READ_JOBS, _access(reader))))
+    except Unresolved as err:
+        raise CommandError(str(err)) from None
     shown = select_runs(pool, args.service, args.all)
     if shown or args.output == "json":
         print(jobs_text(pool, shown, args.output or ""))
@@ -257,8 +270,9 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
 
 
 def _cmd_why(args: argparse.Namespace) -> int:
-    pool = read_pool(args)
-    run = find_run(pool, args.name, _namespaces(args))
+    reader = _reader(args)
+    pool = read_pool(args, reader=reader)
+    run = find_run(pool, args.name, _namespaces(args), READ_JOBS, _access(reader))
     print(why_text(run, pool, store_progress(run)))
     return 0
 
@@ -291,6 +305,11 @@ def _cmd_usage(args: argparse.Namespace) -> int:
     for line in skipped:
         print(f"warning: {printable(line)}", file=sys.stderr)
     print(usage_text(lines, args.by, args.csv, _namespaces(args), args.since))
+    from offhours.scripts.cli.report import lower_bound_note
+
+    note = lower_bound_note([], len(skipped), len(pool.problems))
+    if note is not None and lines:  # said on stderr with --csv: the CSV stays rows only
+        print(printable(note), file=sys.stderr if args.csv else sys.stdout)
     return 0
 
 
@@ -301,8 +320,8 @@ def _cmd_cancel(args: argparse.Namespace) -> int:
     from offhours.scripts.names import ARGO_GROUP, ARGO_VERSION
 
     reader = _reader(args)
-    pool = read_pool(args)
-    run = find_run(pool, args.name, _namespaces(args))
+    pool = read_pool(args, reader=reader)
+    run = find_run(pool, args.name, _namespaces(args), CANCEL_JOB, _access(reader))
     live = cancellable(run)
     if not live:
         raise CommandError(f"{printable(run.run_id)} has nothing to cancel: it is {run.state}")
@@ -328,7 +347,7 @@ def _cmd_cancel(args: argparse.Namespace) -> int:
             stopped.add(copy.uid or copy.name)
             print(printable(stop_line(copy)))  # GPUs go back only from a copy that held them
         time.sleep(CANCEL_SETTLE_SECONDS)
-        again = same_run(read_pool(args, warn=False), run)  # its warnings were said once
+        again = same_run(read_pool(args, warn=False, reader=reader), run)  # its warnings were said once
         live = [c for c in cancellable(again) if (c.uid or c.name) not in stopped] if again else []
         if not live:
             return 0
@@ -357,8 +376,8 @@ def _cmd_logs(args: argparse.Namespace) -> int:
     from offhours.scripts.cluster.kube import owned_by_workflow
 
     reader = _reader(args)
-    pool = read_pool(args)
-    run = find_run(pool, args.name, _namespaces(args))
+    pool = read_pool(args, reader=reader)
+    run = find_run(pool, args.name, _namespaces(args), READ_LOGS, _access(reader))
     attempts: list[tuple[Any, list[dict[str, Any]]]] = []
     for copy in run.copies:
         try:

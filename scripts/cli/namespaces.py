@@ -11,11 +11,8 @@ import argparse
 from dataclasses import dataclass
 from pathlib import Path
 
-from kubernetes import config as kube_config
-from kubernetes.config.config_exception import ConfigException
-
+from offhours.scripts.cluster.connection import context_namespace
 from offhours.scripts.inputs.errors import InputError
-from offhours.scripts.inputs.kubeconfig import check_kubeconfig
 from offhours.scripts.inputs.limits import SMALL_FILE_BYTES
 from offhours.scripts.inputs.text import read_text
 from offhours.scripts.policy.config import GateConfig
@@ -36,21 +33,6 @@ class Namespaces:
     def described(self) -> str:
         """Return where a verb looked, for an empty answer: `namespace research (the kubeconfig context's)`."""
         return f"namespace {self.research} ({self.where})"
-
-
-def context_namespace(kubeconfig: str | None = None) -> str | None:
-    """Return the kubeconfig's current context's namespace; None without a kubeconfig, a context or a namespace in it."""
-    check_kubeconfig(kubeconfig)  # the first read of it: bounded and checked (InputError), before the client's own
-    try:
-        _, active = kube_config.list_kube_config_contexts(config_file=kubeconfig)
-        namespace = ((active or {}).get("context") or {}).get("namespace")
-    except UnicodeDecodeError:
-        raise  # not text at all: one line saying so (cli/errors.py)
-    except (ConfigException, OSError, AttributeError, TypeError, KeyError, ValueError):
-        # A file in a shape the client cannot read has no context to take a namespace from; the connection, next,
-        # names the file as one line (cli/connect.py).
-        return None
-    return str(namespace) if isinstance(namespace, str) and namespace else None
 
 
 def pod_namespace() -> str | None:

@@ -28,6 +28,22 @@ def records(rows: list[UsageRow], price: float) -> list[dict[str, Any]]:
              "equivalentGpus": r.equivalent_gpus(), "saving": r.used * price} for r in rows]
 
 
+def lower_bound_note(unknown: list[str], skipped: int, unread: int) -> str | None:
+    """Return the line under the table when its figures were made without part of their inputs; None when complete.
+
+    A figure made without an input it needs (a Deployment the caller may not read, a workflow that could not be
+    counted) is not the figure: the table's sums are then at least what it shows, and it says so.
+    """
+    reasons = []
+    if unknown:
+        reasons.append(f"the GPU-hours lent of {', '.join(unknown)} are not counted (GPUs per replica unknown)")
+    if skipped:
+        reasons.append(f"{skipped} workflow(s) could not be counted")
+    if unread:
+        reasons.append(f"{unread} read(s) failed (see the warnings)")
+    return f"note: at least these figures: {'; '.join(reasons)}" if reasons else None
+
+
 def _namespaces(args: argparse.Namespace, config: Any) -> Any:
     from offhours.scripts.cli.connect import kubeconfig_path
     from offhours.scripts.cli.namespaces import gate_config, resolve
@@ -81,6 +97,9 @@ def _report(args: argparse.Namespace) -> int:
         print(f"no offhours workflows in {_namespaces(args, config).described()}; -n names another namespace")
     else:
         print(render_table([dataclasses.replace(r, key=printable(r.key)) for r in rows], args.price))
+        note = lower_bound_note(unknown_gpus(pool, gpus), len(skipped), len(pool.problems))
+        if note is not None:
+            print(printable(note))
     if args.json:
         try:
             Path(args.json).write_text(json.dumps(records(rows, args.price), indent=2))

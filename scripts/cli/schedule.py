@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from kubernetes.config import ConfigException
 from urllib3.exceptions import MaxRetryError
 
 from offhours.cronworkflows.cronexpr import CronError, next_firings, parse_cron, time_zone
@@ -166,11 +165,10 @@ def render_rows(rows: list[ScheduleRow], namespace: str = "") -> str:
 
 # -- I/O: the cluster ----------------------------------------------------------------------
 def _custom_api() -> Any:
-    from kubernetes import client
-
     from offhours.scripts.cli.connect import connect
+    from offhours.scripts.cluster.handles import handles
 
-    return client.CustomObjectsApi(connect())
+    return handles(connect()).custom
 
 
 def library_template(name: str, namespace: str) -> dict[str, Any] | None:
@@ -189,9 +187,8 @@ def dry_run(name: str, namespace: str, build: Callable[[dict[str, Any]], dict[st
     The parameters are checked against the library's own template of that name, and also against
     the installed one when a cluster answers (one that does not is a note on stderr, not a failure).
     """
-    from kubernetes.client.exceptions import ApiException
-
-    from offhours.scripts.cli.connect import NoCluster
+    from offhours.scripts.cli.connect import KubeconfigError, NoCluster
+    from offhours.scripts.cluster.handles import ApiError as ApiException
 
     library = library_template(name, namespace)
     body = build(library) if library is not None else None
@@ -203,7 +200,7 @@ def dry_run(name: str, namespace: str, build: Callable[[dict[str, Any]], dict[st
         print(f"schedule: note: {name} is not installed in namespace {namespace!r}: checked against the "
               "library's own template", file=sys.stderr)
         installed = None
-    except (NoCluster, ConfigException, OSError, ApiException, MaxRetryError) as err:
+    except (NoCluster, KubeconfigError, OSError, ApiException, MaxRetryError) as err:
         if library is None:
             why = str(err) if isinstance(err, NoCluster) else f"no cluster answers to read it ({type(err).__name__})"
             raise ScheduleError(f"{name!r} is not a template of the library, and {why}") from None
@@ -218,8 +215,7 @@ def dry_run(name: str, namespace: str, build: Callable[[dict[str, Any]], dict[st
 
 def create(args: argparse.Namespace, api: Any = None) -> int:
     """Build (and unless --dry-run, create) the schedule; print it or what was created."""
-    from kubernetes.client.exceptions import ApiException
-
+    from offhours.scripts.cluster.handles import ApiError as ApiException
     from offhours.workflows.render import to_yaml
 
     if not args.template or not args.cron:
@@ -265,10 +261,9 @@ def _refuse_a_namespace_the_gate_does_not_admit_from(args: argparse.Namespace, a
     The gate admits its configuration's workflowNamespace only: a schedule elsewhere parks runs no gate admits.
     Advisory like `submit`'s check: with no configuration readable (or no client to read it with), it goes ahead.
     """
-    from kubernetes import client
-
     from offhours.scripts.cli.installed_config import installed_gate_config
     from offhours.scripts.cli.namespaces import of_args
+    from offhours.scripts.cluster.handles import handles
     from offhours.scripts.cluster.parked import misplaced_namespace
     from offhours.scripts.names import GATE_CONFIG_MAP
 
@@ -276,7 +271,7 @@ def _refuse_a_namespace_the_gate_does_not_admit_from(args: argparse.Namespace, a
     if api_client is None:
         return
     serving = of_args(args).serving
-    installed, _ = installed_gate_config(client.CoreV1Api(api_client), serving)
+    installed, _ = installed_gate_config(handles(api_client).core, serving)
     if installed is None:
         return
     misplaced = misplaced_namespace(f"namespace {args.namespace}", args.namespace, installed.workflow_namespace,
@@ -293,7 +288,8 @@ def _named(args: argparse.Namespace) -> str:
 
 def act(args: argparse.Namespace, api: Any) -> int:
     """Run one of the verbs list, suspend, resume, delete."""
-    from kubernetes.client.exceptions import ApiException
+    from offhours.scripts.cluster.handles import ApiError as ApiException
+    from offhours.scripts.cluster.handles import delete_if_uid
 
     if args.name == "list":
         crons = api.list_namespaced_custom_object(ARGO_GROUP, ARGO_VERSION, args.namespace, "cronworkflows",
@@ -302,8 +298,6 @@ def act(args: argparse.Namespace, api: Any) -> int:
                                                  label_selector=LABEL_SCHEDULE)["items"]
         print(render_rows(schedule_rows(crons, runs, datetime.now(timezone.utc)), args.namespace))
         return 0
-    from kubernetes import client
-
     name = _named(args)
     try:
         cron = api.get_namespaced_custom_object(ARGO_GROUP, ARGO_VERSION, args.namespace, "cronworkflows", name)
@@ -318,9 +312,7 @@ def act(args: argparse.Namespace, api: Any) -> int:
             # instead of being deleted under the gate with the CronWorkflow that owns it. Both in the body:
             # the API server reads a delete's query parameters only when it has no body.
             api.delete_namespaced_custom_object(ARGO_GROUP, ARGO_VERSION, args.namespace, "cronworkflows", name,
-                                                body=client.V1DeleteOptions(
-                                                    propagation_policy="Orphan",
-                                                    preconditions=client.V1Preconditions(uid=meta.get("uid"))))
+                                                body=delete_if_uid(meta.get("uid"), propagation_policy="Orphan"))
             print(f"{name} deleted; its runs are kept")
         else:
             api.patch_namespaced_custom_object(ARGO_GROUP, ARGO_VERSION, args.namespace, "cronworkflows", name,
@@ -338,6 +330,7 @@ def act(args: argparse.Namespace, api: Any) -> int:
 
 def run(args: argparse.Namespace, api: Any = None) -> int:
     """Run `offhours schedule` with parsed `args`; `api` is a CustomObjectsApi (default: from kubeconfig)."""
+    from offhours.scripts.cli.connect import KubeconfigError
     from offhours.scripts.cli.namespaces import of_args
 
     args.namespace = of_args(args).research
@@ -354,7 +347,7 @@ def run(args: argparse.Namespace, api: Any = None) -> int:
     except (ScheduleError, SubmitError, CronError) as err:
         print(f"schedule: {err}", file=sys.stderr)
         return 2
-    except ConfigException as err:
+    except KubeconfigError as err:
         print(f"schedule: no cluster to talk to: {err}", file=sys.stderr)
         return 2
 

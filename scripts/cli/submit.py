@@ -74,6 +74,28 @@ def _refuse_what_the_gate_never_admits(args: argparse.Namespace, cluster: Any, w
         raise SubmitError(f"{problem}. Nothing was created")
 
 
+def _template(cluster: Any, namespace: str, name: str) -> dict[str, Any]:
+    """Read WorkflowTemplate `name`; SubmitError when it is not there (or unreadable), or lacks what offhours needs."""
+    from offhours.scripts.cluster.errors import describe_api_error
+    from offhours.scripts.cluster.handles import ApiError
+    from offhours.scripts.cluster.parked import SubmitError
+    from offhours.scripts.cluster.template_needs import template_refusal
+    from offhours.scripts.names import ARGO_GROUP, ARGO_VERSION
+
+    try:
+        template = cluster.custom.get_namespaced_custom_object(ARGO_GROUP, ARGO_VERSION, namespace,
+                                                               "workflowtemplates", name)
+    except ApiError as err:
+        if err.status == 404:
+            raise SubmitError(f"no WorkflowTemplate {name!r} in namespace {namespace!r} (`argo template list -n "
+                              f"{namespace}` lists them)") from None
+        raise SubmitError(describe_api_error(f"get workflowtemplate {namespace}/{name}", err)) from None
+    refusal = template_refusal(template)
+    if refusal is not None:
+        raise SubmitError(refusal)
+    return dict(template)
+
+
 def _submit(args: argparse.Namespace) -> int:
     from offhours.scripts.cli.connect import connect
     from offhours.scripts.cli.namespaces import of_args
@@ -94,8 +116,7 @@ def _submit(args: argparse.Namespace) -> int:
         misplaced = misplaced_namespace(where.described(), where.research, admits_from, said, "submit")
         if misplaced is not None:
             raise SubmitError(misplaced)
-        template = cluster.custom.get_namespaced_custom_object(ARGO_GROUP, ARGO_VERSION, where.research,
-                                                               "workflowtemplates", args.template)
+        template = _template(cluster, where.research, args.template)
         body = parked_workflow(template, params, where.research, args.priority, services)
         _refuse_a_live_run(str(body["metadata"]["labels"][LABEL_RUN_ID]), where, cluster.api)
         _refuse_what_the_gate_never_admits(args, cluster, where, body)

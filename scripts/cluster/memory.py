@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
+from offhours.scripts.cluster.access import Grant, ModelledAccess
 from offhours.scripts.cluster.base import (
     MAX_WORKFLOW_PODS,
     RAISE_TRIES,
@@ -126,6 +127,8 @@ class MemoryCluster:
     unschedulable: dict[tuple[str, str], list[tuple[str, float, str]]] = field(default_factory=dict)  # by (ns, workflow)
     nodes_readable: bool = True
     pods_patchable: bool = True
+    # Modelled RBAC: the grants of each user ("alice") and group ("group:researchers"); access reviews answer from it.
+    rbac: dict[str, list[Grant]] = field(default_factory=dict)
 
     def _uid(self) -> str:
         self.serial += 1
@@ -134,6 +137,15 @@ class MemoryCluster:
     def _suffix(self) -> str:
         self.serial += 1
         return f"{self.serial:05x}"[-5:]
+
+    def grant(self, subject: str, namespace: str, resource: str, verbs: Collection[str], group: str = "",
+              subresource: str = "") -> None:
+        """Give `subject` (a user, or `group:NAME`) `verbs` on `resource` in `namespace` ("*": every namespace)."""
+        self.rbac.setdefault(subject, []).append(Grant(namespace, resource, frozenset(verbs), group, subresource))
+
+    def access_for(self, user: str, groups: Collection[str] = ()) -> ModelledAccess:
+        """Return the access reviews of `user` (and `groups`), answered from the modelled RBAC as the API server would."""
+        return ModelledAccess(self.rbac, user, tuple(groups))
 
     # -- test helpers -----------------------------------------------------------------------
     def add_deployment(self, namespace: str, service: str, replicas: int, pod_ips: list[str] | None = None,

@@ -13,6 +13,7 @@ import re
 from collections.abc import Collection
 from typing import Any
 
+from offhours.scripts.cluster.template_needs import template_refusal
 from offhours.scripts.cluster.workflow import MAX_PRIORITY, MIN_PRIORITY
 from offhours.scripts.names import (
     ANNOTATION_CANCELLED_AT,
@@ -65,8 +66,12 @@ def parked_workflow(template: dict[str, Any], params: dict[str, str], namespace:
                     services: Collection[str] | None = None) -> dict[str, Any]:
     """Build the parked Workflow that runs `template` with `params`.
 
-    With `services` (those of the gate configuration), the `service` parameter must name one.
+    With `services` (those of the gate configuration), the `service` parameter must name one. A template
+    lacking what offhours needs of it is one SubmitError naming it and every missing part (template_needs.py).
     """
+    refusal = template_refusal(template)
+    if refusal is not None:
+        raise SubmitError(refusal)
     name = template["metadata"]["name"]
     declared = declared_arguments(template)
     # Every problem is found before one is reported: a person fixes them all in one go.

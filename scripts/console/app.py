@@ -13,6 +13,8 @@ from typing import Any
 
 from flask import Flask, Response, abort, g, redirect, render_template, request
 
+from offhours.scripts.cluster.access import READ_JOBS, AccessReviewer, Action
+from offhours.scripts.cluster.resolve import AmbiguousJob, Unresolved, resolve
 from offhours.scripts.console.asperson import Person, PersonApi
 from offhours.scripts.console.auth import MAX_TOKEN_BYTES, Access, Authenticator, ReviewUnavailable, bearer_token
 from offhours.scripts.console.charts import Series, line_chart
@@ -102,7 +104,7 @@ def create_app(source: PoolSource, gpus_per_replica: Mapping[str, int] | None = 
                services: Collection[str] | None = None, auth: Authenticator | None = None,
                person_api: PersonApi | None = None, estimator: Estimator | None = None, local_user: str = "",
                looked: str = "", admits_from: tuple[str, str] | None = None, secure_cookies: bool | None = None,
-               gate_config: GateConfig | None = None) -> Flask:
+               gate_config: GateConfig | None = None, local_access: AccessReviewer | None = None) -> Flask:
     """Build the console over `source`.
 
     `gpus_per_replica`: the gate configuration's, for services whose Deployment says none; `services`:
@@ -116,6 +118,8 @@ def create_app(source: PoolSource, gpus_per_replica: Mapping[str, int] | None = 
     cookies even when the request did not come over TLS (a TLS-terminating proxy in front; default: the
     environment's OFFHOURS_CONSOLE_SECURE_COOKIES=1); protection.py says what guards every request. `gate_config`:
     the gate configuration whose admission checks refuse, at submit, a job the gate would never admit.
+    `local_access`: without authentication, what the console's own credentials may do to a job (default: the
+    pool reader's access reviews); a job page, cancel or resubmit resolves its name through it (cluster/resolve.py).
     """
     app = Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = FORM_BYTES  # a larger body is refused (413) before any of it is read
@@ -215,12 +219,28 @@ def create_app(source: PoolSource, gpus_per_replica: Mapping[str, int] | None = 
         return render_template("queue.html", pool=pool, runs=runs[:PAGE_ROWS], more=len(runs) - PAGE_ROWS,
                                page="queue")
 
+    def lookup_access() -> AccessReviewer | None:
+        """Who asks, as the API server answers for them: the signed-in person, else the console's own kubeconfig."""
+        if g.access is not None:
+            return g.access.reviewer
+        return local_access if local_access is not None else getattr(source.reader, "access", None)
+
+    def find_job(pool: Pool, name: str, action: Action) -> RunView:
+        """Return the one job `name` the person may do `action` on (cluster/resolve.py), else abort naming why."""
+        reviewer = lookup_access()
+        if reviewer is None:
+            abort(403, description="cannot tell what this identity may do to jobs: no job is shown or touched")
+        try:
+            return resolve(pool.runs, name, action, reviewer)
+        except AmbiguousJob as err:
+            abort(409, description=str(err))
+        except Unresolved as err:
+            abort(404, description=str(err))
+
     @app.get("/jobs/<name>")
     def job_page(name: str) -> str:
         pool = pool_for_reader()
-        run: RunView | None = pool.find(name)
-        if run is None:
-            abort(404, description=f"no offhours job {name!r}")
+        run = find_job(pool, name, READ_JOBS)
         who = Person(g.access.user, bearer_token()) if g.access is not None else Person(local_user, None)
         return render_template("job.html", pool=pool, run=run, page="queue",
                                kept=kept_estimate(person_api, who, run), can_cancel=bool(cancellable(run)),
@@ -250,7 +270,7 @@ def create_app(source: PoolSource, gpus_per_replica: Mapping[str, int] | None = 
         # A run id is checked against every workflow the console reads, listed afresh (the cache may predate a click).
         add_request_routes(app, person_api, pool_for_reader, source.refresh, estimator, services, local_user,
                            read_now=lambda: source.reader.read(require_workflows=True), admits_from=admits_from,
-                           gate_config=gate_config)
+                           gate_config=gate_config, find_job=find_job)
 
     @app.errorhandler(400)
     def bad_request(err: Any) -> tuple[str, int]:
@@ -260,5 +280,15 @@ def create_app(source: PoolSource, gpus_per_replica: Mapping[str, int] | None = 
     @app.errorhandler(404)
     def not_found(err: Any) -> tuple[str, int]:
         return render_template("error.html", message=getattr(err, "description", "not found"), page=""), 404
+
+    @app.errorhandler(403)
+    def forbidden(err: Any) -> tuple[str, int]:
+        return render_template("error.html", title="refused", message=getattr(err, "description", "refused"),
+                               page=""), 403
+
+    @app.errorhandler(409)
+    def ambiguous(err: Any) -> tuple[str, int]:
+        return render_template("error.html", title="ambiguous", message=getattr(err, "description", "conflict"),
+                               page=""), 409
 
     return app

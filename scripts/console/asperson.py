@@ -13,7 +13,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from offhours.scripts.cluster.access import AccessUnknown, self_review
+from offhours.scripts.cluster.connection import as_bearer
 from offhours.scripts.cluster.errors import describe_api_error
+from offhours.scripts.cluster.handles import ApiError as ApiException
+from offhours.scripts.cluster.handles import handles
 from offhours.scripts.cluster.workflow import PLURAL
 from offhours.scripts.names import ARGO_GROUP, ARGO_VERSION
 
@@ -53,19 +57,11 @@ class PersonApi:
         self.timeout = timeout
 
     def _custom(self, person: Person) -> Any:
-        from kubernetes import client
-
         if person.token is None:
-            return client.CustomObjectsApi(self.api)
-        mine = self.api.configuration
-        config = client.Configuration()
-        config.host, config.ssl_ca_cert, config.verify_ssl = mine.host, mine.ssl_ca_cert, mine.verify_ssl
-        config.api_key = {"authorization": f"Bearer {person.token}"}  # only the person's: no client certificate
-        return client.CustomObjectsApi(client.ApiClient(config))
+            return handles(self.api).custom
+        return handles(as_bearer(self.api, person.token)).custom  # only the person's token: no client certificate
 
     def _call(self, what: str, write: bool, fn: Any) -> Any:
-        from kubernetes.client.exceptions import ApiException
-
         try:
             return fn()
         except ApiException as err:
@@ -116,11 +112,6 @@ class PersonApi:
 def whoami(api_client: Any, timeout: float = CALL_TIMEOUT) -> str:
     """Return the user the console's own credentials are (SelfSubjectReview); "" when the API server does not say."""
     try:
-        answer = api_client.call_api("/apis/authentication.k8s.io/v1/selfsubjectreviews", "POST",
-                                     body={"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"},
-                                     response_type="object", auth_settings=["BearerToken"], _return_http_data_only=True,
-                                     _request_timeout=timeout)
-    except Exception:  # noqa: BLE001 - an older API server: the workflow then carries no creator label
+        return self_review(api_client, timeout)
+    except AccessUnknown:  # an older API server: the workflow then carries no creator label
         return ""
-    user = ((answer or {}).get("status") or {}).get("userInfo") or {}
-    return str(user.get("username") or "")

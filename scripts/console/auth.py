@@ -17,12 +17,15 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from flask import request
 
-from offhours.scripts.names import ARGO_GROUP, CONSOLE_TOKEN_COOKIE
+from offhours.scripts.cluster.access import READ_JOBS, AccessReviewer, AccessUnknown, Action, PersonAccess, Subject, token_review
+from offhours.scripts.names import CONSOLE_TOKEN_COOKIE
+
+LIST_DEPLOYMENTS = Action("list", "deployments", "apps")  # the services of the serving namespace
 
 MAX_TOKEN_BYTES = 16384  # a service account token is about 1 KiB; anything far larger is not one
 CACHE_SECONDS = 60.0
@@ -38,6 +41,11 @@ class Access:
     services: bool  # may list Deployments in the serving namespace
     jobs: bool  # may list workflows in the research namespace
     metrics: bool  # may get /metrics
+    # Who the API server says it is (TokenReview): the subject of every later review of what it may do to a job.
+    subject: Subject | None = field(default=None, compare=False)
+    # What it may do to a job, asked of the API server per namespace (SubjectAccessReview): the resolver's only
+    # source of permission for the console's lookups (cluster/resolve.py). None: it may act on no job.
+    reviewer: AccessReviewer | None = field(default=None, compare=False)
 
 
 class ReviewUnavailable(RuntimeError):
@@ -58,10 +66,7 @@ class KubernetesAuth:
     def __init__(self, api_client: Any, serving_namespace: str, research_namespace: str,
                  ttl: float = CACHE_SECONDS, entries: int = CACHE_ENTRIES, timeout: float = REVIEW_TIMEOUT,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        from kubernetes import client
-
-        self.authn: Any = client.AuthenticationV1Api(api_client)
-        self.authz: Any = client.AuthorizationV1Api(api_client)
+        self.api = api_client
         self.serving, self.research = serving_namespace, research_namespace
         self.ttl, self.entries, self.timeout, self.clock = ttl, entries, timeout, clock
         self._cache: OrderedDict[str, tuple[float, Access | None]] = OrderedDict()
@@ -86,35 +91,19 @@ class KubernetesAuth:
         return answer
 
     def _review(self, token: str) -> Access | None:
-        from kubernetes import client
-
         try:
-            status = self.authn.create_token_review(client.V1TokenReview(spec=client.V1TokenReviewSpec(token=token)),
-                                                    _request_timeout=self.timeout).status
-        except Exception as err:  # noqa: BLE001 - whatever failed, nobody is let in on it
-            raise ReviewUnavailable(f"cannot review the token: {type(err).__name__}") from None
-        if status is None or not status.authenticated or status.user is None:
+            subject = token_review(self.api, token, self.timeout)
+        except AccessUnknown as err:  # whatever failed, nobody is let in on it
+            raise ReviewUnavailable(f"cannot review the token: {err}") from None
+        if subject is None:
             return None
-        user = status.user
-
-        def allowed(resource: Any = None, non_resource: Any = None) -> bool:
-            spec = client.V1SubjectAccessReviewSpec(user=user.username, uid=user.uid, groups=user.groups,
-                                                    extra=user.extra, resource_attributes=resource,
-                                                    non_resource_attributes=non_resource)
-            try:
-                review = self.authz.create_subject_access_review(client.V1SubjectAccessReview(spec=spec),
-                                                                 _request_timeout=self.timeout)
-            except Exception as err:  # noqa: BLE001
-                raise ReviewUnavailable(f"cannot review the token's rights: {type(err).__name__}") from None
-            return bool(review.status and review.status.allowed)
-
-        return Access(
-            user=str(user.username or ""),
-            services=allowed(client.V1ResourceAttributes(namespace=self.serving, group="apps", resource="deployments",
-                                                         verb="list")),
-            jobs=allowed(client.V1ResourceAttributes(namespace=self.research, group=ARGO_GROUP, resource="workflows",
-                                                     verb="list")),
-            metrics=allowed(non_resource=client.V1NonResourceAttributes(path="/metrics", verb="get")))
+        person = PersonAccess(self.api, subject, self.timeout)
+        try:
+            return Access(user=subject.user, services=person.may(self.serving, LIST_DEPLOYMENTS),
+                          jobs=person.may(self.research, READ_JOBS), metrics=person.may_path("/metrics", "get"),
+                          subject=subject, reviewer=person)
+        except AccessUnknown as err:
+            raise ReviewUnavailable(f"cannot review the token's rights: {err}") from None
 
 
 def bearer_token() -> str:

@@ -19,8 +19,10 @@ from typing import Any, Protocol
 
 from flask import Flask, abort, g, redirect, render_template, request, url_for
 
+from offhours.scripts.cluster.access import CANCEL_JOB, RESUBMIT_JOB, Action
 from offhours.scripts.cluster.never_admitted import never_admitted
 from offhours.scripts.cluster.parked import misplaced_namespace, stop_patch
+from offhours.scripts.cluster.template_needs import template_refusal
 from offhours.scripts.console.asperson import CallFailed, Person, PersonApi, Refused, creator_label
 from offhours.scripts.console.auth import bearer_token
 from offhours.scripts.console.form import (
@@ -118,7 +120,8 @@ def actual_start_minutes(run: RunView) -> float | None:
 def add_request_routes(app: Flask, person_api: PersonApi, pool: Callable[[], Pool], refresh: Callable[[], None],
                        estimator: Estimator | None, services: Collection[str] | None, local_user: str = "",
                        read_now: Callable[[], Pool] | None = None,
-                       admits_from: tuple[str, str] | None = None, gate_config: GateConfig | None = None) -> None:
+                       admits_from: tuple[str, str] | None = None, gate_config: GateConfig | None = None,
+                       find_job: Callable[[Pool, str, Action], RunView] | None = None) -> None:
     """Add /request, /request/<template>, and the job page's cancel and resubmit to `app`.
 
     `pool`: the pool as the reader may see it (cached); `read_now`: the whole pool read afresh, raising
@@ -130,6 +133,12 @@ def add_request_routes(app: Flask, person_api: PersonApi, pool: Callable[[], Poo
     """
     secret = secrets.token_bytes(32)
     ns = person_api.namespace
+
+    def found(name: str, action: Action) -> RunView:
+        """Return the one job `name` the person may do `action` on: the console's resolver (cluster/resolve.py) decides."""
+        if find_job is None:  # no resolver, no lookup: never a job picked by name alone
+            abort(403, description="this console resolves no job names")
+        return find_job(pool(), name, action)
     # Parked where the gate does not admit from, a job waits for ever: the form says so and creates nothing.
     misplaced = None if admits_from is None else misplaced_namespace(f"namespace {ns}", ns, admits_from[0],
                                                                      admits_from[1], "console")
@@ -239,6 +248,9 @@ def add_request_routes(app: Flask, person_api: PersonApi, pool: Callable[[], Poo
             return refused(str(err), 403)
         except CallFailed as err:
             return refused(str(err), 404 if "(HTTP 404)" in str(err) else 502, "not found")
+        unusable = template_refusal(template)  # before any field is read from it: one refusal, never a 500
+        if unusable is not None:
+            return refused(unusable, 422, "cannot use this template")
         if request.method == "GET":
             return render_template("request.html", template=template, name=name, fields=fields_of(template),
                                    form={HOURS_FIELD: DEFAULT_HOURS, CHECKPOINT_FIELD: DEFAULT_CHECKPOINT_MINUTES,
@@ -308,9 +320,7 @@ def add_request_routes(app: Flask, person_api: PersonApi, pool: Callable[[], Poo
     def cancel(name: str) -> Any:
         check_form_key()
         refresh()  # the run as it is now, not as the page's cached read had it: a tick may have parked a copy since
-        run = pool().find(name)
-        if run is None:
-            abort(404, description=f"no offhours job {name!r}")
+        run = found(name, CANCEL_JOB)
         live = cancellable(run)  # what the cluster says now: a copy already stopping is not stopped twice
         if not live:
             return refused(f"{run.run_id} has nothing to cancel: it is {run.state}", 409, "nothing to cancel")
@@ -346,9 +356,7 @@ def add_request_routes(app: Flask, person_api: PersonApi, pool: Callable[[], Poo
         if misplaced is not None:
             return refused(misplaced, 409, "cannot resubmit")
         refresh()  # what the cluster says now: a page read before a stop finished must not resubmit beside live pods
-        run = pool().find(name)
-        if run is None:
-            abort(404, description=f"no offhours job {name!r}")
+        run = found(name, RESUBMIT_JOB)
         live = [c.name for c in unfinished(run)]
         if live:  # two live workflows of one run id: the gate would stop one of them as a duplicate
             return refused(f"{run.run_id} is {run.state} ({', '.join(live)}): cancel it before resubmitting", 409,
@@ -365,6 +373,9 @@ def add_request_routes(app: Flask, person_api: PersonApi, pool: Callable[[], Poo
             return refused(str(err), 403)
         except CallFailed as err:
             return refused(str(err), 502, "unavailable")
+        unusable = template_refusal(template)
+        if unusable is not None:
+            return refused(unusable, 422, "cannot resubmit")
         params = {str(p.get("name")): str(p.get("value", "")) for p in
                   ((original.get("spec") or {}).get("arguments") or {}).get("parameters") or [] if isinstance(p, dict)}
         annotations = (original.get("metadata") or {}).get("annotations") or {}

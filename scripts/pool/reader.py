@@ -10,7 +10,9 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from offhours.scripts.cluster.access import SelfAccess
 from offhours.scripts.cluster.errors import describe_api_error
+from offhours.scripts.cluster.handles import handles
 from offhours.scripts.cluster.workflow import PLURAL
 from offhours.scripts.names import ARGO_GROUP, ARGO_VERSION, LABEL_SERVICE
 from offhours.scripts.pool.model import Pool, build_pool
@@ -24,14 +26,12 @@ class PoolReader:
     """Lists the objects of one serving and one research namespace."""
 
     def __init__(self, serving_namespace: str, research_namespace: str, api_client: Any = None) -> None:
-        from kubernetes import client
-
         self.serving_namespace = serving_namespace
         self.research_namespace = research_namespace
-        self.api = api_client or client.ApiClient()
-        self.core: Any = client.CoreV1Api(self.api)
-        self.apps: Any = client.AppsV1Api(self.api)
-        self.custom: Any = client.CustomObjectsApi(self.api)
+        apis = handles(api_client)
+        self.api, self.core, self.apps, self.custom = apis.api, apis.core, apis.apps, apis.custom
+        # Who reads, as the API server answers access reviews for them: what a lookup may touch (cluster/resolve.py).
+        self.access = SelfAccess(self.api)
 
     def _list(self, what: str, call: Callable[[], Any], problems: list[str]) -> list[dict[str, Any]]:
         try:

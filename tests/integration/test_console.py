@@ -10,6 +10,7 @@ from offhours.scripts.console.source import PoolSource
 from offhours.scripts.metrics.exposition import parse
 from offhours.scripts.pool.model import Pool, build_pool
 from offhours.scripts.pool.usage import usage_by_month
+from tests.support.access import may_all
 from tests.support.browser import chromium, serving
 from tests.support.pool_fixture import NOW, SERVING, chat_state, lending_pool, state_configmap
 
@@ -21,6 +22,7 @@ class FixtureReader:
 
     def __init__(self, *pools: Pool | Exception) -> None:
         self.pools = list(pools)
+        self.access = may_all()  # what the console's own credentials may do to a job: everything, here
 
     def read(self, now=None, require_workflows=False):
         item = self.pools.pop(0) if len(self.pools) > 1 else self.pools[0]

@@ -90,9 +90,11 @@ def test_step_matches_the_node_name():
 
 def test_an_unknown_job_is_named(pool):
     from offhours.scripts.cli.namespaces import FROM_FLAG, Namespaces
+    from offhours.scripts.cluster.access import READ_JOBS
+    from tests.support.access import may_all
 
     with pytest.raises(r.CommandError, match=r"^no offhours job 'nope' in namespace research \(from -n\)"):
-        r.find_run(pool, "nope", Namespaces("research", "serving", FROM_FLAG))
+        r.find_run(pool, "nope", Namespaces("research", "serving", FROM_FLAG), READ_JOBS, may_all())
 
 
 def test_no_cluster_is_one_line_and_no_traceback(tmp_path):

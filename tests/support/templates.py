@@ -25,3 +25,22 @@ def install_library_templates(cluster: MemoryCluster, namespace: str = "research
     for template in library_templates():
         cluster.templates[(namespace, template["metadata"]["name"])] = copy.deepcopy(template)
     return cluster
+
+
+def with_offhours_parts(template: dict[str, Any]) -> dict[str, Any]:
+    """Return `template` with the parts offhours needs of any template it builds a job from (template_needs.py).
+
+    The exit hook and the managed label are added as the library's templates have them, and `replicas` (default
+    1) when it declares none; what a test sets itself (its parameters, templates, grace) is left as it is.
+    """
+    out = copy.deepcopy(template)
+    spec = out.setdefault("spec", {})
+    local = [t["name"] for t in spec.get("templates") or [] if isinstance(t, dict) and t.get("name")]
+    # A hook of its own (the first template) when it has one: a reference elsewhere would change what its grace is.
+    spec.setdefault("hooks", {"exit": {"template": local[0]} if local else
+                              {"templateRef": {"name": "offhours-steps", "template": "return-gpus"}}})
+    spec.setdefault("workflowMetadata", {}).setdefault("labels", {})["offhours.io/managed"] = "true"
+    params = spec.setdefault("arguments", {}).setdefault("parameters", [])
+    if not any(p.get("name") == "replicas" for p in params):
+        params.append({"name": "replicas", "value": "1"})
+    return out

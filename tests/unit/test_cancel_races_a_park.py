@@ -24,6 +24,7 @@ from offhours.scripts.names import (
     STATE_PREEMPTED,
 )
 from offhours.scripts.pool.model import FINISHED, build_pool
+from tests.support.access import may_all
 from tests.support.pool_fixture import NOW, SERVING, chat_state, deployment, state_configmap, ts, workflow
 
 
@@ -60,8 +61,8 @@ class Argo:
 
 
 def _cancel(monkeypatch: pytest.MonkeyPatch, argo: Argo) -> int:
-    monkeypatch.setattr(r, "_reader", lambda args: SimpleNamespace(custom=argo))
-    monkeypatch.setattr(r, "read_pool", lambda args, warn=True: argo.pool())
+    monkeypatch.setattr(r, "_reader", lambda args: SimpleNamespace(custom=argo, access=may_all()))
+    monkeypatch.setattr(r, "read_pool", lambda args, warn=True, reader=None: argo.pool())
     monkeypatch.setattr(r, "CANCEL_SETTLE_SECONDS", 0.0)
     args = argparse.Namespace(name="z", yes=True, command="cancel", namespace="research", serving_namespace=None,
                               config=None)
@@ -99,8 +100,8 @@ def test_the_read_after_the_stops_finds_the_run_by_its_id_not_a_workflow_so_name
     # Another run's workflow is named as this run's id: reading the run again by that name found the other run,
     # and the cancel stopped its workflow.
     argo = Argo([_running("train-z", "z"), _running("z", "y")], parks="train-z")
-    monkeypatch.setattr(r, "_reader", lambda args: SimpleNamespace(custom=argo))
-    monkeypatch.setattr(r, "read_pool", lambda args, warn=True: argo.pool())
+    monkeypatch.setattr(r, "_reader", lambda args: SimpleNamespace(custom=argo, access=may_all()))
+    monkeypatch.setattr(r, "read_pool", lambda args, warn=True, reader=None: argo.pool())
     monkeypatch.setattr(r, "CANCEL_SETTLE_SECONDS", 0.0)
     args = argparse.Namespace(name="train-z", yes=True, command="cancel", namespace="research",
                               serving_namespace=None, config=None)

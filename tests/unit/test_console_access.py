@@ -6,6 +6,7 @@ from offhours.scripts.console.app import create_app
 from offhours.scripts.console.auth import Access
 from offhours.scripts.console.source import PoolSource
 from offhours.scripts.names import CONSOLE_TOKEN_COOKIE
+from tests.support.access import may_all
 from tests.support.console_forms import csrf_token
 from tests.support.tenant_pool import Reader, pool_of, running
 
@@ -43,7 +44,7 @@ def test_a_token_without_rights_on_workflows_is_not_shown_the_names_of_skipped_o
 def test_a_token_with_rights_on_workflows_still_sees_the_skipped_ones_named():
     """The skipped workflow stays named for a reader who may list workflows (a malformed one is never silent)."""
     pool = pool_of(running({}), malformed("secret-merger-eval"))
-    reader = Access(user="alice", services=True, jobs=True, metrics=True)
+    reader = Access(user="alice", services=True, jobs=True, metrics=True, reviewer=may_all("alice"))
     client = create_app(PoolSource(Reader(pool), interval=0), auth=Grants(reader)).test_client()
     page = client.get("/queue", headers={"Authorization": "Bearer t"}).get_data(as_text=True)
     assert "secret-merger-eval" in page

@@ -19,6 +19,7 @@ from offhours.scripts.console.auth import Access, ReviewUnavailable
 from offhours.scripts.console.protection import LOGIN_LIMIT, MAX_BODY_BYTES
 from offhours.scripts.console.source import PoolSource
 from offhours.scripts.names import CONSOLE_TOKEN_COOKIE
+from tests.support.access import may_all
 from tests.support.console_forms import csrf_token
 from tests.support.pool_fixture import workflow
 from tests.support.tenant_pool import Reader, pool_of
@@ -36,7 +37,8 @@ class Counting:
 
     def access(self, token: str) -> Access | None:
         self.reviews += 1
-        return Access(user=f"user-{token[:4]}", services=True, jobs=True, metrics=True)
+        return Access(user=f"user-{token[:4]}", services=True, jobs=True, metrics=True,
+                      reviewer=may_all(f"user-{token[:4]}"))
 
 
 class Leaky:

@@ -21,6 +21,7 @@ from offhours.scripts.console.source import PoolSource
 from offhours.scripts.pool.model import Pool
 from offhours.scripts.pool.reader import PoolReadError
 from offhours.scripts.pool.views import unfinished
+from tests.support.access import may_all
 from tests.support.console_forms import hidden
 from tests.support.pool_fixture import workflow
 from tests.support.tenant_pool import pool_of
@@ -41,7 +42,7 @@ class Viewer:
         self.jobs = jobs
 
     def access(self, token: str) -> Access | None:
-        return Access(user=f"user:{token}", services=True, jobs=self.jobs, metrics=True)
+        return Access(user=f"user:{token}", services=True, jobs=self.jobs, metrics=True, reviewer=may_all(f"user:{token}"))
 
 
 def client_of(store: Any, jobs: bool = True) -> Any:

@@ -16,6 +16,7 @@ from offhours.scripts.console.source import PoolSource
 from offhours.scripts.names import CONSOLE_TOKEN_COOKIE
 from offhours.scripts.policy.estimate import JobAhead
 from offhours.scripts.pool.usage import usage_by_month
+from tests.support.access import may_all
 from tests.support.console_forms import hidden
 from tests.support.pool_fixture import ts, workflow
 from tests.support.tenant_pool import Reader, pool_of
@@ -59,7 +60,7 @@ class Grants:
     """An authenticator that gives each token its own user, with every right."""
 
     def access(self, token: str) -> Access | None:
-        return Access(user=f"user-{token}", services=True, jobs=True, metrics=True)
+        return Access(user=f"user-{token}", services=True, jobs=True, metrics=True, reviewer=may_all(f"user-{token}"))
 
 
 def form_key(page: str) -> str:

@@ -24,6 +24,7 @@ from offhours.scripts.console.form import check_request
 from offhours.scripts.console.source import PoolSource
 from offhours.scripts.names import ARGO_CREATOR_LABEL
 from offhours.scripts.pool.model import FINISHED, Pool
+from tests.support.access import may_all
 from tests.support.console_forms import csrf_token
 from tests.support.pool_fixture import ts, workflow
 from tests.support.tenant_pool import pool_of
@@ -80,7 +81,7 @@ class Grants:
     """Each bearer token is its own user, with every right the console reviews."""
 
     def access(self, token: str) -> Access | None:
-        return Access(user=f"user:{token}", services=True, jobs=True, metrics=True)
+        return Access(user=f"user:{token}", services=True, jobs=True, metrics=True, reviewer=may_all(f"user:{token}"))
 
 
 def client_of(store: Store) -> Any:

@@ -14,6 +14,7 @@ from offhours.scripts.cluster.parked import SubmitError, parked_workflow
 from offhours.scripts.config.loader import parse_config
 from offhours.scripts.gate.controller import Gate
 from offhours.scripts.names import ANNOTATION_BORROWED_FROM, ANNOTATION_PRIORITY, EVENT_SERVICE_RELEASED, LABEL_STATE
+from tests.support.templates import with_offhours_parts
 from tests.unit.test_gate_controller import TICK, World, config
 
 LOW = 10.0
@@ -146,8 +147,8 @@ def test_a_priority_out_of_bounds_is_that_workflows_problem_and_nothing_elses(va
 
 
 def test_submit_refuses_a_priority_out_of_bounds() -> None:
-    template = {"metadata": {"name": "offhours-job"}, "spec": {"arguments": {"parameters": [
-        {"name": "service", "value": "chat"}, {"name": "run-id"}]}}}
+    template = with_offhours_parts({"metadata": {"name": "offhours-job"}, "spec": {"arguments": {"parameters": [
+        {"name": "service", "value": "chat"}, {"name": "run-id"}]}}})
     with pytest.raises(SubmitError, match=r"^priority must be a whole number from -1000 to 1000, got 5000$"):
         parked_workflow(template, {"run-id": "r1"}, "research", priority=5000)
     assert parked_workflow(template, {"run-id": "r1"}, "research", priority=1000)["metadata"]["annotations"]

@@ -17,6 +17,7 @@ from kubernetes.client.exceptions import ApiException
 from offhours.scripts.cli import jobs as r
 from offhours.scripts.names import ANNOTATION_ADMITTED_AT
 from offhours.scripts.pool.model import build_pool
+from tests.support.access import may_all
 from tests.support.pool_fixture import NOW, SERVING, chat_state, deployment, state_configmap, ts, workflow
 
 
@@ -72,9 +73,10 @@ def _run(monkeypatch: pytest.MonkeyPatch, logs: dict[str, bytes | None], pending
     copy = workflow("train-z-p1", "chat", 1, "admitted", phase="Running", created=30, run_id="z")
     pool = build_pool([state_configmap("chat", chat_state())], [deployment("chat", 10, 10)], [original, copy],
                       SERVING, NOW)
-    reader = SimpleNamespace(research_namespace="research", core=_Core(logs, pending, forged), api=client.ApiClient())
+    reader = SimpleNamespace(research_namespace="research", core=_Core(logs, pending, forged),
+                             api=client.ApiClient(), access=may_all())
     monkeypatch.setattr(r, "_reader", lambda args: reader)
-    monkeypatch.setattr(r, "read_pool", lambda args: pool)
+    monkeypatch.setattr(r, "read_pool", lambda args, reader=None: pool)
     return r._guarded(r._cmd_logs)(argparse.Namespace(name="z", step=None, follow=False, command="logs"))
 
 

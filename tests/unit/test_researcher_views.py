@@ -21,6 +21,7 @@ from kubernetes.client.exceptions import ApiException
 from offhours.scripts.cli import jobs as r
 from offhours.scripts.cluster.errors import describe_api_error
 from offhours.scripts.pool.model import build_pool, job_view, parse_time
+from tests.support.access import may_all
 from tests.support.pool_fixture import NOW, SERVING, chat_state, deployment, state_configmap, ts, workflow
 
 
@@ -107,9 +108,9 @@ def test_logs_prints_each_pods_text_under_its_header(monkeypatch: pytest.MonkeyP
     pool = build_pool([state_configmap("chat", chat_state())], [deployment("chat", 10, 10)], [wf], SERVING, NOW)
     reader = SimpleNamespace(research_namespace="research", core=_Core({
         "train-z-check-1": b"check-parameters: 18 parameter(s) ok\n", "train-z-job-2": b"started\nready \xe2\x9c\x93"}),
-        api=client.ApiClient())
+        api=client.ApiClient(), access=may_all())
     monkeypatch.setattr(r, "_reader", lambda args: reader)
-    monkeypatch.setattr(r, "read_pool", lambda args: pool)
+    monkeypatch.setattr(r, "read_pool", lambda args, reader=None: pool)
     args = argparse.Namespace(name="train-z", step=None, follow=False)
     assert r._cmd_logs(args) == 0
     assert capsys.readouterr().out == ("==> train-z / train-z-check-1 <==\ncheck-parameters: 18 parameter(s) ok\n"

@@ -24,6 +24,7 @@ from offhours.scripts.cluster.workflow import (
 from offhours.scripts.names import ARGO_SCHEDULED_TIME_ANNOTATION, LABEL_RUN_ID
 from offhours.scripts.policy.plan import Job
 from offhours.workflows.render import manifests
+from tests.support.templates import with_offhours_parts
 
 SUBDOMAIN_PART = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 
@@ -170,8 +171,8 @@ def test_a_run_id_with_a_trailing_newline_is_no_run_id() -> None:
     label value no API server takes (a copy labelled with it is never created, nor its original stopped)."""
     assert run_identity(wf(None, [run_param("run-1\n")])).parameter is None
     assert run_identity(wf("run-1\n")).label is None
-    template = {"metadata": {"name": "offhours-job"}, "spec": {"arguments": {"parameters": [
-        {"name": "service", "value": "chat"}, {"name": "run-id"}]}}}
+    template = with_offhours_parts({"metadata": {"name": "offhours-job"}, "spec": {"arguments": {"parameters": [
+        {"name": "service", "value": "chat"}, {"name": "run-id"}]}}})
     with pytest.raises(SubmitError, match="run-id must be a DNS label"):
         parked_workflow(template, {"run-id": "run-1\n"}, "research")
 

@@ -5,18 +5,19 @@ from typing import Any
 from offhours.scripts.cli.submit_admission import never_admitted
 from offhours.scripts.cluster.parked import parked_workflow
 from offhours.workflows.render import example_gate_config
+from tests.support.templates import with_offhours_parts
 
 SERVICE = example_gate_config().services[0]
 
 
 def own_template(grace: int) -> dict[str, Any]:
-    return {"apiVersion": "argoproj.io/v1alpha1", "kind": "WorkflowTemplate",
+    return with_offhours_parts({"apiVersion": "argoproj.io/v1alpha1", "kind": "WorkflowTemplate",
             "metadata": {"name": "mine", "namespace": "research"},
             "spec": {"entrypoint": "main", "arguments": {"parameters": [
                 {"name": "run-id", "value": "r1"}, {"name": "service", "value": SERVICE.name},
                 {"name": "replicas", "value": "1"}]}, "templates": [{
                 "name": "main", "podSpecPatch": f'{{"terminationGracePeriodSeconds": {grace}}}',
-                "container": {"image": "busybox", "resources": {"limits": {"nvidia.com/gpu": "4"}}}}]}}
+                "container": {"image": "busybox", "resources": {"limits": {"nvidia.com/gpu": "4"}}}}]}})
 
 
 def submitted(grace: int) -> tuple[dict[str, Any], dict[str, Any]]:

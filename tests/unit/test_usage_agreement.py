@@ -23,6 +23,7 @@ from offhours.scripts.console.source import PoolSource
 from offhours.scripts.pool.model import Pool
 from offhours.scripts.pool.reader import PoolReader
 from offhours.scripts.pool.usage import usage_by_month
+from tests.support.access import may_all
 from tests.support.pool_fixture import SERVING, chat_state, deployment, state_configmap, workflow
 
 NOW = datetime(2025, 3, 14, 12, 0, tzinfo=timezone.utc)
@@ -99,6 +100,7 @@ class Reader(PoolReader):
     def __init__(self) -> None:
         super().__init__(SERVING, "research")
         self.core = self.apps = self.custom = Api(*history())
+        self.access = may_all()
 
     def read(self, now: datetime | None = None, require_workflows: bool = False) -> Pool:
         return super().read(now or NOW, require_workflows)

@@ -18,6 +18,7 @@ from offhours.scripts.cluster.workflow import (
 )
 from offhours.scripts.names import ARGO_API_VERSION
 from offhours.scripts.policy.plan import Job
+from tests.support.templates import with_offhours_parts
 
 CLUSTER = Path(workflow.__file__).parent
 SCRIPTS = CLUSTER.parent
@@ -57,8 +58,8 @@ def test_argos_group_and_version_are_defined_once(path: str) -> None:
 
 
 def test_a_submitted_workflow_and_a_parked_copy_carry_the_same_api_version() -> None:
-    template = {"metadata": {"name": "offhours-job"}, "spec": {"arguments": {"parameters": [
-        {"name": "service", "value": "chat"}, {"name": "replicas", "value": "1"}, {"name": "run-id", "value": "r1"}]}}}
+    template = with_offhours_parts({"metadata": {"name": "offhours-job"}, "spec": {"arguments": {"parameters": [
+        {"name": "service", "value": "chat"}, {"name": "replicas", "value": "1"}, {"name": "run-id", "value": "r1"}]}}})
     submitted = parked.parked_workflow(template, {}, "research")
     assert submitted["apiVersion"] == ARGO_API_VERSION
     del submitted["apiVersion"]  # an object read without one: the copy still names Argo's group and version
