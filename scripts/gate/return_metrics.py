@@ -69,7 +69,7 @@ class ReturnMetrics:
                     self._phases[(closed.service, phase)].observe(seconds)
 
     def render(self) -> str:
-        """The metrics page: every series of every configured service, zero before its first reclaim."""
+        """Return the metrics page: every series of every configured service, zero before its first reclaim."""
         with self._lock:
             lines = [f"# HELP {RETURN_PHASE_METRIC} Seconds of each phase of a served reclaim, on the gate's "
                      "monotonic clock (rise seen -> decision -> victims gone -> scheduled -> Ready -> serving).",

@@ -51,7 +51,7 @@ class Observation:
     serving: bool
 
     def reached(self) -> tuple[bool, bool, bool, bool]:
-        """The four observed milestones, in MILESTONES order (after `decided`)."""
+        """Return the four observed milestones, in MILESTONES order (after `decided`)."""
         return (self.victims_gone, self.scheduled, self.ready, self.serving)
 
 

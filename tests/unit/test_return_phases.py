@@ -22,8 +22,21 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from offhours.scripts.gate.return_metrics import ReturnMetrics
 from offhours.scripts.metrics.exposition import parse
 from offhours.scripts.policy.return_phases import (
-    ABANDONED, CANCELLED, MAX_OPEN_SECONDS, OUTCOMES, PHASE_LABELS, PHASES, SERVED, SUPERSEDED, TOTAL, Observation,
-    PhaseError, Tracker, begin, cancel, observe,
+    ABANDONED,
+    CANCELLED,
+    MAX_OPEN_SECONDS,
+    OUTCOMES,
+    PHASE_LABELS,
+    PHASES,
+    SERVED,
+    SUPERSEDED,
+    TOTAL,
+    Observation,
+    PhaseError,
+    Tracker,
+    begin,
+    cancel,
+    observe,
 )
 
 SERVICES = ("chat", "code")
