@@ -16,8 +16,8 @@ from offhours.scripts.console.source import PoolSource
 from offhours.scripts.gate.metrics_server import serve_metrics
 from offhours.scripts.gate.return_metrics import ReturnMetrics
 from offhours.scripts.metrics.exposition import parse
-from offhours.scripts.pool.model import build_pool
 from offhours.scripts.policy.return_phases import Observation, Tracker, begin, observe
+from offhours.scripts.pool.model import build_pool
 from offhours.scripts.pool.operator_metrics import MetricsState, exposition
 from tests.support.browser import serving
 from tests.support.pool_fixture import SERVING, chat_state, deployment, state_configmap, workflow
