@@ -74,6 +74,7 @@ def test_the_return_path_measured_by_the_gate_goes_into_the_fleet_file(tmp_path:
     Each value written is the quantile Prometheus' own histogram_quantile gives over the same range: the
     victims' exit for graceMinutes, and scheduling + start + serving for coldStartMinutes.
     """
+    from offhours.scripts.cli.report import return_path_lines
     from offhours.scripts.gate.metrics_server import serve_metrics
     from offhours.scripts.gate.return_metrics import ReturnMetrics
     from offhours.scripts.history.promrange import query_range
@@ -108,6 +109,8 @@ def test_the_return_path_measured_by_the_gate_goes_into_the_fleet_file(tmp_path:
                 promql = (f'histogram_quantile(0.95, sum by (le) (increase(offhours_return_phase_seconds_bucket'
                           f'{{service="chat",phase="{phase}"}}[{end - start}s])))')
                 expected[phase] = float(next(iter(query_range(url, promql, end, 60.0, 1).values()))[0])
+            report = {line.split()[1]: line.split()[2:] for line in return_path_lines(url, ["chat"], end - start, end)
+                      if line.startswith("chat")}
     finally:
         server.shutdown()
         server.server_close()
@@ -120,6 +123,10 @@ def test_the_return_path_measured_by_the_gate_goes_into_the_fleet_file(tmp_path:
         sum(expected[p] for p in ("scheduling", "start", "serving")) / 60, rel=1e-3)
     assert written["coldStartMinutes"] != 4 and written["graceMinutes"] != 0.5, "measured, not the configured"
     assert measured is not None and "p95 over 6 served reclaim(s)" in text, text
+    # `offhours report --prometheus`: the same reclaims and quantiles, per phase.
+    assert set(report) == {"decision", "victims_exit", "scheduling", "start", "serving", "total"}
+    assert report["victims_exit"] == ["6", report["victims_exit"][1], f"{expected['victims_exit']:.1f}"]
+    assert report["serving"][0] == "6" and report["serving"][2] == f"{expected['serving']:.1f}"
 
 
 def test_too_few_reclaims_in_the_history_keep_the_fleet_file_as_it_is(tmp_path: Path,
