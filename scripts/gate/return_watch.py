@@ -79,7 +79,8 @@ class ReturnWatch:
         victims = self.victims.get(service, {})
         pods = cluster.workflow_pods(config.workflow_namespace, victims) if victims else {}
         gone = all(p.finished is not None or not p.gpus for listed in pods.values() for p in listed)
-        dep = cluster.deployment(config.namespace, service)
+        policy = next(p for p in config.services if p.name == service)
+        dep = cluster.deployment(config.namespace, service, policy.deployment)
         scheduled = cluster.scheduled_pods(dep) >= dep.replicas
         ready = cluster.ready_pods(dep)
         serving = False
