@@ -109,6 +109,12 @@ def reference_job(name: str, tmp: Path) -> dict[str, Any]:
     return wf
 
 
+def training(runner: LocalPodRunner, workflow: str) -> str:
+    """What the job step's pod of `workflow` printed so far."""
+    return "".join(line for (ns, pod), lines in list(runner.outputs.items())
+                   if ns == RESEARCH and pod.startswith(f"{workflow}-job-") for line in list(lines))
+
+
 def p50(values: list[float]) -> float:
     return round(statistics.median(values), 2)
 
@@ -139,6 +145,7 @@ def test_capacity_is_back_and_the_gate_times_each_phase(api: client.ApiClient, g
             out = gate_setup["log"]
             gate = Gate(parse_config(raw), KubeCluster(gate_setup["gate_api"]), DirectSource(port=load.port), out=out,
                         holder=f"gate/e2e-return-{step}")
+            (tmp_path / name).mkdir()
             custom.create_namespaced_custom_object(GROUP, VERSION, RESEARCH, "workflows",
                                                    reference_job(name, tmp_path / name))
             load.rps = 5.0  # needs 1 replica of 16
@@ -148,9 +155,14 @@ def test_capacity_is_back_and_the_gate_times_each_phase(api: client.ApiClient, g
                 if apps.read_namespaced_deployment("chat", SERVING).spec.replicas == 15:
                     break
             assert apps.read_namespaced_deployment("chat", SERVING).spec.replicas == 15, out.getvalue()
-            wait("the reference job training on the lent GPUs", lambda: "step" in "".join(
-                line for (ns, pod), lines in list(runner.outputs.items())
-                if ns == RESEARCH and pod.startswith(f"{name}-job-") for line in list(lines)), timeout=90)
+            try:
+                wait("the reference job training on the lent GPUs", lambda: "start at step" in training(runner, name),
+                     timeout=180)
+            except AssertionError as err:
+                wf = custom.get_namespaced_custom_object(GROUP, VERSION, RESEARCH, "workflows", name)
+                raise AssertionError(f"{err}; workflow: {wf['metadata'].get('labels')} {wf.get('status')}; "
+                                     f"pods run: {[(r.pod, r.exit_code, r.output[-300:]) for r in runner.ran]}; "
+                                     f"running: {[p for _, p in runner.outputs]}") from None
             victims.append(name)
             loop = TickLoop(gate, seconds=RUN_FOR, log=log, watch=ReturnWatch(gate, metrics))
             loop_thread = threading.Thread(target=loop.run, daemon=True)
