@@ -145,9 +145,9 @@ def test_capacity_is_back_and_the_gate_times_each_phase(api: client.ApiClient, g
             out = gate_setup["log"]
             gate = Gate(parse_config(raw), KubeCluster(gate_setup["gate_api"]), DirectSource(port=load.port), out=out,
                         holder=f"gate/e2e-return-{step}")
-            (tmp_path / name).mkdir()
-            custom.create_namespaced_custom_object(GROUP, VERSION, RESEARCH, "workflows",
-                                                   reference_job(name, tmp_path / name))
+            store = tmp_path / f"store-{step}"  # not named after the run id: steps add /<run-id>/<step> themselves
+            store.mkdir()
+            custom.create_namespaced_custom_object(GROUP, VERSION, RESEARCH, "workflows", reference_job(name, store))
             load.rps = 5.0  # needs 1 replica of 16
             for _ in range(6):  # full ticks until the replica is lent (rates need two scrapes, then the 1 s window)
                 time.sleep(1.2)
