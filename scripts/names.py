@@ -233,3 +233,9 @@ AGGREGATED_EVENT_REASONS = frozenset({EVENT_GATE_HOLD})
 def aggregated_event_name(name: str, reason: str) -> str:
     """Name of the one Event kept per object and reason when repeats are counted."""
     return f"{name}.{reason.lower()}"
+
+# -- the return path's metrics (the gate's process, scripts/gate/return_metrics.py) -------------------------
+RETURN_PHASE_METRIC = "offhours_return_phase_seconds"
+"""Histogram of each phase of a served reclaim, labels service and phase: what `calibrate` reads back."""
+RETURN_RECLAIMS_METRIC = "offhours_return_reclaims_total"
+"""Counter of the reclaims the gate followed, labels service and outcome (served, superseded, cancelled, abandoned)."""

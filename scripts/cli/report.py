@@ -6,6 +6,9 @@ their GPUs per replica) and prints the monthly sums of offhours.scripts.pool.usa
 Workflows: a run's original and its parked copies), preemptions (of jobs that held lent GPUs only), GPU-hours
 used and lent, the equivalent number of GPUs running 24 hours a day, and the saving at a GPU-hour price:
 the shape of the original operations report.
+
+With `--prometheus URL` it adds the return path as the gate timed it (offhours_return_phase_seconds, read back
+over `--since`): per service and phase, the served reclaims and their p50 and p95.
 """
 
 import argparse
@@ -17,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from offhours.scripts.cli.namespaces import add_flags
+from offhours.scripts.cli.replay_source import positive_int
 from offhours.scripts.cli.text import printable
 from offhours.scripts.pool.usage import UsageRow, render_table, unknown_gpus, usage_by_month
 
@@ -57,6 +61,27 @@ def _reader(args: argparse.Namespace, config: Any) -> Any:
 
     where = _namespaces(args, config)
     return PoolReader(where.serving, where.research, connect())
+
+
+def return_path_lines(url: str, services: list[str], seconds: float, end: float) -> list[str]:
+    """Return the report's return-path section: per service and phase, the reclaims served, their p50 and p95."""
+    from offhours.scripts.history.return_path import phase_buckets
+    from offhours.scripts.policy.return_phases import PHASE_LABELS
+    from offhours.scripts.simulate.return_measured import quantile
+
+    lines = [f"return path, as the gate timed it (last {seconds / 86400:g} days; seconds):",
+             f"{'service':16} {'phase':13} {'reclaims':>8} {'p50':>8} {'p95':>8}"]
+    for service in services:
+        buckets = phase_buckets(url, [service], end, seconds)
+        for phase in PHASE_LABELS:
+            counts = buckets.get(phase, [])
+            served = round(max((c for _, c in counts), default=0.0))
+            cells = []
+            for q in (0.5, 0.95):
+                value = quantile(counts, q) if served else None
+                cells.append("-" if value is None else f"{'>' if value[1] else ''}{value[0]:.1f}")
+            lines.append(f"{printable(service):16} {phase:13} {served:>8} {cells[0]:>8} {cells[1]:>8}")
+    return lines
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -100,6 +125,17 @@ def _report(args: argparse.Namespace) -> int:
         note = lower_bound_note(unknown_gpus(pool, gpus), len(skipped), len(pool.problems))
         if note is not None:
             print(printable(note))
+    if args.prometheus:
+        import time
+
+        from offhours.scripts.metrics.prometheus import PrometheusError
+
+        services = sorted(gpus) or sorted({r.service for r in rows})
+        try:
+            print("\n".join(["", *return_path_lines(args.prometheus, services, args.since * 86400.0, time.time())]))
+        except PrometheusError as err:
+            print(f"report: --prometheus: {err}", file=sys.stderr)
+            return 1
     if args.json:
         try:
             Path(args.json).write_text(json.dumps(records(rows, args.price), indent=2))
@@ -118,4 +154,8 @@ def register(subparsers: Any) -> None:
                      "Deployment says none)")
     rep.add_argument("--price", type=float, default=2.0, help="GPU-hour price for the saving (default 2.0)")
     rep.add_argument("--json", help="write the rows as JSON here")
+    rep.add_argument("--prometheus", metavar="URL", help="also show the return path as the gate timed it "
+                     "(offhours_return_phase_seconds scraped from the gate's --metrics-port): per service and phase")
+    rep.add_argument("--since", type=positive_int, default=7, metavar="DAYS",
+                     help="with --prometheus: the days of history to read (default 7)")
     rep.set_defaults(func=_report)

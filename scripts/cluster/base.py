@@ -238,6 +238,10 @@ class Cluster(Protocol):
         """
         ...
 
+    def scheduled_pods(self, dep: Deployment) -> int:
+        """Return how many of the Deployment's pods, not terminating, are bound to a node (the return path's read)."""
+        ...
+
     def workflow_pods(self, namespace: str, workflows: Mapping[str, str]) -> dict[str, list[PodExit]]:
         """Return the pods each of `workflows` (name -> the Workflow's uid) owns, as their status reads (none: []).
 

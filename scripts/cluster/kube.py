@@ -498,6 +498,13 @@ class KubeCluster:
                                                                                     cond.last_transition_time)))
         return sorted(ready, key=lambda p: p.name)
 
+    def scheduled_pods(self, dep: ScaleTarget) -> int:
+        """Return how many of the target's pods, not terminating, are bound to a node."""
+        selector = dep.selector  # the scale's status.selector (a label selector's text)
+        pods = self._call(f"list pods {selector}", lambda: self.core.list_namespaced_pod(
+            dep.namespace, label_selector=selector)).items
+        return sum(1 for pod in pods if pod.metadata.deletion_timestamp is None and pod.spec.node_name)
+
     def workflow_pods(self, namespace: str, workflows: Mapping[str, str]) -> dict[str, list[PodExit]]:
         """Return the pods each workflow owns (found by Argo's workflow label), each workflow read on its own, in pages.
 

@@ -385,6 +385,10 @@ class MemoryCluster:
         """Test helper: what a workflow's pods' status says (the pod runner's part on a real cluster)."""
         self.research_pods[(namespace, workflow)] = list(pods)
 
+    def scheduled_pods(self, dep: ScaleTarget) -> int:
+        """Return the Deployment's pods bound to a node: here, its ready pods (none waits for a node)."""
+        return len(self.ready_pods(dep))
+
     def ready_pods(self, dep: ScaleTarget) -> list[Pod]:
         """Return the target's ready pods (as many as its replicas); the GPUs per replica from `pod_gpus`, if set."""
         self._call(f"list-pods {dep.name}")

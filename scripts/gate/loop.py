@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from offhours.scripts.gate.controller import Gate
 from offhours.scripts.gate.log import Logger
 from offhours.scripts.gate.reclaim import ReclaimCheck
+from offhours.scripts.gate.return_watch import POLL_SECONDS, ReturnWatch
 from offhours.scripts.gate.shutdown import GracefulStop, StopRequested
 
 MIN_TICK_SECONDS = 5.0  # the gate never ticks more often than this, however many workflows end
@@ -45,6 +46,7 @@ class TickLoop:
     monotonic: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
     stop: GracefulStop = field(default_factory=GracefulStop)
+    watch: ReturnWatch | None = None  # times each reclaim's return path (scripts/gate/return_watch.py)
 
     def run(self) -> int:
         """Run ticks; return the exit code: 1 if the last tick failed for any service, else 0."""
@@ -58,6 +60,8 @@ class TickLoop:
                     started = self.monotonic()
                     with stop.tick():
                         outcomes = self.gate.tick(dry_run=self.dry_run)
+                    if self.watch is not None and not self.dry_run:  # hook: return phases
+                        self.watch.passed(outcomes, started)
                     failed = any(o.error for o in outcomes)
                     next_tick = started + config.tick_seconds
                     if checks is not None and config.services and not outcomes:
@@ -78,8 +82,12 @@ class TickLoop:
                             return 1 if failed else 0
                         wake = next_tick if checks is None else min(next_tick, next_check)
                         wake = wake if deadline is None else min(wake, deadline)
+                        if self.watch is not None and self.watch.following:  # hook: return phases
+                            wake = min(wake, self.monotonic() + POLL_SECONDS)
                         changed = cluster.wait_for_workflow_change(config.workflow_namespace,
                                                                    max(0.0, wake - self.monotonic()))
+                        if self.watch is not None and self.watch.following:  # hook: return phases
+                            self.watch.poll()
                         now = self.monotonic()
                         if changed or now >= next_tick - 1e-9:
                             if deadline is not None and now > deadline:
@@ -89,6 +97,8 @@ class TickLoop:
                             next_check = now + period
                             with stop.tick():
                                 acted = checks.run()
+                            if self.watch is not None:  # hook: return phases
+                                self.watch.passed(acted, now)
                             # A check acts on some services only: its faults add to the last tick's, never clear them.
                             failed = failed or any(o.error for o in acted)
                             if stop.requested:
@@ -98,22 +108,26 @@ class TickLoop:
                 return 0
 
 
-def run_from_config(config_path: str, seconds: float | None = None, dry_run: bool = False, *, once: bool = False) -> int:
+def run_from_config(config_path: str, seconds: float | None = None, dry_run: bool = False, *, once: bool = False,
+                    metrics_port: int | None = None) -> int:
     """Load the gate configuration at `config_path`, connect to the cluster and run the loop; return the exit code.
 
     A configuration that does not validate is its message on stderr and exit 2; any other expected
     error (no Kubernetes configuration, an API server that answers with an error or not at all) is
     one line as for every `offhours` command (`cluster.errors.run_explained`), never a traceback.
+    With `metrics_port`, the return path's histograms are served at /metrics on that port.
     """
     from offhours.scripts.cluster.errors import run_explained
 
-    return run_explained("gate", lambda: _run(config_path, seconds, dry_run, once))
+    return run_explained("gate", lambda: _run(config_path, seconds, dry_run, once, metrics_port))
 
 
-def _run(config_path: str, seconds: float | None, dry_run: bool, once: bool) -> int:
+def _run(config_path: str, seconds: float | None, dry_run: bool, once: bool, metrics_port: int | None) -> int:
     from offhours.scripts.cluster.kube import KubeCluster, load_client_config
     from offhours.scripts.config.loader import load_config
     from offhours.scripts.gate.controller import store_progress
+    from offhours.scripts.gate.metrics_server import serve_metrics
+    from offhours.scripts.gate.return_metrics import ReturnMetrics
     from offhours.scripts.metrics.sources import source_from_config
     from offhours.scripts.policy.config import ConfigError
 
@@ -124,4 +138,7 @@ def _run(config_path: str, seconds: float | None, dry_run: bool, once: bool) -> 
         return 2
     load_client_config()
     gate = Gate(config, KubeCluster(), source_from_config(config.metrics), progress=store_progress)
-    return TickLoop(gate, seconds=seconds, once=once, dry_run=dry_run).run()
+    watch = ReturnWatch(gate, ReturnMetrics(s.name for s in config.services))
+    if metrics_port is not None:
+        serve_metrics(watch.metrics.render, metrics_port)
+    return TickLoop(gate, seconds=seconds, once=once, dry_run=dry_run, watch=watch).run()

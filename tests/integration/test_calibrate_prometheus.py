@@ -65,3 +65,90 @@ def test_capacity_of_saturated_replicas_within_ten_percent(tmp_path: Path, capsy
         assert estimate == pytest.approx(truth, rel=0.10)
     assert written.service("busy").gpus_per_replica == 2
     assert written.service("idle").capacity.requests_per_second == CONFIGURED["requestsPerSecond"]  # it stands
+
+
+def test_the_return_path_measured_by_the_gate_goes_into_the_fleet_file(tmp_path: Path,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """The gate's page (six served reclaims of known phases) scraped by a real Prometheus, read back by calibrate.
+
+    Each value written is the quantile Prometheus' own histogram_quantile gives over the same range: the
+    victims' exit for graceMinutes, and scheduling + start + serving for coldStartMinutes.
+    """
+    from offhours.scripts.cli.report import return_path_lines
+    from offhours.scripts.gate.metrics_server import serve_metrics
+    from offhours.scripts.gate.return_metrics import ReturnMetrics
+    from offhours.scripts.history.promrange import query_range
+    from offhours.scripts.policy.return_phases import Observation, Tracker, begin, observe
+    from offhours.scripts.simulate.fleet import load_fleet
+
+    gate_page = ReturnMetrics(["chat"])
+    server = serve_metrics(gate_page.render, 0, "127.0.0.1")
+    config, fleet, out = tmp_path / "gate.yaml", tmp_path / "fleet.yaml", tmp_path / "measured.yaml"
+    config.write_text(yaml.safe_dump({"services": {"chat": {"capacity": CONFIGURED}}}))
+    fleet.write_text(yaml.safe_dump({"services": {"chat": {"baseline": 4, "capacity": {"requestsPerSecond": 2.0}}},
+                                     "tickMinutes": 1, "coldStartMinutes": 4, "graceMinutes": 0.5}))
+    scrape = {"job_name": "offhours-gate", "scrape_interval": "1s",
+              "static_configs": [{"targets": [f"127.0.0.1:{server.server_address[1]}"]}]}
+    try:
+        with running_prometheus([], tmp_path, extra_scrape_configs=[scrape]) as url:
+            wait_for_targets(url, 1)
+            start = math.floor(time.time())
+            time.sleep(6)  # a range long beside the scrape interval: increase()'s extrapolation stays under 10%
+            for k in range(6):  # seen, decided, victims gone, scheduled, Ready, serving (gate's monotonic seconds)
+                t = 1000.0 * k
+                tracker, _ = begin(Tracker(), "chat", t, t + 0.4)
+                for i, at in enumerate((20.4 + 2 * k, 22.4 + 2 * k, 30.4 + 2 * k, 130.4 + 2 * k)):
+                    tracker, closed = observe(tracker, "chat", Observation(*(j <= i for j in range(4))), t + at)
+                gate_page.record(closed[0])
+            time.sleep(6)
+            end = math.floor(time.time())
+            code = main(["calibrate", "--return-path", "--prometheus", url, "--config", str(config), "--fleet",
+                         str(fleet), "--start", _iso(start), "--end", _iso(end), "--out", str(out)])
+            expected = {}
+            for phase in ("victims_exit", "scheduling", "start", "serving"):
+                promql = (f'histogram_quantile(0.95, sum by (le) (increase(offhours_return_phase_seconds_bucket'
+                          f'{{service="chat",phase="{phase}"}}[{end - start}s])))')
+                expected[phase] = float(next(iter(query_range(url, promql, end, 60.0, 1).values()))[0])
+            report = {line.split()[1]: line.split()[2:] for line in return_path_lines(url, ["chat"], end - start, end)
+                      if line.startswith("chat")}
+    finally:
+        server.shutdown()
+        server.server_close()
+    text = capsys.readouterr().out
+    assert code == 0, text
+    measured = load_fleet(str(out))
+    written = yaml.safe_load(out.read_text())
+    assert written["graceMinutes"] == pytest.approx(expected["victims_exit"] / 60, rel=1e-3)
+    assert written["coldStartMinutes"] == pytest.approx(
+        sum(expected[p] for p in ("scheduling", "start", "serving")) / 60, rel=1e-3)
+    assert written["coldStartMinutes"] != 4 and written["graceMinutes"] != 0.5, "measured, not the configured"
+    assert measured is not None and "p95 over 6 served reclaim(s)" in text, text
+    # `offhours report --prometheus`: the same reclaims and quantiles, per phase.
+    assert set(report) == {"decision", "victims_exit", "scheduling", "start", "serving", "total"}
+    assert report["victims_exit"] == ["6", report["victims_exit"][1], f"{expected['victims_exit']:.1f}"]
+    assert report["serving"][0] == "6" and report["serving"][2] == f"{expected['serving']:.1f}"
+
+
+def test_too_few_reclaims_in_the_history_keep_the_fleet_file_as_it_is(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    from offhours.scripts.gate.metrics_server import serve_metrics
+    from offhours.scripts.gate.return_metrics import ReturnMetrics
+
+    server = serve_metrics(ReturnMetrics(["chat"]).render, 0, "127.0.0.1")
+    config, fleet, out = tmp_path / "gate.yaml", tmp_path / "fleet.yaml", tmp_path / "measured.yaml"
+    config.write_text(yaml.safe_dump({"services": {"chat": {"capacity": CONFIGURED}}}))
+    fleet.write_text(yaml.safe_dump({"services": {"chat": {"baseline": 4, "capacity": {"requestsPerSecond": 2.0}}}}))
+    scrape = {"job_name": "offhours-gate", "scrape_interval": "1s",
+              "static_configs": [{"targets": [f"127.0.0.1:{server.server_address[1]}"]}]}
+    try:
+        with running_prometheus([], tmp_path, extra_scrape_configs=[scrape]) as url:
+            wait_for_targets(url, 1)
+            start = math.floor(time.time())
+            time.sleep(3)
+            code = main(["calibrate", "--return-path", "--prometheus", url, "--config", str(config), "--fleet",
+                         str(fleet), "--start", _iso(start), "--end", _iso(math.floor(time.time())), "--out", str(out)])
+    finally:
+        server.shutdown()
+        server.server_close()
+    err = capsys.readouterr().err
+    assert code == 1 and "not enough evidence: 0 served reclaim(s)" in err and not out.exists(), err

@@ -13,7 +13,10 @@ import requests
 
 from offhours.scripts.console.app import create_app
 from offhours.scripts.console.source import PoolSource
+from offhours.scripts.gate.metrics_server import serve_metrics
+from offhours.scripts.gate.return_metrics import ReturnMetrics
 from offhours.scripts.metrics.exposition import parse
+from offhours.scripts.policy.return_phases import Observation, Tracker, begin, observe
 from offhours.scripts.pool.model import build_pool
 from offhours.scripts.pool.operator_metrics import MetricsState, exposition
 from tests.support.browser import serving
@@ -115,15 +118,22 @@ def query(url: str, expr: str) -> list[dict]:
 def test_every_dashboard_query_and_alert_rule_runs_on_a_real_prometheus(tmp_path):
     cluster = StagedCluster()
     app = create_app(PoolSource(cluster, interval=0))
+    gate_metrics = ReturnMetrics(["chat"])  # the gate's own page: one reclaim of chat served (after the first scrape)
+    gate = serve_metrics(gate_metrics.render, 0, "127.0.0.1")
     with serving(app) as console:
         target = console.removeprefix("http://")
         scrape = {"job_name": "offhours-console", "static_configs": [{"targets": [target]}]}
-        with running_prometheus([], tmp_path, extra_scrape_configs=[scrape],
+        gate_scrape = {"job_name": "offhours-gate", "scrape_interval": "1s",
+                       "static_configs": [{"targets": [f"127.0.0.1:{gate.server_address[1]}"]}]}
+        with running_prometheus([], tmp_path, extra_scrape_configs=[scrape, gate_scrape],
                                 rule_files=[str(MONITORING / "offhours-alerts.yaml")]) as url:
             deadline = time.time() + 60
             while time.time() < deadline and not query(url, "offhours_reclaim_ready_seconds_count > 0"):
                 time.sleep(0.5)
-            time.sleep(2)  # a couple more scrapes after the reclaim became Ready
+            tracker, _ = begin(Tracker(), "chat", 0.0, 0.4)
+            tracker, served = observe(tracker, "chat", Observation(True, True, True, True), 95.0)
+            gate_metrics.record(served[0])
+            time.sleep(3)  # a couple more scrapes after the reclaim became Ready, and after the gate's reclaim
             assert [r["value"][1] for r in query(url, "offhours_reclaim_ready_seconds_count")] == ["1"]
             assert [r["value"][1] for r in query(url, "offhours_preemptions_total")] == ["1"]
             for title, expr in dashboard_queries():
@@ -143,4 +153,6 @@ def test_every_dashboard_query_and_alert_rule_runs_on_a_real_prometheus(tmp_path
                 time.sleep(0.5)
             assert {r["name"]: r["health"] for r in rules} == {name: "ok" for name in (
                 "OffhoursGateNotTicking", "OffhoursServingBelowRequired", "OffhoursReclaimSlow",
-                "OffhoursGateFailedTicks", "OffhoursConsoleCannotRead", "OffhoursLentUnused")}
+                "OffhoursReturnPathSlow", "OffhoursGateFailedTicks", "OffhoursConsoleCannotRead", "OffhoursLentUnused")}
+    gate.shutdown()
+    gate.server_close()
