@@ -87,6 +87,9 @@ def installed(kubectl: Callable[..., str], tmp_path_factory: pytest.TempPathFact
             kubectl("-n", ns, "delete", "serviceaccount,role,rolebinding,cronworkflow,cronjob", "-l", "offhours.io/managed=true",
                     "--ignore-not-found", "--wait=true")
     kubectl("apply", "--server-side", "--force-conflicts", "-k", str(out))
+    # The workflow quota refuses every creation ("status unknown for quota") until kube-controller-manager counted.
+    wait("the workflow quota's count", lambda: "used" in kubectl("-n", RESEARCH, "get", "resourcequota",
+                                                                 "offhours-workflows", "-o", "json"), timeout=90)
     # The tests drive the gate tick by tick; the CronWorkflow's own schedule would race them.
     kubectl("-n", SERVING, "patch", "cronworkflow", "offhours-gate", "--type=merge", "-p", '{"spec":{"suspend":true}}')
     # So would the backstop's CronJob, between two ticks a test leaves far apart on purpose (its own test resumes it).
