@@ -213,8 +213,12 @@ EVENT_RUN_ID_MISMATCH = "RunIdMismatch"
 """A Warning: a workflow's run-id label and run-id parameter disagree, or the parameter cannot be read before it
 runs (a valueFrom, an Argo expression): where its steps write checkpoints is not the run the gate would count it
 as, so it is never admitted (and stopped if it runs). Said once, as its waiting reason is first written."""
+EVENT_POOL_SQUATTER = "GPUsHeldWithoutAdmission"
+"""A Warning: a research pod held GPUs on a serving node with no workflow the gate lists running to explain it (a
+pod made directly, or one whose labels point elsewhere): counted as lent, then deleted within the grace cap."""
 EVENT_REASONS = (EVENT_GPUS_LENT, EVENT_GPUS_RECLAIMED, EVENT_GATE_HOLD, EVENT_REPLICAS_ADOPTED, EVENT_GATE_TICK_FAILED,
-                 EVENT_LENDING_EXPIRED, EVENT_SERVICE_RELEASED, EVENT_GRACE_ABOVE_CAP, EVENT_RUN_ID_MISMATCH)
+                 EVENT_LENDING_EXPIRED, EVENT_SERVICE_RELEASED, EVENT_GRACE_ABOVE_CAP, EVENT_RUN_ID_MISMATCH,
+                 EVENT_POOL_SQUATTER)
 """Every reason the gate records."""
 AGGREGATED_EVENT_REASONS = frozenset({EVENT_GATE_HOLD})
 """Reasons recorded as one Event per Deployment whose count rises: they repeat every tick while nothing changes."""

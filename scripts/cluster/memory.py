@@ -28,6 +28,7 @@ from offhours.scripts.cluster.base import (
     stop_notes,
 )
 from offhours.scripts.cluster.template_grace import MAX_TEMPLATES
+from offhours.scripts.policy.holding import PodSeat
 from offhours.scripts.cluster.workflow import (
     build_parked_copy,
     elsewhere,
@@ -95,6 +96,7 @@ class MemoryCluster:
     autoscalers: dict[tuple[str, str], Autoscaler] = field(default_factory=dict)  # by (namespace, Deployment name)
     states: dict[tuple[str, str], str] = field(default_factory=dict)  # the state ConfigMaps' text by (ns, service)
     gpu_quotas: dict[str, int] = field(default_factory=dict)  # the ResourceQuota offhours-gpus by namespace
+    seats: list[PodSeat] = field(default_factory=list)  # pods as the scheduler counts them (pool_seats)
     lease_holder: str | None = None
     lease_until: float = 0.0
     lease_annotations: dict[str, str] = field(default_factory=dict)
@@ -443,6 +445,17 @@ class MemoryCluster:
         """Set the GPU quota of `namespace`."""
         self._call(f"set-gpu-quota {namespace} {gpus}")
         self.gpu_quotas[namespace] = gpus
+
+    def pool_seats(self, namespaces: Collection[str]) -> list[PodSeat]:
+        """Return the seats of `namespaces` set in `seats` (a test's pods as the scheduler counts them)."""
+        self._call(f"list-pool-pods {','.join(sorted(set(namespaces)))}")
+        return [s for s in self.seats if s.namespace in namespaces and not s.terminal]
+
+    def delete_pod(self, namespace: str, name: str, uid: str, grace_seconds: int) -> None:
+        """Delete a pod's seat: it is terminating (its GPUs stay counted) until a test removes it."""
+        self._call(f"delete-pod {namespace}/{name} {grace_seconds}")
+        self.seats = [replace(s, terminating=True) if (s.namespace, s.name, s.uid) == (namespace, name, uid) else s
+                      for s in self.seats]
 
     def wait_for_workflow_change(self, namespace: str, timeout: float) -> bool:
         """Return whether a workflow finished since the last call (never blocks: the tests drive the clock)."""

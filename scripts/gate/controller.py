@@ -41,6 +41,7 @@ from offhours.scripts.cluster.workflow import (
     succeeded,
 )
 from offhours.scripts.gate.log import ERROR, INFO, WARNING, Logger
+from offhours.scripts.gate.pool import counting_pool, read_pool, stop_squatters
 from offhours.scripts.gate.quota import keep_gpu_quota
 from offhours.scripts.metrics.sources import LoadSource, Reading, ServiceTarget
 from offhours.scripts.names import (
@@ -207,6 +208,7 @@ class _Tick:
     # Run id -> the services a workflow of it runs for (listed, or admitted this tick): services may share one
     # research namespace, and one run never runs twice at once (its checkpoints are one), whichever service lends.
     runs_running: dict[str, set[str]] = field(default_factory=dict)
+    pool: Any = None  # hook: pool holding (gate/pool.py: the pods on serving's nodes, read once a tick)
     # Run id -> the UIDs of its lineage in any service's record (`lineages_of`): only those run it, whichever service.
     lineages: dict[str, set[str]] = field(default_factory=dict)
     carriers: dict[str, str] = field(default_factory=dict)  # run id -> a listed workflow of its lineage (any service)
@@ -324,6 +326,7 @@ class Gate:
                 if job.run_id and job.state != PARKED:
                     t.runs_running.setdefault(job.run_id, set()).add(obs.policy.name)
         t.first_claims = first_scheduled_claims([j for obs in observed for j in obs.jobs], t.lineages)
+        t.pool = read_pool(self, t)  # hook: pool holding
         readings = self._read(observed, now) if t.readings is None else t.readings
         # Serving first across services, whatever their number: every service's serving write (a reclaim's
         # raise) comes before any advisory read, the lends' scale-downs and records next, and only then any
@@ -356,6 +359,7 @@ class Gate:
                 for write in held:
                     write()
                 keep_gpu_quota(self, t, observed, outcomes, before)  # lowered after serving's raises, before stops
+        stop_squatters(self, t, observed)  # hook: pool holding (after every serving write)
         if not t.reclaim_only:
             self._release_removed(t)  # after every configured service's serving writes
         for outcome in outcomes.values():
@@ -577,6 +581,7 @@ class Gate:
             forecast_required=floor,
             tick_seconds=self.config.tick_seconds,
         )
+        decide_on = counting_pool(decide_on, lent, self, t, obs)  # hook: pool holding
         decision = decide_on(baseline=baseline)
         outcome.decision = decision
         if t.dry_run or (t.reclaim_only and decision.target_lent >= decision.lent):

@@ -23,6 +23,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from offhours.scripts.names import ARGO_WORKFLOW_LABEL
 from offhours.scripts.policy.decide import Decision
 
 MAX_GPUS = 1 << 20
@@ -31,7 +32,6 @@ _QUANTITY = re.compile(r"^\+?([0-9]+)(\.[0-9]+)?([numkMGTPE]|[KMGTPE]i|e[0-9]+)?
 _SCALE = {"n": 1e-9, "u": 1e-6, "m": 1e-3, "": 1.0, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
           "Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50, "Ei": 2.0**60}
 TERMINAL_PHASES = ("Succeeded", "Failed")
-WORKFLOW_LABEL = "workflows.argoproj.io/workflow"
 
 
 def quantity_units(value: Any) -> int:
@@ -118,7 +118,7 @@ def pod_seat(pod: Mapping[str, Any], resource: str) -> PodSeat:
         terminal=status.get("phase") in TERMINAL_PHASES, terminating=meta.get("deletionTimestamp") is not None,
         gpus=effective_request(spec, resource),
         grace_seconds=grace if isinstance(grace, int) and not isinstance(grace, bool) else None,
-        claims=(str(labels.get(WORKFLOW_LABEL, "")), str(owner)))
+        claims=(str(labels.get(ARGO_WORKFLOW_LABEL, "")), str(owner)))
 
 
 def holds(seat: PodSeat) -> bool:

@@ -165,7 +165,7 @@ def _annotate(api: client.ApiClient, workflow: str, key: str, value: str) -> str
             "argoproj.io", "v1alpha1", RESEARCH, "workflows", workflow, {"metadata": {"annotations": {key: value}}})
         return ""
     except client.ApiException as err:
-        return str(err.body)
+        return str(json.loads(err.body)["message"])
 
 
 def test_the_exit_hook_tokens_name_their_pod_and_mark_only_that_pods_workflow(
