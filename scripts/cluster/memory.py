@@ -28,7 +28,6 @@ from offhours.scripts.cluster.base import (
     stop_notes,
 )
 from offhours.scripts.cluster.template_grace import MAX_TEMPLATES
-from offhours.scripts.policy.holding import PodSeat
 from offhours.scripts.cluster.workflow import (
     build_parked_copy,
     elsewhere,
@@ -65,6 +64,7 @@ from offhours.scripts.names import (
     STATE_PREEMPTED,
     STATE_RETURNED,
 )
+from offhours.scripts.policy.holding import PodSeat
 from offhours.scripts.policy.plan import Job
 from offhours.scripts.policy.release import PodExit
 
