@@ -1,20 +1,30 @@
 """The gate's read of what holds the serving pool's GPUs, and its stop of squatters (decisions in policy/holding.py).
 
-Once per tick the pods of the serving and research namespaces are read as the scheduler counts them. Each service
-decides with lent at least what the other pods on its nodes hold: a pod that nothing admitted (a parked workflow
-resumed by hand, a pod made directly) takes GPUs serving cannot use, whatever its workflow's labels or status say.
-Such a research pod is a squatter: after every serving write it is deleted (within the service's grace cap) and
-an Event on the service's Deployment names it. A read that fails changes nothing (the gate decides as before).
+Once per tick the pods of the serving and research namespaces are read as the scheduler counts them. What research
+pods hold on the pool beyond everything the gate lent (by its own record, never by a workflow's labels or status) is
+squatted: each service decides with it counted as lent, so none lends onto it and none judges its serving capacity
+with it. A research pod that no running workflow explains (a pod made directly, one whose labels point elsewhere) is
+a squatter: after every serving write it is deleted (within the grace cap) and an Event names it. A read that fails
+changes nothing (the gate decides as before, on its own record).
 """
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from offhours.scripts.names import EVENT_POOL_SQUATTER
 from offhours.scripts.policy.decide import Decision
-from offhours.scripts.policy.holding import PodSeat, for_plan, lent_floor, pool_holding, pool_nodes, squatters
-from offhours.scripts.policy.plan import PARKED
+from offhours.scripts.policy.holding import (
+    PoolHolding,
+    for_plan,
+    holds,
+    lent_floor,
+    pool_holding,
+    pool_nodes,
+    squatters,
+    unexplained_gpus,
+)
+from offhours.scripts.policy.plan import ADMITTED, PARKED
 
 SQUATTER_GRACE_SECONDS = 30
 """A squatter's deletion grace when no service caps it lower (its own grace may be anything: a tenant wrote it)."""
@@ -22,63 +32,64 @@ SQUATTER_GRACE_SECONDS = 30
 
 @dataclass(frozen=True)
 class PoolRead:
-    """One tick's pods of the serving and research namespaces."""
+    """One tick's pods of the serving and research namespaces, and what they hold beyond the gate's loans."""
 
-    seats: tuple[PodSeat, ...]
+    holding: PoolHolding
+    unexplained_gpus: int
+    services_on: Mapping[str, Any]  # node -> the observed service whose ready pods run there
 
 
-def read_pool(gate: Any, t: Any) -> PoolRead | None:
+def read_pool(gate: Any, t: Any, observed: Sequence[Any]) -> PoolRead | None:
     """Read the pods once a tick; None (logged) when they cannot be read: nothing is then counted from them."""
-    if getattr(t, "pool", None) is not None:
-        return t.pool  # type: ignore[no-any-return]
-    namespaces = (gate.config.namespace, gate.config.workflow_namespace)
+    from offhours.scripts.gate.controller import counted_jobs  # the gate's own record of what it lent
+
+    serving, research = gate.config.namespace, gate.config.workflow_namespace
     try:
-        return PoolRead(tuple(gate.cluster.pool_seats(namespaces)))
+        seats = gate.cluster.pool_seats((serving, research))
     except Exception as err:  # noqa: BLE001 - a failed read only leaves the count at what the gate admitted
         gate.log.warning(f"could not count the pool's pods: {type(err).__name__}: {err}")
         return None
-
-
-def _service_pool(pool: PoolRead, gate: Any, obs: Any) -> Any:
-    names = {p.name for p in obs.pods}
-    serving = [s for s in pool.seats if s.namespace == gate.config.namespace and s.name in names]
-    return pool_holding(pool.seats, pool_nodes(serving), gate.config.namespace)
+    by_pod = {p.name: obs for obs in observed for p in obs.pods}
+    serving_seats = [s for s in seats if s.namespace == serving and s.name in by_pod]
+    nodes = pool_nodes(serving_seats, {s.node for s in seats if s.namespace == research and holds(s)})
+    held = pool_holding(seats, nodes, serving)
+    lent = sum(obs.policy.gpus_per_replica * j.replicas
+               for obs in observed for j in counted_jobs(obs.jobs, obs.record, obs.dep.uid) if j.state == ADMITTED)
+    return PoolRead(held, unexplained_gpus(held, lent), {s.node: by_pod[s.name] for s in serving_seats})
 
 
 def counting_pool(decide_on: Callable[..., Decision], lent: int, gate: Any, t: Any,
                   obs: Any) -> Callable[..., Decision]:
-    """Return `decide_on` deciding with lent at least what the pool's other pods hold, planned over the jobs."""
+    """Return `decide_on` deciding with the squatted GPUs counted as lent, planned over the gate's own jobs."""
     pool = getattr(t, "pool", None)
-    if pool is None:
+    if pool is None or pool.unexplained_gpus == 0:
         return decide_on
-    floor = lent_floor(_service_pool(pool, gate, obs), obs.policy.gpus_per_replica)
+    floor = lent_floor(lent, pool.unexplained_gpus, obs.policy.gpus_per_replica)
 
     def decide(**kw: Any) -> Decision:
-        return for_plan(decide_on(lent=max(lent, floor), **kw), lent)
+        return for_plan(decide_on(lent=floor, **kw), lent)
     return decide
 
 
 def stop_squatters(gate: Any, t: Any, observed: Sequence[Any]) -> None:
-    """Delete the research pods on a service's nodes that no running workflow explains, naming each in an Event."""
+    """Delete the research pods holding pool GPUs that no running workflow explains, naming each in an Event.
+
+    The Event goes on the Deployment of the service whose pods share the squatter's node (else the first service).
+    """
     pool = getattr(t, "pool", None)
-    if pool is None or t.dry_run:
+    if pool is None or t.dry_run or not observed:
         return
     running = {(j.name, j.uid) for obs in observed for j in obs.jobs if j.state != PARKED and j.uid}
-    seen: set[tuple[str, str]] = set()
-    for obs in observed:
-        held = _service_pool(pool, gate, obs)
-        cap = int(min(SQUATTER_GRACE_SECONDS, obs.policy.max_grace_seconds))
-        for seat in squatters(held, gate.config.workflow_namespace, running):
-            if (seat.name, seat.uid) in seen:
-                continue
-            seen.add((seat.name, seat.uid))
-            grace = max(0, min(cap, seat.grace_seconds if seat.grace_seconds is not None else cap))
-            try:
-                gate.cluster.delete_pod(seat.namespace, seat.name, seat.uid, grace)
-            except Exception as err:  # noqa: BLE001 - counted still; the next tick tries again
-                gate.log.warning(f"could not stop pod {seat.namespace}/{seat.name}: {type(err).__name__}: {err}",
-                                 obs.policy.name)
-                continue
-            gate._event(obs.policy.name, obs.dep, EVENT_POOL_SQUATTER,
-                        f"pod {seat.namespace}/{seat.name} held {seat.gpus} GPUs on {seat.node} (a node of "
-                        f"{obs.policy.name}) with no admission by the gate: deleted (grace {grace} s)", warning=True)
+    cap = int(min([SQUATTER_GRACE_SECONDS, *(obs.policy.max_grace_seconds for obs in observed)]))
+    for seat in squatters(pool.holding, gate.config.workflow_namespace, running):
+        grace = max(0, min(cap, seat.grace_seconds if seat.grace_seconds is not None else cap))
+        obs = pool.services_on.get(seat.node, observed[0])
+        try:
+            gate.cluster.delete_pod(seat.namespace, seat.name, seat.uid, grace)
+        except Exception as err:  # noqa: BLE001 - counted still; the next tick tries again
+            gate.log.warning(f"could not stop pod {seat.namespace}/{seat.name}: {type(err).__name__}: {err}",
+                             obs.policy.name)
+            continue
+        gate._event(obs.policy.name, obs.dep, EVENT_POOL_SQUATTER,
+                    f"pod {seat.namespace}/{seat.name} held {seat.gpus} GPUs on {seat.node} with no admission by "
+                    f"the gate: deleted (grace {grace} s)", warning=True)

@@ -8,10 +8,12 @@ count here reads only those fields, and the tenant-writable ones (`claims`) may 
 
 - `effective_request`: the larger of the init containers (each with the sidecars started before it) and the sum
   of the containers and the restartable init containers (sidecars), plus the pod's overhead.
-- `pool_holding`: on the pool's nodes (the nodes serving's pods run on, and those a configured selector picks),
-  the GPUs serving's pods hold (its namespace, which no tenant writes to) and the GPUs everything else holds.
-- `lent_floor` / `for_plan`: the gate decides with lent at least what the pool's other pods hold (a squatter takes
-  room serving cannot use), and plans its admissions and stops over its own admissions only.
+- `pool_holding`: on the pool's nodes (the nodes serving's pods run on, and those research's GPU pods run on: the
+  research namespace holds GPUs only by the gate's loans), the GPUs serving's pods hold (its namespace, which no
+  tenant writes to) and the GPUs everything else holds.
+- `unexplained_gpus` / `lent_floor` / `for_plan`: what the other pods hold beyond all the gate lent (by its own
+  record) is squatted; each service decides with it counted as lent (none lends onto a squatter's GPUs), and plans
+  its admissions and stops over its own admissions only.
 - `squatters`: GPU-holding research pods that no listed, running workflow explains: stopped, each with an Event.
 
 Not counted: DRA allocations (ResourceClaims) and pod-level resources (which do not take extended resources).
@@ -156,9 +158,18 @@ def pool_holding(seats: Iterable[PodSeat], nodes: Collection[str], serving_names
     return PoolHolding(frozenset(nodes), serving, other, tuple(others))
 
 
-def lent_floor(holding: PoolHolding, gpus_per_replica: int) -> int:
-    """Return the replicas the pool's other pods hold at least (a part of a replica's GPUs holds that replica)."""
-    return math.ceil(holding.other_gpus / max(1, gpus_per_replica))
+def unexplained_gpus(holding: PoolHolding, lent_gpus: int) -> int:
+    """Return the GPUs the pool's other pods hold beyond all the gate has lent (by its own record): squatted."""
+    return max(0, holding.other_gpus - max(0, lent_gpus))
+
+
+def lent_floor(lent: int, unexplained: int, gpus_per_replica: int) -> int:
+    """Return the replicas a service decides with: its own lent, and every squatted GPU as if taken from it.
+
+    Where a squatter sits is the tenant's choice (any node of the pool): each service counts it as its own loss,
+    so none lends onto it and each judges its serving capacity without it.
+    """
+    return lent + math.ceil(max(0, unexplained) / max(1, gpus_per_replica))
 
 
 def for_plan(decision: Decision, jobs_lent: int) -> Decision:

@@ -24,6 +24,7 @@ from offhours.scripts.policy.holding import (
     pool_nodes,
     quantity_units,
     squatters,
+    unexplained_gpus,
 )
 
 GPU = "nvidia.com/gpu"
@@ -129,7 +130,8 @@ def test_a_pod_nothing_explains_is_a_squatter_and_a_terminating_one_is_counted_b
     seats = [pod_seat(d, GPU) for d in docs]
     held = pool_holding(seats, pool_nodes([seats[0]]), "serving")
     assert (held.serving_gpus, held.other_gpus) == (4, 12)
-    assert lent_floor(held, 4) == 3 and lent_floor(held, 5) == 3
+    assert unexplained_gpus(held, 4) == 8 and unexplained_gpus(held, 16) == 0
+    assert lent_floor(1, unexplained_gpus(held, 4), 4) == 3 and lent_floor(1, 8, 5) == 3 and lent_floor(2, 0, 4) == 2
     assert [s.name for s in squatters(held, "research", {("wf", "wf-uid")})] == ["bare"]
     # The label alone (a tenant's) explains nothing: the owner's uid must be the listed workflow's too.
     assert [s.name for s in squatters(held, "research", {("wf", "other")})] == ["job", "bare"]
