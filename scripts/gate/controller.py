@@ -326,7 +326,7 @@ class Gate:
                 if job.run_id and job.state != PARKED:
                     t.runs_running.setdefault(job.run_id, set()).add(obs.policy.name)
         t.first_claims = first_scheduled_claims([j for obs in observed for j in obs.jobs], t.lineages)
-        t.pool = read_pool(self, t, observed)  # hook: pool holding
+        t.pool = read_pool(self, t, observed, counted_jobs)  # hook: pool holding
         readings = self._read(observed, now) if t.readings is None else t.readings
         # Serving first across services, whatever their number: every service's serving write (a reclaim's
         # raise) comes before any advisory read, the lends' scale-downs and records next, and only then any

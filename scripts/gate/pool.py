@@ -24,7 +24,7 @@ from offhours.scripts.policy.holding import (
     squatters,
     unexplained_gpus,
 )
-from offhours.scripts.policy.plan import ADMITTED, PARKED
+from offhours.scripts.policy.plan import ADMITTED, PARKED, Job
 
 SQUATTER_GRACE_SECONDS = 30
 """A squatter's deletion grace when no service caps it lower (its own grace may be anything: a tenant wrote it)."""
@@ -39,10 +39,11 @@ class PoolRead:
     services_on: Mapping[str, Any]  # node -> the observed service whose ready pods run there
 
 
-def read_pool(gate: Any, t: Any, observed: Sequence[Any]) -> PoolRead | None:
-    """Read the pods once a tick; None (logged) when they cannot be read: nothing is then counted from them."""
-    from offhours.scripts.gate.controller import counted_jobs  # the gate's own record of what it lent
+def read_pool(gate: Any, t: Any, observed: Sequence[Any], counted_jobs: Callable[..., list[Job]]) -> PoolRead | None:
+    """Read the pods once a tick; None (logged) when they cannot be read: nothing is then counted from them.
 
+    `counted_jobs`: the controller's reading of each service's jobs by its own record (what it lent).
+    """
     serving, research = gate.config.namespace, gate.config.workflow_namespace
     try:
         seats = gate.cluster.pool_seats((serving, research))
