@@ -50,6 +50,7 @@ from offhours.scripts.names import (
     STATE_RETURNED,
 )
 from offhours.scripts.names import GRACE_PARAMETER as GRACE_PARAMETER
+from offhours.scripts.policy.boundary import admission_refusal
 from offhours.scripts.policy.plan import ADMITTED, PARKED, UNMANAGED, Job
 
 # The Workflow resource's plural in Argo's API.
@@ -123,7 +124,7 @@ def _read_job(wf: dict[str, Any], service: str | None) -> Job | None:
     replicas, problem = tenant_replicas(labels.get(LABEL_REPLICAS))
     priority, priority_problem = tenant_priority(annotations.get(ANNOTATION_PRIORITY))
     # Which run it is comes first: a workflow the gate cannot place in one run is never admitted, whatever else.
-    problem = identity.problem or problem or priority_problem
+    problem = identity.problem or problem or priority_problem or admission_refusal(spec)  # hook: boundary
     position = annotations.get(ANNOTATION_QUEUE_POSITION, "")
     learnt = _seconds(annotations.get(ANNOTATION_EXIT_SECONDS))
     own = own_grace(wf)

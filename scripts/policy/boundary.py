@@ -6,8 +6,11 @@ before it is submitted, so a researcher hears the refusal at their desk. Offline
 (the Priority plugin sets it from the class), so the class name stands for it.
 """
 
+import json
 from collections.abc import Iterator, Mapping
 from typing import Any
+
+import yaml
 
 from offhours.scripts.names import (
     EXIT_HOOK_MARK_ANNOTATIONS,
@@ -29,6 +32,62 @@ ALWAYS_TOLERATED = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreacha
 """Added to every pod by the DefaultTolerationSeconds admission plugin (for 300 s): never a research choice."""
 
 Found = tuple[str, str]  # (path in the document, what is wrong and what to do)
+MAX_PATCH_CHARS = 64 * 1024  # a podSpecPatch longer than this is not read here (the pod's own check still applies)
+_PATCHED = {"priorityclassname": "priorityClassName", "priority": "priority", "nodename": "nodeName",
+            "schedulername": "schedulerName", "runtimeclassname": "runtimeClassName", "tolerations": "tolerations"}
+"""The pod fields a podSpecPatch may set that decide priority, placement or runtime, by their casefolded key (Go's
+JSON decoding matches keys without regard to case)."""
+
+
+def patch_fields(text: Any) -> dict[str, Any]:
+    """Return the best-effort fields a podSpecPatch sets (the last of a repeated key, as Go's decoder keeps).
+
+    A patch with an expression (`{{...}}`, expanded before Argo parses it) or that cannot be parsed gives nothing
+    here: the API server's policy judges the pod it becomes.
+    """
+    if not isinstance(text, str) or len(text) > MAX_PATCH_CHARS or "{{" in text:
+        return {}
+    try:
+        loaded: Any = json.loads(text)  # a repeated key keeps its last value; keys of other cases keep their order
+    except (ValueError, RecursionError):
+        try:
+            loaded = yaml.safe_load(text)
+        except (yaml.YAMLError, RecursionError):
+            return {}
+    if not isinstance(loaded, dict):
+        return {}
+    found: dict[str, Any] = {}
+    for key, value in loaded.items():
+        field = _PATCHED.get(key.casefold()) if isinstance(key, str) else None
+        if field is not None:
+            found[field] = value
+    return found
+
+
+def _priority_problem(value: Any, path: str) -> Iterator[Found]:
+    """Judge a pod priority written as a number (Argo's deprecated `priority`/`podPriority`, or a patch's)."""
+    if value is None or (isinstance(value, int) and not isinstance(value, bool) and value <= BEST_EFFORT_PRIORITY):
+        return
+    yield (path, f"priority is {value}; research pods run at most at {PRIORITY_CLASS} ({BEST_EFFORT_PRIORITY}): "
+           f"remove it and set priorityClassName: {PRIORITY_CLASS}")
+
+
+def _pod_fields_problems(fields: Mapping[str, Any], boundary: ResearchBoundary, path: str,
+                         service_account: Any) -> Iterator[Found]:
+    """Judge the pod fields one place sets (a workflow, its templateDefaults, a template, or a podSpecPatch)."""
+    yield from pod_spec_problems({k: fields.get(k) for k in ("nodeName", "schedulerName", "runtimeClassName",
+                                                             "tolerations")}, boundary, path)
+    yield from _priority_class_problem(fields.get("priorityClassName"), f"{path}.priorityClassName", service_account)
+    yield from _priority_problem(fields.get("priority"), f"{path}.priority")
+
+
+def _template_problems(template: Mapping[str, Any], boundary: ResearchBoundary, path: str,
+                       account: Any) -> Iterator[Found]:
+    """Judge a template (or templateDefaults): its own pod fields and those of its podSpecPatch."""
+    account = template.get("serviceAccountName") or account
+    yield from _pod_fields_problems(template, boundary, path, account)
+    yield from _pod_fields_problems(patch_fields(template.get("podSpecPatch")), boundary, f"{path}.podSpecPatch",
+                                    account)
 
 
 def pod_spec_problems(spec: Mapping[str, Any], boundary: ResearchBoundary, path: str = "spec") -> Iterator[Found]:
@@ -115,17 +174,19 @@ def workflow_problems(doc: Mapping[str, Any], boundary: ResearchBoundary) -> Ite
         prefix = "spec"
     if isinstance(spec.get("workflowMetadata"), Mapping):
         yield from mark_problems(spec["workflowMetadata"], f"{prefix}.workflowMetadata")
-    yield from pod_spec_problems({k: spec.get(k) for k in ("schedulerName", "tolerations")}, boundary, prefix)
     account = spec.get("serviceAccountName")
-    yield from _priority_class_problem(spec.get("podPriorityClassName"), f"{prefix}.podPriorityClassName", account)
+    workflow_wide = {**{k: spec.get(k) for k in ("schedulerName", "tolerations")},
+                     "priorityClassName": spec.get("podPriorityClassName"), "priority": spec.get("podPriority")}
+    for found_path, message in _pod_fields_problems(workflow_wide, boundary, prefix, account):
+        yield found_path.replace(f"{prefix}.priorityClassName", f"{prefix}.podPriorityClassName").replace(
+            f"{prefix}.priority", f"{prefix}.podPriority"), message
+    yield from _pod_fields_problems(patch_fields(spec.get("podSpecPatch")), boundary, f"{prefix}.podSpecPatch", account)
+    if isinstance(spec.get("templateDefaults"), Mapping):
+        yield from _template_problems(spec["templateDefaults"], boundary, f"{prefix}.templateDefaults", account)
     templates = spec.get("templates")
     for i, template in enumerate(templates if isinstance(templates, list) else []):
-        if not isinstance(template, Mapping):
-            continue
-        where = f"{prefix}.templates[{i}]"
-        yield from pod_spec_problems({k: template.get(k) for k in ("schedulerName", "tolerations")}, boundary, where)
-        yield from _priority_class_problem(template.get("priorityClassName"), f"{where}.priorityClassName",
-                                           template.get("serviceAccountName") or account)
+        if isinstance(template, Mapping):
+            yield from _template_problems(template, boundary, f"{prefix}.templates[{i}]", account)
 
 
 def boundary_problems(doc: Mapping[str, Any], boundary: ResearchBoundary) -> list[Found]:
@@ -136,3 +197,21 @@ def boundary_problems(doc: Mapping[str, Any], boundary: ResearchBoundary) -> lis
     if kind in ("Workflow", "WorkflowTemplate", "CronWorkflow"):
         return list(workflow_problems(doc, boundary))
     return []
+
+
+_OUTRANKS = ("priorityClassName", "podPriorityClassName", "priority", "podPriority", "nodeName", "schedulerName")
+"""The fields by which a pod outranks best-effort or escapes the scheduler, whatever the configuration allows."""
+
+
+def admission_refusal(spec: Any) -> str | None:
+    """Return why the gate never admits a workflow whose own spec sets its pods above best-effort (None: it may).
+
+    The gate's half of the best-effort rule, judged before admission on the workflow as listed (its templates,
+    templateDefaults and podSpecPatches); the admission policy judges every pod again as it is created.
+    """
+    if not isinstance(spec, Mapping):
+        return None
+    for path, message in workflow_problems({"kind": "Workflow", "spec": spec}, ResearchBoundary()):
+        if path.rsplit(".", 1)[-1] in _OUTRANKS:
+            return f"{path}: {message}"
+    return None
