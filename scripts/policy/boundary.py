@@ -7,10 +7,8 @@ before it is submitted, so a researcher hears the refusal at their desk. Offline
 """
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
-
-import yaml
 
 from offhours.scripts.names import (
     EXIT_HOOK_MARK_ANNOTATIONS,
@@ -39,21 +37,22 @@ _PATCHED = {"priorityclassname": "priorityClassName", "priority": "priority", "n
 JSON decoding matches keys without regard to case)."""
 
 
-def patch_fields(text: Any) -> dict[str, Any]:
+PatchLoader = Callable[[str], Any]
+"""Parses a podSpecPatch's text (JSON here; the callers outside the policy pass one that reads YAML too)."""
+
+
+def patch_fields(text: Any, load: PatchLoader = json.loads) -> dict[str, Any]:
     """Return the best-effort fields a podSpecPatch sets (the last of a repeated key, as Go's decoder keeps).
 
-    A patch with an expression (`{{...}}`, expanded before Argo parses it) or that cannot be parsed gives nothing
-    here: the API server's policy judges the pod it becomes.
+    A patch with an expression (`{{...}}`, expanded before Argo parses it) or that `load` cannot parse gives
+    nothing here: the API server's policy judges the pod it becomes.
     """
     if not isinstance(text, str) or len(text) > MAX_PATCH_CHARS or "{{" in text:
         return {}
     try:
-        loaded: Any = json.loads(text)  # a repeated key keeps its last value; keys of other cases keep their order
-    except (ValueError, RecursionError):
-        try:
-            loaded = yaml.safe_load(text)
-        except (yaml.YAMLError, RecursionError):
-            return {}
+        loaded: Any = load(text)  # a repeated key keeps its last value; keys of other cases keep their order
+    except Exception:  # noqa: BLE001 - a tenant's text: whatever the parser raises, nothing is read from it
+        return {}
     if not isinstance(loaded, dict):
         return {}
     found: dict[str, Any] = {}
@@ -82,12 +81,12 @@ def _pod_fields_problems(fields: Mapping[str, Any], boundary: ResearchBoundary, 
 
 
 def _template_problems(template: Mapping[str, Any], boundary: ResearchBoundary, path: str,
-                       account: Any) -> Iterator[Found]:
+                       account: Any, load: PatchLoader) -> Iterator[Found]:
     """Judge a template (or templateDefaults): its own pod fields and those of its podSpecPatch."""
     account = template.get("serviceAccountName") or account
     yield from _pod_fields_problems(template, boundary, path, account)
-    yield from _pod_fields_problems(patch_fields(template.get("podSpecPatch")), boundary, f"{path}.podSpecPatch",
-                                    account)
+    yield from _pod_fields_problems(patch_fields(template.get("podSpecPatch"), load), boundary,
+                                    f"{path}.podSpecPatch", account)
 
 
 def pod_spec_problems(spec: Mapping[str, Any], boundary: ResearchBoundary, path: str = "spec") -> Iterator[Found]:
@@ -156,7 +155,8 @@ def mark_problems(metadata: Mapping[str, Any], path: str = "metadata") -> Iterat
                    "accounts GPU time); leave it out")
 
 
-def workflow_problems(doc: Mapping[str, Any], boundary: ResearchBoundary) -> Iterator[Found]:
+def workflow_problems(doc: Mapping[str, Any], boundary: ResearchBoundary,
+                      load: PatchLoader = json.loads) -> Iterator[Found]:
     """Judge a Workflow, WorkflowTemplate or CronWorkflow: its marks, and the pod fields its templates set."""
     kind = doc.get("kind")
     spec = doc.get("spec") if isinstance(doc.get("spec"), Mapping) else {}
@@ -180,22 +180,24 @@ def workflow_problems(doc: Mapping[str, Any], boundary: ResearchBoundary) -> Ite
     for found_path, message in _pod_fields_problems(workflow_wide, boundary, prefix, account):
         yield found_path.replace(f"{prefix}.priorityClassName", f"{prefix}.podPriorityClassName").replace(
             f"{prefix}.priority", f"{prefix}.podPriority"), message
-    yield from _pod_fields_problems(patch_fields(spec.get("podSpecPatch")), boundary, f"{prefix}.podSpecPatch", account)
+    yield from _pod_fields_problems(patch_fields(spec.get("podSpecPatch"), load), boundary, f"{prefix}.podSpecPatch",
+                                    account)
     if isinstance(spec.get("templateDefaults"), Mapping):
-        yield from _template_problems(spec["templateDefaults"], boundary, f"{prefix}.templateDefaults", account)
+        yield from _template_problems(spec["templateDefaults"], boundary, f"{prefix}.templateDefaults", account, load)
     templates = spec.get("templates")
     for i, template in enumerate(templates if isinstance(templates, list) else []):
         if isinstance(template, Mapping):
-            yield from _template_problems(template, boundary, f"{prefix}.templates[{i}]", account)
+            yield from _template_problems(template, boundary, f"{prefix}.templates[{i}]", account, load)
 
 
-def boundary_problems(doc: Mapping[str, Any], boundary: ResearchBoundary) -> list[Found]:
+def boundary_problems(doc: Mapping[str, Any], boundary: ResearchBoundary,
+                      load: PatchLoader = json.loads) -> list[Found]:
     """Every boundary rule a research manifest breaks (Pods and Argo workflows; other kinds: none)."""
     kind = doc.get("kind")
     if kind == "Pod":
         return list(pod_problems(doc, boundary))
     if kind in ("Workflow", "WorkflowTemplate", "CronWorkflow"):
-        return list(workflow_problems(doc, boundary))
+        return list(workflow_problems(doc, boundary, load))
     return []
 
 
@@ -203,7 +205,7 @@ _OUTRANKS = ("priorityClassName", "podPriorityClassName", "priority", "podPriori
 """The fields by which a pod outranks best-effort or escapes the scheduler, whatever the configuration allows."""
 
 
-def admission_refusal(spec: Any) -> str | None:
+def admission_refusal(spec: Any, load: PatchLoader = json.loads) -> str | None:
     """Return why the gate never admits a workflow whose own spec sets its pods above best-effort (None: it may).
 
     The gate's half of the best-effort rule, judged before admission on the workflow as listed (its templates,
@@ -211,7 +213,7 @@ def admission_refusal(spec: Any) -> str | None:
     """
     if not isinstance(spec, Mapping):
         return None
-    for path, message in workflow_problems({"kind": "Workflow", "spec": spec}, ResearchBoundary()):
+    for path, message in workflow_problems({"kind": "Workflow", "spec": spec}, ResearchBoundary(), load):
         if path.rsplit(".", 1)[-1] in _OUTRANKS:
             return f"{path}: {message}"
     return None

@@ -14,6 +14,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
+from offhours.scripts.inputs.yamldoc import read_patch
 from offhours.scripts.policy.boundary import boundary_problems, patch_fields
 from offhours.scripts.policy.config import ResearchBoundary
 
@@ -62,18 +63,19 @@ def document(kind: str, place: str, field: tuple[Any, ...], forbidden: bool, key
        st.sampled_from(FIELDS), st.integers(0, 2), st.booleans())
 def test_a_forbidden_pod_field_is_refused_wherever_argo_takes_it_from(kind: str, place: str, field: tuple[Any, ...],
                                                                       key_case: int, as_yaml: bool) -> None:
-    bad = boundary_problems(document(kind, place, field, True, key_case, as_yaml), BOUNDARY)
+    bad = boundary_problems(document(kind, place, field, True, key_case, as_yaml), BOUNDARY, read_patch)
     assert bad, (kind, place, field)
     assert any(field[0].lower() in path.lower() or (field[1] or "~").lower() in path.lower()
                or "podspecpatch" in path.lower() for path, _ in bad), bad
     assert all("offhours-best-effort" in m or "not allowed" in m or "scheduler" in m or "toleration" in m
                for _, m in bad), bad
-    assert boundary_problems(document(kind, place, field, False, key_case, as_yaml), BOUNDARY) == []
+    assert boundary_problems(document(kind, place, field, False, key_case, as_yaml), BOUNDARY, read_patch) == []
 
 
 def test_a_parameterised_or_unreadable_patch_is_left_to_the_pods_own_check() -> None:
     assert patch_fields('{"nodeName": "{{inputs.parameters.node}}"}') == {}
-    assert patch_fields("{not json: [") == {}
+    assert patch_fields("{not json: [") == {} and patch_fields("{not json: [", read_patch) == {}
+    assert patch_fields("nodeName: a", read_patch) == {"nodeName": "a"} and patch_fields("nodeName: a") == {}
     assert patch_fields('{"nodeName": "a", "NODENAME": "b"}') == {"nodeName": "b"}  # the last, as Go keeps it
 
 
