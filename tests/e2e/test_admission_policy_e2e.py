@@ -242,6 +242,8 @@ def test_a_pod_beyond_the_lent_gpus_is_refused_and_created_once_the_gate_lends_m
         lend(4)
         code, out = as_user(RESEARCHER, "create", "-f", "-", stdin=pod("e2e-gpu", gpus=4, **BEST_EFFORT))
         assert code == 0, out
+        wait("the pod within the loan to run", lambda: core.read_namespaced_pod("e2e-gpu", RESEARCH).status.phase
+             == "Running", timeout=60)
     finally:
         as_user(RESEARCHER, "-n", RESEARCH, "delete", "pod", "e2e-gpu", "--grace-period=0", "--ignore-not-found",
                 "--wait=false")
