@@ -62,6 +62,7 @@ from offhours.scripts.names import (
     LABEL_STATE,
     PIPELINE_TEMPLATE,
     STATE_KEY,
+    WORKFLOW_QUOTA,
     STATE_PREEMPTED,
     state_configmap_name,
 )
@@ -289,6 +290,10 @@ def install(env: dict[str, str], raw_config: dict[str, Any], replicas: int, say:
     shutil.rmtree(out, ignore_errors=True)
     write(out, yaml.safe_dump(raw_config))
     kubectl(bin_dir, kubeconfig, "apply", "--server-side", "--force-conflicts", "-k", str(out))
+    if (out / f"resourcequota-{RESEARCH}-{WORKFLOW_QUOTA}.yaml").exists():
+        # The workflow quota refuses every creation until kube-controller-manager has counted the workflows.
+        kubectl(bin_dir, kubeconfig, "-n", RESEARCH, "wait", "--for=jsonpath={.status.used}", "--timeout=60s",
+                f"resourcequota/{WORKFLOW_QUOTA}")
     cron = read_yaml(str(out / "cronworkflow-offhours-gate.yaml"), MANIFEST_BYTES)
     cron_ns = cron["metadata"]["namespace"]
     for ns in sorted({SERVING, cron_ns}):  # the ConfigMap beside the CronWorkflow that mounts it
