@@ -62,8 +62,8 @@ from offhours.scripts.names import (
     LABEL_STATE,
     PIPELINE_TEMPLATE,
     STATE_KEY,
-    WORKFLOW_QUOTA,
     STATE_PREEMPTED,
+    WORKFLOW_QUOTA,
     state_configmap_name,
 )
 from offhours.scripts.pool.model import STOPPED_UNADMITTED
