@@ -300,3 +300,28 @@ def test_argo_resume_of_a_parked_workflow_by_its_owner_is_refused_and_the_other_
     finally:
         for name in names:
             as_user(RESEARCHER, "-n", RESEARCH, "delete", "workflow", name, "--ignore-not-found", "--wait=false")
+
+
+def test_a_research_pod_that_ignores_sigterm_is_gone_when_its_grace_ends(as_user: Run, api: client.ApiClient) -> None:
+    """The kwok stage for research pods: deleted, a pod stays (terminating, its GPUs held) until its grace ends."""
+    core = client.CoreV1Api(api)
+    doc = json.loads(pod("e2e-slow-exit", terminationGracePeriodSeconds=20, **BEST_EFFORT))
+    doc["metadata"]["annotations"] = {"offhours.io/e2e-exit-after": "grace"}
+    core.create_namespaced_pod(RESEARCH, doc)
+    try:
+        wait("the pod to run", lambda: core.read_namespaced_pod("e2e-slow-exit", RESEARCH).status.phase == "Running",
+             timeout=60)
+        core.delete_namespaced_pod("e2e-slow-exit", RESEARCH)
+        left = core.read_namespaced_pod("e2e-slow-exit", RESEARCH)  # a 20 s grace: still there, terminating
+        assert left.metadata.deletion_timestamp is not None and left.status.phase == "Running"
+
+        def gone() -> bool:
+            try:
+                core.read_namespaced_pod("e2e-slow-exit", RESEARCH)
+                return False
+            except client.ApiException as err:
+                return err.status == 404
+        wait("the pod gone once its grace ended", gone, timeout=90)
+    finally:
+        as_user(RESEARCHER, "-n", RESEARCH, "delete", "pod", "e2e-slow-exit", "--grace-period=0", "--force",
+                "--ignore-not-found", "--wait=false")
