@@ -80,6 +80,11 @@ def refuse_unbounded(config: GateConfig) -> None:
         if not _NAME.match(value) or len(value) > 63:
             raise ConfigError(f"gate config: {field}: {value!r} is not a namespace name (lowercase letters, digits, "
                               "'-'): the admission policies bound to it would match nothing")
+    if config.workflow_namespace.startswith("kube-") or config.workflow_namespace == "default":
+        # The research policies judge every pod and workflow there: the cluster's own would be refused too.
+        raise ConfigError(f"gate config: workflowNamespace: {config.workflow_namespace!r} is shared with the "
+                          "cluster's own objects: the research policies would judge everything there; give research "
+                          "a namespace of its own")
     for key in config.research.toleration_keys:
         if not _QUALIFIED.match(key) or len(key) > 316:
             raise ConfigError(f"gate config: research.tolerationKeys: {key!r} is not a taint key: it would tolerate "
