@@ -244,6 +244,13 @@ def test_a_pod_beyond_the_lent_gpus_is_refused_and_created_once_the_gate_lends_m
         assert code == 0, out
         wait("the pod within the loan to run", lambda: core.read_namespaced_pod("e2e-gpu", RESEARCH).status.phase
              == "Running", timeout=60)
+        # The gate's read of the pool, on the real API server: the pod as the scheduler counts it.
+        seat = next(s for s in gate.pool_seats([RESEARCH]) if s.name == "e2e-gpu")
+        running = core.read_namespaced_pod("e2e-gpu", RESEARCH)
+        assert (seat.gpus, seat.node, seat.uid, seat.terminating) == (4, running.spec.node_name, running.metadata.uid,
+                                                                       False)
+        gate.delete_pod(RESEARCH, "e2e-gpu", "another-incarnation", 0)  # a UID precondition: not this pod
+        assert core.read_namespaced_pod("e2e-gpu", RESEARCH).metadata.deletion_timestamp is None
     finally:
         as_user(RESEARCHER, "-n", RESEARCH, "delete", "pod", "e2e-gpu", "--grace-period=0", "--ignore-not-found",
                 "--wait=false")
