@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from offhours.scripts.names import EVENT_POOL_SQUATTER
+from offhours.scripts.names import EVENT_POOL_SQUATTER, LABEL_SERVICE
 from offhours.scripts.policy.decide import Decision
 from offhours.scripts.policy.holding import (
+    PodSeat,
     PoolHolding,
     for_plan,
     holds,
@@ -29,6 +30,8 @@ from offhours.scripts.policy.plan import ADMITTED, PARKED, Job
 
 SQUATTER_GRACE_SECONDS = 30
 """A squatter's deletion grace when no service caps it lower (its own grace may be anything: a tenant wrote it)."""
+MAX_SQUATTER_STOPS = 20
+"""Squatters looked up and stopped per tick at most (the rest next tick; all of them stay counted meanwhile)."""
 
 
 @dataclass(frozen=True)
@@ -83,7 +86,9 @@ def stop_squatters(gate: Any, t: Any, observed: Sequence[Any]) -> None:
         return
     running = {(j.name, j.uid) for obs in observed for j in obs.jobs if j.state != PARKED and j.uid}
     cap = int(min([SQUATTER_GRACE_SECONDS, *(obs.policy.max_grace_seconds for obs in observed)]))
-    for seat in squatters(pool.holding, gate.config.workflow_namespace, running):
+    for seat in squatters(pool.holding, gate.config.workflow_namespace, running)[:MAX_SQUATTER_STOPS]:
+        if _offhours_job_elsewhere(gate, seat):
+            continue
         grace = max(0, min(cap, seat.grace_seconds if seat.grace_seconds is not None else cap))
         obs = pool.services_on.get(seat.node, observed[0])
         try:
@@ -95,3 +100,24 @@ def stop_squatters(gate: Any, t: Any, observed: Sequence[Any]) -> None:
         gate._event(obs.policy.name, obs.dep, EVENT_POOL_SQUATTER,
                     f"pod {seat.namespace}/{seat.name} held {seat.gpus} GPUs on {seat.node} with no admission by "
                     f"the gate: deleted (grace {grace} s)", warning=True)
+
+
+def _offhours_job_elsewhere(gate: Any, seat: PodSeat) -> bool:
+    """Whether the pod is one of an offhours job no configured service lists (a removed service's, say).
+
+    Such a job is given back by the gate's release of what it lent (stopped, with its grace and exit hook), not
+    deleted here. Its workflow, by name and UID (the pod's claim), must exist and carry the service label; the
+    pod stays counted either way.
+    """
+    name, uid = seat.claims
+    if not name or not uid:
+        return False
+    try:
+        wf = gate.cluster.workflow(seat.namespace, name)
+    except Exception:  # noqa: BLE001 - unreadable: judged a squatter (it holds GPUs nothing explains)
+        return False
+    meta = wf.get("metadata") if isinstance(wf, dict) else None
+    if not isinstance(meta, dict) or meta.get("uid") != uid:
+        return False
+    labels = meta.get("labels")
+    return isinstance(labels, dict) and bool(labels.get(LABEL_SERVICE))

@@ -82,3 +82,16 @@ def test_an_unreadable_pod_list_is_a_warning_and_the_tick_goes_on() -> None:
     out = w.tick()
     assert not any(o.failed for o in out.values())
     assert "could not count the pool's pods" in w.log.getvalue()
+
+
+def test_a_pod_of_an_offhours_job_no_service_lists_is_left_to_the_release_and_a_forged_claim_is_not() -> None:
+    w = World()
+    w.tick()
+    w.park("orphan", svc="gone-service")  # an offhours job of a service removed from the configuration
+    w.wf("orphan")["spec"]["suspend"] = False
+    uid = w.wf("orphan")["metadata"]["uid"]
+    w.cluster.seats = [*serving_seats(w), seat("orphan-main", "research", "node-0", 4, ("orphan", uid)),
+                       seat("claims-orphan", "research", "node-1", 4, ("orphan", "not-its-uid"))]
+    w.tick()
+    deleted = [c for c in w.cluster.calls if c.startswith("delete-pod")]
+    assert deleted == ["delete-pod research/claims-orphan 30"]
