@@ -39,6 +39,7 @@ from offhours.scripts.names import (
     POLICY_GATE_MARKS,
     POLICY_SERVING_OBJECTS,
     PRIORITY_CLASS,
+    RETURN_GPUS,
     STATE_PARKED,
     STATE_PREEMPTED,
     STATE_RETURNED,
@@ -59,6 +60,8 @@ _QUALIFIED = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[
                         r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")  # a taint key (a qualified name)
 _SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")  # a RuntimeClass
 NOT_MASTERS = {"name": "not-cluster-admin", "expression": "!('system:masters' in request.userInfo.groups)"}
+POD_NAME_EXTRA = "authentication.kubernetes.io/pod-name"
+"""The key under which kube-apiserver puts the pod a bound ServiceAccount token was issued for (userInfo.extra)."""
 
 
 def _lit(values: tuple[str, ...] | list[str]) -> str:
@@ -77,6 +80,11 @@ def refuse_unbounded(config: GateConfig) -> None:
         if not _NAME.match(value) or len(value) > 63:
             raise ConfigError(f"gate config: {field}: {value!r} is not a namespace name (lowercase letters, digits, "
                               "'-'): the admission policies bound to it would match nothing")
+    if config.workflow_namespace.startswith("kube-") or config.workflow_namespace == "default":
+        # The research policies judge every pod and workflow there: the cluster's own would be refused too.
+        raise ConfigError(f"gate config: workflowNamespace: {config.workflow_namespace!r} is shared with the "
+                          "cluster's own objects: the research policies would judge everything there; give research "
+                          "a namespace of its own")
     for key in config.research.toleration_keys:
         if not _QUALIFIED.match(key) or len(key) > 316:
             raise ConfigError(f"gate config: research.tolerationKeys: {key!r} is not a taint key: it would tolerate "
@@ -191,7 +199,18 @@ def gate_marks(config: GateConfig) -> dict[str, Any]:
         {"name": "hookMarks", "expression": changed(EXIT_HOOK_MARK_ANNOTATIONS, 'annotations', 'oldAnnotations')},
         {"name": "state", "expression": f"{state} in variables.labels ? variables.labels[{state}] : ''"},
         {"name": "oldState", "expression": f"{state} in variables.oldLabels ? variables.oldLabels[{state}] : ''"},
-        {"name": "isExitHook", "expression": f"request.userInfo.username == '{hook}'"},
+        # The pod the exit hook's token was bound to (kubelet binds every projected token to its pod); '' for a
+        # token bound to nothing or an impersonation without it.
+        {"name": "hookPod", "expression": f"has(request.userInfo.extra) && '{POD_NAME_EXTRA}' in request.userInfo.extra "
+                                          f"&& size(request.userInfo.extra['{POD_NAME_EXTRA}']) == 1 ? "
+                                          f"request.userInfo.extra['{POD_NAME_EXTRA}'][0] : ''"},
+        # Argo names the exit hook's pod <workflow>-{RETURN_GPUS}-<hash of the node name> (pod names v2): with the
+        # rest all digits, no other workflow's hook pod has this name.
+        {"name": "ownHookPod", "expression": "variables.hookPod.startsWith(object.metadata.name + '-') && "
+                                             "variables.hookPod.substring(size(object.metadata.name) + 1)"
+                                             f".matches('^{RETURN_GPUS}-[0-9]+$')"},
+        {"name": "hookAccount", "expression": f"request.userInfo.username == '{hook}'"},
+        {"name": "isExitHook", "expression": "variables.hookAccount && variables.ownHookPod"},
     ]
     whose = "'workflow ' + object.metadata.name + ': '"
     return _policy(POLICY_GATE_MARKS, [{"apiGroups": [ARGO_GROUP], "apiVersions": ["*"],
@@ -199,6 +218,12 @@ def gate_marks(config: GateConfig) -> dict[str, Any]:
         _check("size(variables.gateMarks) == 0",
                f"{whose} + variables.gateMarks.join(', ') + ': written by the offhours gate only (they admit, park "
                "and copy jobs); leave them out (offhours submit writes a new job without them)'"),
+        # A borrowed exit hook ServiceAccount (a researcher's pod running as it) reaches only its own workflow.
+        _check("!variables.hookAccount || variables.ownHookPod || (size(variables.hookMarks) == 0 && "
+               "variables.state == variables.oldState)",
+               f"{whose} + 'the exit hook marks only the workflow its own pod belongs to; this request comes from "
+               f"pod ' + (variables.hookPod == '' ? '(none: the token is bound to no pod)' : variables.hookPod) + "
+               f"', not ' + object.metadata.name + '-{RETURN_GPUS}-<hash>'"),
         _check("variables.isExitHook || size(variables.hookMarks) == 0",
                f"{whose} + variables.hookMarks.join(', ') + ': written by the exit hook that gives the GPUs back "
                "(they account GPU time); leave them out'"),

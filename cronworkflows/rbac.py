@@ -98,8 +98,9 @@ GATE_RESEARCH_RULES: list[dict[str, Any]] = [
     # Read only: a workflow's arguments are checked against its template's before it is admitted.
     {"apiGroups": [ARGO_GROUP], "resources": ["workflowtemplates"], "verbs": ["list"]},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
-    # Read only: a stopped job's pods' status is what its release time is measured from.
-    {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+    # A stopped job's pods' status is what its release time is measured from; the pods on serving's nodes are
+    # counted as the scheduler counts them, and one that nothing admitted (a squatter) is deleted.
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "delete"]},
     # The GPU quota it keeps equal to what it has lent (created at its first tick; only that one is changed).
     {"apiGroups": [""], "resources": ["resourcequotas"], "verbs": ["create"]},
     {"apiGroups": [""], "resources": ["resourcequotas"], "resourceNames": [GPU_QUOTA], "verbs": ["get", "patch"]},

@@ -222,9 +222,12 @@ as, so it is never admitted (and stopped if it runs). Said once, as its waiting 
 EVENT_LENT_UNSCHEDULABLE = "LentUnschedulable"
 """A Warning: an admitted job's pods stayed unschedulable past the bound; it was parked again and its replicas given
 back (no work lost: it never started). The message names the pod that did not fit and where."""
+EVENT_POOL_SQUATTER = "GPUsHeldWithoutAdmission"
+"""A Warning: a research pod held GPUs on a serving node with no workflow the gate lists running to explain it (a
+pod made directly, or one whose labels point elsewhere): counted as lent, then deleted within the grace cap."""
 EVENT_REASONS = (EVENT_GPUS_LENT, EVENT_GPUS_RECLAIMED, EVENT_GATE_HOLD, EVENT_REPLICAS_ADOPTED, EVENT_GATE_TICK_FAILED,
                  EVENT_LENDING_EXPIRED, EVENT_SERVICE_RELEASED, EVENT_GRACE_ABOVE_CAP, EVENT_RUN_ID_MISMATCH,
-                 EVENT_LENT_UNSCHEDULABLE)
+                 EVENT_POOL_SQUATTER, EVENT_LENT_UNSCHEDULABLE)
 """Every reason the gate records."""
 AGGREGATED_EVENT_REASONS = frozenset({EVENT_GATE_HOLD})
 """Reasons recorded as one Event per Deployment whose count rises: they repeat every tick while nothing changes."""

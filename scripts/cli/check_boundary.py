@@ -90,9 +90,10 @@ def _gpu_quota(core: Any, config: GateConfig, install: str) -> Iterator[Line]:
     except ApiException as err:
         if not _absent(err):
             raise
-        yield Line(name, False, "missing: research pods' GPUs are bounded by the gate only, not at pod creation",
-                    "the gate creates it at its next tick (it keeps it equal to the GPUs it has lent): see the "
-                    "CronWorkflow line below")
+        # Not part of the install: the gate makes it at its first tick (render cannot know what is lent). Until
+        # then nothing is lent either; a gate that ticks and cannot make it says so in its log and its health line.
+        yield Line(name, True, "not made yet: the gate creates it at its first tick and keeps it equal to the "
+                               "GPUs it has lent (until then research GPU pods are bounded by the gate only)")
         return
     hard = (quota.spec.hard or {}).get(key) if quota.spec is not None else None
     if hard is None:

@@ -107,6 +107,9 @@ def demo_gate_config(port: int, replicas: int, speed: float = 60.0) -> dict[str,
                                "coldStartSeconds": TRACE_COLD_START_SECONDS / speed,
                                "maxGraceSeconds": TRACE_MAX_GRACE_SECONDS / speed,
                                "maxLendStep": 4, "minReplicas": 1}},
+        # No workflow quota in the demo: until kube-controller-manager has counted the workflows (seen to take
+        # minutes on the local control plane), it would refuse the demo's first jobs.
+        "research": {"maxWorkflows": None},
     }
 
 

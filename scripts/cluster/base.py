@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from typing import Any, NamedTuple, Protocol
 
 from offhours.scripts.names import ANNOTATION_PROGRESS, GPU_RESOURCE
+from offhours.scripts.policy.holding import PodSeat
 from offhours.scripts.policy.plan import Job
 from offhours.scripts.policy.release import PodExit
 from offhours.scripts.policy.target import DEPLOYMENT_API_VERSION, DEPLOYMENT_KIND, ScaleTargetRef
@@ -337,6 +338,14 @@ class Cluster(Protocol):
 
     def set_gpu_quota(self, namespace: str, gpus: int) -> None:
         """Create or update the ResourceQuota `offhours-gpus` of `namespace` to allow `gpus` GPU requests."""
+        ...
+
+    def pool_seats(self, namespaces: Collection[str]) -> list[PodSeat]:
+        """Return the not-ended pods of `namespaces` as the scheduler counts them (policy/holding.py)."""
+        ...
+
+    def delete_pod(self, namespace: str, name: str, uid: str, grace_seconds: int) -> None:
+        """Delete that incarnation of a pod within `grace_seconds` (a squatter); a missing one is success."""
         ...
 
     def wait_for_workflow_change(self, namespace: str, timeout: float) -> bool:

@@ -85,6 +85,7 @@ from offhours.scripts.names import (
     aggregated_event_name,
     state_configmap_name,
 )
+from offhours.scripts.policy.holding import PodSeat, pod_seat
 from offhours.scripts.policy.placement import Node, Replica
 from offhours.scripts.policy.plan import Job
 from offhours.scripts.policy.release import PodExit
@@ -94,6 +95,8 @@ from offhours.scripts.runtime.provenance import reported_digest
 T = TypeVar("T")
 # Kubernetes' metadata-only answer to a list (as kube-controller-manager's metadata informers ask for it).
 METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+MAX_POOL_PODS = 20_000  # pods not ended per namespace the pool's count reads, at most (40 pages)
+NOT_TERMINAL = "status.phase!=Succeeded,status.phase!=Failed"
 PAGE_SIZE = 500  # items per list page: a list's answer stays bounded however many objects there are
 UNSCHEDULABLE_CHUNK = 100  # workflow names per label selector of one pending-pods read (the selector stays short)
 MAX_PLACEMENT_NODES = 2000  # nodes read for one service's placement: a bound on the tick's reads, not a fleet's limit
@@ -720,6 +723,31 @@ class KubeCluster:
             self._call(what, lambda: self.core.create_namespaced_resource_quota(namespace, {
                 "apiVersion": "v1", "kind": "ResourceQuota",
                 "metadata": {"name": GPU_QUOTA, "namespace": namespace, "labels": {LABEL_MANAGED: "true"}}, **body}))
+
+    def pool_seats(self, namespaces: Collection[str]) -> list[PodSeat]:
+        """Return the pods of `namespaces` the scheduler charges a node with, as `holding.pod_seat` reads them.
+
+        Terminal pods are left out by the server (a field selector); the rest is read in pages, so the answer
+        stays bounded per page whatever tenants create; past MAX_POOL_PODS a namespace is an error (a count cut
+        short would be lower than the truth).
+        """
+        seats: list[PodSeat] = []
+        for namespace in sorted(set(namespaces)):
+            listed = 0
+            for pod in self._pages(f"list pods {namespace}", partial(
+                    self.core.list_namespaced_pod, namespace, field_selector=NOT_TERMINAL)):
+                listed += 1
+                if listed > MAX_POOL_PODS:
+                    raise ClusterError(f"list pods {namespace}: more than {MAX_POOL_PODS} pods not ended")
+                seats.append(pod_seat(self.api.sanitize_for_serialization(pod), GPU_RESOURCE))
+        return seats
+
+    def delete_pod(self, namespace: str, name: str, uid: str, grace_seconds: int) -> None:
+        """Delete a pod (that incarnation only: a UID precondition) within `grace_seconds`; a missing one is success."""
+        body = client.V1DeleteOptions(grace_period_seconds=grace_seconds, preconditions=client.V1Preconditions(uid=uid))
+        gone: dict[int, Any] = {404: None, 409: None}
+        self._call(f"delete pod {namespace}/{name}", lambda: self.core.delete_namespaced_pod(name, namespace, body=body),
+                   accept=gone)
 
     def wait_for_workflow_change(self, namespace: str, timeout: float) -> bool:
         """Watch offhours workflows up to `timeout` s; True at the first one that finished or was returned."""

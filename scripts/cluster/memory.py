@@ -66,6 +66,7 @@ from offhours.scripts.names import (
     STATE_PREEMPTED,
     STATE_RETURNED,
 )
+from offhours.scripts.policy.holding import PodSeat
 from offhours.scripts.policy.placement import Node, Replica
 from offhours.scripts.policy.plan import Job
 from offhours.scripts.policy.release import PodExit
@@ -106,6 +107,7 @@ class MemoryCluster:
     controllers: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)  # target -> its controller owner
     states: dict[tuple[str, str], str] = field(default_factory=dict)  # the state ConfigMaps' text by (ns, service)
     gpu_quotas: dict[str, int] = field(default_factory=dict)  # the ResourceQuota offhours-gpus by namespace
+    seats: list[PodSeat] = field(default_factory=list)  # pods as the scheduler counts them (pool_seats)
     lease_holder: str | None = None
     lease_until: float = 0.0
     lease_annotations: dict[str, str] = field(default_factory=dict)
@@ -558,6 +560,17 @@ class MemoryCluster:
         """Set the GPU quota of `namespace`."""
         self._call(f"set-gpu-quota {namespace} {gpus}")
         self.gpu_quotas[namespace] = gpus
+
+    def pool_seats(self, namespaces: Collection[str]) -> list[PodSeat]:
+        """Return the seats of `namespaces` set in `seats` (a test's pods as the scheduler counts them)."""
+        self._call(f"list-pool-pods {','.join(sorted(set(namespaces)))}")
+        return [s for s in self.seats if s.namespace in namespaces and not s.terminal]
+
+    def delete_pod(self, namespace: str, name: str, uid: str, grace_seconds: int) -> None:
+        """Delete a pod's seat: it is terminating (its GPUs stay counted) until a test removes it."""
+        self._call(f"delete-pod {namespace}/{name} {grace_seconds}")
+        self.seats = [replace(s, terminating=True) if (s.namespace, s.name, s.uid) == (namespace, name, uid) else s
+                      for s in self.seats]
 
     def wait_for_workflow_change(self, namespace: str, timeout: float) -> bool:
         """Return whether a workflow finished since the last call (never blocks: the tests drive the clock)."""

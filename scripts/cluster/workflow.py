@@ -16,6 +16,7 @@ from typing import Any
 from offhours.scripts.cluster.arguments import namespaced_template_name, submitted_arguments
 from offhours.scripts.cluster.grace import own_grace, parameter_grace
 from offhours.scripts.cluster.template_grace import direct_refs
+from offhours.scripts.inputs.yamldoc import read_patch
 from offhours.scripts.names import (
     ANNOTATION_ADMITTED_AT,
     ANNOTATION_BORROWED_FROM,
@@ -51,6 +52,7 @@ from offhours.scripts.names import (
     STATE_RETURNED,
 )
 from offhours.scripts.names import GRACE_PARAMETER as GRACE_PARAMETER
+from offhours.scripts.policy.boundary import admission_refusal
 from offhours.scripts.policy.plan import ADMITTED, PARKED, UNMANAGED, Job
 from offhours.scripts.runtime.provenance import ProvenanceError, decode, encode, pinned_arguments
 
@@ -125,7 +127,7 @@ def _read_job(wf: dict[str, Any], service: str | None) -> Job | None:
     replicas, problem = tenant_replicas(labels.get(LABEL_REPLICAS))
     priority, priority_problem = tenant_priority(annotations.get(ANNOTATION_PRIORITY))
     # Which run it is comes first: a workflow the gate cannot place in one run is never admitted, whatever else.
-    problem = identity.problem or problem or priority_problem
+    problem = identity.problem or problem or priority_problem or admission_refusal(spec, read_patch)  # hook: boundary
     position = annotations.get(ANNOTATION_QUEUE_POSITION, "")
     learnt = _seconds(annotations.get(ANNOTATION_EXIT_SECONDS))
     own = own_grace(wf)

@@ -261,11 +261,17 @@ class LocalPodRunner:
             self._error(f"{ns}/{name}: runner error: {_short(err)}")
             self._status(core, ns, name, "Failed", 127, _now(), message=f"local runner error: {_short(err)}")
 
-    def _kubeconfig(self, core: client.CoreV1Api, namespace: str, service_account: str, directory: Path) -> Path:
+    def _kubeconfig(self, core: client.CoreV1Api, pod: Any, service_account: str, directory: Path) -> Path:
+        namespace = pod.metadata.namespace
+        # Bound to the pod, as kubelet binds a projected token: the API server then names the pod in the request's
+        # user info (authentication.kubernetes.io/pod-name), which the gate-marks policy ties the exit hook to.
+        bound = client.V1BoundObjectReference(api_version="v1", kind="Pod", name=pod.metadata.name,
+                                              uid=pod.metadata.uid)
         try:
             token = core.create_namespaced_service_account_token(
                 service_account, namespace, client.AuthenticationV1TokenRequest(
-                    spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=3600))).status.token
+                    spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=3600,
+                                                   bound_object_ref=bound))).status.token
         except client.ApiException as err:
             raise PodError(f"no token for ServiceAccount {namespace}/{service_account}: {_short(err)}") from None
         path = directory / "kubeconfig"
@@ -316,7 +322,7 @@ class LocalPodRunner:
                 argv[0] = self.python
             # A program the pod execs by name (e.g. through the launcher) finds this interpreter first.
             env["PATH"] = f"{Path(self.python).parent}:{env.get('PATH', os.defpath)}"
-            env["KUBECONFIG"] = str(self._kubeconfig(core, ns, pod.spec.service_account_name or "default", work))
+            env["KUBECONFIG"] = str(self._kubeconfig(core, pod, pod.spec.service_account_name or "default", work))
             started = _now()
             self._status(core, ns, name, "Running", None, started)
             try:

@@ -29,9 +29,11 @@ from typing import TextIO
 
 from offhours.scripts.cluster.base import Cluster
 from offhours.scripts.gate import actuate, advisory, failsafe, release
+from offhours.scripts.gate.admissions import counted_jobs
 from offhours.scripts.gate.log import ERROR, INFO, WARNING, Logger
 from offhours.scripts.gate.observe import describe, observe_service, read_load
 from offhours.scripts.gate.placement import gang_check, park_unschedulable  # hook: placement
+from offhours.scripts.gate.pool import read_pool, stop_squatters  # hook: pool holding
 from offhours.scripts.gate.quota import keep_gpu_quota
 from offhours.scripts.gate.reconcile import (
     look_ahead,
@@ -171,6 +173,7 @@ class Gate:
         observed = self._refuse_shared_deployments(t, observed, outcomes, now)
         t.view = tick_view(observed)
         t.runs_running = {run: set(names) for run, names in t.view.runs_running.items()}
+        t.pool = read_pool(self, t, observed, counted_jobs)  # hook: pool holding (pods on serving's nodes, once a tick)
         readings = read_load(self.source, observed, now) if t.readings is None else t.readings
         # Serving first across services, whatever their number: every service's serving write (a reclaim's
         # raise) comes before any advisory read, the lends' scale-downs and records next, and only then any
@@ -194,6 +197,7 @@ class Gate:
         actuate.run_phases(acting, int(now // max(1, self.config.tick_seconds)),
                            lambda obs, err: failsafe.fail(self, t, obs.policy, outcomes[obs.policy.name], err, now, obs),
                            lost, after)
+        stop_squatters(self, t, observed)  # hook: pool holding (after every serving write)
         if not t.reclaim_only:
             release.release_removed(self, t)  # after every configured service's serving writes
         for outcome in outcomes.values():
@@ -246,7 +250,8 @@ class Gate:
         Reconcile decides (pure); the serving write comes first; then the reads that only a stop or an
         admission needs, the plan and the record; then the research side.
         """
-        intent = reconcile_serving(self.config, obs, reading, now, t.view)
+        squatted = t.pool.unexplained_gpus if t.pool is not None else 0  # hook: pool holding
+        intent = reconcile_serving(self.config, obs, reading, now, t.view, squatted)
         policy, dep, jobs, record, decision = intent.policy, obs.dep, intent.jobs, intent.record, intent.decision
         outcome.baseline, outcome.adopted, outcome.decision = intent.baseline, intent.adopted, decision
         if t.dry_run or (t.reclaim_only and decision.target_lent >= decision.lent):

@@ -29,6 +29,7 @@ from offhours.scripts.policy.capacity import Load, replicas_for_rates
 from offhours.scripts.policy.config import GateConfig, ServicePolicy
 from offhours.scripts.policy.decide import Decision
 from offhours.scripts.policy.grace import with_grace_checks
+from offhours.scripts.policy.holding import for_plan, lent_floor
 from offhours.scripts.policy.lease import renewed
 from offhours.scripts.policy.plan import ADMITTED, PARKED, Job, Plan
 from offhours.scripts.policy.record import (
@@ -86,8 +87,13 @@ class ServingIntent:
         return self.baseline - self.decision.target_lent
 
 
-def reconcile_serving(config: GateConfig, obs: Observed, reading: Reading, now: float, view: TickView) -> ServingIntent:
-    """Decide a service's tick from its snapshot, the load read, the tick's time and the tick's joined view."""
+def reconcile_serving(config: GateConfig, obs: Observed, reading: Reading, now: float, view: TickView,
+                      squatted_gpus: int = 0) -> ServingIntent:
+    """Decide a service's tick from its snapshot, the load read, the tick's time and the tick's joined view.
+
+    `squatted_gpus`: what research pods hold on the pool beyond everything the gate lent (policy/holding.py):
+    decided as lent from this service, so none lends onto it; the plan is made over the gate's own jobs.
+    """
     policy, dep = obs.policy, obs.dep
     # A job's exit time: what its run's recent stops measured, else its declared grace, within the service's cap.
     jobs = with_lineage(counted_jobs(obs.jobs, obs.record, dep.uid), obs.record, view.lineages, view.carriers,
@@ -105,9 +111,10 @@ def reconcile_serving(config: GateConfig, obs: Observed, reading: Reading, now: 
         policy = replace(policy, min_replicas=obs.scaler.min_replicas)  # never cap below the autoscaler's floor
     policy = with_measured_cold_start(policy, obs.pods)
     record, floor = look_ahead(config, policy, record, reading, now)
-    given = ServingInput(policy, owned.baseline, lent, reading.load, reading.error, record.decision, floor)
+    decided_lent = lent_floor(lent, squatted_gpus, policy.gpus_per_replica) if squatted_gpus > 0 else lent
+    given = ServingInput(policy, owned.baseline, decided_lent, reading.load, reading.error, record.decision, floor)
     return ServingIntent(policy, jobs, over_cap, lent, owned.baseline, record, owned.adopted, given,
-                         serving_decision(Rules.of(config), given, now))
+                         for_plan(serving_decision(Rules.of(config), given, now), lent))
 
 
 def readopt(config: GateConfig, intent: ServingIntent, obs: Observed, found: ServiceRecord, changed: str,
@@ -119,7 +126,7 @@ def readopt(config: GateConfig, intent: ServingIntent, obs: Observed, found: Ser
     """
     owned = own_baseline(found, obs.dep.uid, obs.writes_to, obs.current, intent.lent)
     given = replace(intent.given, baseline=owned.baseline)
-    decision = serving_decision(Rules.of(config), given, now)
+    decision = for_plan(serving_decision(Rules.of(config), given, now), intent.lent)
     if last_try and decision.target_lent > decision.lent:
         decision = replace(decision, action="hold", target_lent=decision.lent,
                            reason=f"{decision.reason}; serving changed by another writer at each try: "

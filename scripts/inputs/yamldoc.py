@@ -203,3 +203,8 @@ def load_yaml(text: str, source: str) -> Any:
 def read_yaml(path: str, limit_bytes: int, allow_empty: bool = False) -> Any:
     """Read a YAML file of one document within its size bound (`text.read_text`, then `load_yaml`)."""
     return load_yaml(read_text(path, limit_bytes, allow_empty), str(path))
+
+
+def read_patch(text: str) -> Any:
+    """Parse a podSpecPatch as Argo does (JSON, else YAML), within this module's bounds; raises on anything else."""
+    return load_yaml(text, "podSpecPatch")

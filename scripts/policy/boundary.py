@@ -6,7 +6,8 @@ before it is submitted, so a researcher hears the refusal at their desk. Offline
 (the Priority plugin sets it from the class), so the class name stands for it.
 """
 
-from collections.abc import Iterator, Mapping
+import json
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from offhours.scripts.names import (
@@ -30,6 +31,63 @@ ALWAYS_TOLERATED = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreacha
 """Added to every pod by the DefaultTolerationSeconds admission plugin (for 300 s): never a research choice."""
 
 Found = tuple[str, str]  # (path in the document, what is wrong and what to do)
+MAX_PATCH_CHARS = 64 * 1024  # a podSpecPatch longer than this is not read here (the pod's own check still applies)
+_PATCHED = {"priorityclassname": "priorityClassName", "priority": "priority", "nodename": "nodeName",
+            "schedulername": "schedulerName", "runtimeclassname": "runtimeClassName", "tolerations": "tolerations"}
+"""The pod fields a podSpecPatch may set that decide priority, placement or runtime, by their casefolded key (Go's
+JSON decoding matches keys without regard to case)."""
+
+
+PatchLoader = Callable[[str], Any]
+"""Parses a podSpecPatch's text (JSON here; the callers outside the policy pass one that reads YAML too)."""
+
+
+def patch_fields(text: Any, load: PatchLoader = json.loads) -> dict[str, Any]:
+    """Return the best-effort fields a podSpecPatch sets (the last of a repeated key, as Go's decoder keeps).
+
+    A patch with an expression (`{{...}}`, expanded before Argo parses it) or that `load` cannot parse gives
+    nothing here: the API server's policy judges the pod it becomes.
+    """
+    if not isinstance(text, str) or len(text) > MAX_PATCH_CHARS or "{{" in text:
+        return {}
+    try:
+        loaded: Any = load(text)  # a repeated key keeps its last value; keys of other cases keep their order
+    except Exception:  # noqa: BLE001 - a tenant's text: whatever the parser raises, nothing is read from it
+        return {}
+    if not isinstance(loaded, dict):
+        return {}
+    found: dict[str, Any] = {}
+    for key, value in loaded.items():
+        field = _PATCHED.get(key.casefold()) if isinstance(key, str) else None
+        if field is not None:
+            found[field] = value
+    return found
+
+
+def _priority_problem(value: Any, path: str) -> Iterator[Found]:
+    """Judge a pod priority written as a number (Argo's deprecated `priority`/`podPriority`, or a patch's)."""
+    if value is None or (isinstance(value, int) and not isinstance(value, bool) and value <= BEST_EFFORT_PRIORITY):
+        return
+    yield (path, f"priority is {value}; research pods run at most at {PRIORITY_CLASS} ({BEST_EFFORT_PRIORITY}): "
+           f"remove it and set priorityClassName: {PRIORITY_CLASS}")
+
+
+def _pod_fields_problems(fields: Mapping[str, Any], boundary: ResearchBoundary, path: str,
+                         service_account: Any) -> Iterator[Found]:
+    """Judge the pod fields one place sets (a workflow, its templateDefaults, a template, or a podSpecPatch)."""
+    yield from pod_spec_problems({k: fields.get(k) for k in ("nodeName", "schedulerName", "runtimeClassName",
+                                                             "tolerations")}, boundary, path)
+    yield from _priority_class_problem(fields.get("priorityClassName"), f"{path}.priorityClassName", service_account)
+    yield from _priority_problem(fields.get("priority"), f"{path}.priority")
+
+
+def _template_problems(template: Mapping[str, Any], boundary: ResearchBoundary, path: str,
+                       account: Any, load: PatchLoader) -> Iterator[Found]:
+    """Judge a template (or templateDefaults): its own pod fields and those of its podSpecPatch."""
+    account = template.get("serviceAccountName") or account
+    yield from _pod_fields_problems(template, boundary, path, account)
+    yield from _pod_fields_problems(patch_fields(template.get("podSpecPatch"), load), boundary,
+                                    f"{path}.podSpecPatch", account)
 
 
 def pod_spec_problems(spec: Mapping[str, Any], boundary: ResearchBoundary, path: str = "spec") -> Iterator[Found]:
@@ -98,7 +156,8 @@ def mark_problems(metadata: Mapping[str, Any], path: str = "metadata") -> Iterat
                    "accounts GPU time); leave it out")
 
 
-def workflow_problems(doc: Mapping[str, Any], boundary: ResearchBoundary) -> Iterator[Found]:
+def workflow_problems(doc: Mapping[str, Any], boundary: ResearchBoundary,
+                      load: PatchLoader = json.loads) -> Iterator[Found]:
     """Judge a Workflow, WorkflowTemplate or CronWorkflow: its marks, and the pod fields its templates set."""
     kind = doc.get("kind")
     spec = doc.get("spec") if isinstance(doc.get("spec"), Mapping) else {}
@@ -116,26 +175,30 @@ def workflow_problems(doc: Mapping[str, Any], boundary: ResearchBoundary) -> Ite
         prefix = "spec"
     if isinstance(spec.get("workflowMetadata"), Mapping):
         yield from mark_problems(spec["workflowMetadata"], f"{prefix}.workflowMetadata")
-    yield from pod_spec_problems({k: spec.get(k) for k in ("schedulerName", "tolerations")}, boundary, prefix)
     account = spec.get("serviceAccountName")
-    yield from _priority_class_problem(spec.get("podPriorityClassName"), f"{prefix}.podPriorityClassName", account)
+    workflow_wide = {**{k: spec.get(k) for k in ("schedulerName", "tolerations")},
+                     "priorityClassName": spec.get("podPriorityClassName"), "priority": spec.get("podPriority")}
+    for found_path, message in _pod_fields_problems(workflow_wide, boundary, prefix, account):
+        yield found_path.replace(f"{prefix}.priorityClassName", f"{prefix}.podPriorityClassName").replace(
+            f"{prefix}.priority", f"{prefix}.podPriority"), message
+    yield from _pod_fields_problems(patch_fields(spec.get("podSpecPatch"), load), boundary, f"{prefix}.podSpecPatch",
+                                    account)
+    if isinstance(spec.get("templateDefaults"), Mapping):
+        yield from _template_problems(spec["templateDefaults"], boundary, f"{prefix}.templateDefaults", account, load)
     templates = spec.get("templates")
     for i, template in enumerate(templates if isinstance(templates, list) else []):
-        if not isinstance(template, Mapping):
-            continue
-        where = f"{prefix}.templates[{i}]"
-        yield from pod_spec_problems({k: template.get(k) for k in ("schedulerName", "tolerations")}, boundary, where)
-        yield from _priority_class_problem(template.get("priorityClassName"), f"{where}.priorityClassName",
-                                           template.get("serviceAccountName") or account)
+        if isinstance(template, Mapping):
+            yield from _template_problems(template, boundary, f"{prefix}.templates[{i}]", account, load)
 
 
-def boundary_problems(doc: Mapping[str, Any], boundary: ResearchBoundary) -> list[Found]:
+def boundary_problems(doc: Mapping[str, Any], boundary: ResearchBoundary,
+                      load: PatchLoader = json.loads) -> list[Found]:
     """Every boundary rule a research manifest breaks (Pods and Argo workflows; other kinds: none)."""
     kind = doc.get("kind")
     if kind == "Pod":
         return list(pod_problems(doc, boundary))
     if kind in ("Workflow", "WorkflowTemplate", "CronWorkflow"):
-        return list(workflow_problems(doc, boundary))
+        return list(workflow_problems(doc, boundary, load))
     return []
 
 
@@ -152,4 +215,22 @@ def unpinned_image_problem(spec: Any, boundary: ResearchBoundary) -> str | None:
             if warning:
                 return (f"{param['name']}={param['value'][:200]} is a mutable tag and research.requireImageDigests is "
                         "on: submit it again with the image by digest (name@sha256:...)")
+    return None
+
+
+_OUTRANKS = ("priorityClassName", "podPriorityClassName", "priority", "podPriority", "nodeName", "schedulerName")
+"""The fields by which a pod outranks best-effort or escapes the scheduler, whatever the configuration allows."""
+
+
+def admission_refusal(spec: Any, load: PatchLoader = json.loads) -> str | None:
+    """Return why the gate never admits a workflow whose own spec sets its pods above best-effort (None: it may).
+
+    The gate's half of the best-effort rule, judged before admission on the workflow as listed (its templates,
+    templateDefaults and podSpecPatches); the admission policy judges every pod again as it is created.
+    """
+    if not isinstance(spec, Mapping):
+        return None
+    for path, message in workflow_problems({"kind": "Workflow", "spec": spec}, ResearchBoundary(), load):
+        if path.rsplit(".", 1)[-1] in _OUTRANKS:
+            return f"{path}: {message}"
     return None

@@ -86,20 +86,25 @@ class MetricsConfig:
     concurrency: int = 64
 
 
+DEFAULT_MAX_WORKFLOWS = 500
+"""Workflows at most in the research namespace unless the configuration says otherwise (a flood's bound)."""
+
+
 @dataclass(frozen=True)
 class ResearchBoundary:
     """What the API server lets research pods and workflows use (rendered into the admission policies and quota)."""
 
-    # A flood of workflows is refused at the door: the ResourceQuota on count/workflows.argoproj.io. Opt-in (None:
-    # none): until kube-controller-manager has counted the workflows, such a quota refuses every creation.
-    max_workflows: int | None = None
+    # A flood of workflows is refused at the door: the ResourceQuota on count/workflows.argoproj.io. On by default;
+    # None (`maxWorkflows: null`) renders none. Until kube-controller-manager has counted the workflows (seconds
+    # after the quota is created), it refuses every creation with "status unknown for quota".
+    max_workflows: int | None = DEFAULT_MAX_WORKFLOWS
     # Taint keys research pods may tolerate: the inference GPU pool's (a research step's tolerations parameter).
     toleration_keys: tuple[str, ...] = (GPU_RESOURCE,)
     # RuntimeClasses research pods may name (none: the cluster's default runtime only).
     runtime_classes: tuple[str, ...] = ()
-    # The gate keeps the ResourceQuota offhours-gpus equal to what it has lent (opt-in: an admitted job's pods
-    # then wait for the quota until a tick has seen the lend's scale-down land).
-    gpu_quota: bool = False
+    # The gate keeps the ResourceQuota offhours-gpus equal to what it has lent (on by default; `gpuQuota: false`
+    # opts out). An admitted job's pods wait for the quota until a tick has seen the lend's scale-down land.
+    gpu_quota: bool = True
     # Admit only jobs whose images are named by digest: a tag could point at other code when a copy resumes.
     require_image_digests: bool = False
 

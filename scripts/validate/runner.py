@@ -7,7 +7,7 @@ from typing import Any
 from offhours.scripts.inputs.errors import InputError
 from offhours.scripts.inputs.limits import MANIFEST_BYTES
 from offhours.scripts.inputs.text import read_text
-from offhours.scripts.inputs.yamldoc import load_yaml_all
+from offhours.scripts.inputs.yamldoc import load_yaml_all, read_patch
 from offhours.scripts.policy.boundary import boundary_problems
 from offhours.scripts.policy.config import ResearchBoundary
 from offhours.scripts.validate.crd import schema_problems
@@ -87,7 +87,7 @@ def validate_documents(docs: Sequence[Document], include_library: bool = True,
         problems += lint_problems(doc, file, index, catalog)
         # What the admission policies would refuse in the research namespace, said before it is submitted.
         problems += [Problem(file, index, path, message)
-                     for path, message in boundary_problems(doc, boundary or ResearchBoundary())]
+                     for path, message in boundary_problems(doc, boundary or ResearchBoundary(), read_patch)]
     return problems
 
 

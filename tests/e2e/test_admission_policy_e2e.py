@@ -134,7 +134,68 @@ def test_a_parked_workflow_is_resumed_by_the_gate_only_and_every_other_verb_work
         assert code == 0, out
 
 
-def test_the_gate_admits_and_marks_and_the_exit_hook_accounts(as_user: Run) -> None:
+@pytest.fixture
+def hook_token(api: client.ApiClient) -> Iterator[Callable[[str], client.ApiClient]]:
+    """A client holding an exit hook token bound to a pod of that name, made as kubelet makes one (TokenRequest)."""
+    core, made = client.CoreV1Api(api), []
+
+    def token_for(pod_name: str) -> client.ApiClient:
+        pod = core.create_namespaced_pod(RESEARCH, {
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod_name, "namespace": RESEARCH},
+            "spec": {"serviceAccountName": "offhours-exit-hook", "containers": [{"name": "main", "image": "busybox"}]}})
+        made.append(pod_name)
+        bound = client.V1BoundObjectReference(api_version="v1", kind="Pod", name=pod_name, uid=pod.metadata.uid)
+        token = core.create_namespaced_service_account_token("offhours-exit-hook", RESEARCH,
+                                                             client.AuthenticationV1TokenRequest(
+            spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=600, bound_object_ref=bound))).status.token
+        conf = client.Configuration()
+        conf.host, conf.ssl_ca_cert = api.configuration.host, api.configuration.ssl_ca_cert
+        conf.api_key = {"authorization": f"Bearer {token}"}
+        return client.ApiClient(conf)
+
+    yield token_for
+    for name in made:
+        core.delete_namespaced_pod(name, RESEARCH, grace_period_seconds=0)
+
+
+def _annotate(api: client.ApiClient, workflow: str, key: str, value: str) -> str:
+    """Annotate a workflow as `api`'s identity: '' when written, else the API server's message."""
+    try:
+        client.CustomObjectsApi(api).patch_namespaced_custom_object(
+            "argoproj.io", "v1alpha1", RESEARCH, "workflows", workflow, {"metadata": {"annotations": {key: value}}})
+        return ""
+    except client.ApiException as err:
+        return str(json.loads(err.body)["message"])
+
+
+def test_the_exit_hook_tokens_name_their_pod_and_mark_only_that_pods_workflow(
+        as_user: Run, api: client.ApiClient, hook_token: Callable[[str], client.ApiClient]) -> None:
+    for name in ("e2e-mine", "e2e-theirs"):
+        assert as_user(RESEARCHER, "create", "-f", "-", stdin=parked(name))[0] == 0
+    try:
+        own = hook_token("e2e-mine-return-gpus-1234567")
+        review = client.AuthenticationV1Api(own).create_self_subject_review(
+            client.V1SelfSubjectReview(api_version="authentication.k8s.io/v1", kind="SelfSubjectReview"))
+        extra = review.status.user_info.extra or {}
+        assert extra.get("authentication.kubernetes.io/pod-name") == ["e2e-mine-return-gpus-1234567"], extra
+        assert _annotate(own, "e2e-mine", "offhours.io/returned-at", "2026-01-01T01:00:00Z") == ""
+        refused = _annotate(own, "e2e-theirs", "offhours.io/returned-at", "2026-01-01T01:00:00Z")
+        assert "the exit hook marks only the workflow its own pod belongs to" in refused, refused
+        assert "pod e2e-mine-return-gpus-1234567, not e2e-theirs-return-gpus-<hash>" in refused, refused
+        # A pod whose name only starts like the workflow's hook pod (another workflow, e2e-mine-x) reaches nothing.
+        near = hook_token("e2e-mine-x-return-gpus-99")
+        assert "marks only the workflow its own pod belongs to" in _annotate(near, "e2e-mine", "offhours.io/gpu-seconds",
+                                                                            "1")
+        # A token bound to no pod (the ServiceAccount impersonated) reaches no workflow's marks.
+        code, out = as_user(HOOK, "-n", RESEARCH, "annotate", "workflow", "e2e-theirs", "offhours.io/gpu-seconds=1")
+        assert code != 0 and "(none: the token is bound to no pod)" in out, out
+    finally:
+        for name in ("e2e-mine", "e2e-theirs"):
+            as_user(RESEARCHER, "-n", RESEARCH, "delete", "workflow", name, "--wait=false")
+
+
+def test_the_gate_admits_and_marks_and_the_exit_hook_accounts(
+        as_user: Run, hook_token: Callable[[str], client.ApiClient]) -> None:
     assert as_user(RESEARCHER, "create", "-f", "-", stdin=parked("e2e-admitted"))[0] == 0
     try:
         for args in (("annotate", "workflow", "e2e-admitted", "offhours.io/admitted-at=2026-01-01T00:00:00Z"),
@@ -142,13 +203,13 @@ def test_the_gate_admits_and_marks_and_the_exit_hook_accounts(as_user: Run) -> N
                      ("patch", "workflow", "e2e-admitted", "--type=merge", "-p", '{"spec":{"suspend":null}}')):
             code, out = as_user(GATE, "-n", RESEARCH, *args)
             assert code == 0, out
-        for args in (("annotate", "workflow", "e2e-admitted", "offhours.io/returned-at=2026-01-01T01:00:00Z"),
-                     ("label", "workflow", "e2e-admitted", "offhours.io/state=returned", "--overwrite")):
-            code, out = as_user(HOOK, "-n", RESEARCH, *args)
-            assert code == 0, out
-        code, out = as_user(HOOK, "-n", RESEARCH, "annotate", "workflow", "e2e-admitted", "offhours.io/admitted-at=x",
-                            "--overwrite")
-        assert code != 0 and "offhours.io/admitted-at: written by the offhours gate only" in out, out
+        hook = hook_token("e2e-admitted-return-gpus-42")
+        assert _annotate(hook, "e2e-admitted", "offhours.io/returned-at", "2026-01-01T01:00:00Z") == ""
+        client.CustomObjectsApi(hook).patch_namespaced_custom_object(
+            "argoproj.io", "v1alpha1", RESEARCH, "workflows", "e2e-admitted",
+            {"metadata": {"labels": {"offhours.io/state": "returned"}}})
+        refused = _annotate(hook, "e2e-admitted", "offhours.io/admitted-at", "x")
+        assert "offhours.io/admitted-at: written by the offhours gate only" in refused, refused
         code, out = as_user(RESEARCHER, "-n", RESEARCH, "annotate", "workflow", "e2e-admitted",
                             "offhours.io/gpu-seconds=0")
         assert code != 0 and "written by the exit hook that gives the GPUs back" in out, out
@@ -181,7 +242,93 @@ def test_a_pod_beyond_the_lent_gpus_is_refused_and_created_once_the_gate_lends_m
         lend(4)
         code, out = as_user(RESEARCHER, "create", "-f", "-", stdin=pod("e2e-gpu", gpus=4, **BEST_EFFORT))
         assert code == 0, out
+        wait("the pod within the loan to run", lambda: core.read_namespaced_pod("e2e-gpu", RESEARCH).status.phase
+             == "Running", timeout=60)
+        # The gate's read of the pool, on the real API server: the pod as the scheduler counts it.
+        seat = next(s for s in gate.pool_seats([RESEARCH]) if s.name == "e2e-gpu")
+        running = core.read_namespaced_pod("e2e-gpu", RESEARCH)
+        assert (seat.gpus, seat.node, seat.uid, seat.terminating) == (4, running.spec.node_name, running.metadata.uid,
+                                                                       False)
+        gate.delete_pod(RESEARCH, "e2e-gpu", "another-incarnation", 0)  # a UID precondition: not this pod
+        assert core.read_namespaced_pod("e2e-gpu", RESEARCH).metadata.deletion_timestamp is None
     finally:
         as_user(RESEARCHER, "-n", RESEARCH, "delete", "pod", "e2e-gpu", "--grace-period=0", "--ignore-not-found",
                 "--wait=false")
         gate.set_gpu_quota(RESEARCH, before if before is not None and before >= 0 else 0)
+
+
+def _argo(cluster_env: dict[str, str], user: str, *args: str) -> tuple[int, str]:
+    """The real argo CLI (built beside kubectl by the control plane's build) as `user`: (exit status, output)."""
+    binary = Path(cluster_env["OFFHOURS_CLUSTER_BIN"]) / "argo"
+    if not binary.exists():
+        pytest.fail(f"no argo CLI at {binary}: make cluster-up builds it")
+    out = subprocess.run([str(binary), "--kubeconfig", cluster_env["KUBECONFIG"], f"--as={user}", "-n", RESEARCH,
+                          *args], capture_output=True, text=True, timeout=120)
+    return out.returncode, out.stdout + out.stderr
+
+
+def failing(name: str) -> str:
+    """A workflow that fails: its one pod runs 10 minutes (kwok), its deadline is 2 s."""
+    return json.dumps({"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow",
+                       "metadata": {"name": name, "namespace": RESEARCH},
+                       "spec": {"entrypoint": "main", "podPriorityClassName": "offhours-best-effort",
+                                "activeDeadlineSeconds": 2,
+                                "podMetadata": {"annotations": {"offhours.io/e2e-run-for": "600s"}},
+                                "templates": [{"name": "main", "container": {"image": "busybox"}}]}})
+
+
+def test_argo_resume_of_a_parked_workflow_by_its_owner_is_refused_and_the_other_verbs_work(
+        as_user: Run, cluster_env: dict[str, str], api: client.ApiClient) -> None:
+    argo = client.CustomObjectsApi(api)
+
+    def workflow(name: str) -> Any:
+        return argo.get_namespaced_custom_object("argoproj.io", "v1alpha1", RESEARCH, "workflows", name)
+
+    names = ["e2e-resume", "e2e-stop", "e2e-terminate", "e2e-delete", "e2e-retry"]
+    try:
+        for name in names[:-1]:
+            assert as_user(RESEARCHER, "create", "-f", "-", stdin=parked(name))[0] == 0
+        code, out = _argo(cluster_env, RESEARCHER, "resume", "e2e-resume")
+        assert code != 0 and "is parked (spec.suspend: true): only the offhours gate resumes it" in out, out
+        assert workflow("e2e-resume")["spec"].get("suspend") is True
+        code, out = _argo(cluster_env, RESEARCHER, "stop", "e2e-stop")
+        assert code == 0, out
+        assert workflow("e2e-stop")["spec"].get("shutdown") == "Stop"
+        code, out = _argo(cluster_env, RESEARCHER, "terminate", "e2e-terminate")
+        assert code == 0, out
+        assert workflow("e2e-terminate")["spec"].get("shutdown") == "Terminate"
+        code, out = _argo(cluster_env, RESEARCHER, "delete", "e2e-delete")
+        assert code == 0, out
+        assert as_user(RESEARCHER, "create", "-f", "-", stdin=failing("e2e-retry"))[0] == 0
+        wait("the workflow to fail", lambda: workflow("e2e-retry").get("status", {}).get("phase") in ("Failed", "Error"),
+             timeout=90)
+        code, out = _argo(cluster_env, RESEARCHER, "retry", "e2e-retry")
+        assert code == 0, out
+    finally:
+        for name in names:
+            as_user(RESEARCHER, "-n", RESEARCH, "delete", "workflow", name, "--ignore-not-found", "--wait=false")
+
+
+def test_a_research_pod_that_ignores_sigterm_is_gone_when_its_grace_ends(as_user: Run, api: client.ApiClient) -> None:
+    """The kwok stage for research pods: deleted, a pod stays (terminating, its GPUs held) until its grace ends."""
+    core = client.CoreV1Api(api)
+    doc = json.loads(pod("e2e-slow-exit", terminationGracePeriodSeconds=20, **BEST_EFFORT))
+    doc["metadata"]["annotations"] = {"offhours.io/e2e-exit-after": "grace"}
+    core.create_namespaced_pod(RESEARCH, doc)
+    try:
+        wait("the pod to run", lambda: core.read_namespaced_pod("e2e-slow-exit", RESEARCH).status.phase == "Running",
+             timeout=60)
+        core.delete_namespaced_pod("e2e-slow-exit", RESEARCH)
+        left = core.read_namespaced_pod("e2e-slow-exit", RESEARCH)  # a 20 s grace: still there, terminating
+        assert left.metadata.deletion_timestamp is not None and left.status.phase == "Running"
+
+        def gone() -> bool:
+            try:
+                core.read_namespaced_pod("e2e-slow-exit", RESEARCH)
+                return False
+            except client.ApiException as err:
+                return err.status == 404
+        wait("the pod gone once its grace ended", gone, timeout=90)
+    finally:
+        as_user(RESEARCHER, "-n", RESEARCH, "delete", "pod", "e2e-slow-exit", "--grace-period=0", "--force",
+                "--ignore-not-found", "--wait=false")

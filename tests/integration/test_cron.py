@@ -86,7 +86,9 @@ def test_rbac_is_exactly_the_contract() -> None:
         ("serving/offhours-gate", "research"): (
             _rows("argoproj.io", "workflows", "get list watch patch create delete")
             | _rows("argoproj.io", "workflowtemplates", "list") | _rows("", "events", "create")
-            | _rows("", "pods", "list")  # read only: a stopped job's release is measured from its pods' status
+            # A stopped job's release is measured from its pods' status; the pool's pods are counted, and a squatter
+            # (a GPU pod nothing admitted) is deleted.
+            | _rows("", "pods", "list delete")
             # The GPU quota it keeps equal to what it lent: created once, then only that one read and patched.
             | _rows("", "resourcequotas", "create") | _rows("", "resourcequotas", "get patch", "offhours-gpus")),
         ("research/offhours-exit-hook", "research"): (

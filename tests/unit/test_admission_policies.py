@@ -83,6 +83,13 @@ def test_a_namespace_no_binding_could_match_is_refused() -> None:
         refuse_unbounded(config)
 
 
+@pytest.mark.parametrize("namespace", ["kube-system", "kube-public", "default"])
+def test_a_research_namespace_shared_with_the_clusters_own_objects_is_refused(namespace: str) -> None:
+    config = parse_gate_config_text(CONFIG.replace("workflowNamespace: lab", f"workflowNamespace: {namespace}"))
+    with pytest.raises(ConfigError, match=rf"^gate config: workflowNamespace: '{namespace}' is shared with the"):
+        refuse_unbounded(config)
+
+
 def test_an_empty_toleration_key_which_would_tolerate_every_taint_is_refused_by_the_schema() -> None:
     with pytest.raises(ConfigError, match=r"^gate config: research\.tolerationKeys\.0"):
         rendered("research: {tolerationKeys: ['']}\n")

@@ -11,12 +11,12 @@ from offhours.scripts.policy.quota import Lending, landed_gpus, reclaimed_gpus, 
 from tests.unit.test_gate_controller import World as _World
 
 
-def World() -> _World:  # noqa: N802 - the controller tests' world, with the gate keeping the quota
+def World(gpu_quota: bool = True) -> _World:  # noqa: N802 - the controller tests' world, quota kept or opted out
     import dataclasses
 
     w = _World()
     w.gate.config = dataclasses.replace(w.gate.config, research=dataclasses.replace(w.gate.config.research,
-                                                                                      gpu_quota=True))
+                                                                                      gpu_quota=gpu_quota))
     return w
 
 lendings = st.builds(Lending, st.integers(1, 8), st.one_of(st.none(), st.integers(0, 20)), st.integers(0, 24),
@@ -66,14 +66,31 @@ def test_a_quota_that_cannot_be_written_is_a_warning_and_the_tick_goes_on() -> N
     assert "could not keep the GPU quota of research" in w.log.getvalue()
 
 
-def test_without_research_gpu_quota_the_gate_and_the_backstop_keep_no_quota() -> None:
+def test_the_quotas_are_on_by_default_and_each_has_its_opt_out() -> None:
+    from offhours.cronworkflows.admission import admission_manifests
+    from offhours.scripts.names import WORKFLOW_QUOTA
+    from offhours.scripts.policy.config import DEFAULT_MAX_WORKFLOWS
+    from offhours.workflows.render import parse_gate_config_text
+
+    from .test_admission_policies import CONFIG
+
+    config = parse_gate_config_text(CONFIG)
+    assert config.research.gpu_quota and config.research.max_workflows == DEFAULT_MAX_WORKFLOWS
+    quota = admission_manifests(config)[f"resourcequota-lab-{WORKFLOW_QUOTA}.yaml"]
+    assert quota["spec"]["hard"] == {"count/workflows.argoproj.io": str(DEFAULT_MAX_WORKFLOWS)}
+    config = parse_gate_config_text(CONFIG + "research: {gpuQuota: false, maxWorkflows: null}\n")
+    assert not config.research.gpu_quota and config.research.max_workflows is None
+    assert not any(WORKFLOW_QUOTA in name for name in admission_manifests(config))
+
+
+def test_with_the_gpu_quota_opted_out_the_gate_and_the_backstop_keep_no_quota() -> None:
     import io
 
     from offhours.scripts.backstop.restore import run_backstop
 
     from .test_backstop import LEASE
 
-    w = _World()
+    w = World(gpu_quota=False)
     w.lend(2)
     run_backstop(w.cluster, "serving", clock=lambda: w.now + LEASE + 1, out=io.StringIO(), holder="b",
                  research_namespace="research")

@@ -1,0 +1,124 @@
+"""The gate's read of what holds the serving pool's GPUs, and its stop of squatters (decisions in policy/holding.py).
+
+Once per tick the pods of the serving and research namespaces are read as the scheduler counts them. What research
+pods hold on the pool beyond everything the gate lent (by its own record, never by a workflow's labels or status) is
+squatted: each service decides with it counted as lent, so none lends onto it and none judges its serving capacity
+with it. A research pod that no running workflow explains (a pod made directly, one whose labels point elsewhere) is
+a squatter: after every serving write it is deleted (within the grace cap) and an Event names it. A read that fails
+changes nothing (the gate decides as before, on its own record).
+"""
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from offhours.scripts.gate.actuate import event
+from offhours.scripts.names import EVENT_POOL_SQUATTER, LABEL_SERVICE
+from offhours.scripts.policy.decide import Decision
+from offhours.scripts.policy.holding import (
+    PodSeat,
+    PoolHolding,
+    for_plan,
+    holds,
+    lent_floor,
+    pool_holding,
+    pool_nodes,
+    squatters,
+    unexplained_gpus,
+)
+from offhours.scripts.policy.plan import ADMITTED, PARKED, Job
+
+SQUATTER_GRACE_SECONDS = 30
+"""A squatter's deletion grace when no service caps it lower (its own grace may be anything: a tenant wrote it)."""
+MAX_SQUATTER_STOPS = 20
+"""Squatters looked up and stopped per tick at most (the rest next tick; all of them stay counted meanwhile)."""
+
+
+@dataclass(frozen=True)
+class PoolRead:
+    """One tick's pods of the serving and research namespaces, and what they hold beyond the gate's loans."""
+
+    holding: PoolHolding
+    unexplained_gpus: int
+    services_on: Mapping[str, Any]  # node -> the observed service whose ready pods run there
+
+
+def read_pool(gate: Any, t: Any, observed: Sequence[Any], counted_jobs: Callable[..., list[Job]]) -> PoolRead | None:
+    """Read the pods once a tick; None (logged) when they cannot be read: nothing is then counted from them.
+
+    `counted_jobs`: the controller's reading of each service's jobs by its own record (what it lent).
+    """
+    serving, research = gate.config.namespace, gate.config.workflow_namespace
+    try:
+        seats = gate.cluster.pool_seats((serving, research))
+    except Exception as err:  # noqa: BLE001 - a failed read only leaves the count at what the gate admitted
+        gate.log.warning(f"could not count the pool's pods: {type(err).__name__}: {err}")
+        return None
+    by_pod = {p.name: obs for obs in observed for p in obs.pods}
+    serving_seats = [s for s in seats if s.namespace == serving and s.name in by_pod]
+    nodes = pool_nodes(serving_seats, {s.node for s in seats if s.namespace == research and holds(s)})
+    held = pool_holding(seats, nodes, serving)
+    lent = sum(obs.policy.gpus_per_replica * j.replicas
+               for obs in observed for j in counted_jobs(obs.jobs, obs.record, obs.dep.uid) if j.state == ADMITTED)
+    return PoolRead(held, unexplained_gpus(held, lent), {s.node: by_pod[s.name] for s in serving_seats})
+
+
+def _decide_counted(decide_on: Callable[..., Decision], lent: int, floor: int, **kw: Any) -> Decision:
+    return for_plan(decide_on(lent=floor, **kw), lent)
+
+
+def counting_pool(decide_on: "partial[Decision]", lent: int, gate: Any, t: Any, obs: Any) -> "partial[Decision]":
+    """Return `decide_on` deciding with the squatted GPUs counted as lent, planned over the gate's own jobs."""
+    pool = getattr(t, "pool", None)
+    if pool is None or pool.unexplained_gpus == 0:
+        return decide_on
+    return partial(_decide_counted, decide_on, lent, lent_floor(lent, pool.unexplained_gpus,
+                                                                obs.policy.gpus_per_replica))
+
+
+def stop_squatters(gate: Any, t: Any, observed: Sequence[Any]) -> None:
+    """Delete the research pods holding pool GPUs that no running workflow explains, naming each in an Event.
+
+    The Event goes on the Deployment of the service whose pods share the squatter's node (else the first service).
+    """
+    pool = getattr(t, "pool", None)
+    if pool is None or t.dry_run or not observed:
+        return
+    running = {(j.name, j.uid) for obs in observed for j in obs.jobs if j.state != PARKED and j.uid}
+    cap = int(min([SQUATTER_GRACE_SECONDS, *(obs.policy.max_grace_seconds for obs in observed)]))
+    for seat in squatters(pool.holding, gate.config.workflow_namespace, running)[:MAX_SQUATTER_STOPS]:
+        if _offhours_job_elsewhere(gate, seat):
+            continue
+        grace = max(0, min(cap, seat.grace_seconds if seat.grace_seconds is not None else cap))
+        obs = pool.services_on.get(seat.node, observed[0])
+        try:
+            gate.cluster.delete_pod(seat.namespace, seat.name, seat.uid, grace)
+        except Exception as err:  # noqa: BLE001 - counted still; the next tick tries again
+            gate.log.warning(f"could not stop pod {seat.namespace}/{seat.name}: {type(err).__name__}: {err}",
+                             obs.policy.name)
+            continue
+        event(gate, obs.policy.name, obs.dep, EVENT_POOL_SQUATTER,
+                    f"pod {seat.namespace}/{seat.name} held {seat.gpus} GPUs on {seat.node} with no admission by "
+                    f"the gate: deleted (grace {grace} s)", warning=True)
+
+
+def _offhours_job_elsewhere(gate: Any, seat: PodSeat) -> bool:
+    """Whether the pod is one of an offhours job no configured service lists (a removed service's, say).
+
+    Such a job is given back by the gate's release of what it lent (stopped, with its grace and exit hook), not
+    deleted here. Its workflow, by name and UID (the pod's claim), must exist and carry the service label; the
+    pod stays counted either way.
+    """
+    name, uid = seat.claims
+    if not name or not uid:
+        return False
+    try:
+        wf = gate.cluster.workflow(seat.namespace, name)
+    except Exception:  # noqa: BLE001 - unreadable: judged a squatter (it holds GPUs nothing explains)
+        return False
+    meta = wf.get("metadata") if isinstance(wf, dict) else None
+    if not isinstance(meta, dict) or meta.get("uid") != uid:
+        return False
+    labels = meta.get("labels")
+    return isinstance(labels, dict) and bool(labels.get(LABEL_SERVICE))

@@ -1,0 +1,97 @@
+"""The gate counts what holds serving's nodes from the pods themselves, and stops a pod nothing admitted.
+
+Invariants: a research pod holding GPUs on a serving node that no running workflow explains is deleted (that
+incarnation, within the grace cap) with an Event naming it, once, after every serving write; while it is there the
+gate lends no more than it would with those GPUs lent already (serving is never lowered to make room for it); a pod
+of a workflow the gate runs is left alone; an unreadable pod list changes nothing but a warning.
+"""
+
+from offhours.scripts.cluster.base import ClusterError
+from offhours.scripts.names import EVENT_POOL_SQUATTER
+from offhours.scripts.policy.holding import PodSeat
+
+from .test_gate_controller import World
+
+
+def seat(name: str, namespace: str, node: str, gpus: int, claims: tuple[str, str] = ("", ""),
+         grace: int | None = 3600) -> PodSeat:
+    return PodSeat(namespace, name, f"uid-{name}", node, False, False, gpus, grace, claims)
+
+
+def serving_seats(w: World, svc: str = "chat") -> list[PodSeat]:
+    return [seat(p.name, "serving", f"node-{i}", 4) for i, p in enumerate(w.cluster.ready_pods(
+        w.cluster.deployments[("serving", svc)]))]
+
+
+def test_a_pod_nothing_admitted_on_a_serving_node_is_deleted_within_the_cap_and_named_in_an_event() -> None:
+    w = World()
+    w.tick()
+    w.cluster.seats = [*serving_seats(w), seat("bare", "research", "node-0", 4)]
+    w.tick()
+    assert "delete-pod research/bare 30" in w.cluster.calls  # its own grace (an hour) capped
+    assert any(s.name == "bare" and s.terminating for s in w.cluster.seats)
+    events = [e for e in w.cluster.events if e.reason == EVENT_POOL_SQUATTER]
+    assert len(events) == 1 and "pod research/bare held 4 GPUs on node-0" in events[0].message and events[0].warning
+    calls = w.cluster.calls
+    last_serving = max((i for i, c in enumerate(calls) if c.startswith("scale ")), default=-1)
+    assert last_serving < calls.index("delete-pod research/bare 30")
+    w.tick()  # terminating: counted until gone, not deleted twice
+    assert sum(c.startswith("delete-pod research/bare") for c in w.cluster.calls) == 1
+
+
+def job_seats(w: World) -> list[PodSeat]:
+    """The pods of the admitted jobs, 4 GPUs a replica, on the nodes serving gave up."""
+    return [seat(f"{name}-main", "research", f"freed-{name}", 4 * int(wf["metadata"]["labels"]["offhours.io/replicas"]),
+                 (name, wf["metadata"]["uid"]))
+            for (_, name), wf in w.cluster.workflows.items() if w.state(name) == "admitted"]
+
+
+def test_a_pod_of_a_running_workflow_is_left_alone() -> None:
+    w = World()
+    w.lend(1)  # job-0 admitted
+    uid = w.wf("job-0")["metadata"]["uid"]
+    w.cluster.seats = [*serving_seats(w), seat("job-0-main", "research", "node-0", 4, ("job-0", uid))]
+    w.tick()
+    assert not any(c.startswith("delete-pod") for c in w.cluster.calls)
+    # Its label alone (a tenant's) explains nothing: with another owner it is a squatter.
+    w.cluster.seats = [*serving_seats(w), seat("forged", "research", "node-0", 4, ("job-0", "not-its-uid"))]
+    w.tick()
+    assert any(c.startswith("delete-pod research/forged") for c in w.cluster.calls)
+
+
+def test_while_a_squatter_holds_serving_gpus_the_gate_lends_no_more_than_with_them_lent() -> None:
+    plain, squatted = World(), World()
+    for w in (plain, squatted):
+        for i in range(4):
+            w.park(f"job-{i}", replicas=2)
+    for _ in range(8):
+        plain.tick()
+        # A squatter made again as each is deleted: 8 GPUs (2 replicas) on serving's nodes all along.
+        squatted.cluster.seats = [*serving_seats(squatted), *job_seats(squatted),
+                                  seat(f"bare-{squatted.now:.0f}", "research", "node-0", 8)]
+        squatted.tick()
+    admitted = {w: sum(2 for i in range(4) if w.state(f"job-{i}") == "admitted") for w in (plain, squatted)}
+    assert admitted[plain] > 0
+    assert admitted[squatted] + 2 <= admitted[plain] or admitted[squatted] == 0
+    assert squatted.replicas() >= plain.replicas()
+
+
+def test_an_unreadable_pod_list_is_a_warning_and_the_tick_goes_on() -> None:
+    w = World()
+    w.cluster.fail_next["list-pool-pods"] = [ClusterError("HTTP 403 Forbidden")]
+    out = w.tick()
+    assert not any(o.failed for o in out.values())
+    assert "could not count the pool's pods" in w.log.getvalue()
+
+
+def test_a_pod_of_an_offhours_job_no_service_lists_is_left_to_the_release_and_a_forged_claim_is_not() -> None:
+    w = World()
+    w.tick()
+    w.park("orphan", svc="gone-service")  # an offhours job of a service removed from the configuration
+    w.wf("orphan")["spec"]["suspend"] = False
+    uid = w.wf("orphan")["metadata"]["uid"]
+    w.cluster.seats = [*serving_seats(w), seat("orphan-main", "research", "node-0", 4, ("orphan", uid)),
+                       seat("claims-orphan", "research", "node-1", 4, ("orphan", "not-its-uid"))]
+    w.tick()
+    deleted = [c for c in w.cluster.calls if c.startswith("delete-pod")]
+    assert deleted == ["delete-pod research/claims-orphan 30"]
