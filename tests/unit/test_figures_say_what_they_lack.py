@@ -33,7 +33,8 @@ def unreadable_deployments_pool():
 def test_report_without_the_deployments_says_its_figures_are_lower_bounds(monkeypatch: pytest.MonkeyPatch,
                                                                           capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setattr(report, "_reader", lambda args, config: Reader(unreadable_deployments_pool()))
-    args = argparse.Namespace(price=2.0, json=None, config=None, namespace="research", serving_namespace=None)
+    args = argparse.Namespace(price=2.0, json=None, config=None, namespace="research", serving_namespace=None,
+                              prometheus=None, since=7.0)
     assert report._report(args) == 0
     out = capsys.readouterr().out
     assert "note: at least these figures" in out and "1 read(s) failed" in out

@@ -228,6 +228,7 @@ def test_why_ends_with_the_provenance_read_from_the_workflows() -> None:
 def test_the_consoles_job_page_shows_the_provenance() -> None:
     from offhours.scripts.console.app import create_app
     from offhours.scripts.console.source import PoolSource
+    from tests.support.access import may_all
     from tests.support.pool_fixture import workflow
     from tests.unit.test_console_resubmit import Store
 
@@ -235,7 +236,8 @@ def test_the_consoles_job_page_shows_the_provenance() -> None:
     record = Provenance("train", "offhours-job", "7", "0.1.0", {"image": "r/x:1"}, ("image",),
                         digests={"r/x:1": "sha256:" + "b" * 64})
     wf["metadata"].setdefault("annotations", {})[ANNOTATION_PROVENANCE] = encode(record)
-    page = create_app(PoolSource(Store(wf), interval=0)).test_client().get("/jobs/train").get_data(as_text=True)
+    app = create_app(PoolSource(Store(wf), interval=0), local_access=may_all())
+    page = app.test_client().get("/jobs/train").get_data(as_text=True)
     block = page.split('id="provenance">', 1)[1].split("</pre>", 1)[0]
     assert block.splitlines() == [
         "provenance: template offhours-job at resourceVersion 7, offhours 0.1.0",
