@@ -921,8 +921,11 @@ class KubeCluster:
         """Return, per workflow, its pods the scheduler found no node for: name, since when (API server time), why.
 
         One read of the namespace's pending pods for all of them (a label selector `in` the names, in chunks), not
-        one per workflow: a tick with thousands of admitted jobs stays a few calls.
+        one per workflow: a tick with thousands of admitted jobs stays a few calls. A pod counts only when the
+        Workflow owns it (`owned_by_workflow`: by name, and by UID where `workflows` maps names to UIDs): the
+        workflow label is anyone's to write, and a tenant's pod labelled with another's job must not park it.
         """
+        uids: Mapping[str, str] = workflows if isinstance(workflows, Mapping) else {}
         names = sorted(w for w in set(workflows) if _label_value(w))
         out: dict[str, list[tuple[str, float, str]]] = {w: [] for w in names}
         for start in range(0, len(names), UNSCHEDULABLE_CHUNK):
@@ -932,7 +935,7 @@ class KubeCluster:
                                                                 field_selector="status.phase=Pending")):
                 found = placement_pods.unschedulable_since(pod)
                 workflow = (pod.metadata.labels or {}).get(ARGO_WORKFLOW_LABEL)
-                if found is not None and workflow in out:
+                if found is not None and workflow in out and owned_by_workflow(pod, workflow, uids.get(workflow, "")):
                     out[workflow].append((pod.metadata.name, *found))
         return {w: sorted(pods) for w, pods in out.items()}
 

@@ -85,7 +85,7 @@ def park_unschedulable(cluster: Any, namespace: str, jobs: Sequence[Job], now: f
     bound = UNSCHEDULABLE_BOUND_SECONDS if bound is None else bound
     out: list[Job] = []
     why: list[str] = []
-    admitted = [j.name for j in jobs if j.state == ADMITTED and j.problem is None]
+    admitted = {j.name: j.uid for j in jobs if j.state == ADMITTED and j.problem is None}  # its pods: owned by it
     try:
         pending = cluster.unschedulable_pods(namespace, admitted) if admitted else {}
     except Exception:  # noqa: BLE001 - advisory: the next tick reads again
