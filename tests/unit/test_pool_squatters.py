@@ -9,6 +9,7 @@ of a workflow the gate runs is left alone; an unreadable pod list changes nothin
 from offhours.scripts.cluster.base import ClusterError
 from offhours.scripts.names import EVENT_POOL_SQUATTER
 from offhours.scripts.policy.holding import PodSeat
+from offhours.scripts.policy.record import ServiceRecord
 
 from .test_gate_controller import World
 
@@ -88,6 +89,7 @@ def test_a_pod_of_an_offhours_job_no_service_lists_is_left_to_the_release_and_a_
     w = World()
     w.tick()
     w.park("orphan", svc="gone-service")  # an offhours job of a service removed from the configuration
+    w.cluster.states[("serving", "gone-service")] = ServiceRecord().to_json()  # which the gate lent from
     w.wf("orphan")["spec"]["suspend"] = False
     uid = w.wf("orphan")["metadata"]["uid"]
     w.cluster.seats = [*serving_seats(w), seat("orphan-main", "research", "node-0", 4, ("orphan", uid)),
@@ -95,3 +97,39 @@ def test_a_pod_of_an_offhours_job_no_service_lists_is_left_to_the_release_and_a_
     w.tick()
     deleted = [c for c in w.cluster.calls if c.startswith("delete-pod")]
     assert deleted == ["delete-pod research/claims-orphan 30"]
+
+
+def test_a_tenants_workflow_labelled_with_a_service_the_gate_never_lent_from_explains_no_pod() -> None:
+    """Class: a squatter exempted by words a tenant writes (a workflow's service label).
+
+    Only the gate's own record of a service it lent from (which its release of removed services reads) leaves
+    a pod to that release; a service label naming anything else leaves the pod a squatter, stopped.
+    """
+    w = World()
+    w.tick()
+    w.park("mine", svc="no-such-service")  # the tenant's own workflow, its label of its own choosing
+    w.wf("mine")["spec"]["suspend"] = False
+    uid = w.wf("mine")["metadata"]["uid"]
+    w.cluster.seats = [*serving_seats(w), seat("mine-main", "research", "node-0", 4, ("mine", uid))]
+    w.tick()
+    assert "delete-pod research/mine-main 30" in w.cluster.calls
+
+
+def test_pods_left_to_the_release_never_crowd_a_squatter_out_of_the_ticks_stops() -> None:
+    """Class: a per-tick budget spent on what is skipped, so what follows it never gets its turn.
+
+    The budget bounds stops made and workflows read (one read per workflow, its pods sharing the answer);
+    pods left to the release cost no stop.
+    """
+    w = World()
+    w.tick()
+    w.park("orphan", svc="gone-service")
+    w.wf("orphan")["spec"]["suspend"] = False
+    w.cluster.states[("serving", "gone-service")] = ServiceRecord().to_json()
+    uid = w.wf("orphan")["metadata"]["uid"]
+    many = [seat(f"a-orphan-{i:02}", "research", "node-0", 1, ("orphan", uid)) for i in range(2 * 20 + 5)]
+    w.cluster.seats = [*serving_seats(w), *many, seat("z-bare", "research", "node-1", 4)]
+    w.tick()
+    assert "delete-pod research/z-bare 30" in w.cluster.calls
+    assert not any(c.startswith("delete-pod research/a-orphan") for c in w.cluster.calls)
+    assert sum(c == "get-workflow orphan" for c in w.cluster.calls) <= 3  # the squatters' one read, the release's
