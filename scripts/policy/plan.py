@@ -301,3 +301,18 @@ def _waiting(decision: Decision, jobs: Sequence[Job], admissible: Sequence[Job],
                       else f"waiting: its original {job.parked_from} has not stopped yet")
             out.append((job, 0, reason))
     return tuple(out)
+
+
+def rotate_stops(stop: Sequence[Job], turn: int, window: int) -> tuple[Job, ...]:
+    """Return the stops with the gate's own admissions first, the others turned by `turn` windows of `window`.
+
+    The stops of workflows the gate did not admit are budgeted (`window` of them at most a tick); taken from
+    the same place each tick, a few that always fail (a workflow the API refuses to copy) would spend the
+    whole budget every tick and shield the rest of a flood for ever. Turned each tick, every one gets its turn.
+    """
+    own = [j for j in stop if j.state == ADMITTED]
+    others = [j for j in stop if j.state != ADMITTED]
+    if len(others) <= max(0, window):
+        return (*own, *others)
+    start = (turn * max(1, window)) % len(others)
+    return (*own, *others[start:], *others[:start])

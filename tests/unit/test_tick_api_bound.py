@@ -116,3 +116,27 @@ def test_the_gates_own_stops_come_first_and_the_flood_is_stopped_over_the_next_t
     assert all(b == max(0, a - STOPS) for a, b in zip(left, left[1:])), left
     assert left[-1] == 0
     assert "left for a later tick (research writes: 25 a tick)" in w.log.getvalue()
+
+
+@settings(max_examples=6, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(poisoned=st.integers(1, 2 * STOPS), healthy=st.integers(1, 2 * STOPS))
+@example(poisoned=STOPS, healthy=3)
+def test_stops_that_always_fail_never_shield_the_rest_of_a_flood(poisoned: int, healthy: int) -> None:
+    """Class: a per-tick budget spent on the same failing items first, every tick.
+
+    A tenant's workflows whose park-copy fails every time (one the API refuses to copy, say) and that come
+    first in the plan's order spent the whole budget each tick, so the flood behind them held GPUs for ever.
+    The budget's window now moves on each tick (as the advisory budget's does), so every stop gets its turn.
+    """
+    from offhours.scripts.cluster.base import ClusterError
+
+    w = world()
+    for i in range(poisoned):
+        w.park(f"a-{i:03}", svc="chat", replicas=1, state=STATE_ADMITTED)
+        w.cluster.fail_next[f"park-copy a-{i:03}"] = [ClusterError("HTTP 422 refused")] * 1000
+    for i in range(healthy):
+        w.park(f"z-{i:03}", svc="chat", replicas=1, state=STATE_ADMITTED)
+    rest = [f"z-{i:03}" for i in range(healthy)]
+    for _ in range(2 * math.ceil((poisoned + healthy) / STOPS) + 2):
+        w.tick(chat=150.0)
+    assert not any(running(w.wf(s)) for s in rest), [s for s in rest if running(w.wf(s))]
