@@ -102,3 +102,42 @@ def test_a_pod_only_labelled_with_anothers_workflow_never_parks_that_workflow() 
     found = _cluster(core).unschedulable_pods("research", {"victim": "uid-victim"})
     assert [p[0] for p in found["victim"]] == ["victim-a"]
     assert _cluster(Core(forged)).unschedulable_pods("research", {"victim": "uid-victim"}) == {"victim": []}
+
+
+class Endless:
+    """A namespace with more pods than any bound: every page full, and a continue token on each."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, str, str]] = []
+
+    def list_namespaced_pod(self, namespace: str, label_selector: str = "", field_selector: str = "",
+                            limit: int | None = None, _continue: str | None = None) -> Any:
+        self.requests.append((namespace, label_selector, field_selector))
+        name = label_selector.split(" in (", 1)[1].split(",")[0].rstrip(")") if " in (" in label_selector else "w"
+        items = [_pod(f"p-{len(self.requests)}-{i}", name, gpus="1") for i in range(limit or 1)]
+        for pod in items:
+            pod.spec.node_name = "node-0"
+        return SimpleNamespace(items=items, metadata=SimpleNamespace(_continue=f"page-{len(self.requests)}"))
+
+
+def test_the_placement_reads_of_a_namespace_a_tenant_fills_are_bounded_and_leave_out_ended_pods() -> None:
+    """Class: a read whose size a tenant sets (pods are free to create without GPUs, or left by ended runs).
+
+    The GPUs-held read and the pending-pods read stop at the pool's bound (MAX_POOL_PODS a namespace) with an
+    error, which their callers take as advisory (the ReplicaSet chooses; the plan stands; nothing parked),
+    and the GPUs-held read asks the server to leave ended pods out.
+    """
+    import pytest
+
+    from offhours.scripts.cluster.base import ClusterError
+
+    most = kube.MAX_POOL_PODS // kube.PAGE_SIZE + 2
+    core = Endless()
+    cluster = _cluster(core)  # type: ignore[arg-type]
+    with pytest.raises(ClusterError):
+        cluster.gpus_held(("serving", "research"), ["node-0"])
+    assert 0 < len(core.requests) <= most and all(r[2] == kube.NOT_TERMINAL for r in core.requests)
+    core.requests.clear()
+    with pytest.raises(ClusterError):
+        cluster.unschedulable_pods("research", {"victim": "uid-victim"})
+    assert 0 < len(core.requests) <= most
