@@ -81,9 +81,15 @@ def stop_squatters(gate: Any, t: Any, observed: Sequence[Any]) -> None:
     """Delete the research pods holding pool GPUs that no running workflow explains, naming each in an Event.
 
     The Event goes on the Deployment of the service whose pods share the squatter's node (else the first service).
+    Only a pass that observed every configured service stops anything: the running workflows are all known then.
     """
     pool = getattr(t, "pool", None)
     if pool is None or t.dry_run or not observed:
+        return
+    if getattr(t, "only", None) is not None or \
+            {obs.policy.name for obs in observed} != {p.name for p in gate.config.services}:
+        # A partial view (a reclaim check's pass, a service whose read failed): what the gate admitted for a
+        # service it did not observe would look unexplained. Counted still; stopped only on a whole view.
         return
     running = {(j.name, j.uid) for obs in observed for j in obs.jobs if j.state != PARKED and j.uid}
     cap = int(min([SQUATTER_GRACE_SECONDS, *(obs.policy.max_grace_seconds for obs in observed)]))

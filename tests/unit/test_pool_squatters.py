@@ -133,3 +133,33 @@ def test_pods_left_to_the_release_never_crowd_a_squatter_out_of_the_ticks_stops(
     assert "delete-pod research/z-bare 30" in w.cluster.calls
     assert not any(c.startswith("delete-pod research/a-orphan") for c in w.cluster.calls)
     assert sum(c == "get-workflow orphan" for c in w.cluster.calls) <= 3  # the squatters' one read, the release's
+
+
+def code_lent(w: World) -> tuple[str, str]:
+    """Lend one of code's replicas to a job; return its name and uid (its pod on a node code gave up)."""
+    w.park("code-job", svc="code", replicas=1)
+    for _ in range(7):
+        w.tick()
+    assert w.state("code-job") == "admitted", w.log.getvalue()
+    return "code-job", w.wf("code-job")["metadata"]["uid"]
+
+
+def test_a_pass_that_did_not_observe_every_service_stops_no_pod_of_the_others() -> None:
+    """Class: a squatter judged on a partial view (a reclaim check's pass over some services, a service whose
+    read failed): the jobs the gate admitted for a service it did not observe look unexplained.
+
+    Only a pass that observed every configured service stops squatters; the others count and wait.
+    """
+    w = World()
+    name, uid = code_lent(w)
+    w.cluster.seats = [*serving_seats(w), *serving_seats(w, "code"), seat(f"{name}-main", "research", "node-0", 4,
+                                                                           (name, uid))]
+    w.cluster.fail_next["list-workflows code"] = [ClusterError("HTTP 500")]
+    w.tick()  # code's workflows unreadable this tick
+    w.gate.tick(only=["chat"], reclaim_only=True)  # a reclaim check's pass over chat alone
+    assert not any(c.startswith(f"delete-pod research/{name}") for c in w.cluster.calls), w.log.getvalue()
+    w.tick()  # every service observed: its pod is explained, left alone
+    assert not any(c.startswith(f"delete-pod research/{name}") for c in w.cluster.calls)
+    w.cluster.seats.append(seat("bare", "research", "node-1", 4))
+    w.tick()
+    assert "delete-pod research/bare 30" in w.cluster.calls
