@@ -18,7 +18,7 @@ from offhours.scripts.gate.admissions import (
     copy_tokens,
 )
 from offhours.scripts.gate.observe import describe
-from offhours.scripts.gate.placement import mark_removals  # hook: placement
+from offhours.scripts.gate.placement import mark_removals, unmark_removals  # hook: placement
 from offhours.scripts.gate.reconcile import changed_waiting, tick_event, waiting_annotations
 from offhours.scripts.gate.snapshot import Observed
 from offhours.scripts.gate.tick_state import GateParts, LeaseLost, ServiceOutcome, ServingChanged, TickState
@@ -115,8 +115,13 @@ def write_serving(gate: GateParts, t: TickState, obs: Observed, record: ServiceR
         marked = mark_removals(gate.cluster, obs.dep, read - value, gate.config.workflow_namespace)  # hook: placement
         if marked:  # hook: placement
             gate.log.info(marked, obs.policy.name)  # hook: placement
-        answer = gate.cluster.lower_serving(target, read, value)  # leaves `target` (obs.current) at the answer
+        try:
+            answer = gate.cluster.lower_serving(target, read, value)  # leaves `target` (obs.current) at the answer
+        except Exception:
+            unmark(gate, obs, marked)  # hook: placement
+            raise
         if answer.conflict:
+            unmark(gate, obs, marked)  # hook: placement
             found = t.written[obs.policy.name] = replace(intent, applied=read, applying_from=None)  # unwritten
             raise ServingChanged(f"{obs.writes_to} set to {answer.value} by {writer_of(obs.dep)} after the gate read "
                                  f"{read} (its lower to {value} not written)", found)
@@ -127,6 +132,14 @@ def write_serving(gate: GateParts, t: TickState, obs: Observed, record: ServiceR
         return t.written[obs.policy.name]
     t.written[obs.policy.name] = replace(intent, applying_from=None)
     return t.written[obs.policy.name]
+
+
+def unmark(gate: GateParts, obs: Observed, marked: str) -> None:  # hook: placement
+    """Take a lower's marks off serving's replicas when the lower did not land: no later scale-down follows them."""
+    if marked.startswith("marked"):
+        said = unmark_removals(gate.cluster, obs.dep)
+        if said:
+            gate.log.info(said, obs.policy.name)
 
 
 def note_unrecorded(gate: GateParts, obs: Observed, intent: ServiceRecord) -> None:
