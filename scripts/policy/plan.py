@@ -312,7 +312,12 @@ def rotate_stops(stop: Sequence[Job], turn: int, window: int) -> tuple[Job, ...]
     """
     own = [j for j in stop if j.state == ADMITTED]
     others = [j for j in stop if j.state != ADMITTED]
-    if len(others) <= max(0, window):
+    if len(others) <= 1:
         return (*own, *others)
-    start = (turn * max(1, window)) % len(others)
+    # A step prime to their number starts every position in turn, whatever part of `window` the tick's
+    # budget (shared by all services) leaves: each one is first within len(others) ticks at the latest.
+    step = max(1, window)
+    while math.gcd(step, len(others)) != 1:
+        step += 1
+    start = (turn * step) % len(others)
     return (*own, *others[start:], *others[:start])

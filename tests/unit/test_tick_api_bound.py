@@ -140,3 +140,17 @@ def test_stops_that_always_fail_never_shield_the_rest_of_a_flood(poisoned: int, 
     for _ in range(2 * math.ceil((poisoned + healthy) / STOPS) + 2):
         w.tick(chat=150.0)
     assert not any(running(w.wf(s)) for s in rest), [s for s in rest if running(w.wf(s))]
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1, 300), window=st.integers(1, 250), budget=st.integers(1, 250), turn0=st.integers(0, 10**6))
+def test_every_stop_comes_first_in_its_turn_whatever_part_of_the_window_a_tick_spends(
+        n: int, window: int, budget: int, turn0: int) -> None:
+    """rotate_stops: within n ticks every one of n stops is inside the part of the window a tick spends."""
+    from offhours.scripts.policy.plan import Job, rotate_stops
+
+    stops = [Job(f"w-{i}", "chat", 1, "parked") for i in range(n)]
+    seen: set[str] = set()
+    for turn in range(turn0, turn0 + n):
+        seen.update(j.name for j in rotate_stops(stops, turn, window)[:min(budget, window)])
+    assert len(seen) == n
