@@ -183,3 +183,19 @@ def test_a_tenant_flood_of_pods_past_the_pool_reads_bound_does_not_hide_a_squatt
         ClusterError("list pods research: more than 20000 pods not ended")] * 10
     w.tick()
     assert "delete-pod research/bare 30" in w.cluster.calls
+
+
+@pytest.mark.xfail(strict=True, reason="not fixed: a pod's claims (workflow label, controller owner UID) are the "
+                   "tenant's to copy; bounding what one admission explains by what it was lent needs a rule for "
+                   "which of its pods is the extra one, and a wrong choice deletes the real job's pod")
+def test_a_pod_that_copies_an_admitted_jobs_claims_beyond_its_loan_is_a_squatter() -> None:
+    """Class: an explanation a tenant can copy. A pod labelled with an admitted workflow and naming its UID as
+    its controller owner is explained, however many GPUs that job already holds: it is counted, never stopped."""
+    w = World()
+    w.lend(1)  # job-0 admitted: 2 replicas, 8 GPUs
+    uid = w.wf("job-0")["metadata"]["uid"]
+    w.cluster.seats = [*serving_seats(w), seat("job-0-main", "research", "node-0", 8, ("job-0", uid)),
+                       seat("copycat", "research", "node-1", 4, ("job-0", uid))]
+    w.tick()
+    assert any(c.startswith("delete-pod research/copycat") for c in w.cluster.calls)
+    assert not any(c.startswith("delete-pod research/job-0-main") for c in w.cluster.calls)
