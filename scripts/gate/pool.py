@@ -81,16 +81,14 @@ def stop_squatters(gate: Any, t: Any, observed: Sequence[Any]) -> None:
     """Delete the research pods holding pool GPUs that no running workflow explains, naming each in an Event.
 
     The Event goes on the Deployment of the service whose pods share the squatter's node (else the first service).
-    Only a pass that observed every configured service stops anything: the running workflows are all known then.
+    In a partial view (a reclaim check's pass over some services, a service whose read failed), the running
+    workflows of the services not observed are unknown: a pod whose workflow (by name and UID) is labelled
+    with one of them is left alone (counted still) until a pass observes it.
     """
     pool = getattr(t, "pool", None)
     if pool is None or t.dry_run or not observed:
         return
-    if getattr(t, "only", None) is not None or \
-            {obs.policy.name for obs in observed} != {p.name for p in gate.config.services}:
-        # A partial view (a reclaim check's pass, a service whose read failed): what the gate admitted for a
-        # service it did not observe would look unexplained. Counted still; stopped only on a whole view.
-        return
+    unobserved = frozenset(p.name for p in gate.config.services) - {obs.policy.name for obs in observed}
     running = {(j.name, j.uid) for obs in observed for j in obs.jobs if j.state != PARKED and j.uid}
     cap = int(min([SQUATTER_GRACE_SECONDS, *(obs.policy.max_grace_seconds for obs in observed)]))
     # The budget bounds what is done (stops, workflow reads), never what is skipped: pods left to the release
@@ -102,7 +100,7 @@ def stop_squatters(gate: Any, t: Any, observed: Sequence[Any]) -> None:
         if stops >= MAX_SQUATTER_STOPS or len(released) > MAX_SQUATTER_STOPS:
             break
         if seat.claims not in released:
-            released[seat.claims] = _offhours_job_elsewhere(gate, seat, recorded)
+            released[seat.claims] = _offhours_job_elsewhere(gate, seat, recorded, unobserved)
         if released[seat.claims]:
             continue
         stops += 1
@@ -119,8 +117,11 @@ def stop_squatters(gate: Any, t: Any, observed: Sequence[Any]) -> None:
                     f"the gate: deleted (grace {grace} s)", warning=True)
 
 
-def _offhours_job_elsewhere(gate: Any, seat: PodSeat, recorded: list[frozenset[str] | None]) -> bool:
-    """Whether the pod is one of an offhours job of a service no longer configured that the gate lent from.
+def _offhours_job_elsewhere(gate: Any, seat: PodSeat, recorded: list[frozenset[str] | None],
+                            unobserved: frozenset[str] = frozenset()) -> bool:
+    """Whether the pod is one of an offhours job of a service not observed this pass, or removed but recorded.
+
+    `unobserved`: configured services this pass did not observe (their running workflows are unknown).
 
     Such a job is given back by the gate's release of what it lent (stopped, with its grace and exit hook), not
     deleted here. Its workflow, by name and UID (the pod's claim), must exist and its service label must name
@@ -141,7 +142,11 @@ def _offhours_job_elsewhere(gate: Any, seat: PodSeat, recorded: list[frozenset[s
         return False
     labels = meta.get("labels")
     service = labels.get(LABEL_SERVICE) if isinstance(labels, dict) else None
-    if not isinstance(service, str) or not service or service in {p.name for p in gate.config.services}:
+    if not isinstance(service, str) or not service:
+        return False
+    if service in unobserved:
+        return True  # its running workflows unknown this pass: left for a pass that observes it
+    if service in {p.name for p in gate.config.services}:
         return False
     if not recorded:
         try:

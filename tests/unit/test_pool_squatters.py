@@ -150,7 +150,8 @@ def test_a_pass_that_did_not_observe_every_service_stops_no_pod_of_the_others() 
     """Class: a squatter judged on a partial view (a reclaim check's pass over some services, a service whose
     read failed): the jobs the gate admitted for a service it did not observe look unexplained.
 
-    Only a pass that observed every configured service stops squatters; the others count and wait.
+    A partial pass leaves alone (counted still) the pods of workflows labelled with a service it did not
+    observe, and stops the rest: a bare pod is a squatter whatever the pass saw.
     """
     w = World()
     name, uid = code_lent(w)
@@ -160,6 +161,10 @@ def test_a_pass_that_did_not_observe_every_service_stops_no_pod_of_the_others() 
     w.tick()  # code's workflows unreadable this tick
     w.gate.tick(only=["chat"], reclaim_only=True)  # a reclaim check's pass over chat alone
     assert not any(c.startswith(f"delete-pod research/{name}") for c in w.cluster.calls), w.log.getvalue()
+    w.cluster.seats.append(seat("early-bare", "research", "node-1", 4))
+    w.gate.tick(only=["chat"], reclaim_only=True)
+    assert "delete-pod research/early-bare 30" in w.cluster.calls
+    assert not any(c.startswith(f"delete-pod research/{name}") for c in w.cluster.calls)
     w.tick()  # every service observed: its pod is explained, left alone
     assert not any(c.startswith(f"delete-pod research/{name}") for c in w.cluster.calls)
     w.cluster.seats.append(seat("bare", "research", "node-1", 4))
