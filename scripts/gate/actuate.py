@@ -27,7 +27,7 @@ from offhours.scripts.names import (
     EVENT_RUN_ID_MISMATCH,
 )
 from offhours.scripts.policy.decide import Decision
-from offhours.scripts.policy.plan import ADMITTED, Job, Plan
+from offhours.scripts.policy.plan import ADMITTED, Job, Plan, rotate_stops
 from offhours.scripts.policy.record import (
     ServiceRecord,
     UnrecordedWrite,
@@ -172,7 +172,11 @@ def research_side(gate: GateParts, t: TickState, obs: Observed, decision: Decisi
     # most `research_writes_per_tick` of them a tick, all services together; the rest are stopped by later ticks
     # (the plan finds them again, their copies' tokens already recorded).
     own = [j for j in p.stop if j.state == ADMITTED]
-    others = [(j, True) for j in p.stop if j.state != ADMITTED] + [(j, False) for j in p.cancel]
+    # Stops with a copy (turned each tick by the plan: `rotate_stops`) and without one (turned here) take turns
+    # at the front, so neither kind's always-failing ones shield the other kind for ever.
+    parks = [(j, True) for j in p.stop if j.state != ADMITTED]
+    cancels = [(j, False) for j in rotate_stops(p.cancel, t.turn, gate.research_writes_per_tick)]
+    others = parks + cancels if t.turn % 2 == 0 else cancels + parks
     budget = max(0, gate.research_writes_per_tick - t.research_writes)
     if len(others) > budget:
         gate.log.info(f"{len(others) - budget} stop(s) of workflows the gate did not admit left for a later tick "

@@ -154,3 +154,18 @@ def test_every_stop_comes_first_in_its_turn_whatever_part_of_the_window_a_tick_s
     for turn in range(turn0, turn0 + n):
         seen.update(j.name for j in rotate_stops(stops, turn, window)[:min(budget, window)])
     assert len(seen) == n
+
+
+def test_stops_that_always_fail_never_shield_a_stop_without_copy() -> None:
+    """The same class, across the two kinds of budgeted stop: the stops without a copy (`p.cancel`) came after
+    every stop with one, so a budget's worth of stops that always fail shielded them for ever. They take turns."""
+    from offhours.scripts.cluster.base import ClusterError
+
+    w = world()
+    for i in range(STOPS + 2):
+        w.park(f"a-{i:03}", svc="chat", replicas=1, state=STATE_ADMITTED)
+        w.cluster.fail_next[f"park-copy a-{i:03}"] = [ClusterError("HTTP 422 refused")] * 1000
+    w.park("z-dup", svc="chat", replicas=1, state=STATE_ADMITTED, run_id="job-0")  # job-0's run, twice at once
+    for _ in range(2):
+        w.tick(chat=150.0)
+    assert "stop z-dup" in w.cluster.calls
