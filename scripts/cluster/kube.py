@@ -194,6 +194,13 @@ class KubeCluster:
             if not token:
                 return
 
+    def _bounded_pages(self, what: str, list_page: Callable[..., Any], most: int = MAX_POOL_PODS) -> Iterator[Any]:
+        """Yield the items of `_pages`, raising ClusterError past `most` of them (a read a tenant can make endless)."""
+        for listed, item in enumerate(self._pages(what, list_page), start=1):
+            if listed > most:
+                raise ClusterError(f"{what}: more than {most} items: not read to the end")
+            yield item
+
     # -- scale targets and pods: any kind with a scale subresource ------------------------------
     def deployment(self, namespace: str, service: str, name: str | None = None) -> ScaleTarget:
         """Return the scale target of `service` (`name`: its text; None: the Deployment labelled with the service)."""
@@ -902,10 +909,15 @@ class KubeCluster:
         return out
 
     def gpus_held(self, namespaces: Collection[str], nodes: Collection[str]) -> dict[str, int]:
-        """Return the GPUs the pods of these namespaces hold on each of these nodes (bound, not ended)."""
+        """Return the GPUs the pods of these namespaces hold on each of these nodes (bound, not ended).
+
+        Ended pods are left out by the server; past MAX_POOL_PODS a namespace is an error (a count cut short
+        would be lower than the truth), as for the pool's count: a tenant sets how many pods there are.
+        """
         wanted, held = set(nodes), {n: 0 for n in nodes}
         for namespace in sorted(set(namespaces)):
-            for pod in self._pages(f"list pods in {namespace}", partial(self.core.list_namespaced_pod, namespace)):
+            for pod in self._bounded_pages(f"list pods in {namespace}", partial(
+                    self.core.list_namespaced_pod, namespace, field_selector=NOT_TERMINAL)):
                 if placement_pods.holds_gpus(pod) and pod.spec.node_name in wanted:
                     held[pod.spec.node_name] += placement_pods.pod_gpus(pod)
         return held
@@ -921,18 +933,21 @@ class KubeCluster:
         """Return, per workflow, its pods the scheduler found no node for: name, since when (API server time), why.
 
         One read of the namespace's pending pods for all of them (a label selector `in` the names, in chunks), not
-        one per workflow: a tick with thousands of admitted jobs stays a few calls.
+        one per workflow: a tick with thousands of admitted jobs stays a few calls. A pod counts only when the
+        Workflow owns it (`owned_by_workflow`: by name, and by UID where `workflows` maps names to UIDs): the
+        workflow label is anyone's to write, and a tenant's pod labelled with another's job must not park it.
         """
+        uids: Mapping[str, str] = workflows if isinstance(workflows, Mapping) else {}
         names = sorted(w for w in set(workflows) if _label_value(w))
         out: dict[str, list[tuple[str, float, str]]] = {w: [] for w in names}
         for start in range(0, len(names), UNSCHEDULABLE_CHUNK):
             selector = f"{ARGO_WORKFLOW_LABEL} in ({','.join(names[start:start + UNSCHEDULABLE_CHUNK])})"
-            for pod in self._pages("list pending pods", partial(self.core.list_namespaced_pod, namespace,
-                                                                label_selector=selector,
-                                                                field_selector="status.phase=Pending")):
+            for pod in self._bounded_pages("list pending pods", partial(self.core.list_namespaced_pod, namespace,
+                                                                        label_selector=selector,
+                                                                        field_selector="status.phase=Pending")):
                 found = placement_pods.unschedulable_since(pod)
                 workflow = (pod.metadata.labels or {}).get(ARGO_WORKFLOW_LABEL)
-                if found is not None and workflow in out:
+                if found is not None and workflow in out and owned_by_workflow(pod, workflow, uids.get(workflow, "")):
                     out[workflow].append((pod.metadata.name, *found))
         return {w: sorted(pods) for w, pods in out.items()}
 

@@ -18,7 +18,7 @@ from offhours.scripts.gate.admissions import (
     copy_tokens,
 )
 from offhours.scripts.gate.observe import describe
-from offhours.scripts.gate.placement import mark_removals  # hook: placement
+from offhours.scripts.gate.placement import mark_removals, unmark_removals  # hook: placement
 from offhours.scripts.gate.reconcile import changed_waiting, tick_event, waiting_annotations
 from offhours.scripts.gate.snapshot import Observed
 from offhours.scripts.gate.tick_state import GateParts, LeaseLost, ServiceOutcome, ServingChanged, TickState
@@ -27,7 +27,7 @@ from offhours.scripts.names import (
     EVENT_RUN_ID_MISMATCH,
 )
 from offhours.scripts.policy.decide import Decision
-from offhours.scripts.policy.plan import ADMITTED, Job, Plan
+from offhours.scripts.policy.plan import ADMITTED, Job, Plan, rotate_stops
 from offhours.scripts.policy.record import (
     ServiceRecord,
     UnrecordedWrite,
@@ -115,8 +115,13 @@ def write_serving(gate: GateParts, t: TickState, obs: Observed, record: ServiceR
         marked = mark_removals(gate.cluster, obs.dep, read - value, gate.config.workflow_namespace)  # hook: placement
         if marked:  # hook: placement
             gate.log.info(marked, obs.policy.name)  # hook: placement
-        answer = gate.cluster.lower_serving(target, read, value)  # leaves `target` (obs.current) at the answer
+        try:
+            answer = gate.cluster.lower_serving(target, read, value)  # leaves `target` (obs.current) at the answer
+        except Exception:
+            unmark(gate, obs, marked)  # hook: placement
+            raise
         if answer.conflict:
+            unmark(gate, obs, marked)  # hook: placement
             found = t.written[obs.policy.name] = replace(intent, applied=read, applying_from=None)  # unwritten
             raise ServingChanged(f"{obs.writes_to} set to {answer.value} by {writer_of(obs.dep)} after the gate read "
                                  f"{read} (its lower to {value} not written)", found)
@@ -127,6 +132,14 @@ def write_serving(gate: GateParts, t: TickState, obs: Observed, record: ServiceR
         return t.written[obs.policy.name]
     t.written[obs.policy.name] = replace(intent, applying_from=None)
     return t.written[obs.policy.name]
+
+
+def unmark(gate: GateParts, obs: Observed, marked: str) -> None:  # hook: placement
+    """Take a lower's marks off serving's replicas when the lower did not land: no later scale-down follows them."""
+    if marked.startswith("marked"):
+        said = unmark_removals(gate.cluster, obs.dep)
+        if said:
+            gate.log.info(said, obs.policy.name)
 
 
 def note_unrecorded(gate: GateParts, obs: Observed, intent: ServiceRecord) -> None:
@@ -159,7 +172,11 @@ def research_side(gate: GateParts, t: TickState, obs: Observed, decision: Decisi
     # most `research_writes_per_tick` of them a tick, all services together; the rest are stopped by later ticks
     # (the plan finds them again, their copies' tokens already recorded).
     own = [j for j in p.stop if j.state == ADMITTED]
-    others = [(j, True) for j in p.stop if j.state != ADMITTED] + [(j, False) for j in p.cancel]
+    # Stops with a copy (turned each tick by the plan: `rotate_stops`) and without one (turned here) take turns
+    # at the front, so neither kind's always-failing ones shield the other kind for ever.
+    parks = [(j, True) for j in p.stop if j.state != ADMITTED]
+    cancels = [(j, False) for j in rotate_stops(p.cancel, t.turn, gate.research_writes_per_tick)]
+    others = parks + cancels if t.turn % 2 == 0 else cancels + parks
     budget = max(0, gate.research_writes_per_tick - t.research_writes)
     if len(others) > budget:
         gate.log.info(f"{len(others) - budget} stop(s) of workflows the gate did not admit left for a later tick "

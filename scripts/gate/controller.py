@@ -23,7 +23,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Collection, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TextIO
 
@@ -52,7 +52,7 @@ from offhours.scripts.metrics.sources import LoadSource, Reading
 from offhours.scripts.names import EVENT_GRACE_ABOVE_CAP, EVENT_LENT_UNSCHEDULABLE, EVENT_REPLICAS_ADOPTED
 from offhours.scripts.policy.config import GateConfig, ServicePolicy
 from offhours.scripts.policy.lease import lease_seconds
-from offhours.scripts.policy.plan import Job, plan
+from offhours.scripts.policy.plan import Job, plan, rotate_stops
 from offhours.scripts.policy.record import UnrecordedWrite, with_done
 
 # Re-exported: callers and tests import these from the gate's entry module.
@@ -163,6 +163,7 @@ class Gate:
         except Exception as err:  # noqa: BLE001 - no clock is every service's failed tick: the fail-safe still counts
             return self._without_clock(t, services, outcomes, f"no server time to date this tick by: {describe(err)}")
         t.deferred = []
+        t.turn = int(now // max(1, self.config.tick_seconds))
         observed: list[Observed] = []
         for policy in services:
             try:
@@ -194,7 +195,7 @@ class Gate:
                 keep_gpu_quota(self, t, observed, outcomes, before)  # lowered after serving's raises, before stops
 
         # The advisory-write budget is spent in the research phase's order: it starts elsewhere each tick.
-        actuate.run_phases(acting, int(now // max(1, self.config.tick_seconds)),
+        actuate.run_phases(acting, t.turn,
                            lambda obs, err: failsafe.fail(self, t, obs.policy, outcomes[obs.policy.name], err, now, obs),
                            lost, after)
         stop_squatters(self, t, observed)  # hook: pool holding (after every serving write)
@@ -301,6 +302,8 @@ class Gate:
                     # serving still holds. A hold or a reclaim never lowers, so its write (a raise) cannot conflict.
                     p = plan(decision, intent.baseline, jobs, now)
                     record = actuate.write_serving(self, t, obs, record, max(p.scale_to, obs.current))
+        # The budgeted stops (of workflows the gate did not admit) start elsewhere each tick: none is left for ever.
+        p = replace(p, stop=rotate_stops(p.stop, t.turn, self.research_writes_per_tick))
         for job in (*p.admit, *p.adopt):
             if job.run_id:
                 t.runs_running.setdefault(job.run_id, set()).add(policy.name)

@@ -27,6 +27,7 @@ from typing import Any
 
 from offhours.scripts.cluster.base import Deployment
 from offhours.scripts.policy.placement import (
+    GATE_MARK_CEILING,
     Node,
     Shape,
     choose_removals,
@@ -75,6 +76,21 @@ def mark_removals(cluster: Any, dep: Deployment, count: int, research_namespace:
             f"free after the lower{seen}")
 
 
+def unmark_removals(cluster: Any, dep: Deployment) -> str:
+    """Take the gate's marks off `dep`'s replicas (a lower that did not land); return what was done, or "".
+
+    Advisory, as the marks are: a failure is said, never raised. Costs others wrote are left alone.
+    """
+    try:
+        _, costs = cluster.serving_replicas(dep)
+        marked = sorted(pod for pod, cost in costs.items() if cost is not None and cost < GATE_MARK_CEILING)
+        for pod in marked:
+            cluster.set_deletion_cost(dep.namespace, pod, None)
+    except Exception as err:  # noqa: BLE001 - advisory: the next lower's marks replace them
+        return f"could not take the marks off ({type(err).__name__}: {str(err)[:200]})"
+    return f"marks taken off {', '.join(marked)}: the lower did not land" if marked else ""
+
+
 def park_unschedulable(cluster: Any, namespace: str, jobs: Sequence[Job], now: float,
                        bound: float | None = None) -> tuple[list[Job], list[str]]:
     """Return the jobs, each admitted one whose pod found no node for longer than `bound` given a problem, and why.
@@ -85,7 +101,7 @@ def park_unschedulable(cluster: Any, namespace: str, jobs: Sequence[Job], now: f
     bound = UNSCHEDULABLE_BOUND_SECONDS if bound is None else bound
     out: list[Job] = []
     why: list[str] = []
-    admitted = [j.name for j in jobs if j.state == ADMITTED and j.problem is None]
+    admitted = {j.name: j.uid for j in jobs if j.state == ADMITTED and j.problem is None}  # its pods: owned by it
     try:
         pending = cluster.unschedulable_pods(namespace, admitted) if admitted else {}
     except Exception:  # noqa: BLE001 - advisory: the next tick reads again

@@ -81,15 +81,29 @@ def stop_squatters(gate: Any, t: Any, observed: Sequence[Any]) -> None:
     """Delete the research pods holding pool GPUs that no running workflow explains, naming each in an Event.
 
     The Event goes on the Deployment of the service whose pods share the squatter's node (else the first service).
+    In a partial view (a reclaim check's pass over some services, a service whose read failed), the running
+    workflows of the services not observed are unknown: a pod whose workflow (by name and UID) is labelled
+    with one of them is left alone (counted still) until a pass observes it.
     """
     pool = getattr(t, "pool", None)
     if pool is None or t.dry_run or not observed:
         return
+    unobserved = frozenset(p.name for p in gate.config.services) - {obs.policy.name for obs in observed}
     running = {(j.name, j.uid) for obs in observed for j in obs.jobs if j.state != PARKED and j.uid}
     cap = int(min([SQUATTER_GRACE_SECONDS, *(obs.policy.max_grace_seconds for obs in observed)]))
-    for seat in squatters(pool.holding, gate.config.workflow_namespace, running)[:MAX_SQUATTER_STOPS]:
-        if _offhours_job_elsewhere(gate, seat):
+    # The budget bounds what is done (stops, workflow reads), never what is skipped: pods left to the release
+    # cost no stop, and one read answers for every pod of a workflow, so they crowd no squatter out.
+    released: dict[tuple[str, str], bool] = {}
+    recorded: list[frozenset[str] | None] = []  # the services the gate holds a record of: listed once, if needed
+    stops = 0
+    for seat in squatters(pool.holding, gate.config.workflow_namespace, running):
+        if stops >= MAX_SQUATTER_STOPS or len(released) > MAX_SQUATTER_STOPS:
+            break
+        if seat.claims not in released:
+            released[seat.claims] = _offhours_job_elsewhere(gate, seat, recorded, unobserved)
+        if released[seat.claims]:
             continue
+        stops += 1
         grace = max(0, min(cap, seat.grace_seconds if seat.grace_seconds is not None else cap))
         obs = pool.services_on.get(seat.node, observed[0])
         try:
@@ -103,12 +117,18 @@ def stop_squatters(gate: Any, t: Any, observed: Sequence[Any]) -> None:
                     f"the gate: deleted (grace {grace} s)", warning=True)
 
 
-def _offhours_job_elsewhere(gate: Any, seat: PodSeat) -> bool:
-    """Whether the pod is one of an offhours job no configured service lists (a removed service's, say).
+def _offhours_job_elsewhere(gate: Any, seat: PodSeat, recorded: list[frozenset[str] | None],
+                            unobserved: frozenset[str] = frozenset()) -> bool:
+    """Whether the pod is one of an offhours job of a service not observed this pass, or removed but recorded.
+
+    `unobserved`: configured services this pass did not observe (their running workflows are unknown).
 
     Such a job is given back by the gate's release of what it lent (stopped, with its grace and exit hook), not
-    deleted here. Its workflow, by name and UID (the pod's claim), must exist and carry the service label; the
-    pod stays counted either way.
+    deleted here. Its workflow, by name and UID (the pod's claim), must exist and its service label must name
+    a service the gate holds a record of (the gate's own memory, which that release reads) and does not
+    configure: a label is the tenant's to write, and a service the gate never lent from has no release, so
+    its pods would hold the pool's GPUs for ever. `recorded`: the records' services, listed once a tick.
+    The pod stays counted either way.
     """
     name, uid = seat.claims
     if not name or not uid:
@@ -121,4 +141,16 @@ def _offhours_job_elsewhere(gate: Any, seat: PodSeat) -> bool:
     if not isinstance(meta, dict) or meta.get("uid") != uid:
         return False
     labels = meta.get("labels")
-    return isinstance(labels, dict) and bool(labels.get(LABEL_SERVICE))
+    service = labels.get(LABEL_SERVICE) if isinstance(labels, dict) else None
+    if not isinstance(service, str) or not service:
+        return False
+    if service in unobserved:
+        return True  # its running workflows unknown this pass: left for a pass that observes it
+    if service in {p.name for p in gate.config.services}:
+        return False
+    if not recorded:
+        try:
+            recorded.append(frozenset(gate.cluster.state_services(gate.config.namespace)))
+        except Exception:  # noqa: BLE001 - unlisted: nothing is known to be released, so it is a squatter
+            recorded.append(None)
+    return recorded[0] is not None and service in recorded[0]

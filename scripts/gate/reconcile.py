@@ -201,7 +201,9 @@ def tick_record(intent: ServingIntent, obs: Observed, record: ServiceRecord, dec
                                             [*(j.uid for j in obs.jobs), *pending, *(j.uid for j in granted)]),
                      returned=obs.returned[-MAX_RETURNED:],
                      # The copies this tick's stops park are recorded before they are made, as admissions are.
-                     copies=with_copies(record.copies, [(j.uid, j.run_id) for j in p.stop],
+                     # Newest last, and the newest MAX_COPIES kept: the own stops and the budget's window (the
+                     # first in `p.stop`, which this tick makes) are recorded last, so each is kept with its token.
+                     copies=with_copies(record.copies, [(j.uid, j.run_id) for j in reversed(p.stop)],
                                         linked_uids(jobs), now,
                                         [j.uid for j in jobs if j.state == ADMITTED and j.uid], token),
                      # Only the gate's own admissions are measured: a workflow running without one may carry

@@ -6,7 +6,8 @@ reclaimed opens a reclaim in the tracker (scripts/policy/return_phases.py), date
 returned (its writes answered). A pass that lends the service again cancels the open one. While any
 reclaim is open, the loop calls `poll` every `POLL_SECONDS`; each poll reads, per open reclaim:
 
-- the victims' pods (`Cluster.workflow_pods` of the workflows the pass stopped): gone when every one that
+- the victims' pods (`Cluster.workflow_pods` of the workflows the pass stopped, its own admissions first, at
+  most MAX_VICTIMS): gone when every one that
   holds GPUs has ended, or none is left;
 - the Deployment's replicas and its pods: scheduled when as many are bound to a node, Ready when as
   many are Ready;
@@ -24,9 +25,13 @@ from dataclasses import dataclass, field
 from offhours.scripts.gate.controller import Gate, ServiceOutcome
 from offhours.scripts.gate.return_metrics import ReturnMetrics
 from offhours.scripts.metrics.scrape import Target, metrics_url, scrape
+from offhours.scripts.policy.plan import ADMITTED
 from offhours.scripts.policy.return_phases import Observation, Tracker, begin, cancel, observe
 
 POLL_SECONDS = 1.0
+MAX_VICTIMS = 64
+"""Victims followed per reclaim at most, the gate's own admissions first: each poll lists each one's pods, and
+the stops of workflows running without admission are a tenant's to multiply."""
 
 
 @dataclass
@@ -53,7 +58,8 @@ class ReturnWatch:
             decision, plan = outcome.decision, outcome.plan
             if decision.action == "reclaim" and decision.target_lent < decision.lent:
                 self.tracker, closed = begin(self.tracker, outcome.service, began, decided)
-                self.victims[outcome.service] = {j.name: j.uid for j in (plan.stop if plan else ())}
+                stops = sorted(plan.stop if plan else (), key=lambda j: j.state != ADMITTED)  # own first, stable
+                self.victims[outcome.service] = {j.name: j.uid for j in stops[:MAX_VICTIMS]}
             elif decision.action == "lend" and plan is not None and plan.lent_after > 0:
                 self.tracker, closed = cancel(self.tracker, outcome.service)
             else:

@@ -108,6 +108,7 @@ class TickState:
     runs_running: dict[str, set[str]] = field(default_factory=dict)
     # Service -> the record as this tick last wrote (or meant to write) it: what a failure later in the tick records.
     written: dict[str, ServiceRecord] = field(default_factory=dict)
+    turn: int = 0  # the tick's number on the server's clock (now // tickSeconds): where each budget starts this tick
     pool: Any = None  # hook: pool holding (gate/pool.py's PoolRead: the pods on serving's nodes, read once a tick)
 
 

@@ -301,3 +301,23 @@ def _waiting(decision: Decision, jobs: Sequence[Job], admissible: Sequence[Job],
                       else f"waiting: its original {job.parked_from} has not stopped yet")
             out.append((job, 0, reason))
     return tuple(out)
+
+
+def rotate_stops(stop: Sequence[Job], turn: int, window: int) -> tuple[Job, ...]:
+    """Return the stops with the gate's own admissions first, the others turned by `turn` windows of `window`.
+
+    The stops of workflows the gate did not admit are budgeted (`window` of them at most a tick); taken from
+    the same place each tick, a few that always fail (a workflow the API refuses to copy) would spend the
+    whole budget every tick and shield the rest of a flood for ever. Turned each tick, every one gets its turn.
+    """
+    own = [j for j in stop if j.state == ADMITTED]
+    others = [j for j in stop if j.state != ADMITTED]
+    if len(others) <= 1:
+        return (*own, *others)
+    # A step prime to their number starts every position in turn, whatever part of `window` the tick's
+    # budget (shared by all services) leaves: each one is first within len(others) ticks at the latest.
+    step = max(1, window)
+    while math.gcd(step, len(others)) != 1:
+        step += 1
+    start = (turn * step) % len(others)
+    return (*own, *others[start:], *others[:start])

@@ -150,3 +150,24 @@ def test_a_job_whose_pod_fits_no_node_lends_nothing_and_says_which_pod():
     assert w.cluster.deployments[("serving", "chat")].replicas == 8, "serving lowered for a job that cannot run"
     reason = labels["metadata"].get("annotations", {}).get("offhours.io/waiting-reason", "")
     assert "pod 1 of 1 (16 GPUs) fits on no node" in reason, reason
+
+
+def test_marks_of_a_lower_that_did_not_land_are_taken_off() -> None:
+    """Class: an advisory mark outliving the write it was for.
+
+    The gate marks the replicas a lower should remove, then lowers; when the lower is refused (a conflict, an
+    API error), the marks stayed on serving's pods and steered the next scale-down by anyone else (an HPA, an
+    on-call's kubectl scale) to the gate's old choice. A lower that does not land takes its marks off.
+    """
+    from offhours.scripts.cluster.base import ClusterError
+    from offhours.scripts.policy.placement import GATE_MARK_CEILING
+
+    w = PlacedWorld()
+    w.cluster.fail_next["scale"] = [ClusterError("HTTP 500 Internal Server Error")] * 50
+    for i in range(2):
+        w.cluster.add_workflow("research", f"job-{i}", "chat", 2, created=w.now)
+    for _ in range(7):
+        w.tick()
+    assert w.cluster.deployments[("serving", "chat")].replicas == 8  # every lower refused
+    marks = {pod: cost for (ns, pod), cost in w.cluster.deletion_costs.items() if cost < GATE_MARK_CEILING}
+    assert marks == {}, marks

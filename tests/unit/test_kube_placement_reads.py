@@ -20,11 +20,17 @@ from offhours.scripts.cluster.kube import KubeCluster
 AT = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
 
-def _pod(name: str, workflow: str, gpus: str = "8", unschedulable: bool = True) -> client.V1Pod:
+def _pod(name: str, workflow: str, gpus: str = "8", unschedulable: bool = True,
+         owner: tuple[str, str] | None = None) -> client.V1Pod:
+    """A pending pod labelled with `workflow`; owned by the Workflow `owner` (name, uid), by default its own."""
+    owner_name, owner_uid = owner or (workflow, f"uid-{workflow}")
     cond = client.V1PodCondition(type="PodScheduled", status="False", reason="Unschedulable",
                                  message="0/4 nodes are available: 4 Insufficient nvidia.com/gpu.",
                                  last_transition_time=AT)
-    return client.V1Pod(metadata=client.V1ObjectMeta(name=name, labels={"workflows.argoproj.io/workflow": workflow}),
+    refs = [client.V1OwnerReference(api_version="argoproj.io/v1alpha1", kind="Workflow", name=owner_name,
+                                    uid=owner_uid)] if owner_name else []
+    return client.V1Pod(metadata=client.V1ObjectMeta(name=name, labels={"workflows.argoproj.io/workflow": workflow},
+                                                     owner_references=refs),
                         spec=client.V1PodSpec(containers=[client.V1Container(
                             name="main", resources=client.V1ResourceRequirements(limits={"nvidia.com/gpu": gpus}))]),
                         status=client.V1PodStatus(phase="Pending", conditions=[cond] if unschedulable else []))
@@ -81,3 +87,57 @@ def test_a_pods_gpus_are_counted_as_the_scheduler_counts_them() -> None:
     assert placement_pods.pod_gpus(pod) == 8
     pod.spec.containers[0].resources = client.V1ResourceRequirements(limits={"nvidia.com/gpu": "lots"})
     assert placement_pods.pod_gpus(pod) == 8  # an unreadable count counts as none; the init container's stands
+
+
+def test_a_pod_only_labelled_with_anothers_workflow_never_parks_that_workflow() -> None:
+    """A tenant's own pending pod, labelled with another's admitted workflow, is not that workflow's pod.
+
+    Class: a job's pods told by a label a tenant writes. Only pods the Workflow owns (by name and, where the
+    gate knows it, UID: the same test as every other read of a job's pods) count towards parking it.
+    """
+    forged = [_pod("forged-bare", "victim", owner=("", "")),
+              _pod("forged-other", "victim", owner=("mine", "uid-mine")),
+              _pod("forged-uid", "victim", owner=("victim", "uid-stale"))]
+    core = Core([*forged, _pod("victim-a", "victim")])
+    found = _cluster(core).unschedulable_pods("research", {"victim": "uid-victim"})
+    assert [p[0] for p in found["victim"]] == ["victim-a"]
+    assert _cluster(Core(forged)).unschedulable_pods("research", {"victim": "uid-victim"}) == {"victim": []}
+
+
+class Endless:
+    """A namespace with more pods than any bound: every page full, and a continue token on each."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, str, str]] = []
+
+    def list_namespaced_pod(self, namespace: str, label_selector: str = "", field_selector: str = "",
+                            limit: int | None = None, _continue: str | None = None) -> Any:
+        self.requests.append((namespace, label_selector, field_selector))
+        name = label_selector.split(" in (", 1)[1].split(",")[0].rstrip(")") if " in (" in label_selector else "w"
+        items = [_pod(f"p-{len(self.requests)}-{i}", name, gpus="1") for i in range(limit or 1)]
+        for pod in items:
+            pod.spec.node_name = "node-0"
+        return SimpleNamespace(items=items, metadata=SimpleNamespace(_continue=f"page-{len(self.requests)}"))
+
+
+def test_the_placement_reads_of_a_namespace_a_tenant_fills_are_bounded_and_leave_out_ended_pods() -> None:
+    """Class: a read whose size a tenant sets (pods are free to create without GPUs, or left by ended runs).
+
+    The GPUs-held read and the pending-pods read stop at the pool's bound (MAX_POOL_PODS a namespace) with an
+    error, which their callers take as advisory (the ReplicaSet chooses; the plan stands; nothing parked),
+    and the GPUs-held read asks the server to leave ended pods out.
+    """
+    import pytest
+
+    from offhours.scripts.cluster.base import ClusterError
+
+    most = kube.MAX_POOL_PODS // kube.PAGE_SIZE + 2
+    core = Endless()
+    cluster = _cluster(core)  # type: ignore[arg-type]
+    with pytest.raises(ClusterError):
+        cluster.gpus_held(("serving", "research"), ["node-0"])
+    assert 0 < len(core.requests) <= most and all(r[2] == kube.NOT_TERMINAL for r in core.requests)
+    core.requests.clear()
+    with pytest.raises(ClusterError):
+        cluster.unschedulable_pods("research", {"victim": "uid-victim"})
+    assert 0 < len(core.requests) <= most

@@ -116,3 +116,56 @@ def test_the_gates_own_stops_come_first_and_the_flood_is_stopped_over_the_next_t
     assert all(b == max(0, a - STOPS) for a, b in zip(left, left[1:])), left
     assert left[-1] == 0
     assert "left for a later tick (research writes: 25 a tick)" in w.log.getvalue()
+
+
+@settings(max_examples=6, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(poisoned=st.integers(1, 2 * STOPS), healthy=st.integers(1, 2 * STOPS))
+@example(poisoned=STOPS, healthy=3)
+def test_stops_that_always_fail_never_shield_the_rest_of_a_flood(poisoned: int, healthy: int) -> None:
+    """Class: a per-tick budget spent on the same failing items first, every tick.
+
+    A tenant's workflows whose park-copy fails every time (one the API refuses to copy, say) and that come
+    first in the plan's order spent the whole budget each tick, so the flood behind them held GPUs for ever.
+    The budget's window now moves on each tick (as the advisory budget's does), so every stop gets its turn.
+    """
+    from offhours.scripts.cluster.base import ClusterError
+
+    w = world()
+    for i in range(poisoned):
+        w.park(f"a-{i:03}", svc="chat", replicas=1, state=STATE_ADMITTED)
+        w.cluster.fail_next[f"park-copy a-{i:03}"] = [ClusterError("HTTP 422 refused")] * 1000
+    for i in range(healthy):
+        w.park(f"z-{i:03}", svc="chat", replicas=1, state=STATE_ADMITTED)
+    rest = [f"z-{i:03}" for i in range(healthy)]
+    for _ in range(2 * math.ceil((poisoned + healthy) / STOPS) + 2):
+        w.tick(chat=150.0)
+    assert not any(running(w.wf(s)) for s in rest), [s for s in rest if running(w.wf(s))]
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1, 300), window=st.integers(1, 250), budget=st.integers(1, 250), turn0=st.integers(0, 10**6))
+def test_every_stop_comes_first_in_its_turn_whatever_part_of_the_window_a_tick_spends(
+        n: int, window: int, budget: int, turn0: int) -> None:
+    """rotate_stops: within n ticks every one of n stops is inside the part of the window a tick spends."""
+    from offhours.scripts.policy.plan import Job, rotate_stops
+
+    stops = [Job(f"w-{i}", "chat", 1, "parked") for i in range(n)]
+    seen: set[str] = set()
+    for turn in range(turn0, turn0 + n):
+        seen.update(j.name for j in rotate_stops(stops, turn, window)[:min(budget, window)])
+    assert len(seen) == n
+
+
+def test_stops_that_always_fail_never_shield_a_stop_without_copy() -> None:
+    """The same class, across the two kinds of budgeted stop: the stops without a copy (`p.cancel`) came after
+    every stop with one, so a budget's worth of stops that always fail shielded them for ever. They take turns."""
+    from offhours.scripts.cluster.base import ClusterError
+
+    w = world()
+    for i in range(STOPS + 2):
+        w.park(f"a-{i:03}", svc="chat", replicas=1, state=STATE_ADMITTED)
+        w.cluster.fail_next[f"park-copy a-{i:03}"] = [ClusterError("HTTP 422 refused")] * 1000
+    w.park("z-dup", svc="chat", replicas=1, state=STATE_ADMITTED, run_id="job-0")  # job-0's run, twice at once
+    for _ in range(2):
+        w.tick(chat=150.0)
+    assert "stop z-dup" in w.cluster.calls
