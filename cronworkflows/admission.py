@@ -158,7 +158,10 @@ def gate_admits(config: GateConfig) -> dict[str, Any]:
     gate = service_account_user(config.namespace, GATE_SERVICE_ACCOUNT)
     suspended = "(has(oldObject.spec.suspend) && oldObject.spec.suspend == true)"
     still = "(has(object.spec.suspend) && object.spec.suspend == true)"
+    # Argo's ShutdownStrategy.ShouldExecute: only `Stop` and `Terminate` keep pods from running; any other value (the
+    # empty string included) executes them, so a stop is only ever one of these two, and stays one.
     stopping = "(has(object.spec.shutdown) && object.spec.shutdown in ['Stop', 'Terminate'])"
+    stopped = "(has(oldObject.spec.shutdown) && oldObject.spec.shutdown in ['Stop', 'Terminate'])"
     parked = (f"(has(oldObject.metadata.labels) && '{LABEL_STATE}' in oldObject.metadata.labels && "
               f"oldObject.metadata.labels['{LABEL_STATE}'] == '{STATE_PARKED}')")
     name = "object.metadata.name"
@@ -169,8 +172,8 @@ def gate_admits(config: GateConfig) -> dict[str, Any]:
                f"GPUs are free. Wait for the gate (offhours why ' + {name} + ' says why it waits), or stop it with "
                f"offhours cancel ' + {name}"),
         # A parked workflow stopped before it ran has its suspend lifted with the stop: clearing the stop then
-        # would run it unadmitted.
-        _check(f"!(has(oldObject.spec.shutdown) && !has(object.spec.shutdown) && {parked})",
+        # would run it unadmitted, and so would rewriting it to a value Argo does not stop on ('', 'stop').
+        _check(f"!({stopped} && !{stopping} && {parked})",
                f"'workflow ' + {name} + ' was stopped while parked: its spec.shutdown stays (clearing it would run "
                "the workflow without the gate); submit it again with offhours submit'"),
     ], match_conditions=[NOT_MASTERS, {"name": "not-the-gate", "expression": f"request.userInfo.username != '{gate}'"}])
