@@ -188,7 +188,32 @@ def workflow_problems(doc: Mapping[str, Any], boundary: ResearchBoundary,
     templates = spec.get("templates")
     for i, template in enumerate(templates if isinstance(templates, list) else []):
         if isinstance(template, Mapping):
-            yield from _template_problems(template, boundary, f"{prefix}.templates[{i}]", account, load)
+            for path, each in with_inline_templates(template, f"{prefix}.templates[{i}]"):
+                yield from _template_problems(each, boundary, path, account, load)
+
+
+def with_inline_templates(template: Mapping[str, Any], path: str) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """Yield `template` and every template inlined in it (a step's or a DAG task's `inline`, at any depth), by path.
+
+    Argo runs an inline template as a pod like any named one: what is judged of templates is judged of these.
+    Walked without recursion: a tenant's nesting is as deep as they wrote it.
+    """
+    stack: list[tuple[str, Mapping[str, Any]]] = [(path, template)]
+    while stack:
+        where, each = stack.pop()
+        yield where, each
+        inner: list[tuple[str, Any]] = []
+        steps = each.get("steps")
+        for g, group in enumerate(steps if isinstance(steps, list) else []):
+            for s, step in enumerate(group if isinstance(group, list) else []):
+                if isinstance(step, Mapping):
+                    inner.append((f"{where}.steps[{g}][{s}].inline", step.get("inline")))
+        dag = each.get("dag")
+        tasks = dag.get("tasks") if isinstance(dag, Mapping) else None
+        for t, task in enumerate(tasks if isinstance(tasks, list) else []):
+            if isinstance(task, Mapping):
+                inner.append((f"{where}.dag.tasks[{t}].inline", task.get("inline")))
+        stack += reversed([(p, t) for p, t in inner if isinstance(t, Mapping)])
 
 
 def boundary_problems(doc: Mapping[str, Any], boundary: ResearchBoundary,
