@@ -7,6 +7,7 @@ before it is submitted, so a researcher hears the refusal at their desk. Offline
 """
 
 import json
+import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -20,7 +21,7 @@ from offhours.scripts.names import (
     STATE_PARKED,
 )
 from offhours.scripts.policy.config import ResearchBoundary
-from offhours.scripts.policy.image_refs import is_image_parameter, mutable_tag_warning
+from offhours.scripts.policy.image_refs import by_digest, is_image_parameter, mutable_tag_warning
 
 BEST_EFFORT_PRIORITY = -100
 """The value of the offhours-best-effort PriorityClass: below every serving class and the default 0."""
@@ -233,14 +234,52 @@ def unpinned_image_problem(spec: Any, boundary: ResearchBoundary) -> str | None:
         return None
     arguments = spec.get("arguments")
     params = arguments.get("parameters") if isinstance(arguments, Mapping) else None
+    images: set[str] = set()
     for param in params if isinstance(params, list) else []:
         if isinstance(param, Mapping) and isinstance(param.get("value"), str) \
                 and is_image_parameter(str(param.get("name")), None):
+            images.add(str(param["name"]))
+            if "{{" in param["value"]:  # another argument's value, judged as no image is: never known pinned
+                return (f"{param['name']}={param['value'][:200]} is an expression and research.requireImageDigests "
+                        "is on: give the image itself, by digest (name@sha256:...)")
             warning = mutable_tag_warning(str(param["name"]), param["value"])
             if warning:
                 return (f"{param['name']}={param['value'][:200]} is a mutable tag and research.requireImageDigests is "
                         "on: submit it again with the image by digest (name@sha256:...)")
+    templates = spec.get("templates")
+    named_templates = [(f"spec.templates[{i}]", t) for i, t in enumerate(templates if isinstance(templates, list)
+                                                                           else [])]
+    for top, template in [("spec.templateDefaults", spec.get("templateDefaults")), *named_templates]:
+        if not isinstance(template, Mapping):
+            continue
+        for path, each in with_inline_templates(template, top):
+            for where, image in _container_images(each, path):
+                if not image:  # none of its own: templateDefaults' (judged above) or Argo refuses the pod
+                    continue
+                named = _ARGUMENT_IMAGE.fullmatch(image)
+                if by_digest(image) or (named is not None and named.group(1) in images):
+                    continue
+                return (f"{where}.image is {image[:200]} and research.requireImageDigests is on: name the image by "
+                        "digest (name@sha256:...) or as an image argument ({{workflow.parameters.image}})")
     return None
+
+
+_ARGUMENT_IMAGE = re.compile(r"\{\{\s*workflow\.parameters\.([A-Za-z0-9_-]+)\s*\}\}")
+
+
+def _container_images(template: Mapping[str, Any], path: str) -> Iterator[tuple[str, str]]:
+    """Yield every container image a template's pod runs (main, script, init, sidecars, a containerSet's), by path."""
+    for key in ("container", "script"):
+        if isinstance(template.get(key), Mapping):
+            yield f"{path}.{key}", str(template[key].get("image") or "")
+    container_set = template.get("containerSet")
+    lists = [("initContainers", template.get("initContainers")), ("sidecars", template.get("sidecars")),
+             ("containerSet.containers", container_set.get("containers") if isinstance(container_set, Mapping)
+              else None)]
+    for key, containers in lists:
+        for n, container in enumerate(containers if isinstance(containers, list) else []):
+            if isinstance(container, Mapping):
+                yield f"{path}.{key}[{n}]", str(container.get("image") or "")
 
 
 _OUTRANKS = ("priorityClassName", "podPriorityClassName", "priority", "podPriority", "nodeName", "schedulerName")
