@@ -228,12 +228,23 @@ def boundary_problems(doc: Mapping[str, Any], boundary: ResearchBoundary,
     return []
 
 
-def unpinned_image_problem(spec: Any, boundary: ResearchBoundary) -> str | None:
-    """Why the gate does not admit a workflow (its `spec`): an image argument by tag while digests are required."""
+def unpinned_image_problem(spec: Any, boundary: ResearchBoundary, template: Any = None) -> str | None:
+    """Why the gate does not admit a workflow (its `spec`): an image argument by tag while digests are required.
+
+    `template`: the WorkflowTemplate it runs, if read: an image argument the workflow leaves out runs its default,
+    judged as if given.
+    """
     if not boundary.require_image_digests or not isinstance(spec, Mapping):
         return None
     arguments = spec.get("arguments")
     params = arguments.get("parameters") if isinstance(arguments, Mapping) else None
+    tspec = template.get("spec") if isinstance(template, Mapping) else None
+    targs = tspec.get("arguments") if isinstance(tspec, Mapping) else None
+    defaults = targs.get("parameters") if isinstance(targs, Mapping) else None
+    if isinstance(defaults, list):
+        given = {p.get("name") for p in params if isinstance(p, Mapping)} if isinstance(params, list) else set()
+        params = [*(params if isinstance(params, list) else []),
+                  *(d for d in defaults if isinstance(d, Mapping) and d.get("name") not in given)]
     images: set[str] = set()
     for param in params if isinstance(params, list) else []:
         if isinstance(param, Mapping) and isinstance(param.get("value"), str) \
