@@ -127,8 +127,10 @@ def best_effort_pods(config: GateConfig) -> dict[str, Any]:
     allowed_classes = ", ".join(config.research.runtime_classes) or "none (the default runtime of the cluster)"
     pod = "'pod ' + object.metadata.name"
     hook = f"object.spec.serviceAccountName == '{EXIT_HOOK_SERVICE_ACCOUNT}'"
-    no_gpu = (f"object.spec.containers.all(c, !has(c.resources) || !has(c.resources.requests) "
-              f"|| !('{GPU_RESOURCE}' in c.resources.requests))")
+    # Every container, init ones included: a pod holds its largest init container's GPUs for its whole life.
+    no_gpu = (f"(object.spec.containers + (has(object.spec.initContainers) ? object.spec.initContainers : []))"
+              f".all(c, !has(c.resources) || ((!has(c.resources.requests) || !('{GPU_RESOURCE}' in c.resources.requests))"
+              f" && (!has(c.resources.limits) || !('{GPU_RESOURCE}' in c.resources.limits))))")
     return _policy(POLICY_BEST_EFFORT_PODS, [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
                                               "resources": ["pods"]}], match_conditions=[NOT_MASTERS], validations=[
         # The exit hook gives GPUs back and holds none: it may run at the default priority, so no research pod

@@ -15,6 +15,7 @@ from offhours.scripts.names import (
     EXIT_HOOK_MARK_ANNOTATIONS,
     EXIT_HOOK_SERVICE_ACCOUNT,
     GATE_MARK_ANNOTATIONS,
+    GPU_RESOURCE,
     GATE_MARK_LABELS,
     LABEL_STATE,
     PRIORITY_CLASS,
@@ -128,10 +129,25 @@ def pod_problems(pod: Mapping[str, Any], boundary: ResearchBoundary) -> Iterator
     assert isinstance(spec, Mapping)
     yield from pod_spec_problems(spec, boundary)
     cls = spec.get("priorityClassName")
-    if cls in (None, "") and spec.get("serviceAccountName") != EXIT_HOOK_SERVICE_ACCOUNT:
+    # The exit hook may run at the default priority only holding no GPU (as the pod policy says).
+    account = None if _holds_gpu(spec) else spec.get("serviceAccountName")
+    if cls in (None, "") and account != EXIT_HOOK_SERVICE_ACCOUNT:
         yield ("spec.priorityClassName", f"no priorityClassName: the pod would run at the default priority 0; "
                f"research pods run at most at {PRIORITY_CLASS} ({BEST_EFFORT_PRIORITY}): set {PRIORITY_CLASS}")
-    yield from _priority_class_problem(cls, "spec.priorityClassName", spec.get("serviceAccountName"))
+    yield from _priority_class_problem(cls, "spec.priorityClassName", account)
+
+
+def _holds_gpu(spec: Mapping[str, Any]) -> bool:
+    """Whether a pod spec's containers or init containers request (or limit) a GPU."""
+    for key in ("containers", "initContainers"):
+        containers = spec.get(key)
+        for container in containers if isinstance(containers, list) else []:
+            resources = container.get("resources") if isinstance(container, Mapping) else None
+            for part in ("requests", "limits"):
+                amounts = resources.get(part) if isinstance(resources, Mapping) else None
+                if isinstance(amounts, Mapping) and GPU_RESOURCE in amounts:
+                    return True
+    return False
 
 
 def mark_problems(metadata: Mapping[str, Any], path: str = "metadata") -> Iterator[Found]:

@@ -29,3 +29,28 @@ def test_a_researcher_cannot_create_a_pod_that_runs_as_the_exit_hook() -> None:
     pod = {"metadata": {"name": f"victim-{RETURN_GPUS}-1"},
            "spec": {"serviceAccountName": EXIT_HOOK_SERVICE_ACCOUNT, "priority": 0, "containers": [{"name": "c"}]}}
     assert not _allowed(pod, "alice")
+
+
+GPU = {"resources": {"requests": {"nvidia.com/gpu": "1"}}}
+
+
+@pytest.mark.parametrize("where", ["containers", "initContainers"])
+def test_the_exit_hook_runs_at_the_default_priority_only_without_a_gpu_in_any_container(where: str) -> None:
+    # A pod's GPU request is its largest init container's if that is larger: held for the pod's whole life.
+    spec: dict[str, Any] = {"serviceAccountName": EXIT_HOOK_SERVICE_ACCOUNT, "priority": 0,
+                            "containers": [{"name": "c"}]}
+    assert _allowed({"metadata": {"name": "p"}, "spec": spec}, "argo")
+    spec[where] = [*spec.get(where, []), {"name": "g", **GPU}]
+    assert not _allowed({"metadata": {"name": "p"}, "spec": spec}, "argo")
+
+
+@pytest.mark.parametrize("where", ["containers", "initContainers"])
+def test_validate_says_the_same_of_an_exit_hook_pod_holding_a_gpu(where: str) -> None:
+    from offhours.scripts.policy.boundary import boundary_problems
+    from offhours.scripts.policy.config import ResearchBoundary
+
+    spec: dict[str, Any] = {"serviceAccountName": EXIT_HOOK_SERVICE_ACCOUNT, "containers": [{"name": "c"}]}
+    assert boundary_problems({"kind": "Pod", "spec": spec}, ResearchBoundary()) == []
+    spec[where] = [*spec.get(where, []), {"name": "g", **GPU}]
+    assert [p for p, _ in boundary_problems({"kind": "Pod", "spec": spec}, ResearchBoundary())] == \
+        ["spec.priorityClassName"]
