@@ -229,13 +229,15 @@ def test_the_consoles_job_page_shows_the_provenance() -> None:
     from offhours.scripts.console.app import create_app
     from offhours.scripts.console.source import PoolSource
     from tests.support.pool_fixture import workflow
+    from tests.support.access import may_all
     from tests.unit.test_console_resubmit import Store
 
     wf = workflow("train", "chat", 2, "parked", "", created=5, run_id="train")
     record = Provenance("train", "offhours-job", "7", "0.1.0", {"image": "r/x:1"}, ("image",),
                         digests={"r/x:1": "sha256:" + "b" * 64})
     wf["metadata"].setdefault("annotations", {})[ANNOTATION_PROVENANCE] = encode(record)
-    page = create_app(PoolSource(Store(wf), interval=0)).test_client().get("/jobs/train").get_data(as_text=True)
+    app = create_app(PoolSource(Store(wf), interval=0), local_access=may_all())
+    page = app.test_client().get("/jobs/train").get_data(as_text=True)
     block = page.split('id="provenance">', 1)[1].split("</pre>", 1)[0]
     assert block.splitlines() == [
         "provenance: template offhours-job at resourceVersion 7, offhours 0.1.0",
