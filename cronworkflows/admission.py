@@ -55,10 +55,10 @@ from offhours.scripts.policy.config import ConfigError, GateConfig
 
 API_VERSION = "admissionregistration.k8s.io/v1"
 _META = {"labels": {LABEL_MANAGED: "true"}}
-_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")  # a namespace name (DNS-1123 label)
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")  # a namespace name (DNS-1123 label)
 _QUALIFIED = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
                         r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")  # a taint key (a qualified name)
-_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")  # a RuntimeClass
+_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")  # a RuntimeClass
 NOT_MASTERS = {"name": "not-cluster-admin", "expression": "!('system:masters' in request.userInfo.groups)"}
 POD_NAME_EXTRA = "authentication.kubernetes.io/pod-name"
 """The key under which kube-apiserver puts the pod a bound ServiceAccount token was issued for (userInfo.extra)."""
