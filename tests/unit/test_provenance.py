@@ -228,8 +228,8 @@ def test_why_ends_with_the_provenance_read_from_the_workflows() -> None:
 def test_the_consoles_job_page_shows_the_provenance() -> None:
     from offhours.scripts.console.app import create_app
     from offhours.scripts.console.source import PoolSource
-    from tests.support.pool_fixture import workflow
     from tests.support.access import may_all
+    from tests.support.pool_fixture import workflow
     from tests.unit.test_console_resubmit import Store
 
     wf = workflow("train", "chat", 2, "parked", "", created=5, run_id="train")
