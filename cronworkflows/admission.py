@@ -55,10 +55,10 @@ from offhours.scripts.policy.config import ConfigError, GateConfig
 
 API_VERSION = "admissionregistration.k8s.io/v1"
 _META = {"labels": {LABEL_MANAGED: "true"}}
-_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")  # a namespace name (DNS-1123 label)
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")  # a namespace name (DNS-1123 label)
 _QUALIFIED = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
                         r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")  # a taint key (a qualified name)
-_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")  # a RuntimeClass
+_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")  # a RuntimeClass
 NOT_MASTERS = {"name": "not-cluster-admin", "expression": "!('system:masters' in request.userInfo.groups)"}
 POD_NAME_EXTRA = "authentication.kubernetes.io/pod-name"
 """The key under which kube-apiserver puts the pod a bound ServiceAccount token was issued for (userInfo.extra)."""
@@ -127,8 +127,10 @@ def best_effort_pods(config: GateConfig) -> dict[str, Any]:
     allowed_classes = ", ".join(config.research.runtime_classes) or "none (the default runtime of the cluster)"
     pod = "'pod ' + object.metadata.name"
     hook = f"object.spec.serviceAccountName == '{EXIT_HOOK_SERVICE_ACCOUNT}'"
-    no_gpu = (f"object.spec.containers.all(c, !has(c.resources) || !has(c.resources.requests) "
-              f"|| !('{GPU_RESOURCE}' in c.resources.requests))")
+    # Every container, init ones included: a pod holds its largest init container's GPUs for its whole life.
+    no_gpu = (f"(object.spec.containers + (has(object.spec.initContainers) ? object.spec.initContainers : []))"
+              f".all(c, !has(c.resources) || ((!has(c.resources.requests) || !('{GPU_RESOURCE}' in c.resources.requests))"
+              f" && (!has(c.resources.limits) || !('{GPU_RESOURCE}' in c.resources.limits))))")
     return _policy(POLICY_BEST_EFFORT_PODS, [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
                                               "resources": ["pods"]}], match_conditions=[NOT_MASTERS], validations=[
         # The exit hook gives GPUs back and holds none: it may run at the default priority, so no research pod
@@ -158,7 +160,10 @@ def gate_admits(config: GateConfig) -> dict[str, Any]:
     gate = service_account_user(config.namespace, GATE_SERVICE_ACCOUNT)
     suspended = "(has(oldObject.spec.suspend) && oldObject.spec.suspend == true)"
     still = "(has(object.spec.suspend) && object.spec.suspend == true)"
+    # Argo's ShutdownStrategy.ShouldExecute: only `Stop` and `Terminate` keep pods from running; any other value (the
+    # empty string included) executes them, so a stop is only ever one of these two, and stays one.
     stopping = "(has(object.spec.shutdown) && object.spec.shutdown in ['Stop', 'Terminate'])"
+    stopped = "(has(oldObject.spec.shutdown) && oldObject.spec.shutdown in ['Stop', 'Terminate'])"
     parked = (f"(has(oldObject.metadata.labels) && '{LABEL_STATE}' in oldObject.metadata.labels && "
               f"oldObject.metadata.labels['{LABEL_STATE}'] == '{STATE_PARKED}')")
     name = "object.metadata.name"
@@ -169,8 +174,8 @@ def gate_admits(config: GateConfig) -> dict[str, Any]:
                f"GPUs are free. Wait for the gate (offhours why ' + {name} + ' says why it waits), or stop it with "
                f"offhours cancel ' + {name}"),
         # A parked workflow stopped before it ran has its suspend lifted with the stop: clearing the stop then
-        # would run it unadmitted.
-        _check(f"!(has(oldObject.spec.shutdown) && !has(object.spec.shutdown) && {parked})",
+        # would run it unadmitted, and so would rewriting it to a value Argo does not stop on ('', 'stop').
+        _check(f"!({stopped} && !{stopping} && {parked})",
                f"'workflow ' + {name} + ' was stopped while parked: its spec.shutdown stays (clearing it would run "
                "the workflow without the gate); submit it again with offhours submit'"),
     ], match_conditions=[NOT_MASTERS, {"name": "not-the-gate", "expression": f"request.userInfo.username != '{gate}'"}])

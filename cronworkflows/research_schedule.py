@@ -49,7 +49,7 @@ RUN_ID_SUFFIX_LENGTH = 14
 PREFIX_MAX = 63 - RUN_ID_SUFFIX_LENGTH
 DEFAULT_STARTING_DEADLINE_SECONDS = 3600
 DEFAULT_KEEP = 3
-_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
 
 # `workflow.scheduledTime` is RFC 3339 (Argo v4.0.5 writes UTC: "2025-01-13T12:00:00Z" for a 21:00
 # Asia/Seoul firing): its first 16 characters are the date and minute, made DNS-safe: "20250113-1200".

@@ -156,7 +156,7 @@ def usage_text(lines: Sequence[UsageRow], by: str, as_csv: bool = False, where: 
     return table(rows)
 
 
-_DURATION = re.compile(r"^(\d+)([mhdw])$")
+_DURATION = re.compile(r"^(\d+)([mhdw])\Z")
 
 
 def parse_since(text: str, now: datetime) -> datetime:
@@ -277,8 +277,8 @@ def _cmd_why(args: argparse.Namespace) -> int:
     return 0
 
 
-_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
-_LABEL_PREFIX = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*$")
+_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?\Z")
+_LABEL_PREFIX = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*\Z")
 
 
 def check_by(by: str) -> None:

@@ -20,7 +20,7 @@ from offhours.scripts.names import ANNOTATION_PROVENANCE, LABEL_RUN_ID
 from offhours.scripts.runtime.provenance import Provenance, ProvenanceError, decode
 
 MAX_RUN_ID = 50
-_LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?\Z")
 
 
 class RerunError(ValueError):

@@ -32,6 +32,7 @@ from offhours.scripts.cluster.parked import SubmitError, parse_params
 from offhours.scripts.names import (
     ARGO_GROUP,
     ARGO_SCHEDULED_TIME_ANNOTATION,
+    ARGO_SHUTDOWN_STRATEGIES,
     ARGO_VERSION,
     FINISHED_PHASES,
     LABEL_RUN_ID,
@@ -65,7 +66,7 @@ def run_state(wf: dict[str, Any]) -> str:
     if phase in FINISHED_PHASES:
         return str(phase)
     spec = wf.get("spec") or {}
-    if spec.get("shutdown"):
+    if spec.get("shutdown") in ARGO_SHUTDOWN_STRATEGIES:  # Argo runs pods under any other value
         return "stopping"
     if spec.get("suspend"):
         return STATE_PARKED

@@ -72,10 +72,12 @@ def resource_attributes(namespace: str, action: Action) -> dict[str, str]:
 
 
 def _allowed(answer: Any) -> bool:
+    """Whether a review's answer says `status.allowed: true`; any other shape is no permission (and no error)."""
     if isinstance(answer, Mapping):
-        return bool((answer.get("status") or {}).get("allowed"))
+        status = answer.get("status")
+        return isinstance(status, Mapping) and status.get("allowed") is True
     status = getattr(answer, "status", None)
-    return bool(status is not None and getattr(status, "allowed", False))
+    return status is not None and getattr(status, "allowed", False) is True
 
 
 class SelfAccess:
@@ -170,15 +172,15 @@ def token_review(api_client: Any, token: str, timeout: float = REVIEW_TIMEOUT) -
     """Return whose `token` is (TokenReview, asked with `api_client`); None when the API server does not accept it."""
     body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}}
     answer = _post(api_client, "/apis/authentication.k8s.io/v1/tokenreviews", body, timeout, "a token review")
-    status = (answer or {}).get("status") or {} if isinstance(answer, Mapping) else {}
-    user = status.get("user") or {}
-    if not status.get("authenticated") or not isinstance(user, Mapping):
+    status = answer.get("status") if isinstance(answer, Mapping) else None
+    user = status.get("user") if isinstance(status, Mapping) else None
+    if not isinstance(status, Mapping) or status.get("authenticated") is not True or not isinstance(user, Mapping):
         return None
-    extra = user.get("extra") or {}
+    groups, extra = user.get("groups"), user.get("extra")
     return Subject(str(user.get("username") or ""), str(user.get("uid") or ""),
-                   tuple(str(g) for g in user.get("groups") or ()),
-                   {str(k): tuple(str(x) for x in v or ()) for k, v in extra.items()} if isinstance(extra, Mapping)
-                   else {})
+                   tuple(str(g) for g in groups) if isinstance(groups, list) else (),
+                   {str(k): tuple(str(x) for x in v) for k, v in extra.items() if isinstance(v, list)}
+                   if isinstance(extra, Mapping) else {})
 
 
 @dataclass(frozen=True)
@@ -217,5 +219,6 @@ def self_review(api_client: Any, timeout: float = REVIEW_TIMEOUT) -> str:
     """Return the user `api_client`'s credentials are (SelfSubjectReview); AccessUnknown when the server does not say."""
     body = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
     answer = _post(api_client, "/apis/authentication.k8s.io/v1/selfsubjectreviews", body, timeout, "a self review")
-    user = ((answer or {}).get("status") or {}).get("userInfo") or {} if isinstance(answer, Mapping) else {}
+    status = answer.get("status") if isinstance(answer, Mapping) else None
+    user = status.get("userInfo") if isinstance(status, Mapping) else None
     return str(user.get("username") or "") if isinstance(user, Mapping) else ""

@@ -32,7 +32,7 @@ from offhours.scripts.names import (
 from offhours.scripts.runtime.parameters import SchemaError, check_values, parse_schema, unknown_parameters
 from offhours.scripts.runtime.provenance import ProvenanceError, build, encode
 
-_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
 
 
 class SubmitError(ValueError):

@@ -18,6 +18,7 @@ from typing import Any
 from offhours.scripts.names import LABEL_MANAGED
 
 NEEDED_PARAMETERS = ("service", "replicas", "run-id")
+PROBLEMS_NAMED = 20  # a refusal names this many missing parts, then how many more (a tenant's template can have many)
 SCALARS = (str, int, float, bool)  # Argo's parameter values are text; YAML may read a number or a boolean
 
 
@@ -56,8 +57,9 @@ def template_refusal(template: Any) -> str | None:
     problems = template_problems(template)
     if not problems:
         return None
-    return (f"{template_name(template)} cannot run as an offhours job: it lacks {'; '.join(problems)}. "
-            "Nothing was created")
+    more = f"; and {len(problems) - PROBLEMS_NAMED} more" if len(problems) > PROBLEMS_NAMED else ""
+    return (f"{template_name(template)[:300]} cannot run as an offhours job: it lacks "
+            f"{'; '.join(p[:200] for p in problems[:PROBLEMS_NAMED])}{more}. Nothing was created")
 
 
 def _parameter_problems(arguments: Any) -> list[str]:

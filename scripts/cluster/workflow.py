@@ -59,8 +59,8 @@ from offhours.scripts.runtime.provenance import ProvenanceError, decode, encode,
 # The Workflow resource's plural in Argo's API.
 PLURAL = "workflows"
 MIN_PRIORITY, MAX_PRIORITY = -1000, 1000  # `offhours submit` refuses others; the gate reads them as a problem
-_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
-_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?\Z")
+_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
 MAX_EXIT_SECONDS = 86_400  # a longer stop is not a measurement: ignored
 
 

@@ -120,7 +120,8 @@ def with_template_checks(gate: GateParts, t: TickState, jobs: list[Job], policy:
         if job.state != ADMITTED and job.problem is None and job.template_refs:
             try:
                 problem = template_problem(t, job, templates, policy) or \
-                    unpinned_image_problem(job.template_spec, gate.config.research)
+                    unpinned_image_problem(job.template_spec, gate.config.research,
+                                           templates.get(job.template or "") if templates is not None else None)
             except Exception as err:  # noqa: BLE001 - a tenant's template that breaks the check is that job's
                 problem = f"its templates could not be checked: {describe(err)}"
         out.append(job if problem is None else replace(job, problem=problem))

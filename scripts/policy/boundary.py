@@ -7,6 +7,7 @@ before it is submitted, so a researcher hears the refusal at their desk. Offline
 """
 
 import json
+import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -15,12 +16,13 @@ from offhours.scripts.names import (
     EXIT_HOOK_SERVICE_ACCOUNT,
     GATE_MARK_ANNOTATIONS,
     GATE_MARK_LABELS,
+    GPU_RESOURCE,
     LABEL_STATE,
     PRIORITY_CLASS,
     STATE_PARKED,
 )
 from offhours.scripts.policy.config import ResearchBoundary
-from offhours.scripts.policy.image_refs import is_image_parameter, mutable_tag_warning
+from offhours.scripts.policy.image_refs import by_digest, is_image_parameter, mutable_tag_warning
 
 BEST_EFFORT_PRIORITY = -100
 """The value of the offhours-best-effort PriorityClass: below every serving class and the default 0."""
@@ -127,10 +129,25 @@ def pod_problems(pod: Mapping[str, Any], boundary: ResearchBoundary) -> Iterator
     assert isinstance(spec, Mapping)
     yield from pod_spec_problems(spec, boundary)
     cls = spec.get("priorityClassName")
-    if cls in (None, "") and spec.get("serviceAccountName") != EXIT_HOOK_SERVICE_ACCOUNT:
+    # The exit hook may run at the default priority only holding no GPU (as the pod policy says).
+    account = None if _holds_gpu(spec) else spec.get("serviceAccountName")
+    if cls in (None, "") and account != EXIT_HOOK_SERVICE_ACCOUNT:
         yield ("spec.priorityClassName", f"no priorityClassName: the pod would run at the default priority 0; "
                f"research pods run at most at {PRIORITY_CLASS} ({BEST_EFFORT_PRIORITY}): set {PRIORITY_CLASS}")
-    yield from _priority_class_problem(cls, "spec.priorityClassName", spec.get("serviceAccountName"))
+    yield from _priority_class_problem(cls, "spec.priorityClassName", account)
+
+
+def _holds_gpu(spec: Mapping[str, Any]) -> bool:
+    """Whether a pod spec's containers or init containers request (or limit) a GPU."""
+    for key in ("containers", "initContainers"):
+        containers = spec.get(key)
+        for container in containers if isinstance(containers, list) else []:
+            resources = container.get("resources") if isinstance(container, Mapping) else None
+            for part in ("requests", "limits"):
+                amounts = resources.get(part) if isinstance(resources, Mapping) else None
+                if isinstance(amounts, Mapping) and GPU_RESOURCE in amounts:
+                    return True
+    return False
 
 
 def mark_problems(metadata: Mapping[str, Any], path: str = "metadata") -> Iterator[Found]:
@@ -188,7 +205,32 @@ def workflow_problems(doc: Mapping[str, Any], boundary: ResearchBoundary,
     templates = spec.get("templates")
     for i, template in enumerate(templates if isinstance(templates, list) else []):
         if isinstance(template, Mapping):
-            yield from _template_problems(template, boundary, f"{prefix}.templates[{i}]", account, load)
+            for path, each in with_inline_templates(template, f"{prefix}.templates[{i}]"):
+                yield from _template_problems(each, boundary, path, account, load)
+
+
+def with_inline_templates(template: Mapping[str, Any], path: str) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """Yield `template` and every template inlined in it (a step's or a DAG task's `inline`, at any depth), by path.
+
+    Argo runs an inline template as a pod like any named one: what is judged of templates is judged of these.
+    Walked without recursion: a tenant's nesting is as deep as they wrote it.
+    """
+    stack: list[tuple[str, Mapping[str, Any]]] = [(path, template)]
+    while stack:
+        where, each = stack.pop()
+        yield where, each
+        inner: list[tuple[str, Any]] = []
+        steps = each.get("steps")
+        for g, group in enumerate(steps if isinstance(steps, list) else []):
+            for s, step in enumerate(group if isinstance(group, list) else []):
+                if isinstance(step, Mapping):
+                    inner.append((f"{where}.steps[{g}][{s}].inline", step.get("inline")))
+        dag = each.get("dag")
+        tasks = dag.get("tasks") if isinstance(dag, Mapping) else None
+        for t, task in enumerate(tasks if isinstance(tasks, list) else []):
+            if isinstance(task, Mapping):
+                inner.append((f"{where}.dag.tasks[{t}].inline", task.get("inline")))
+        stack += reversed([(p, t) for p, t in inner if isinstance(t, Mapping)])
 
 
 def boundary_problems(doc: Mapping[str, Any], boundary: ResearchBoundary,
@@ -202,20 +244,69 @@ def boundary_problems(doc: Mapping[str, Any], boundary: ResearchBoundary,
     return []
 
 
-def unpinned_image_problem(spec: Any, boundary: ResearchBoundary) -> str | None:
-    """Why the gate does not admit a workflow (its `spec`): an image argument by tag while digests are required."""
+def unpinned_image_problem(spec: Any, boundary: ResearchBoundary, template: Any = None) -> str | None:
+    """Why the gate does not admit a workflow (its `spec`): an image argument by tag while digests are required.
+
+    `template`: the WorkflowTemplate it runs, if read: an image argument the workflow leaves out runs its default,
+    judged as if given.
+    """
     if not boundary.require_image_digests or not isinstance(spec, Mapping):
         return None
     arguments = spec.get("arguments")
     params = arguments.get("parameters") if isinstance(arguments, Mapping) else None
+    tspec = template.get("spec") if isinstance(template, Mapping) else None
+    targs = tspec.get("arguments") if isinstance(tspec, Mapping) else None
+    defaults = targs.get("parameters") if isinstance(targs, Mapping) else None
+    if isinstance(defaults, list):
+        given = {p.get("name") for p in params if isinstance(p, Mapping)} if isinstance(params, list) else set()
+        params = [*(params if isinstance(params, list) else []),
+                  *(d for d in defaults if isinstance(d, Mapping) and d.get("name") not in given)]
+    images: set[str] = set()
     for param in params if isinstance(params, list) else []:
         if isinstance(param, Mapping) and isinstance(param.get("value"), str) \
                 and is_image_parameter(str(param.get("name")), None):
+            images.add(str(param["name"]))
+            if "{{" in param["value"]:  # another argument's value, judged as no image is: never known pinned
+                return (f"{param['name']}={param['value'][:200]} is an expression and research.requireImageDigests "
+                        "is on: give the image itself, by digest (name@sha256:...)")
             warning = mutable_tag_warning(str(param["name"]), param["value"])
             if warning:
                 return (f"{param['name']}={param['value'][:200]} is a mutable tag and research.requireImageDigests is "
                         "on: submit it again with the image by digest (name@sha256:...)")
+    templates = spec.get("templates")
+    named_templates = [(f"spec.templates[{i}]", t) for i, t in enumerate(templates if isinstance(templates, list)
+                                                                           else [])]
+    for top, template in [("spec.templateDefaults", spec.get("templateDefaults")), *named_templates]:
+        if not isinstance(template, Mapping):
+            continue
+        for path, each in with_inline_templates(template, top):
+            for where, image in _container_images(each, path):
+                if not image:  # none of its own: templateDefaults' (judged above) or Argo refuses the pod
+                    continue
+                named = _ARGUMENT_IMAGE.fullmatch(image)
+                if by_digest(image) or (named is not None and named.group(1) in images):
+                    continue
+                return (f"{where}.image is {image[:200]} and research.requireImageDigests is on: name the image by "
+                        "digest (name@sha256:...) or as an image argument ({{workflow.parameters.image}})")
     return None
+
+
+_ARGUMENT_IMAGE = re.compile(r"\{\{\s*workflow\.parameters\.([A-Za-z0-9_-]+)\s*\}\}")
+
+
+def _container_images(template: Mapping[str, Any], path: str) -> Iterator[tuple[str, str]]:
+    """Yield every container image a template's pod runs (main, script, init, sidecars, a containerSet's), by path."""
+    for key in ("container", "script"):
+        if isinstance(template.get(key), Mapping):
+            yield f"{path}.{key}", str(template[key].get("image") or "")
+    container_set = template.get("containerSet")
+    lists = [("initContainers", template.get("initContainers")), ("sidecars", template.get("sidecars")),
+             ("containerSet.containers", container_set.get("containers") if isinstance(container_set, Mapping)
+              else None)]
+    for key, containers in lists:
+        for n, container in enumerate(containers if isinstance(containers, list) else []):
+            if isinstance(container, Mapping):
+                yield f"{path}.{key}[{n}]", str(container.get("image") or "")
 
 
 _OUTRANKS = ("priorityClassName", "podPriorityClassName", "priority", "podPriority", "nodeName", "schedulerName")

@@ -30,7 +30,7 @@ from offhours.scripts.policy.decide import Decision
 
 MAX_GPUS = 1 << 20
 """A request larger than this is read as this (a bound: a tenant's quantity cannot overflow a sum)."""
-_QUANTITY = re.compile(r"^\+?([0-9]+)(\.[0-9]+)?([numkMGTPE]|[KMGTPE]i|e[0-9]+)?$")
+_QUANTITY = re.compile(r"^\+?([0-9]+)(\.[0-9]+)?([numkMGTPE]|[KMGTPE]i|e[0-9]+)?\Z")
 _SCALE = {"n": 1e-9, "u": 1e-6, "m": 1e-3, "": 1.0, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
           "Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50, "Ei": 2.0**60}
 TERMINAL_PHASES = ("Succeeded", "Failed")

@@ -6,7 +6,7 @@ job's stop and its resumed copy's start. A reference that names a sha256 digest 
 
 import re
 
-_REF_DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$", re.ASCII)
+_REF_DIGEST = re.compile(r"@sha256:[0-9a-f]{64}\Z", re.ASCII)
 
 
 def is_image_parameter(name: str, kind: str | None) -> bool:

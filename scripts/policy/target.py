@@ -13,9 +13,9 @@ from dataclasses import dataclass
 DEPLOYMENT_API_VERSION = "apps/v1"
 DEPLOYMENT_KIND = "Deployment"
 
-_KIND = re.compile(r"^[A-Z][A-Za-z0-9]{0,62}$")
-_API_VERSION = re.compile(r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?v[0-9]+[a-z0-9]*$")
-_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+_KIND = re.compile(r"^[A-Z][A-Za-z0-9]{0,62}\Z")
+_API_VERSION = re.compile(r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?v[0-9]+[a-z0-9]*\Z")
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?\Z")
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ from offhours.scripts.names import (
     ANNOTATION_RETURNED_AT,
     ANNOTATION_WAITING_REASON,
     ARGO_CREATOR_LABEL,
+    ARGO_SHUTDOWN_STRATEGIES,
     CHECK_PARAMETERS,
     GPU_RESOURCE,
     LABEL_COPY_OF,
@@ -414,13 +415,15 @@ def _job_state(labels: Mapping[str, str], annotations: Mapping[str, str], spec: 
     admitted = parse_time(annotations.get(ANNOTATION_ADMITTED_AT)) is not None
     # The gate's stop and a cancel both set `spec.shutdown`; `argo resubmit` copies the label and the
     # annotations but not the shutdown: the copy runs again under them, it is not stopped.
-    stopped = bool(spec.get("shutdown")) or finished or phase in ("Succeeded", "Failed", "Error")
+    # Argo stops a workflow only for `Stop` or `Terminate`: any other value a tenant writes runs its pods.
+    shutdown = spec.get("shutdown") in ARGO_SHUTDOWN_STRATEGIES
+    stopped = shutdown or finished or phase in ("Succeeded", "Failed", "Error")
     if offhours_state == STATE_PREEMPTED and stopped:
         # Stopped for a reclaim: a preemption only if the gate had lent it GPUs (admitted or adopted it).
         return PREEMPTED if admitted else STOPPED_UNADMITTED
     if phase == "Succeeded" and offhours_state != STATE_PREEMPTED:
         return SUCCEEDED  # a cancel that raced completion: the cluster's final state wins over what was asked
-    if (annotations.get(ANNOTATION_CANCELLED_AT) and stopped) or (spec.get("shutdown") and phase in ("Failed", "Error", "")):
+    if (annotations.get(ANNOTATION_CANCELLED_AT) and stopped) or (shutdown and phase in ("Failed", "Error", "")):
         return CANCELLED if offhours_state != STATE_PREEMPTED else PREEMPTED
     if phase == "Succeeded":
         return SUCCEEDED

@@ -129,7 +129,7 @@ class PreemptionSignal:
 
 
 MAX_STEP = 10**15 - 1  # step names stay short enough for any key or file name
-_RUN_ID = re.compile(r"^[a-z0-9]([-a-z0-9]{0,48}[a-z0-9])?$", re.ASCII)  # a DNS label, as the parameter check reads it
+_RUN_ID = re.compile(r"^[a-z0-9]([-a-z0-9]{0,48}[a-z0-9])?\Z", re.ASCII)  # a DNS label, as the parameter check reads it
 _RACES = 64  # exclusive creates lost in a row before a call gives up (each loss is another writer's progress)
 
 

@@ -26,9 +26,9 @@ FORMAT = 1
 LOG, DATA = "_log", "_data"
 SEQ_DIGITS = 12
 MAX_SEQ = 10**SEQ_DIGITS - 1
-LOG_NAME = re.compile(r"^([0-9]{12})$", re.ASCII)
+LOG_NAME = re.compile(r"^([0-9]{12})\Z", re.ASCII)
 # <step, 15 digits>-<epoch, 12 digits>-<16 hex>: unique per save, and says which epoch wrote it.
-DATA_NAME = re.compile(r"^([0-9]{15})-([0-9]{12})-([0-9a-f]{16})$", re.ASCII)
+DATA_NAME = re.compile(r"^([0-9]{15})-([0-9]{12})-([0-9a-f]{16})\Z", re.ASCII)
 
 
 class LogError(ValueError):

@@ -12,15 +12,15 @@ from collections.abc import Callable, Collection, Mapping
 
 from offhours.scripts.runtime.store_uri import parse_store_uri, store_uri_problem
 
-_INT = re.compile(r"^[0-9]{1,9}$")
+_INT = re.compile(r"^[0-9]{1,9}\Z")
 # A Kubernetes quantity without a sign: decimal number, then a binary or decimal SI suffix or an exponent.
-_QUANTITY = re.compile(r"^([0-9]+(\.[0-9]*)?|\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]+)?$")
-_URI = re.compile(r"^(s3|gs|file)://[^\s]+$")
+_QUANTITY = re.compile(r"^([0-9]+(\.[0-9]*)?|\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]+)?\Z")
+_URI = re.compile(r"^(s3|gs|file)://[^\s]+\Z")
 # A container image reference: [registry[:port]/]path[:tag][@digest], lower-case path components.
 _IMAGE = re.compile(r"^[a-z0-9]+([._-][a-z0-9]+)*(\.[a-z0-9-]+)*(:[0-9]{1,5})?(/[a-z0-9]+([._-]+[a-z0-9]+)*)*"
                     r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?$")
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?\Z")
 
 
 def _integer(value: str) -> str | None:

@@ -31,9 +31,11 @@ FORMAT = 1
 MAX_BYTES = 16 * 1024
 """A record's bound: an annotation of the workflow (the API server allows 256 KiB for all of them together)."""
 URI_KINDS = frozenset({"uri", "optional-uri", "checkpoint-uri"})
-DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$", re.ASCII)
-_REPORTED_DIGEST = re.compile(r"@(sha256:[0-9a-f]{64})$", re.ASCII)
+DIGEST = re.compile(r"^sha256:[0-9a-f]{64}\Z", re.ASCII)
+_REPORTED_DIGEST = re.compile(r"@(sha256:[0-9a-f]{64})\Z", re.ASCII)
 _MAX_VALUES = 256
+# The WorkflowTemplate a rerun reads by this name (a DNS-1123 subdomain): '' would list them all, '/' reach another path.
+_OBJECT_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z", re.ASCII)
 _UNPINNED = (" (warning: a mutable tag, no digest reported yet: a resumed copy may pull other code; give the image "
              "by digest)")
 
@@ -129,7 +131,8 @@ def decode(text: str, run: str) -> Provenance:
     tmpl, params, digests = doc.get("template"), doc.get("parameters"), doc.get("digests")
     images, uris = doc.get("images"), doc.get("uris")
     problems = [what for what, ok in (
-        ("template", isinstance(tmpl, dict) and all(isinstance(tmpl.get(k), str) for k in ("name", "resourceVersion"))),
+        ("template", isinstance(tmpl, dict) and all(isinstance(tmpl.get(k), str) for k in ("name", "resourceVersion"))
+         and _OBJECT_NAME.fullmatch(tmpl["name"]) is not None and len(tmpl["name"]) <= 253),
         ("offhours", isinstance(doc.get("offhours"), str)),
         ("parameters", _str_map(params)),
         ("digests", _str_map(digests) and all(DIGEST.fullmatch(v) for v in dict(digests or {}).values())),

@@ -23,7 +23,7 @@ from offhours.scripts.runtime.store_uri import StoreLocation, StoreURIError, par
 T = TypeVar("T")
 
 TMP = ".offhours-tmp-"
-_TMP_NAME = re.compile(r"^\.offhours-tmp-([0-9]{12})-[0-9a-f]{32}$", re.ASCII)
+_TMP_NAME = re.compile(r"^\.offhours-tmp-([0-9]{12})-[0-9a-f]{32}\Z", re.ASCII)
 INTERNAL = ("_log", "_data")  # the store's own folders: never searched for progress
 CHUNK = 1 << 20
 # What may pass by itself: an I/O error, a full disk or quota (space can come back), a stale NFS handle.

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 SCHEMES = ("file", "s3")
 # The folder name of a checkpoint as the store writes it (12 digits or more): `step-1` is a plain name.
-STEP_FOLDER = re.compile(r"^step-([0-9]{12,})$", re.ASCII)
-_BUCKET = re.compile(r"^[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?$", re.ASCII)
-_IPV4 = re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$", re.ASCII)
+STEP_FOLDER = re.compile(r"^step-([0-9]{12,})\Z", re.ASCII)
+_BUCKET = re.compile(r"^[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?\Z", re.ASCII)
+_IPV4 = re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+\Z", re.ASCII)
 _RESERVED = {"?": "a query", "#": "a fragment", "%": "an escape", "\\": "a backslash"}
 MAX_SEGMENT_BYTES = 255  # NAME_MAX of Linux file systems
 # S3 keys stop at 1024 bytes; the store adds at most /step-<digits>/COMPLETE and temporary names.

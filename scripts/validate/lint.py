@@ -15,9 +15,9 @@ from offhours.scripts.validate.problems import ERROR, WARNING, Problem, json_pat
 Path = list[str | int]
 
 _TAG = re.compile(r"\{\{(=?)\s*(.*?)\s*\}\}", re.S)
-_SIMPLE_PARAM = re.compile(r"^(inputs|workflow)\.parameters\.([A-Za-z0-9_.-]+)$")
+_SIMPLE_PARAM = re.compile(r"^(inputs|workflow)\.parameters\.([A-Za-z0-9_.-]+)\Z")
 _EXPR_PARAM = re.compile(r"\b(inputs|workflow)\.parameters(?:\[\s*'([^']+)'\s*\]|\[\s*\"([^\"]+)\"\s*\]|\.([A-Za-z0-9_]+))")
-_NODE_REF = re.compile(r"^(tasks|steps)\.([A-Za-z0-9_-]+)\.(.+)$")
+_NODE_REF = re.compile(r"^(tasks|steps)\.([A-Za-z0-9_-]+)\.(.+)\Z")
 _EXPR_NODE_REF = re.compile(r"\b(tasks|steps)(?:\[\s*'([^']+)'\s*\]|\.([A-Za-z0-9_]+))")
 _DEPENDS_TOKEN = re.compile(r"[A-Za-z0-9_-]+(?:\.[A-Za-z]+)?")
 _DEPENDS_RESULTS = {

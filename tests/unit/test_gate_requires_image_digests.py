@@ -84,3 +84,21 @@ def test_submit_refuses_it_in_the_gates_words_before_creating_it() -> None:
         "on: submit it again with the image by digest (name@sha256:...)")
     assert never_admitted(parked_workflow(JOB, {**params, "image": f"ghcr.io/lab/t@{DIGEST}"}, "research"), cfg,
                           None) is None
+
+
+@settings(max_examples=5, deadline=None)
+@given(tags)
+def test_a_job_left_to_its_templates_tagged_default_image_waits(tag: str) -> None:
+    # The workflow names no image argument: Argo runs the WorkflowTemplate's default, which is judged as one given.
+    w = _gated(True)
+    template = w.cluster.templates[("research", JOB["metadata"]["name"])]
+    for param in template["spec"]["arguments"]["parameters"]:
+        if param["name"] == "image":
+            param["value"] = tag
+    _park(w, "by-default", f"ghcr.io/lab/t@{DIGEST}")
+    params = w.wf("by-default")["spec"]["arguments"]["parameters"]
+    params[:] = [p for p in params if p["name"] != "image"]
+    for _ in range(7):
+        w.tick()
+    assert w.state("by-default") == "parked"
+    assert f"image={tag} is a mutable tag" in w.wf("by-default")["metadata"]["annotations"][ANNOTATION_WAITING_REASON]
