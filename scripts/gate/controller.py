@@ -174,7 +174,10 @@ class Gate:
         observed = self._refuse_shared_deployments(t, observed, outcomes, now)
         t.view = tick_view(observed)
         t.runs_running = {run: set(names) for run, names in t.view.runs_running.items()}
-        t.pool = read_pool(self, t, observed, counted_jobs)  # hook: pool holding (pods on serving's nodes, once a tick)
+        # What holds the pool's GPUs (pods as the scheduler counts them), read once a tick. Not in a reclaim check's
+        # pass: it would stand between a rise and serving's raise (up to 40 pages a namespace), and a pass decides
+        # on the gate's own record, as a tick whose read failed does; the next tick counts the squatters again.
+        t.pool = None if t.reclaim_only else read_pool(self, t, observed, counted_jobs)  # hook: pool holding
         readings = read_load(self.source, observed, now) if t.readings is None else t.readings
         # Serving first across services, whatever their number: every service's serving write (a reclaim's
         # raise) comes before any advisory read, the lends' scale-downs and records next, and only then any

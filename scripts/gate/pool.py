@@ -10,18 +10,14 @@ changes nothing (the gate decides as before, on its own record).
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 from offhours.scripts.gate.actuate import event
 from offhours.scripts.names import EVENT_POOL_SQUATTER, LABEL_SERVICE
-from offhours.scripts.policy.decide import Decision
 from offhours.scripts.policy.holding import (
     PodSeat,
     PoolHolding,
-    for_plan,
     holds,
-    lent_floor,
     pool_holding,
     pool_nodes,
     squatters,
@@ -62,19 +58,6 @@ def read_pool(gate: Any, t: Any, observed: Sequence[Any], counted_jobs: Callable
     lent = sum(obs.policy.gpus_per_replica * j.replicas
                for obs in observed for j in counted_jobs(obs.jobs, obs.record, obs.dep.uid) if j.state == ADMITTED)
     return PoolRead(held, unexplained_gpus(held, lent), {s.node: by_pod[s.name] for s in serving_seats})
-
-
-def _decide_counted(decide_on: Callable[..., Decision], lent: int, floor: int, **kw: Any) -> Decision:
-    return for_plan(decide_on(lent=floor, **kw), lent)
-
-
-def counting_pool(decide_on: "partial[Decision]", lent: int, gate: Any, t: Any, obs: Any) -> "partial[Decision]":
-    """Return `decide_on` deciding with the squatted GPUs counted as lent, planned over the gate's own jobs."""
-    pool = getattr(t, "pool", None)
-    if pool is None or pool.unexplained_gpus == 0:
-        return decide_on
-    return partial(_decide_counted, decide_on, lent, lent_floor(lent, pool.unexplained_gpus,
-                                                                obs.policy.gpus_per_replica))
 
 
 def stop_squatters(gate: Any, t: Any, observed: Sequence[Any]) -> None:

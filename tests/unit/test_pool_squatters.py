@@ -162,10 +162,10 @@ def test_a_pass_that_did_not_observe_every_service_stops_no_pod_of_the_others() 
     w.gate.tick(only=["chat"], reclaim_only=True)  # a reclaim check's pass over chat alone
     assert not any(c.startswith(f"delete-pod research/{name}") for c in w.cluster.calls), w.log.getvalue()
     w.cluster.seats.append(seat("early-bare", "research", "node-1", 4))
-    w.gate.tick(only=["chat"], reclaim_only=True)
+    w.gate.tick(only=["chat"], reclaim_only=True)  # a reclaim pass reads no pool (serving first): stops nothing
+    assert not any(c.startswith("delete-pod research/early-bare") for c in w.cluster.calls)
+    w.tick()  # every service observed: its pod is explained, left alone; the bare one is stopped
     assert "delete-pod research/early-bare 30" in w.cluster.calls
-    assert not any(c.startswith(f"delete-pod research/{name}") for c in w.cluster.calls)
-    w.tick()  # every service observed: its pod is explained, left alone
     assert not any(c.startswith(f"delete-pod research/{name}") for c in w.cluster.calls)
     w.cluster.seats.append(seat("bare", "research", "node-1", 4))
     w.tick()
@@ -204,3 +204,21 @@ def test_a_pod_that_copies_an_admitted_jobs_claims_beyond_its_loan_is_a_squatter
     w.tick()
     assert any(c.startswith("delete-pod research/copycat") for c in w.cluster.calls)
     assert not any(c.startswith("delete-pod research/job-0-main") for c in w.cluster.calls)
+
+
+def test_a_reclaim_checks_pass_raises_serving_before_any_read_of_the_pool() -> None:
+    """Serving first: a reclaim check's pass between ticks reads no pods of the pool (a read of up to 40 pages a
+    namespace would stand between the rise and the raise); it decides on the gate's own record, and its raise is the
+    first write. The next tick counts the pool again."""
+    w = World()
+    w.lend(2)
+    w.cluster.seats = [*serving_seats(w), seat("bare", "research", "node-0", 4)]
+    w.cluster.calls.clear()
+    w.source.rps.update(chat=10_000.0)
+    w.now += 1
+    w.cluster.clock = w.now
+    w.gate.tick(reclaim_only=True)
+    assert w.replicas() == 8, w.log.getvalue()  # raised
+    assert not any(c.startswith("list-pool-pods") for c in w.cluster.calls), w.cluster.calls
+    w.tick()
+    assert any(c.startswith("list-pool-pods") for c in w.cluster.calls)
