@@ -217,5 +217,7 @@ def test_expected_cli_errors_on_the_cluster_are_one_line(cluster_env: dict[str, 
     env = {"KUBECONFIG": cluster_env["KUBECONFIG"], "PATH": "/usr/bin:/bin"}
     run = subprocess.run([sys.executable, "-m", "offhours.scripts.cli.main", "submit", "nope", "-n", RESEARCH,
                           "-p", "service=ask"], capture_output=True, text=True, timeout=120, env=env)
-    assert run.returncode == 1
-    assert run.stderr == 'offhours submit: not found: workflowtemplates.argoproj.io "nope" not found\n'
+    # Refused before anything is created (exit 2, as every submit refusal), naming what is missing and where to look.
+    assert run.returncode == 2
+    assert run.stderr == (f"submit: no WorkflowTemplate 'nope' in namespace '{RESEARCH}' "
+                          f"(`argo template list -n {RESEARCH}` lists them)\n")
