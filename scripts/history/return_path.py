@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from offhours.scripts.history.promrange import query_range
 from offhours.scripts.metrics.prometheus import PrometheusError
 from offhours.scripts.names import RETURN_PHASE_METRIC
+from offhours.scripts.policy.return_table import PhaseRow, phase_rows
 
 
 def phase_buckets(url: str, services: Sequence[str], end: float, seconds: float,
@@ -35,3 +36,8 @@ def phase_buckets(url: str, services: Sequence[str], end: float, seconds: float,
         value = float(values[0])
         out.setdefault(phase, []).append((edge, 0.0 if math.isnan(value) else value))
     return out
+
+
+def return_rows(url: str, services: Sequence[str], end: float, seconds: float, timeout: float = 30.0) -> list[PhaseRow]:
+    """Return the return path's table (`return_table.phase_rows`): each of `services` read on its own, every phase."""
+    return phase_rows({service: phase_buckets(url, [service], end, seconds, timeout) for service in services})
