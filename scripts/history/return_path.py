@@ -22,7 +22,8 @@ def phase_buckets(url: str, services: Sequence[str], end: float, seconds: float,
     names = "|".join(re.escape(s) for s in services)
     promql = (f'sum by (phase, le) (increase({RETURN_PHASE_METRIC}_bucket{{service=~"{names}"}}'
               f"[{int(math.ceil(seconds))}s]))")
-    grid = query_range(url, promql, end, 60.0, 1, timeout)
+    # Whole seconds: Prometheus answers a fractional time rounded to the millisecond, off the asked grid.
+    grid = query_range(url, promql, float(math.floor(end)), 60.0, 1, timeout)
     out: dict[str, list[tuple[float, float]]] = {}
     for key, values in grid.items():
         labels = dict(key)
