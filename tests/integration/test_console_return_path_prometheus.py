@@ -45,16 +45,16 @@ def test_the_console_shows_the_reports_return_path(tmp_path: pytest.TempPathFact
     try:
         with running_prometheus([], tmp_path, extra_scrape_configs=[scrape]) as url:
             wait_for_targets(url, 1)
-            time.sleep(3)
+            time.sleep(6)  # a history long beside the scrape interval: increase()'s extrapolation stays under 10%
             for k in range(6):  # seen, decided, victims gone, scheduled, Ready, serving (gate's monotonic seconds)
                 t = 1000.0 * k
                 tracker, _ = begin(Tracker(), "chat", t, t + 0.4)
                 for i, at in enumerate((20.4 + 2 * k, 22.4 + 2 * k, 30.4 + 2 * k, 130.4 + 2 * k)):
                     tracker, closed = observe(tracker, "chat", Observation(*(j <= i for j in range(4))), t + at)
                 gate_page.record(closed[0])
-            time.sleep(4)
-            reader = ReturnPathReader(url, days=0.01)  # 864 s: the whole of this Prometheus' history
+            time.sleep(6)
             end = float(math.floor(time.time()))
+            reader = ReturnPathReader(url, days=0.01, now=lambda: end)  # 864 s: all of this Prometheus' history
             app = create_app(PoolSource(Store(), interval=0), services=["chat"], return_path=reader)
             page = app.test_client().get("/return-path")
             text = page.get_data(as_text=True)
