@@ -13,6 +13,11 @@ firings of its schedules, `run_seconds`), counted from the run's own
 creation (not its pod's start, which a slow image pull delays), reclaim checks included: so it has
 ended when the next run is due (Forbid would skip that one) and the reaction time never holds a
 gap longer than the hand-over plus the next pod's start.
+
+The tick serves the return path's histograms (`offhours_return_phase_seconds`) at `/metrics` on
+`METRICS_PORT`, a container port named `metrics`, and its pod carries the `prometheus.io/scrape`,
+`/port` and `/path` annotations, so the common pod discovery (`kubernetes_sd_configs` role `pod`)
+scrapes each run while it lives: a pod of a CronWorkflow step comes and goes, so no Service fronts it.
 """
 
 from collections.abc import Sequence
@@ -42,6 +47,10 @@ RUN_SECONDS = 300 - HANDOVER_SECONDS
 DEADLINE_SLACK_SECONDS = 5
 # The firings read to find a schedule's shortest gap (two days of a run every minute; years of a daily one).
 FIRINGS_READ = 3000
+# The port of the gate pod's /metrics (the return path's histograms); 0 or less: not served.
+METRICS_PORT = 9464
+METRICS_ANNOTATIONS = {"prometheus.io/scrape": "true", "prometheus.io/port": str(METRICS_PORT),
+                       "prometheus.io/path": "/metrics"}
 _FIRINGS_FROM = datetime(2026, 1, 5, tzinfo=timezone.utc)  # fixed: the same manifest whenever it is rendered
 
 
@@ -50,6 +59,8 @@ _FIRINGS_FROM = datetime(2026, 1, 5, tzinfo=timezone.utc)  # fixed: the same man
     image=OFFHOURS_IMAGE,
     name="tick",
     labels={LABEL_ROLE: "gate"},
+    annotations=METRICS_ANNOTATIONS,
+    ports=[m.ContainerPort(name="metrics", container_port=METRICS_PORT, protocol="TCP")],
     service_account_name=GATE_SERVICE_ACCOUNT,
     env=[FieldEnv(name="OFFHOURS_NAMESPACE", field_path="metadata.namespace")],
     volume_mounts=[m.VolumeMount(name="config", mount_path=CONFIG_DIR, read_only=True)],
@@ -60,20 +71,24 @@ _FIRINGS_FROM = datetime(2026, 1, 5, tzinfo=timezone.utc)  # fixed: the same man
     active_deadline_seconds=RUN_SECONDS + DEADLINE_SLACK_SECONDS,
 )
 def gate_tick(config: str = f"{CONFIG_DIR}/gate.yaml", dry_run: bool = False, seconds: int = RUN_SECONDS,
-              created: str = "") -> None:
-    """Run gate ticks until `seconds` after `created` (the run's creation; now if empty): the CronWorkflow's only step."""
+              created: str = "", metrics_port: int = METRICS_PORT) -> None:
+    """Run gate ticks until `seconds` after `created` (the run's creation; now if empty): the CronWorkflow's only step.
+
+    The return path's histograms are served at /metrics on `metrics_port` (none if it is 0 or less).
+    """
     import sys
 
     from offhours.cronworkflows.gate import seconds_left
     from offhours.scripts.gate.loop import run_from_config
 
+    port = int(metrics_port) if int(metrics_port) > 0 else None
     if float(seconds) <= 0:  # no end: a SIGTERM or the pod's deadline ends the run
-        code = run_from_config(config, None, bool(dry_run))
+        code = run_from_config(config, None, bool(dry_run), metrics_port=port)
     else:
         # Never longer than the run itself: a pod clock behind the API server's reads the creation as still to come.
         left = min(float(seconds), seconds_left(float(seconds), created))
         # Started past its end (a pod that waited for a node): one tick, so serving is still looked at.
-        code = run_from_config(config, left, bool(dry_run), once=left <= 0)
+        code = run_from_config(config, left, bool(dry_run), once=left <= 0, metrics_port=port)
     if code:
         sys.exit(code)
 
@@ -134,7 +149,7 @@ def gate_cron_workflow(schedules: Sequence[str] = DEFAULT_SCHEDULES, timezone: s
         with Steps(name="gate"):
             gate_tick(arguments={"config": "{{workflow.parameters.config}}", "dry_run": "{{workflow.parameters.dry-run}}",
                                  "seconds": "{{workflow.parameters.run-seconds}}",
-                                 "created": "{{workflow.creationTimestamp}}"})
+                                 "created": "{{workflow.creationTimestamp}}", "metrics_port": str(METRICS_PORT)})
     for template in cron.templates or []:
         if isinstance(template, Script):
             template.image = image

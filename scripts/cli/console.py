@@ -89,6 +89,14 @@ def _estimator(args: argparse.Namespace, config: Any) -> Any:
     return HistoryEstimator(config, prometheus_history(config, url), f"the last 14 days of vLLM's counters in {url}")
 
 
+def _return_path(config: Any) -> Any:
+    """Return where the console reads the gate's return-path histograms: the configuration's Prometheus (None: none)."""
+    from offhours.scripts.console.return_path_page import ReturnPathReader
+
+    url = config.metrics.prometheus_url if config is not None else ""
+    return ReturnPathReader(url) if url else None
+
+
 def _console(args: argparse.Namespace) -> int:
     from offhours.scripts.cli.jobs import CommandError, InputError, config_gpus
     from offhours.scripts.console.app import create_app
@@ -126,7 +134,8 @@ def _console(args: argparse.Namespace) -> int:
     app = create_app(source, gpus, [s.name for s in config.services] if config is not None else None, auth,
                      person_api=PersonApi(reader.api, reader.research_namespace), estimator=estimator,
                      local_user=whoami(reader.api) if auth is None else "", looked=looked,
-                     admits_from=admission_namespace(args, config, reader.serving_namespace), gate_config=config)
+                     admits_from=admission_namespace(args, config, reader.serving_namespace), gate_config=config,
+                     return_path=_return_path(config))
     source.start_sampling()  # the 24 h chart is read on the interval, whether or not a page is open
     print(f"offhours console on http://{args.host}:{args.port}/ ({looked}; "
           + ("bearer tokens checked with TokenReview)" if auth else "no authentication: local use)"), file=sys.stderr)

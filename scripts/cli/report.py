@@ -65,22 +65,14 @@ def _reader(args: argparse.Namespace, config: Any) -> Any:
 
 def return_path_lines(url: str, services: list[str], seconds: float, end: float) -> list[str]:
     """Return the report's return-path section: per service and phase, the reclaims served, their p50 and p95."""
-    from offhours.scripts.history.return_path import phase_buckets
-    from offhours.scripts.policy.return_phases import PHASE_LABELS
-    from offhours.scripts.simulate.return_measured import quantile
+    from offhours.scripts.history.return_path import return_rows
+    from offhours.scripts.policy.return_table import seconds_text
 
     lines = [f"return path, as the gate timed it (last {seconds / 86400:g} days; seconds):",
              f"{'service':16} {'phase':13} {'reclaims':>8} {'p50':>8} {'p95':>8}"]
-    for service in services:
-        buckets = phase_buckets(url, [service], end, seconds)
-        for phase in PHASE_LABELS:
-            counts = buckets.get(phase, [])
-            served = round(max((c for _, c in counts), default=0.0))
-            cells = []
-            for q in (0.5, 0.95):
-                value = quantile(counts, q) if served else None
-                cells.append("-" if value is None else f"{'>' if value[1] else ''}{value[0]:.1f}")
-            lines.append(f"{printable(service):16} {phase:13} {served:>8} {cells[0]:>8} {cells[1]:>8}")
+    for row in return_rows(url, services, end, seconds):
+        lines.append(f"{printable(row.service):16} {row.phase:13} {row.served:>8} "
+                     f"{seconds_text(row.p50):>8} {seconds_text(row.p95):>8}")
     return lines
 
 

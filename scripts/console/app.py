@@ -20,6 +20,7 @@ from offhours.scripts.console.auth import MAX_TOKEN_BYTES, Access, Authenticator
 from offhours.scripts.console.charts import Series, line_chart
 from offhours.scripts.console.protection import LOGIN_LIMIT, protect, review_allowed, review_failed, secure_cookie
 from offhours.scripts.console.request_pages import Estimator, actual_start_minutes, add_request_routes, kept_estimate
+from offhours.scripts.console.return_path_page import ReturnPathReader, add_return_path_route
 from offhours.scripts.console.source import PoolSource
 from offhours.scripts.inputs.limits import FORM_BYTES
 from offhours.scripts.names import CONSOLE_TOKEN_COOKIE
@@ -104,7 +105,8 @@ def create_app(source: PoolSource, gpus_per_replica: Mapping[str, int] | None = 
                services: Collection[str] | None = None, auth: Authenticator | None = None,
                person_api: PersonApi | None = None, estimator: Estimator | None = None, local_user: str = "",
                looked: str = "", admits_from: tuple[str, str] | None = None, secure_cookies: bool | None = None,
-               gate_config: GateConfig | None = None, local_access: AccessReviewer | None = None) -> Flask:
+               gate_config: GateConfig | None = None, local_access: AccessReviewer | None = None,
+               return_path: ReturnPathReader | None = None) -> Flask:
     """Build the console over `source`.
 
     `gpus_per_replica`: the gate configuration's, for services whose Deployment says none; `services`:
@@ -120,6 +122,7 @@ def create_app(source: PoolSource, gpus_per_replica: Mapping[str, int] | None = 
     the gate configuration whose admission checks refuse, at submit, a job the gate would never admit.
     `local_access`: without authentication, what the console's own credentials may do to a job (default: the
     pool reader's access reviews); a job page, cancel or resubmit resolves its name through it (cluster/resolve.py).
+    `return_path`: where /return-path reads the gate's return-path histograms (None: the page says there is no Prometheus).
     """
     app = Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = FORM_BYTES  # a larger body is refused (413) before any of it is read
@@ -265,6 +268,8 @@ def create_app(source: PoolSource, gpus_per_replica: Mapping[str, int] | None = 
     @app.get("/healthz")
     def healthz() -> str:
         return "ok"
+
+    add_return_path_route(app, return_path, pool_for_reader)
 
     if person_api is not None:
         # A run id is checked against every workflow the console reads, listed afresh (the cache may predate a click).

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from offhours.scripts.history.promrange import query_range
 from offhours.scripts.metrics.prometheus import PrometheusError
 from offhours.scripts.names import RETURN_PHASE_METRIC
+from offhours.scripts.policy.return_table import PhaseRow, phase_rows
 
 
 def phase_buckets(url: str, services: Sequence[str], end: float, seconds: float,
@@ -21,7 +22,8 @@ def phase_buckets(url: str, services: Sequence[str], end: float, seconds: float,
     names = "|".join(re.escape(s) for s in services)
     promql = (f'sum by (phase, le) (increase({RETURN_PHASE_METRIC}_bucket{{service=~"{names}"}}'
               f"[{int(math.ceil(seconds))}s]))")
-    grid = query_range(url, promql, end, 60.0, 1, timeout)
+    # Whole seconds: Prometheus answers a fractional time rounded to the millisecond, off the asked grid.
+    grid = query_range(url, promql, float(math.floor(end)), 60.0, 1, timeout)
     out: dict[str, list[tuple[float, float]]] = {}
     for key, values in grid.items():
         labels = dict(key)
@@ -35,3 +37,8 @@ def phase_buckets(url: str, services: Sequence[str], end: float, seconds: float,
         value = float(values[0])
         out.setdefault(phase, []).append((edge, 0.0 if math.isnan(value) else value))
     return out
+
+
+def return_rows(url: str, services: Sequence[str], end: float, seconds: float, timeout: float = 30.0) -> list[PhaseRow]:
+    """Return the return path's table (`return_table.phase_rows`): each of `services` read on its own, every phase."""
+    return phase_rows({service: phase_buckets(url, [service], end, seconds, timeout) for service in services})

@@ -192,6 +192,7 @@ class Fleet:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._started: list[asyncio.base_events.Server] = []
+        self._at: dict[tuple[str, int], asyncio.base_events.Server] = {}  # what listens where, for remove()
 
     async def _handle(self, server: EmulatedServer, reader: asyncio.StreamReader,
                       writer: asyncio.StreamWriter) -> None:
@@ -217,6 +218,7 @@ class Fleet:
             async def handler(r: asyncio.StreamReader, w: asyncio.StreamWriter, s: EmulatedServer = server) -> None:
                 await self._handle(s, r, w)
             self._started.append(await asyncio.start_server(handler, host, port, backlog=256))
+            self._at[(host, port)] = self._started[-1]
 
     def add(self, host: str, port: int, server: EmulatedServer) -> None:
         """Serve one more emulated server while running (a pod that appeared)."""
@@ -224,9 +226,22 @@ class Fleet:
             async def handler(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
                 await self._handle(server, r, w)
             self._started.append(await asyncio.start_server(handler, host, port, backlog=256))
+            self._at[(host, port)] = self._started[-1]
 
         self.servers.append((host, port, server))
         asyncio.run_coroutine_threadsafe(start_one(), self._loop).result(timeout=30)
+
+    def remove(self, host: str, port: int) -> None:
+        """Stop serving at (host, port): its pod went away (its address may be given to a new pod). Nothing there: no-op."""
+        async def close_one() -> None:
+            listener = self._at.pop((host, port), None)
+            if listener is not None:
+                self._started.remove(listener)
+                listener.close()
+                await listener.wait_closed()
+
+        self.servers = [entry for entry in self.servers if entry[:2] != (host, port)]
+        asyncio.run_coroutine_threadsafe(close_one(), self._loop).result(timeout=30)
 
     def start(self) -> "Fleet":
         """Start serving in a background thread."""

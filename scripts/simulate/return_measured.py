@@ -15,10 +15,11 @@ one that falls in the +Inf bucket is the highest finite edge, said in the note. 
 served reclaims in the range is not enough evidence: the configured value stands, and the note says so.
 """
 
-import math
 from collections.abc import Mapping, Sequence
 
 from offhours.scripts.policy.return_phases import PHASES
+from offhours.scripts.policy.return_table import HistogramError
+from offhours.scripts.policy.return_table import quantile as table_quantile
 from offhours.scripts.simulate.gpu_times import GpuCheckError, ReturnTimes
 
 MIN_RECLAIMS = 5
@@ -26,29 +27,11 @@ COLD_START_PHASES = ("scheduling", "start", "serving")
 
 
 def quantile(buckets: Sequence[tuple[float, float]], q: float) -> tuple[float, bool] | None:
-    """Return (seconds, capped) at quantile `q` of cumulative (le, count) buckets; None without an observation.
-
-    `capped`: the quantile fell in the +Inf bucket, so the value is the highest finite edge (a lower bound).
-    """
-    if not 0 < q < 1:
-        raise ValueError(f"quantile {q!r}: expected a number between 0 and 1")
-    ordered = sorted(buckets)
-    if not ordered or not math.isinf(ordered[-1][0]):
-        raise GpuCheckError("a histogram without its +Inf bucket cannot be read")
-    total = ordered[-1][1]
-    if not total > 0:
-        return None
-    rank = q * total
-    lower_edge, lower_count = 0.0, 0.0
-    for edge, count in ordered:
-        if count >= rank:
-            if math.isinf(edge):
-                return lower_edge, True
-            if count == lower_count:
-                return edge, False
-            return lower_edge + (edge - lower_edge) * (rank - lower_count) / (count - lower_count), False
-        lower_edge, lower_count = edge, count
-    return lower_edge, True  # counts that fall (a reset inside the range): the highest edge read
+    """`return_table.quantile` (the one decoding of the buckets), a histogram it cannot read as a `GpuCheckError`."""
+    try:
+        return table_quantile(buckets, q)
+    except HistogramError as err:
+        raise GpuCheckError(str(err)) from None
 
 
 def measured_return(phases: Mapping[str, Sequence[tuple[float, float]]], q: float = 0.95,

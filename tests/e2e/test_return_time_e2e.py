@@ -5,8 +5,8 @@ run loop (`TickLoop`: a full tick, then reclaim checks every few seconds) as the
 ServiceAccount, its return-path watch (scripts/gate/return_watch.py) and the direct scraper over
 HTTP, and the victim: the reference research job run as a local process by the pod runner, which
 checkpoints on SIGTERM and exits (the scheduler's preemption deletes its pod with the job's grace;
-kwok has no exec for Argo to signal it). Stand-ins: kwok nodes and the vLLM servers, emulated on each
-serving pod's IP, which serve only `COLD_START` seconds after their pod is Ready (a known start).
+kwok has no exec for Argo to signal it). Stand-ins: kwok nodes and the vLLM servers, emulated per
+serving pod (by name, at its IP), which serve only `COLD_START` seconds after their pod is Ready (a known start).
 
 Each step: load is low, the gate lends a replica, the reference job holds its GPUs (the cluster has no
 other free GPU); the loop runs with tickSeconds 60; at t0 load steps up to need every replica. The
@@ -57,31 +57,52 @@ RESULTS = Path(__file__).resolve().parents[2] / "bench" / "results" / "return_ti
 
 
 class ColdLoad(ServingLoad):
-    """ServingLoad whose emulated vLLM on a new pod answers only COLD_START s after the pod is first seen Ready."""
+    """ServingLoad whose emulated vLLM on a new pod answers only COLD_START s after the pod is first seen Ready.
+
+    Keyed by pod name, not IP: kwok may give a new replica the IP its lent predecessor had, and an
+    emulator keyed by IP would find that IP already serving and answer at once (a start measured as
+    0 s). A pod whose IP another pod's emulator still holds takes it over: the old listener is closed
+    (that vLLM is gone), and the new pod's opens only after its own emulated start.
+    """
 
     def __init__(self, api: client.ApiClient, port: int) -> None:
         super().__init__(api, port)
-        self.first_seen: dict[str, float] = {}
+        self.first_seen: dict[str, float] = {}  # pod name -> when first seen Ready
+        self.by_pod: dict[str, EmulatedServer] = {}  # pod name -> its emulated vLLM, once started
+        self.holder: dict[str, str] = {}  # IP -> the pod whose emulated vLLM listens there
         self.lock = threading.Lock()
+
+    def ready_pods(self) -> list[tuple[str, str]]:
+        """(name, IP) of every Ready chat pod not being deleted."""
+        pods = self.core.list_namespaced_pod(SERVING, label_selector="app=chat").items
+        return [(p.metadata.name, p.status.pod_ip) for p in pods
+                if p.status.pod_ip and p.metadata.deletion_timestamp is None
+                and any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or [])]
 
     def advance(self) -> None:
         with self.lock:
             now = time.monotonic()
             dt, self.last = now - self.last, now
-            ips = self.ready_ips()
-            for ip in ips:
-                self.first_seen.setdefault(ip, now)
-                if ip not in self.servers and now - self.first_seen[ip] >= COLD_START:
-                    self.servers[ip] = EmulatedServer(engines=2)
-                    self.fleet.add(ip, self.port, self.servers[ip])
-            serving = [ip for ip in ips if ip in self.servers]
-            for ip in serving:
+            pods = self.ready_pods()
+            for name, ip in pods:
+                self.first_seen.setdefault(name, now)
+                held_by = self.holder.get(ip)
+                if held_by is not None and held_by != name:  # the IP went to a new pod: the old vLLM is gone
+                    self.fleet.remove(ip, self.port)
+                    self.by_pod.pop(held_by, None)
+                    del self.holder[ip]
+                if name not in self.by_pod and now - self.first_seen[name] >= COLD_START:
+                    self.by_pod[name] = EmulatedServer(engines=2)
+                    self.fleet.add(ip, self.port, self.by_pod[name])
+                    self.holder[ip] = name
+            serving = [name for name, _ in pods if name in self.by_pod]
+            for name in serving:
                 share = self.rps * dt / len(serving)
-                self.servers[ip].feed(share, share * 100, share * 10, dt)
+                self.by_pod[name].feed(share, share * 100, share * 10, dt)
 
     def serving(self) -> int:
         with self.lock:
-            return len([ip for ip in self.ready_ips() if ip in self.servers])
+            return len([name for name, _ in self.ready_pods() if name in self.by_pod])
 
 
 class KeptMetrics(ReturnMetrics):

@@ -40,7 +40,8 @@ def test_runner_entrypoint_runs_the_gate_with_argo_style_inputs(tmp_path: Path) 
     bad_config.write_text("services: {chat: {headroom: -1}}\n")
     inputs = tmp_path / "inputs.json"
     inputs.write_text(json.dumps([{"name": "config", "value": str(bad_config)}, {"name": "dry_run", "value": "true"},
-                                  {"name": "seconds", "value": "240"}, {"name": "created", "value": ""}]))
+                                  {"name": "seconds", "value": "240"}, {"name": "created", "value": ""},
+                                  {"name": "metrics_port", "value": "0"}]))
     run = subprocess.run([sys.executable, "-m", "hera.workflows.runner", "-e", "offhours.cronworkflows.gate:gate_tick",
                           str(inputs)], capture_output=True, text=True, timeout=60)
     assert run.returncode == 2, run.stderr
@@ -156,5 +157,5 @@ def test_a_run_ends_before_the_next_is_due_counted_from_its_creation_not_its_pod
     assert seconds_left(RUN_SECONDS, created, late) < 0  # gate_tick then runs one tick, not none
     assert seconds_left(60, "{{workflow.creationTimestamp}}") == 60  # not substituted (run by hand): from now
     tick = next(t for t in gate_cron_workflow().to_dict()["spec"]["workflowSpec"]["templates"] if t["name"] == "gate")
-    assert tick["steps"][0][0]["arguments"]["parameters"][-1] == {"name": "created",
-                                                                 "value": "{{workflow.creationTimestamp}}"}
+    passed = {p["name"]: p["value"] for p in tick["steps"][0][0]["arguments"]["parameters"]}
+    assert passed["created"] == "{{workflow.creationTimestamp}}"

@@ -18,7 +18,8 @@ from offhours.cronworkflows.gate import RUN_SECONDS, gate_cron_workflow, gate_ti
 def _run_length(monkeypatch: pytest.MonkeyPatch, created: datetime) -> tuple[float | None, bool]:
     seen: list[tuple[float | None, bool]] = []
 
-    def run(config: str, seconds: float | None, dry_run: bool = False, *, once: bool = False) -> int:
+    def run(config: str, seconds: float | None, dry_run: bool = False, *, once: bool = False,
+            metrics_port: int | None = None) -> int:
         seen.append((seconds, once))
         return 0
 
