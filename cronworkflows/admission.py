@@ -10,6 +10,8 @@ no webhook to run or to fail open. Every policy has `failurePolicy: Fail` and a 
   set it (a podSpecPatch is a string CEL cannot parse).
 - only the gate admits: spec.suspend lifted on a parked workflow by anyone but the gate's ServiceAccount.
 - the gate's marks: names.GATE_MARK_* set, changed or removed by anyone but the gate (and the exit hook).
+- the gate's pod mark: in the serving namespace the gate's ServiceAccount may patch pods (RBAC names no field),
+  and changes only `controller.kubernetes.io/pod-deletion-cost` with it; any other change of a pod is refused.
 - serving objects: research namespace ServiceAccounts write no Deployment, HPA, ConfigMap, quota or Lease
   there (RBAC already refuses; this is the second lock, and it says why).
 
@@ -24,6 +26,7 @@ from typing import Any
 
 from offhours.scripts.names import (
     ADMISSION_POLICIES,
+    ANNOTATION_DELETION_COST,
     ARGO_GROUP,
     EXIT_HOOK_MARK_ANNOTATIONS,
     EXIT_HOOK_SERVICE_ACCOUNT,
@@ -37,6 +40,7 @@ from offhours.scripts.names import (
     POLICY_BEST_EFFORT_PODS,
     POLICY_GATE_ADMITS,
     POLICY_GATE_MARKS,
+    POLICY_GATE_POD_MARK,
     POLICY_SERVING_OBJECTS,
     PRIORITY_CLASS,
     RETURN_GPUS,
@@ -262,6 +266,47 @@ def serving_objects(config: GateConfig) -> dict[str, Any]:
          f"request.namespace == '{serving}' || request.resource.resource == 'resourcequotas'"}])
 
 
+def gate_pod_mark(config: GateConfig) -> dict[str, Any]:
+    """Bound the gate's `patch pods` in the serving namespace to the pod-deletion-cost annotation.
+
+    Every other field a patch could reach is compared with the old pod: spec, labels, the other annotations,
+    finalizers and owners (status is the pod's status subresource, which the gate has no right to; managedFields
+    and resourceVersion are the API server's own). Create and delete of serving pods RBAC does not grant it.
+    """
+    gate = service_account_user(config.namespace, GATE_SERVICE_ACCOUNT)
+    key = f"'{ANNOTATION_DELETION_COST}'"
+    variables = [
+        {"name": "annotations", "expression": "has(object.metadata.annotations) ? object.metadata.annotations : {}"},
+        {"name": "oldAnnotations", "expression": "has(oldObject.metadata.annotations) ? "
+                                                 "oldObject.metadata.annotations : {}"},
+        {"name": "otherAnnotations", "expression":
+         f"variables.annotations.all(k, k == {key} || (k in variables.oldAnnotations && "
+         "variables.oldAnnotations[k] == variables.annotations[k])) && "
+         f"variables.oldAnnotations.all(k, k == {key} || k in variables.annotations)"},
+        {"name": "labels", "expression": "(has(object.metadata.labels) ? object.metadata.labels : {}) == "
+                                         "(has(oldObject.metadata.labels) ? oldObject.metadata.labels : {})"},
+        *[{"name": name, "expression": f"has(object.metadata.{field}) == has(oldObject.metadata.{field}) && "
+                                       f"(!has(object.metadata.{field}) || "
+                                       f"object.metadata.{field} == oldObject.metadata.{field})"}
+          for name, field in (("finalizers", "finalizers"), ("owners", "ownerReferences"))],
+    ]
+    pod = "'pod ' + request.namespace + '/' + request.name + ': '"
+    why = (f"the offhours gate writes only the {ANNOTATION_DELETION_COST} annotation of a serving pod (it chooses "
+           "which replicas a lower removes); ")
+    return _policy(POLICY_GATE_POD_MARK, [{"apiGroups": [""], "apiVersions": ["v1"],
+                                           "operations": ["UPDATE"], "resources": ["pods"]}], [
+        _check("object.spec == oldObject.spec",
+               f"{pod} + '{why}its spec is not'"),
+        _check("variables.labels",
+               f"{pod} + '{why}its labels are not'"),
+        _check("variables.otherAnnotations",
+               f"{pod} + '{why}its other annotations are not'"),
+        _check("variables.finalizers && variables.owners",
+               f"{pod} + '{why}its finalizers and owners are not'"),
+    ], variables=variables,
+        match_conditions=[{"name": "the-gate", "expression": f"request.userInfo.username == '{gate}'"}])
+
+
 def workflow_quota(config: GateConfig) -> dict[str, Any]:
     """Bound the count of Workflows in the research namespace: a flood is refused at creation."""
     return {"apiVersion": "v1", "kind": "ResourceQuota",
@@ -273,10 +318,11 @@ def admission_manifests(config: GateConfig) -> dict[str, dict[str, Any]]:
     """Return the policies, their bindings and the workflow quota by file name (render's naming)."""
     refuse_unbounded(config)
     serving, research = config.namespace, config.workflow_namespace
-    policies = [best_effort_pods(config), gate_admits(config), gate_marks(config), serving_objects(config)]
+    policies = [best_effort_pods(config), gate_admits(config), gate_marks(config), serving_objects(config),
+                gate_pod_mark(config)]
     assert [p["metadata"]["name"] for p in policies] == list(ADMISSION_POLICIES)
     bound = {POLICY_BEST_EFFORT_PODS: [research], POLICY_GATE_ADMITS: [research], POLICY_GATE_MARKS: [research],
-             POLICY_SERVING_OBJECTS: sorted({serving, research})}
+             POLICY_SERVING_OBJECTS: sorted({serving, research}), POLICY_GATE_POD_MARK: [serving]}
     docs: dict[str, dict[str, Any]] = {}
     for policy in policies:
         name = policy["metadata"]["name"]

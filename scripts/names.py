@@ -113,7 +113,10 @@ POLICY_GATE_MARKS = "offhours-gate-marks"
 """The labels and annotations that admit, park, copy and account are written by the gate (and the exit hook) only."""
 POLICY_SERVING_OBJECTS = "offhours-serving-objects"
 """Research namespace ServiceAccounts cannot write serving's Deployments, HPAs, the gate's ConfigMaps, quotas, Lease."""
-ADMISSION_POLICIES = (POLICY_BEST_EFFORT_PODS, POLICY_GATE_ADMITS, POLICY_GATE_MARKS, POLICY_SERVING_OBJECTS)
+POLICY_GATE_POD_MARK = "offhours-gate-pod-mark"
+"""The gate's ServiceAccount changes a serving pod's pod-deletion-cost annotation only (RBAC cannot name one field)."""
+ADMISSION_POLICIES = (POLICY_BEST_EFFORT_PODS, POLICY_GATE_ADMITS, POLICY_GATE_MARKS, POLICY_SERVING_OBJECTS,
+                      POLICY_GATE_POD_MARK)
 
 
 def state_configmap_name(service: str) -> str:

@@ -65,6 +65,11 @@ SHARED_PARAMETERS: tuple[StepInput, ...] = (
     _RESEARCH["termination-grace-seconds"],
     _RESEARCH["active-deadline-seconds"],
     _RESEARCH["retry-limit"],
+    # Read by the gate only (policy/placement.job_shape): the library's steps launch one pod each, so a
+    # library workflow keeps 1; a workflow of several pods at once declares it to be admitted as one gang.
+    StepInput("pods", "Pods the job runs at once, each with its step's gpus: the gate admits it only when all fit "
+              "on the nodes serving frees (a gang). The library's steps run one pod each: leave it at 1 for them.",
+              "1", kind="positive-integer"),
 )
 """Workflow parameters every composed workflow declares, in order."""
 

@@ -29,6 +29,7 @@ def records(rows: list[UsageRow], price: float) -> list[dict[str, Any]]:
     """Return the rows as `--json` writes them."""
     return [{"service": r.service, "month": r.month, "runs": len(r.runs), "workflows": len(r.workflows),
              "preemptions": r.preemptions, "gpuHoursUsed": r.used, "gpuHoursLent": r.lent,
+             "gpuMinutesLentUnused": r.unused * 60,
              "equivalentGpus": r.equivalent_gpus(), "saving": r.used * price} for r in rows]
 
 

@@ -35,6 +35,7 @@ from offhours.scripts.policy.placement import (
     free_gpus,
     gang_admissions,
     job_shape,
+    shape_arguments,
     whole_nodes,
 )
 from offhours.scripts.policy.plan import ADMITTED, Job, Plan
@@ -142,9 +143,7 @@ def gang_check(cluster: Any, dep: Deployment, p: Plan, research_namespace: str) 
         unread: list[str] = []
         for job in p.admit:
             wf = cluster.workflow(research_namespace, job.name) or {}
-            params = {str(q.get("name")): str(q.get("value", "")) for q in
-                      (((wf.get("spec") or {}).get("arguments") or {}).get("parameters") or []) if isinstance(q, dict)}
-            shape = job_shape(params)
+            shape = job_shape(shape_arguments(wf))
             if isinstance(shape, Shape):
                 shapes[job.name] = shape
             else:

@@ -31,6 +31,7 @@ per waiting job would let a long queue of large jobs lock every node.
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from offhours.scripts.policy.plan import Plan
 
@@ -357,6 +358,22 @@ def deletion_costs(remove: Sequence[Replica], current: Mapping[str, int | None])
         if name not in chosen and cost is not None and cost < GATE_MARK_CEILING:
             out[name] = None
     return out
+
+
+def shape_arguments(workflow: Mapping[str, Any]) -> dict[str, str]:
+    """Return a workflow's arguments as its pods get them: its template's defaults, then its own.
+
+    A workflow run from a WorkflowTemplate sets only what it changes; Argo keeps the template's spec it resolved
+    in `status.storedWorkflowTemplateSpec` (also for a suspended one), whose defaults (the library's `gpus` of
+    its job, `pods` 1) are the rest of its shape.
+    """
+    def params(spec: Any) -> dict[str, str]:
+        found = ((spec.get("arguments") or {}).get("parameters") or []) if isinstance(spec, Mapping) else []
+        return {str(q.get("name")): str(q.get("value", "")) for q in found
+                if isinstance(q, Mapping) and "value" in q} if isinstance(found, list) else {}
+
+    stored = (workflow.get("status") or {}).get("storedWorkflowTemplateSpec")
+    return {**params(stored), **params(workflow.get("spec"))}
 
 
 def job_shape(parameters: Mapping[str, str]) -> Shape | str:

@@ -187,6 +187,9 @@ class JobView:
     run_problem: str | None = None  # why its run id cannot be trusted (the gate never admits it)
     checkpoint_prefix: str | None = None  # where its steps record progress, as the gate reads it
     provenance: str | None = None  # its provenance record as written (read only as its run's: runtime.provenance)
+    # When a pod of its work (not a CPU-only check or exit hook) first got past Pending, by Argo's node startedAt
+    # (the pod's creation: Argo records no running-since); None while none has. Lent GPUs before it are unused.
+    work_started: datetime | None = None
 
     @property
     def ended(self) -> bool:
@@ -476,6 +479,13 @@ def _work_pods(nodes: Any) -> list[Mapping[str, Any]]:
     return pods
 
 
+def _work_start(nodes: Any) -> datetime | None:
+    """When the first work pod that got past Pending was started (Argo's startedAt), if any did."""
+    starts = [parse_time(n.get("startedAt")) for n in _work_pods(nodes)
+              if n.get("phase") in ("Running", "Succeeded", "Failed", "Error")]
+    return min((t for t in starts if t is not None), default=None)
+
+
 def gpus_returned_at(nodes: Any, marked: datetime | None, finished: datetime | None) -> datetime | None:
     """When the workflow's GPUs were given back, as the cluster shows it: its last work pod observed ended.
 
@@ -541,7 +551,7 @@ def job_view(wf: Mapping[str, Any]) -> JobView | None:
         preempted=parse_time(annotations.get(ANNOTATION_PREEMPTED_AT)),
         returned=gpus_returned_at(status.get("nodes"), parse_time(annotations.get(ANNOTATION_RETURNED_AT)),
                                   parse_time(status.get("finishedAt"))),
-        cancelled=parse_time(annotations.get(ANNOTATION_CANCELLED_AT)),
+        cancelled=parse_time(annotations.get(ANNOTATION_CANCELLED_AT)), work_started=_work_start(status.get("nodes")),
         last_checkpoint=parse_time(annotations.get(ANNOTATION_PROGRESS)),
         preemptions=max(0, _int(annotations.get(ANNOTATION_PREEMPTIONS), 0) or 0),
         priority=tenant_priority(annotations.get(ANNOTATION_PRIORITY))[0],

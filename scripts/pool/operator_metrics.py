@@ -26,6 +26,7 @@ from typing import Any
 
 from offhours.scripts.names import UNKNOWN_SERVICE
 from offhours.scripts.pool.model import ADMITTED, PREEMPTED, RUNNING, WAITING, Pool
+from offhours.scripts.pool.usage import service_lent_unused_gpus
 
 FORGET = timedelta(hours=24)
 # A bucket edge at the dashboard's default return bound (400 s: two checks, the grace cap, the cold start, slack),
@@ -154,9 +155,9 @@ def exposition(pool: Pool, state: MetricsState) -> str:
                 per_service("gpus_lent"))
     page.family("offhours_service_lendable_replicas", "gauge", "Replicas still lendable: baseline - required - lent.",
                 per_service("lendable"))
-    # hook: placement - lent GPUs no running research workflow holds: integrate it for GPU-minutes lent for nothing.
+    # hook: placement - lent GPUs no work pod runs on (usage.unused_span); `report` shows their GPU-minutes.
     page.family("offhours_service_lent_unused_gpus", "gauge",
-                "GPUs lowered from serving that no running research workflow of the service holds (lent but unused).",
+                "GPUs lent to research workflows of the service none of whose work pods has run yet (lent but unused).",
                 [({"service": s.name}, float(lent_unused_gpus(s, pool))) for s in services if s.gpus_lent is not None])
     page.family("offhours_gate_last_decision_timestamp_seconds", "gauge", "Unix time of the gate's last decision.",
                 [({"service": s.name}, s.decided_at.timestamp()) for s in services if s.decided_at])
@@ -190,9 +191,8 @@ def exposition(pool: Pool, state: MetricsState) -> str:
 
 
 def lent_unused_gpus(service: Any, pool: Pool) -> int:
-    """GPUs lent of `service` minus those its running workflows hold (never below zero): lent for nothing now."""
-    running = sum(j.replicas for j in pool.jobs if j.service == service.name and j.state == RUNNING)
-    return max(0, (service.gpus_lent or 0) - running * (service.gpus_per_replica or 0))
+    """GPUs of `service` lent for nothing now: usage's one definition, whose integral `report` shows."""
+    return service_lent_unused_gpus(pool, service.name)
 
 
 def _histogram(page: _Page, name: str, help_text: str, series: Sequence[tuple[str, Histogram]]) -> None:

@@ -332,3 +332,34 @@ def test_a_research_pod_that_ignores_sigterm_is_gone_when_its_grace_ends(as_user
     finally:
         as_user(RESEARCHER, "-n", RESEARCH, "delete", "pod", "e2e-slow-exit", "--grace-period=0", "--force",
                 "--ignore-not-found", "--wait=false")
+
+
+def test_the_gate_marks_a_serving_pods_deletion_cost_and_changes_nothing_else_of_it(api: client.ApiClient) -> None:
+    """Through the gate's own code (KubeCluster.set_deletion_cost) with a token of its ServiceAccount: the mark goes
+    through; a label or another annotation, which its `patch pods` would otherwise allow, is refused by name."""
+    core = client.CoreV1Api(api)
+    core.create_namespaced_pod(SERVING, {"apiVersion": "v1", "kind": "Pod",
+                                         "metadata": {"name": "e2e-replica", "namespace": SERVING,
+                                                      "annotations": {"note": "kept"}},
+                                         "spec": {"containers": [{"name": "vllm", "image": "busybox"}]}})
+    try:
+        token = core.create_namespaced_service_account_token("offhours-gate", SERVING, client.AuthenticationV1TokenRequest(
+            spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=600))).status.token
+        conf = client.Configuration()
+        conf.host, conf.ssl_ca_cert = api.configuration.host, api.configuration.ssl_ca_cert
+        conf.api_key = {"authorization": f"Bearer {token}"}
+        as_gate = client.ApiClient(conf)
+        assert KubeCluster(as_gate).set_deletion_cost(SERVING, "e2e-replica", -5)
+        annotations = core.read_namespaced_pod("e2e-replica", SERVING).metadata.annotations
+        assert annotations == {"note": "kept", "controller.kubernetes.io/pod-deletion-cost": "-5"}
+        for patch, words in (({"metadata": {"labels": {"app": "moved"}}}, "its labels are not"),
+                             ({"metadata": {"annotations": {"note": None}}}, "its other annotations are not")):
+            with pytest.raises(client.ApiException) as refused:
+                client.CoreV1Api(as_gate).patch_namespaced_pod("e2e-replica", SERVING, patch)
+            assert ("pod serving/e2e-replica: the offhours gate writes only the controller.kubernetes.io/"
+                    "pod-deletion-cost annotation" in refused.value.body and words in refused.value.body), refused.value
+        assert KubeCluster(as_gate).set_deletion_cost(SERVING, "e2e-replica", None)
+        pod = core.read_namespaced_pod("e2e-replica", SERVING).metadata
+        assert pod.annotations == {"note": "kept"} and not pod.labels
+    finally:
+        core.delete_namespaced_pod("e2e-replica", SERVING, grace_period_seconds=0)

@@ -15,10 +15,12 @@ from hypothesis import strategies as st
 from offhours.cronworkflows.admission import admission_manifests, refuse_unbounded
 from offhours.scripts.names import (
     ADMISSION_POLICIES,
+    ANNOTATION_DELETION_COST,
     EXIT_HOOK_SERVICE_ACCOUNT,
     GATE_MARK_ANNOTATIONS,
     GATE_SERVICE_ACCOUNT,
     LABEL_STATE,
+    POLICY_GATE_POD_MARK,
     PRIORITY_CLASS,
     WORKFLOW_QUOTA,
 )
@@ -45,7 +47,8 @@ def test_every_policy_fails_closed_denies_and_explains_each_refusal() -> None:
         binding = bindings[name]["spec"]
         assert binding["policyName"] == name and binding["validationActions"] == ["Deny"]
         namespaces = binding["matchResources"]["namespaceSelector"]["matchExpressions"][0]["values"]
-        assert set(namespaces) <= {"inference", "lab"} and "lab" in namespaces
+        assert set(namespaces) <= {"inference", "lab"}
+        assert ("lab" in namespaces) != (name == POLICY_GATE_POD_MARK)  # the gate's pod mark binds serving only
 
 
 def test_the_identities_and_namespaces_come_from_the_configuration() -> None:
@@ -150,3 +153,27 @@ def test_a_template_outside_best_effort_is_named_with_its_path() -> None:
 def test_the_exit_hook_may_run_at_the_default_priority() -> None:
     pod = {"kind": "Pod", "spec": {"serviceAccountName": EXIT_HOOK_SERVICE_ACCOUNT, "containers": []}}
     assert boundary_problems(pod, ResearchBoundary()) == []
+
+
+def test_the_gates_pod_patch_in_serving_is_bounded_to_the_deletion_cost_mark() -> None:
+    """Intent of the CEL (evaluated by kube-apiserver in tests/e2e/test_admission_policy_e2e.py): it matches the
+    gate's own updates of pods in the serving namespace only, and every field a patch reaches but the mark is
+    compared with the old pod; each refusal names the pod and the one annotation the gate may write."""
+    docs = rendered()
+    policy = docs[f"validatingadmissionpolicy-{POLICY_GATE_POD_MARK}.yaml"]["spec"]
+    binding = docs[f"validatingadmissionpolicybinding-{POLICY_GATE_POD_MARK}.yaml"]["spec"]
+    assert binding["matchResources"]["namespaceSelector"]["matchExpressions"][0]["values"] == ["inference"]
+    assert policy["matchConstraints"]["resourceRules"] == [
+        {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["pods"]}]
+    assert [c["expression"] for c in policy["matchConditions"]] == [
+        f"request.userInfo.username == 'system:serviceaccount:inference:{GATE_SERVICE_ACCOUNT}'"]
+    variables = {v["name"]: v["expression"] for v in policy["variables"]}
+    checks = " && ".join(c["expression"] for c in policy["validations"])
+    for used in ("labels", "otherAnnotations", "finalizers", "owners"):
+        assert f"variables.{used}" in checks
+    assert "object.spec == oldObject.spec" in checks
+    # The annotation key is the only one exempt from the comparison, in both directions (set, changed, removed).
+    assert variables["otherAnnotations"].count(f"k == '{ANNOTATION_DELETION_COST}'") == 2
+    assert "ownerReferences" in variables["owners"] and "finalizers" in variables["finalizers"]
+    assert all(ANNOTATION_DELETION_COST in c["messageExpression"] and "request.name" in c["messageExpression"]
+               for c in policy["validations"])

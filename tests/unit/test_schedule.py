@@ -250,7 +250,7 @@ def test_cron_workflow_refuses_an_unknown_argument_of_a_pipeline() -> None:
     p = Pipeline("eval-newest")
     p.step("eval", image="i", command=["e"])
     shared = {k: v for k, v in REQUIRED.items() if k != "image"}  # a composed pipeline has no image parameter
-    with pytest.raises(ScheduleError, match=r"^eval-newest has no parameter suites \(none of its 12 parameters is close\)$"):
+    with pytest.raises(ScheduleError, match=r"^eval-newest has no parameter suites \(none of its 13 parameters is close\)$"):
         cron_workflow(p, "n", "0 21 * * *", {**shared, "suites": "x"})
     cron = cron_workflow(TEMPLATE, "n", "0 21 * * *", {**REQUIRED, "run-sft": False, "eval-suites": ["a", "b"]})
     args = {p["name"]: p["value"] for p in cron["spec"]["workflowSpec"]["arguments"]["parameters"]}

@@ -1,10 +1,12 @@
 """`offhours report`, `offhours usage` and the console's usage page give the same numbers on the same cluster objects.
 
 One cluster history, read through the same reader by all three (NOW is 2025-03-14 12:00Z):
-- `long-parked` (chat, 2 x 4 GPUs): submitted in January, parked until its admission on 10 February, 12 h lent;
+- `long-parked` (chat, 2 x 4 GPUs): submitted in January, parked until its admission on 10 February, 12 h lent,
+  its pod a minute after;
 - `boundary` (chat, 1 x 4 GPUs): lent from 28 February 20:00 to 1 March 04:00, across the month's end;
 - run `rl` (code, 2 x 2 GPUs): `rl-x` preempted an hour after its checkpoint, its copy `rl-x-p1` admitted and
-  preempted again (its only checkpoint is the one it inherited, older than its start), `rl-x-p2` still running;
+  preempted again (its only checkpoint is the one it inherited, older than its start), `rl-x-p2` admitted 16 h
+  ago, Running to Argo, its pod still Pending (lent but unused);
 - `dropped` (chat): parked, cancelled before any admission.
 """
 
@@ -34,9 +36,9 @@ def ago(at: str) -> float:
     return (NOW - datetime.fromisoformat(at.replace("Z", "+00:00"))).total_seconds() / 60
 
 
-def with_pod(wf: dict[str, Any], started: str) -> dict[str, Any]:
+def with_pod(wf: dict[str, Any], started: str, phase: str = "Succeeded") -> dict[str, Any]:
     wf["status"]["nodes"] = {wf["metadata"]["name"]: {"type": "DAG", "startedAt": started},
-                             f"{wf['metadata']['name']}-1": {"type": "Pod", "startedAt": started}}
+                             f"{wf['metadata']['name']}-1": {"type": "Pod", "startedAt": started, "phase": phase}}
     return wf
 
 
@@ -68,7 +70,8 @@ def history() -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str
         with_pod(workflow("rl-x-p2", "code", 2, "admitted", "Running", created=ago("2025-03-06T02:31:00Z"), run_id="rl",
                           started=ago("2025-03-06T02:31:00Z"), labels={"offhours.io/copy-of": "uid-rl-x-p1"},
                           annotations={"offhours.io/preemptions": "2", "offhours.io/parked-from": "rl-x-p1",
-                                       "offhours.io/admitted-at": "2025-03-13T20:00:00Z"}), "2025-03-13T20:00:00Z"),
+                                       "offhours.io/admitted-at": "2025-03-13T20:00:00Z"}), "2025-03-13T20:00:00Z",
+                 phase="Pending"),
         workflow("dropped", "chat", 1, "parked", "Failed", created=ago("2025-03-10T08:00:00Z"), suspend=True,
                  finished=ago("2025-03-11T08:00:10Z"), shutdown="Stop",
                  annotations={"offhours.io/cancelled-at": "2025-03-11T08:00:00Z"}),
@@ -148,10 +151,10 @@ def test_the_three_surfaces_agree(cli: argparse.ArgumentParser, capsys: pytest.C
     assert list(reported) == list(console) == list(page) == ["chat/2025-02", "chat/2025-03", "code/2025-03"]
     for key, row in reported.items():
         shown = console[key]
-        assert (row["runs"], row["preemptions"], row["gpuHoursUsed"], row["gpuHoursLent"]) == (
-            len(shown.runs), shown.preemptions, shown.used, shown.lent)
+        assert (row["runs"], row["preemptions"], row["gpuHoursUsed"], row["gpuHoursLent"], row["gpuMinutesLentUnused"]) \
+            == (len(shown.runs), shown.preemptions, shown.used, shown.lent, shown.unused * 60)
         assert page[key] == {"runs": str(len(shown.runs)), "preemptions": str(shown.preemptions), "used": f"{shown.used:.2f}",
-                             "lost": f"{shown.lost:.2f}", "lent": f"{shown.lent:.2f}"}
+                             "lost": f"{shown.lost:.2f}", "lent": f"{shown.lent:.2f}", "unused": f"{shown.unused * 60:.0f}"}
 
     everything = usage_csv(cli, capsys)
     assert list(everything) == ["chat", "code"]
@@ -182,3 +185,20 @@ def test_the_rules_on_that_history(cli: argparse.ArgumentParser, capsys: pytest.
     assert console["code/2025-03"].lost == pytest.approx((1 + (4 + 29 / 60)) * 4)
     table = run(cli, capsys, "report").splitlines()
     assert table[-1].split()[:4] == ["total", "4", "6", "2"]
+
+
+def test_lent_unused_gpu_minutes_agree_with_the_gauge(cli: argparse.ArgumentParser, capsys: pytest.CaptureFixture[str],
+                                                      tmp_path: Path) -> None:
+    """The report's lent-but-unused GPU-minutes, the console's page and the gauge are one definition: `rl-x-p2`'s
+    4 GPUs lent 16 h with its pod Pending (though Argo says Running) are 3840 GPU-minutes and the gauge's 4 now;
+    a pod a minute after admission is a minute of its GPUs unused."""
+    reported = report_rows(cli, capsys, tmp_path)
+    assert {k: r["gpuMinutesLentUnused"] for k, r in reported.items()} == pytest.approx(
+        {"chat/2025-02": 1 * 8, "chat/2025-03": 0, "code/2025-03": 1 * 4 + 16 * 60 * 4})
+    assert {k: p["unused"] for k, p in console_page().items()} == {
+        "chat/2025-02": "8", "chat/2025-03": "0", "code/2025-03": "3844"}
+    page = create_app(PoolSource(Reader(), interval=0)).test_client().get("/metrics").get_data(as_text=True)
+    assert 'offhours_service_lent_unused_gpus{service="code"} 4' in page
+    assert 'offhours_service_lent_unused_gpus{service="chat"} 0' in page
+    table = run(cli, capsys, "report").splitlines()
+    assert "unused GPU-min" in table[0] and table[-1].split()[6] == "3,852"
