@@ -76,7 +76,9 @@ def test_the_whole_find_has_one_deadline_however_many_folders(proxy: FaultProxy,
     for i in range(6):
         client(s3).put_object(Bucket="lab", Key=f"folders/job/run/f{i}/note", Body=b"x")
     proxy.faults.append(Fault("slow", "GET", "list-type=2", delay=0.4))
-    with pytest.raises(CheckpointError, match="finding progress.json took more than 1 s"):
+    # Which bound speaks first depends on the machine's load: the find's deadline, or (a listing slowed past it)
+    # the call's own timeout. Either way the find stops before every folder is listed, with one named error.
+    with pytest.raises(CheckpointError, match=r"finding progress\.json (took more than 1 s|.*failed \(\d+ tr)"):
         latest_progress_time("s3://lab/folders/job/run", proxy.url, policy=FAST, timeout=1)
     assert len(listings(proxy)) < 7  # stopped at the deadline, before every folder was listed
 
