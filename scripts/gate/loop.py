@@ -108,6 +108,22 @@ class TickLoop:
                 return 0
 
 
+def serve_metrics_or_warn(render: Callable[[], str], port: int, log: Logger) -> bool:
+    """Serve the histograms on `port`; a port that cannot be bound is one warning, never the gate's failure.
+
+    The page is advisory: lending and returning GPUs must not stop because another process holds the port (pods
+    sharing one network namespace, as on the local control plane, or a second gate process).
+    """
+    from offhours.scripts.gate.metrics_server import serve_metrics
+
+    try:
+        serve_metrics(render, port)
+    except OSError as err:
+        log.warning(f"the return path's metrics are not served: port {port}: {err.strerror or err}")
+        return False
+    return True
+
+
 def run_from_config(config_path: str, seconds: float | None = None, dry_run: bool = False, *, once: bool = False,
                     metrics_port: int | None = None) -> int:
     """Load the gate configuration at `config_path`, connect to the cluster and run the loop; return the exit code.
@@ -126,7 +142,6 @@ def _run(config_path: str, seconds: float | None, dry_run: bool, once: bool, met
     from offhours.scripts.cluster.kube import KubeCluster, load_client_config
     from offhours.scripts.config.loader import load_config
     from offhours.scripts.gate.controller import store_progress
-    from offhours.scripts.gate.metrics_server import serve_metrics
     from offhours.scripts.gate.return_metrics import ReturnMetrics
     from offhours.scripts.metrics.sources import source_from_config
     from offhours.scripts.policy.config import ConfigError
@@ -140,5 +155,5 @@ def _run(config_path: str, seconds: float | None, dry_run: bool, once: bool, met
     gate = Gate(config, KubeCluster(), source_from_config(config.metrics), progress=store_progress)
     watch = ReturnWatch(gate, ReturnMetrics(s.name for s in config.services))
     if metrics_port is not None:
-        serve_metrics(watch.metrics.render, metrics_port)
+        serve_metrics_or_warn(watch.metrics.render, metrics_port, gate.log)
     return TickLoop(gate, seconds=seconds, once=once, dry_run=dry_run, watch=watch).run()

@@ -48,9 +48,13 @@ def _deployment(name: str, replicas: int) -> dict[str, Any]:
                                                        "limits": {"nvidia.com/gpu": "4"}}}]}}}}
 
 
-def _research_pod(name: str, workflow: str) -> dict[str, Any]:
+def _research_pod(name: str, workflow: str, owner_uid: str = "") -> dict[str, Any]:
+    # Argo's pods are owned by their Workflow; only an owned pod counts as the workflow's (the label is anyone's).
+    owners = [{"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow", "name": workflow, "uid": owner_uid}] \
+        if owner_uid else []
     return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": NS, "labels": {ARGO_WORKFLOW_LABEL: workflow, "test": "placement"}},
+            "metadata": {"name": name, "namespace": NS, "labels": {ARGO_WORKFLOW_LABEL: workflow, "test": "placement"},
+                         "ownerReferences": owners},
             "spec": {"terminationGracePeriodSeconds": 1, **WIDE,
                      "containers": [{"name": "main", "image": "research:latest",
                                      "resources": {"requests": {"nvidia.com/gpu": "8"},
@@ -74,7 +78,7 @@ def pool(kubectl: Callable[..., str], api: client.ApiClient) -> Iterator[client.
     core = client.CoreV1Api(api)
 
     def clean() -> None:
-        kubectl("-n", NS, "delete", "deployment,pod", "-l", "test=placement", "--ignore-not-found", "--wait=true")
+        kubectl("-n", NS, "delete", "deployment,pod,workflow", "-l", "test=placement", "--ignore-not-found", "--wait=true")
         wait("the 8-GPU pool to be empty", lambda: not core.list_namespaced_pod(NS, label_selector="test=placement").items)
 
     clean()
@@ -99,7 +103,14 @@ def test_marked_replicas_free_whole_nodes_and_a_two_node_job_runs_only_once_both
     nodes, before = free()
     job = Candidate("pretrain", SHAPE, ())
     assert admit([job], nodes, [], {}, before, 600).admit == ()
-    kubectl("apply", "-f", "-", stdin=json.dumps(_research_pod("early-0", "early")))
+    # Its Workflow, held suspended (Argo makes no pod for it): the pod below is owned by it, as Argo's are.
+    kubectl("apply", "-f", "-", stdin=json.dumps({
+        "apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow",
+        "metadata": {"name": "early", "namespace": NS, "labels": {"test": "placement"}},
+        "spec": {"suspend": True, "entrypoint": "main",
+                 "templates": [{"name": "main", "container": {"image": "research:latest"}}]}}))
+    early_uid = kubectl("-n", NS, "get", "workflow", "early", "-o", "jsonpath={.metadata.uid}").strip()
+    kubectl("apply", "-f", "-", stdin=json.dumps(_research_pod("early-0", "early", early_uid)))
     found = wait("the scheduler to find no node for early-0",
                  lambda: cluster.unschedulable_pods(NS, ["early"])["early"], timeout=60)
     assert found[0][0] == "early-0" and "nvidia.com/gpu" in found[0][2], found

@@ -170,9 +170,12 @@ def test_researcher_submits_waits_runs_reads_logs_cancels_and_counts_gpu_hours(
     assert (wf_a["metadata"]["annotations"]["offhours.io/waiting-reason"],
             wf_a["metadata"]["annotations"]["offhours.io/queue-position"]) == (reason_a, "2")
     out, err = cli("why", name_a, *NS)
-    assert out.splitlines() == [
+    lines = out.splitlines()
+    assert lines[:7] == [
         reason_a, "", "timeline:", f"  {stamp(wf_a['metadata']['creationTimestamp'])}  submitted  [{name_a}]", "",
         "last checkpoint: none in its checkpoint store", "GPU-hours: 0.00 over 1 workflow(s)"]
+    # Then its provenance (what a rerun submits again): the template it was made from, then its references.
+    assert lines[7] == "" and lines[8].startswith("provenance: template offhours-job at resourceVersion "), out
 
     # Job b is cancelled while it waits: it never held a replica, and job a moves up.
     out, err = cli("cancel", name_b, "--yes", *NS)
@@ -215,7 +218,7 @@ def test_researcher_submits_waits_runs_reads_logs_cancels_and_counts_gpu_hours(
     check_pod, job_pod = [p.metadata.name for p in pods]
     out, err = cli("logs", name_a, *NS)
     assert err == ""
-    assert out.splitlines()[:6] == [f"==> {name_a} / {check_pod} <==", "check-parameters: 18 parameter(s) ok",
+    assert out.splitlines()[:6] == [f"==> {name_a} / {check_pod} <==", "check-parameters: 19 parameter(s) ok",
                                     f"==> {name_a} / {job_pod} <==", "started", "ready", "start at step 0 of 100000"]
     out, _ = cli("logs", name_a, "--step", "job", *NS)
     assert out.splitlines()[:2] == [f"==> {name_a} / {job_pod} <==", "started"]
