@@ -150,11 +150,16 @@ def test_researcher_submits_waits_runs_reads_logs_cancels_and_counts_gpu_hours(
     name_b = out.split()[0]
     assert out == f"{name_b} parked in namespace {RESEARCH}: the gate admits it when chat can lend 1 replica(s)\n"
 
-    tick = _tick(gate_setup)
     # 150 req/s at 10 per replica with the default headroom: about 19 replicas. The rate is measured from the
     # emulators' counters over the tick's wall-clock interval, which jitters with the machine's load (17 to 20
-    # seen): the behaviour asserted is that more than serving's 16 are needed, so nothing is lent.
-    decided = re.fullmatch(r"load needs (\d+) of 16 replicas; 0 lent", tick.decision.reason)
+    # seen; a first interval can read low): the behaviour asserted is that nothing is lent meanwhile, and that once
+    # a whole rate is read, more than serving's 16 are needed.
+    for _ in range(5):
+        tick = _tick(gate_setup)
+        assert tick.plan.lent_after == 0, gate_setup["log"].getvalue()
+        decided = re.fullmatch(r"load needs (\d+) of 16 replicas; 0 lent", tick.decision.reason)
+        if decided:
+            break
     assert tick.decision.action == "hold" and decided and 16 < int(decided.group(1)) <= 21, gate_setup["log"].getvalue()
     load_reason = f"waiting: chat {lends_nothing_now(tick.decision)}"  # no load figure in it
     out, err = cli("jobs", *NS)
