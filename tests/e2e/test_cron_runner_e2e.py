@@ -26,7 +26,8 @@ def test_the_runner_entrypoint_runs_a_dry_run_tick_and_exits_0(
     config.write_text(yaml.safe_dump(gate_config_raw(8000)))
     inputs = tmp_path / "inputs.json"  # Argo writes {{inputs.parameters}} to a file and appends its path
     inputs.write_text(json.dumps([{"name": "config", "value": str(config)}, {"name": "dry_run", "value": "true"},
-                                  {"name": "seconds", "value": "0"}, {"name": "created", "value": ""}]))
+                                  {"name": "seconds", "value": "0"}, {"name": "created", "value": ""},
+                                  {"name": "metrics_port", "value": "0"}]))
     run = subprocess.run([sys.executable, "-m", "hera.workflows.runner", "-e", "offhours.cronworkflows.gate:gate_tick",
                           str(inputs)], capture_output=True, text=True, timeout=120,
                          env={**os.environ, "KUBECONFIG": cluster_env["KUBECONFIG"]})
