@@ -29,15 +29,13 @@ def _step(text: str) -> float:
 
 def _from_gpu_check(args: argparse.Namespace) -> int:
     """Write the fleet file with the start, wake and grace times the GPU check measured; one line for bad input."""
-    import yaml
-
     from offhours.scripts.inputs.errors import InputError
     from offhours.scripts.inputs.jsondoc import load_json
     from offhours.scripts.inputs.limits import FLEET_BYTES
     from offhours.scripts.inputs.text import read_bytes
     from offhours.scripts.inputs.yamldoc import read_yaml
     from offhours.scripts.simulate.fleet import FleetError, parse_fleet
-    from offhours.scripts.simulate.gpu_times import GpuCheckError, fleet_document, return_times
+    from offhours.scripts.simulate.gpu_times import GpuCheckError, return_times
 
     if not args.fleet:
         print("offhours calibrate: --gpu-check: give --fleet FILE, the fleet file to write the times into",
@@ -55,8 +53,6 @@ def _from_gpu_check(args: argparse.Namespace) -> int:
         raw = read_yaml(args.fleet, FLEET_BYTES)
         parse_fleet(raw, f"fleet {args.fleet}")
         times = return_times(doc, args.model_gib)
-        updated = fleet_document(raw, times)
-        parse_fleet(updated, "the fleet written")  # what is written is a valid fleet file
     except OSError as err:
         print(f"offhours calibrate: --fleet {args.fleet}: cannot read: {err.strerror}", file=sys.stderr)
         return 2
@@ -66,17 +62,14 @@ def _from_gpu_check(args: argparse.Namespace) -> int:
     except GpuCheckError as err:
         print(f"offhours calibrate: --gpu-check {args.gpu_check}: {err}", file=sys.stderr)
         return 2
-    for key in ("coldStartMinutes", "wakeMinutes", "graceMinutes"):
-        before, after = raw.get(key), updated.get(key)
-        shown = "-" if after is None else f"{after:g}"
-        print(f"{key:17} {shown:>8}  (was {'default' if before is None else format(before, 'g')}): {times.notes[key]}")
-    text = yaml.safe_dump(updated, sort_keys=False)
-    if args.out:
-        replay_source.write_whole(Path(args.out), text)
-        print(f"fleet file with the measured return path -> {args.out}")
-    else:
-        print(text, end="")
-    return 0
+    try:
+        return _write_fleet(args, raw, times)
+    except FleetError as err:
+        print(f"offhours calibrate: {str(err).splitlines()[0]}", file=sys.stderr)
+        return 2
+    except GpuCheckError as err:
+        print(f"offhours calibrate: --gpu-check {args.gpu_check}: {err}", file=sys.stderr)
+        return 2
 
 
 def _write_fleet(args: argparse.Namespace, raw: dict[str, Any], times: Any) -> int:
