@@ -9,6 +9,7 @@ sum over its pods. `num_requests_waiting`'s smallest value in each step says whe
 was never empty in it (saturated). Whatever could not be read exactly is a named `HistoryWarning`.
 """
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -64,8 +65,14 @@ class History:
 
 
 def selector(label: str, services: Sequence[str], extra: str = "") -> str:
-    """Return the label matchers of the asked services (their names are DNS labels: no regex metacharacters)."""
-    inner = f'{label}=~"{"|".join(sorted(services))}"' + (f",{extra}" if extra else "")
+    """Return the label matchers of the asked services: each name matched literally, whatever it holds.
+
+    The one quoting of a name into PromQL: escaped for the regex (`re.escape`, whose escapes RE2 accepts),
+    then for PromQL's double-quoted string (Go's escapes: a regex's backslash doubled, a quote escaped).
+    """
+    alternatives = "|".join(re.escape(s) for s in sorted(services))
+    quoted = alternatives.replace("\\", "\\\\").replace('"', '\\"')
+    inner = f'{label}=~"{quoted}"' + (f",{extra}" if extra else "")
     return "{" + inner + "}"
 
 

@@ -76,10 +76,15 @@ def openmetrics(services: Sequence[RenderedService], start: float) -> str:
 
 def backfill(services: Sequence[RenderedService], start: float, data_dir: Path) -> None:
     """Write the services' history into a Prometheus data directory (promtool tsdb create-blocks-from)."""
+    promtool_blocks(openmetrics(services, start), data_dir)
+
+
+def promtool_blocks(text: str, data_dir: Path) -> None:
+    """Write OpenMetrics sample lines (`# EOF` added if missing) into a Prometheus data directory as blocks."""
     promtool = shutil.which("promtool")
     assert promtool, "promtool is not installed: apt-get install prometheus (make deps does it)"
     source = data_dir.parent / "history.om"
-    source.write_text(openmetrics(services, start))
+    source.write_text(text if text.rstrip().endswith("# EOF") else text.rstrip("\n") + "\n# EOF\n")
     data_dir.mkdir(parents=True, exist_ok=True)
     done = subprocess.run([promtool, "tsdb", "create-blocks-from", "openmetrics", str(source), str(data_dir)],
                           capture_output=True, text=True, timeout=600)
