@@ -17,6 +17,7 @@ import yaml
 from offhours.scripts.cli.main import main
 from offhours.scripts.config.loader import load_config
 from tests.support.fleet import EmulatedService, free_port, start_fleet
+from tests.support.gate_scrape import record_served_reclaims, scraped_gate_page
 from tests.support.prometheus_fixture import running_prometheus, wait_for_targets
 
 pytestmark = pytest.mark.prometheus
@@ -75,45 +76,28 @@ def test_the_return_path_measured_by_the_gate_goes_into_the_fleet_file(tmp_path:
     victims' exit for graceMinutes, and scheduling + start + serving for coldStartMinutes.
     """
     from offhours.scripts.cli.report import return_path_lines
-    from offhours.scripts.gate.metrics_server import serve_metrics
-    from offhours.scripts.gate.return_metrics import ReturnMetrics
     from offhours.scripts.history.promrange import query_range
-    from offhours.scripts.policy.return_phases import Observation, Tracker, begin, observe
     from offhours.scripts.simulate.fleet import load_fleet
 
-    gate_page = ReturnMetrics(["chat"])
-    server = serve_metrics(gate_page.render, 0, "127.0.0.1")
     config, fleet, out = tmp_path / "gate.yaml", tmp_path / "fleet.yaml", tmp_path / "measured.yaml"
     config.write_text(yaml.safe_dump({"services": {"chat": {"capacity": CONFIGURED}}}))
     fleet.write_text(yaml.safe_dump({"services": {"chat": {"baseline": 4, "capacity": {"requestsPerSecond": 2.0}}},
                                      "tickMinutes": 1, "coldStartMinutes": 4, "graceMinutes": 0.5}))
-    scrape = {"job_name": "offhours-gate", "scrape_interval": "1s",
-              "static_configs": [{"targets": [f"127.0.0.1:{server.server_address[1]}"]}]}
-    try:
-        with running_prometheus([], tmp_path, extra_scrape_configs=[scrape]) as url:
-            wait_for_targets(url, 1)
-            start = math.floor(time.time())
-            time.sleep(6)  # a range long beside the scrape interval: increase()'s extrapolation stays under 10%
-            for k in range(6):  # seen, decided, victims gone, scheduled, Ready, serving (gate's monotonic seconds)
-                t = 1000.0 * k
-                tracker, _ = begin(Tracker(), "chat", t, t + 0.4)
-                for i, at in enumerate((20.4 + 2 * k, 22.4 + 2 * k, 30.4 + 2 * k, 130.4 + 2 * k)):
-                    tracker, closed = observe(tracker, "chat", Observation(*(j <= i for j in range(4))), t + at)
-                gate_page.record(closed[0])
-            time.sleep(6)
-            end = math.floor(time.time())
-            code = main(["calibrate", "--return-path", "--prometheus", url, "--config", str(config), "--fleet",
-                         str(fleet), "--start", _iso(start), "--end", _iso(end), "--out", str(out)])
-            expected = {}
-            for phase in ("victims_exit", "scheduling", "start", "serving"):
-                promql = (f'histogram_quantile(0.95, sum by (le) (increase(offhours_return_phase_seconds_bucket'
-                          f'{{service="chat",phase="{phase}"}}[{end - start}s])))')
-                expected[phase] = float(next(iter(query_range(url, promql, end, 60.0, 1).values()))[0])
-            report = {line.split()[1]: line.split()[2:] for line in return_path_lines(url, ["chat"], end - start, end)
-                      if line.startswith("chat")}
-    finally:
-        server.shutdown()
-        server.server_close()
+    with scraped_gate_page(tmp_path, ["chat"]) as (gate_page, url):
+        start = math.floor(time.time())
+        time.sleep(6)  # a range long beside the scrape interval
+        record_served_reclaims(gate_page, "chat", 6)
+        time.sleep(6)
+        end = math.floor(time.time())
+        code = main(["calibrate", "--return-path", "--prometheus", url, "--config", str(config), "--fleet",
+                     str(fleet), "--start", _iso(start), "--end", _iso(end), "--out", str(out)])
+        expected = {}
+        for phase in ("victims_exit", "scheduling", "start", "serving"):
+            promql = (f'histogram_quantile(0.95, sum by (le) (increase(offhours_return_phase_seconds_bucket'
+                      f'{{service="chat",phase="{phase}"}}[{end - start}s])))')
+            expected[phase] = float(next(iter(query_range(url, promql, end, 60.0, 1).values()))[0])
+        report = {line.split()[1]: line.split()[2:] for line in return_path_lines(url, ["chat"], end - start, end)
+                  if line.startswith("chat")}
     text = capsys.readouterr().out
     assert code == 0, text
     measured = load_fleet(str(out))
@@ -131,24 +115,13 @@ def test_the_return_path_measured_by_the_gate_goes_into_the_fleet_file(tmp_path:
 
 def test_too_few_reclaims_in_the_history_keep_the_fleet_file_as_it_is(tmp_path: Path,
                                                                      capsys: pytest.CaptureFixture[str]) -> None:
-    from offhours.scripts.gate.metrics_server import serve_metrics
-    from offhours.scripts.gate.return_metrics import ReturnMetrics
-
-    server = serve_metrics(ReturnMetrics(["chat"]).render, 0, "127.0.0.1")
     config, fleet, out = tmp_path / "gate.yaml", tmp_path / "fleet.yaml", tmp_path / "measured.yaml"
     config.write_text(yaml.safe_dump({"services": {"chat": {"capacity": CONFIGURED}}}))
     fleet.write_text(yaml.safe_dump({"services": {"chat": {"baseline": 4, "capacity": {"requestsPerSecond": 2.0}}}}))
-    scrape = {"job_name": "offhours-gate", "scrape_interval": "1s",
-              "static_configs": [{"targets": [f"127.0.0.1:{server.server_address[1]}"]}]}
-    try:
-        with running_prometheus([], tmp_path, extra_scrape_configs=[scrape]) as url:
-            wait_for_targets(url, 1)
-            start = math.floor(time.time())
-            time.sleep(3)
-            code = main(["calibrate", "--return-path", "--prometheus", url, "--config", str(config), "--fleet",
-                         str(fleet), "--start", _iso(start), "--end", _iso(math.floor(time.time())), "--out", str(out)])
-    finally:
-        server.shutdown()
-        server.server_close()
+    with scraped_gate_page(tmp_path, ["chat"]) as (_, url):
+        start = math.floor(time.time())
+        time.sleep(3)
+        code = main(["calibrate", "--return-path", "--prometheus", url, "--config", str(config), "--fleet",
+                     str(fleet), "--start", _iso(start), "--end", _iso(math.floor(time.time())), "--out", str(out)])
     err = capsys.readouterr().err
     assert code == 1 and "not enough evidence: 0 served reclaim(s)" in err and not out.exists(), err

@@ -18,12 +18,9 @@ from offhours.scripts.cli.report import return_path_lines
 from offhours.scripts.console.app import create_app
 from offhours.scripts.console.return_path_page import ReturnPathReader
 from offhours.scripts.console.source import PoolSource
-from offhours.scripts.gate.metrics_server import serve_metrics
-from offhours.scripts.gate.return_metrics import ReturnMetrics
 from offhours.scripts.history.promrange import query_range
-from offhours.scripts.policy.return_phases import Observation, Tracker, begin, observe
 from tests.support.fleet import free_port
-from tests.support.prometheus_fixture import running_prometheus, wait_for_targets
+from tests.support.gate_scrape import record_served_reclaims, scraped_gate_page
 from tests.unit.test_console_resubmit import Store
 
 pytestmark = pytest.mark.prometheus
@@ -38,34 +35,20 @@ def _cells(text: str) -> dict[str, list[str]]:
 
 
 def test_the_console_shows_the_reports_return_path(tmp_path: pytest.TempPathFactory) -> None:
-    gate_page = ReturnMetrics(["chat"])
-    server = serve_metrics(gate_page.render, 0, "127.0.0.1")
-    scrape = {"job_name": "offhours-gate", "scrape_interval": "1s",
-              "static_configs": [{"targets": [f"127.0.0.1:{server.server_address[1]}"]}]}
-    try:
-        with running_prometheus([], tmp_path, extra_scrape_configs=[scrape]) as url:
-            wait_for_targets(url, 1)
-            time.sleep(6)  # a history long beside the scrape interval: increase()'s extrapolation stays under 10%
-            for k in range(6):  # seen, decided, victims gone, scheduled, Ready, serving (gate's monotonic seconds)
-                t = 1000.0 * k
-                tracker, _ = begin(Tracker(), "chat", t, t + 0.4)
-                for i, at in enumerate((20.4 + 2 * k, 22.4 + 2 * k, 30.4 + 2 * k, 130.4 + 2 * k)):
-                    tracker, closed = observe(tracker, "chat", Observation(*(j <= i for j in range(4))), t + at)
-                gate_page.record(closed[0])
-            time.sleep(6)
-            end = float(math.floor(time.time()))
-            reader = ReturnPathReader(url, days=0.01, now=lambda: end)  # 864 s: all of this Prometheus' history
-            app = create_app(PoolSource(Store(), interval=0), services=["chat"], return_path=reader)
-            page = app.test_client().get("/return-path")
-            text = page.get_data(as_text=True)
-            report = {line.split()[1]: line.split()[2:]
-                      for line in return_path_lines(url, ["chat"], reader.days * 86400.0, end) if line.startswith("chat")}
-            promql = ('histogram_quantile(0.95, sum by (le) (increase(offhours_return_phase_seconds_bucket'
-                      f'{{service="chat",phase="serving"}}[{math.ceil(reader.days * 86400.0)}s])))')
-            own_p95 = float(next(iter(query_range(url, promql, end, 60.0, 1).values()))[0])
-    finally:
-        server.shutdown()
-        server.server_close()
+    with scraped_gate_page(tmp_path, ["chat"]) as (gate_page, url):
+        time.sleep(6)  # a history long beside the scrape interval
+        record_served_reclaims(gate_page, "chat", 6)
+        time.sleep(6)
+        end = float(math.floor(time.time()))
+        reader = ReturnPathReader(url, days=0.01, now=lambda: end)  # 864 s: all of this Prometheus' history
+        app = create_app(PoolSource(Store(), interval=0), services=["chat"], return_path=reader)
+        page = app.test_client().get("/return-path")
+        text = page.get_data(as_text=True)
+        report = {line.split()[1]: line.split()[2:]
+                  for line in return_path_lines(url, ["chat"], reader.days * 86400.0, end) if line.startswith("chat")}
+        promql = ('histogram_quantile(0.95, sum by (le) (increase(offhours_return_phase_seconds_bucket'
+                  f'{{service="chat",phase="serving"}}[{math.ceil(reader.days * 86400.0)}s])))')
+        own_p95 = float(next(iter(query_range(url, promql, end, 60.0, 1).values()))[0])
     shown = _cells(text)
     assert page.status_code == 200
     assert set(shown) == {"decision", "victims_exit", "scheduling", "start", "serving", "total"}, text
