@@ -217,7 +217,8 @@ def test_s3_half_written_checkpoint_is_skipped(s3: dict[str, str], monkeypatch: 
     from offhours.scripts.runtime.checkpoint import latest_progress_time
 
     assert store.progress()["step"] == 10
-    assert latest_progress_time("s3://lab/runs/partial", s3["OFFHOURS_S3_ENDPOINT_URL"], timeout=60.0) == pytest.approx(time.time(), abs=60)
+    at = latest_progress_time("s3://lab/runs/partial", s3["OFFHOURS_S3_ENDPOINT_URL"], timeout=60.0)
+    assert at == pytest.approx(time.time(), abs=60)
 
 
 def test_s3_store_rides_out_transient_faults_bit_identical(reference: np.ndarray, s3: dict[str, str],
