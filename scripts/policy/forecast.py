@@ -36,8 +36,17 @@ def reaction_seconds(policy: ServicePolicy, tick_seconds: float, detect_seconds:
 
     A rise is seen within `detect_seconds` (the reclaim check's period) where given, else within a tick.
     """
+    return (tick_seconds if detect_seconds is None else detect_seconds) + return_seconds(policy)
+
+
+def return_seconds(policy: ServicePolicy) -> float:
+    """Seconds from a reclaim's decision to its replicas serving: the victims' grace cap, then the cold start.
+
+    The gate's one return bound: the look-ahead budgets it after a rise is seen, and a lending window's end
+    is met by starting the return this long before it (`window.opening`).
+    """
     cold = policy.cold_start_seconds if policy.cold_start_seconds is not None else DEFAULT_COLD_START_SECONDS
-    return (tick_seconds if detect_seconds is None else detect_seconds) + policy.max_grace_seconds + cold
+    return policy.max_grace_seconds + cold
 
 
 def cold_start_estimate(prior: float | None, starts: list[float]) -> float:
