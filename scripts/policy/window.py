@@ -70,8 +70,10 @@ def seconds_left(schedule: Schedule, now: datetime) -> float | None:
         return 0.0
     assert schedule.end is not None
     day: date = local.date() if local.time() < schedule.end else local.date() + timedelta(days=1)
-    end = datetime.combine(day, schedule.end, tzinfo=zone)
-    return max(0.0, end.timestamp() - now.timestamp())  # timestamps: an aware difference in one zone is wall time
+    # An end the wall clock skips (spring forward) or shows twice (fall back) is met at the earlier instant it
+    # could name: the window closes no later than that. Timestamps, not an aware difference (in one zone: wall time).
+    end = min(datetime.combine(day, schedule.end, tzinfo=zone).replace(fold=f).timestamp() for f in (0, 1))
+    return max(0.0, end - now.timestamp())
 
 
 def seconds_left_at_clock(schedule: Schedule, local: time) -> float | None:
