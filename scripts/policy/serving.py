@@ -6,6 +6,7 @@ configuration) and what one service's decision reads at one moment.
 """
 
 from dataclasses import dataclass, replace
+
 from offhours.scripts.policy.capacity import Load
 from offhours.scripts.policy.config import GateConfig, ServicePolicy
 from offhours.scripts.policy.decide import Decision, ServiceState, decide

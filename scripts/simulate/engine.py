@@ -131,7 +131,7 @@ def return_minutes(spec: ServiceSpec, fleet: Fleet) -> float:
 
 
 def window_openings(spec: ServiceSpec, fleet: Fleet, minutes: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """What the service's lending window allows at each of `minutes`: (keep, lend) masks; None: no window.
+    """Return what the service's lending window allows at each of `minutes`: (keep, lend) masks; None: no window.
 
     The gate's own `window.opening`, with the fleet's return bound and a tick between decisions: the
     return for the window's end begins early enough that serving is whole at the end.
