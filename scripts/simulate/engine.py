@@ -38,7 +38,7 @@ import numpy as np
 
 from offhours.scripts.policy.capacity import Load, replicas_needed, replicas_with_headroom
 from offhours.scripts.policy.decide import Decision, ServiceState
-from offhours.scripts.policy.forecast import forecast_series
+from offhours.scripts.policy.forecast import forecast_series, return_seconds
 from offhours.scripts.policy.plan import ADMITTED, PARKED, Job, plan
 from offhours.scripts.policy.serving import Rules, ServingInput, serving_decision
 from offhours.scripts.policy.window import Opening, opening, seconds_left, seconds_left_at_clock
@@ -126,8 +126,13 @@ def reaction_minutes(spec: ServiceSpec, fleet: Fleet) -> float:
 
 
 def return_minutes(spec: ServiceSpec, fleet: Fleet) -> float:
-    """From a reclaim's decision to its replicas serving: the fleet's grace within the cap, the cold start."""
-    return grace_minutes(None, spec, fleet) + cold_start_minutes(spec, fleet)
+    """The gate's return bound for the service (`forecast.return_seconds`), in minutes: its grace cap, the cold start.
+
+    The gate's own bound, with the fleet's cold start where the service names none (the gate measures it): the
+    simulator replays when the gate starts a window's return, and every stop it simulates exits within the cap.
+    """
+    policy = dataclasses.replace(spec.policy, cold_start_seconds=cold_start_minutes(spec, fleet) * 60.0)
+    return return_seconds(policy) / 60.0
 
 
 def window_openings(spec: ServiceSpec, fleet: Fleet, minutes: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:

@@ -182,3 +182,34 @@ def test_gate_and_simulator_read_the_same_opening() -> None:
     # Serving is whole at 06:00: the last kept minute is at least the return bound and a tick before it.
     last_kept = int(np.flatnonzero(masks[0][:360])[-1])
     assert 360 - (last_kept + fleet.tick_minutes) >= bound / 60.0
+
+
+@pytest.mark.parametrize("grace, cold", [(2.0, 4.0), (0.5, 9.0)])
+def test_the_simulator_shows_serving_whole_at_each_window_end(grace: float, cold: float) -> None:
+    """Replayed over two nights with jobs that would run all night, serving is at its baseline at 06:00 each day."""
+    import dataclasses
+
+    import numpy as np
+
+    from offhours.scripts.simulate import engine as E
+    from offhours.scripts.simulate.fleet import JobSpec, parse_fleet
+    from offhours.scripts.simulate.trace import parse_trace
+
+    rows = "".join(f"{i},60,0,0\n" for i in range(2 * 1440))  # 1 request/s: 1 of 10 replicas busy
+    trace = parse_trace("minute,requests,input_tokens,output_tokens\n" + rows)
+    fleet = parse_fleet({"tickMinutes": 1, "coldStartMinutes": cold, "graceMinutes": grace, "services": {"chat": {
+        "baseline": 10, "capacity": {"requestsPerSecond": 1.0}, "stabilizationSeconds": 300, "maxLendStep": 10,
+        "trend": False, "volatilityHeadroomMax": 0.0, "lendHysteresis": 0, "maxGraceSeconds": 60 * grace}}})
+    night = Schedule("window", clock(22, 0), clock(6, 0), "UTC")  # minute 0 of the trace: a local midnight
+    spec = dataclasses.replace(fleet.services[0], policy=dataclasses.replace(fleet.services[0].policy, schedule=night))
+    jobs = [JobSpec(f"job-{i}", "chat", 4, 20.0, 30.0) for i in range(4)]
+    sim = E.ServiceSim(spec, fleet, E.service_rates(trace, spec), [E.SimJob(j) for j in jobs])
+    sim.run(E.GateController(sim))
+    capacity = E.events_to_array(sim.capacity_events, spec.baseline, trace.minutes)
+    lent = E.events_to_array(sim.lent_events, 0, trace.minutes)
+    assert lent[:360].max() > 0 and lent[1320:1800].max() > 0  # it lends at night
+    for end in (360, 1800):
+        assert capacity[end] == spec.baseline, f"serving short at the window's end (minute {end})"
+        bound = E.return_minutes(spec, fleet)
+        returned = int(np.flatnonzero(lent[:end] > 0)[-1]) + 1  # the minute the last lend was reclaimed
+        assert end - returned >= bound, "the return began less than a return bound before the end"
