@@ -126,7 +126,7 @@ def reaction_minutes(spec: ServiceSpec, fleet: Fleet) -> float:
 
 
 def return_minutes(spec: ServiceSpec, fleet: Fleet) -> float:
-    """The gate's return bound for the service (`forecast.return_seconds`), in minutes: its grace cap, the cold start.
+    """Return the gate's return bound for the service (`forecast.return_seconds`) in minutes: grace cap, cold start.
 
     The gate's own bound, with the fleet's cold start where the service names none (the gate measures it): the
     simulator replays when the gate starts a window's return, and every stop it simulates exits within the cap.
