@@ -65,7 +65,8 @@ def scenarios(draw: st.DrawFn) -> dict:
     cold = draw(st.floats(0, 1800, allow_nan=False))
     interval = draw(st.floats(1, 900, allow_nan=False))
     day = date(2026, 1, 1) + timedelta(days=draw(st.integers(0, 364)))
-    anchor = draw(st.sampled_from(("deadline", "interval before", "any phase")))
+    anchor = draw(st.sampled_from(("deadline", "interval before", "end - bound", "end - bound - interval",
+                                   "any phase")))
     phase = draw(st.floats(0, 1, allow_nan=False))
     # The gate's clock against the server's (ServerClock): behind by at most the Date's truncation and a step
     # it ignores, ahead by at most that step.
@@ -77,11 +78,13 @@ def scenarios(draw: st.DrawFn) -> dict:
 
 
 def decision_times(s: dict, bound: float) -> list[float]:
-    """Decisions (server time) around the window's nominal end: regular at the anchor, then gaps up to an interval."""
+    """Decisions (server time) around the window's nominal end: regular up to the anchor (the deadline, a return
+    bound before the end, or an interval before either), then gaps up to an interval."""
     zone = ZoneInfo(s["schedule"].timezone)
     nominal = datetime.combine(s["day"], s["schedule"].end, tzinfo=zone).timestamp()
     deadline = nominal - bound - s["interval"] - CLOCK_ERROR_SECONDS
-    anchor = {"deadline": deadline, "interval before": deadline - s["interval"],
+    anchor = {"deadline": deadline, "interval before": deadline - s["interval"], "end - bound": nominal - bound,
+              "end - bound - interval": nominal - bound - s["interval"],
               "any phase": deadline - s["phase"] * s["interval"]}[s["anchor"]]
     times = [anchor + k * s["interval"] for k in range(-s["before"], 1)]
     for gap in s["gaps"]:  # after the anchor: gaps of any length up to an interval
