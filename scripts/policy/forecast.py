@@ -19,6 +19,7 @@ only ticks i-`history_ticks`+1..i, so both give the same answer from the same hi
 """
 
 import math
+from collections.abc import Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -36,8 +37,17 @@ def reaction_seconds(policy: ServicePolicy, tick_seconds: float, detect_seconds:
 
     A rise is seen within `detect_seconds` (the reclaim check's period) where given, else within a tick.
     """
+    return (tick_seconds if detect_seconds is None else detect_seconds) + return_seconds(policy)
+
+
+def return_seconds(policy: ServicePolicy) -> float:
+    """Seconds from a reclaim's decision to its replicas serving: the victims' grace cap, then the cold start.
+
+    The gate's one return bound: the look-ahead budgets it after a rise is seen, and a lending window's end
+    is met by starting the return this long before it (`window.opening`).
+    """
     cold = policy.cold_start_seconds if policy.cold_start_seconds is not None else DEFAULT_COLD_START_SECONDS
-    return (tick_seconds if detect_seconds is None else detect_seconds) + policy.max_grace_seconds + cold
+    return policy.max_grace_seconds + cold
 
 
 def cold_start_estimate(prior: float | None, starts: list[float]) -> float:
@@ -93,13 +103,13 @@ def _shift(x: np.ndarray, by: int, fill: float) -> np.ndarray:
 
 
 def trailing_max(x: np.ndarray, width: int) -> np.ndarray:
-    """max(x[i-width+1..i]) for every i (fewer at the start), in O(n log width)."""
+    """max(x[i-width+1..i]) for every i (fewer at the start), in O(n log width); NaN (a gap) is no value."""
     out, span = x.astype(np.float64), 1
     while span * 2 <= width:
-        out = np.maximum(out, _shift(out, span, -np.inf))
+        out = np.fmax(out, _shift(out, span, -np.inf))
         span *= 2
     if span < width:
-        out = np.maximum(out, _shift(out, width - span, -np.inf))
+        out = np.fmax(out, _shift(out, width - span, -np.inf))
     return out
 
 
@@ -139,14 +149,17 @@ def forecast_series(needs: np.ndarray, policy: ServicePolicy, tick_seconds: floa
     return floor
 
 
-def forecast_required(history: np.ndarray | list[float], policy: ServicePolicy, tick_seconds: float,
+def forecast_required(history: np.ndarray | Sequence[float | None], policy: ServicePolicy, tick_seconds: float,
                       reaction: float | None = None) -> int | None:
     """Return the floor for the last tick of `history` (needs per tick, oldest first), or None if off.
 
     `history` should hold the last `history_ticks(...)` ticks; a shorter one is treated as the
-    start of the service's history (terms that lack data add nothing).
+    start of the service's history (terms that lack data add nothing). A tick the gate missed is None
+    (or NaN): a gap, which no term reads as a need, and which moves nothing before it out of its place.
     """
-    series = forecast_series(np.asarray(history, dtype=np.float64), policy, tick_seconds, reaction)
-    if series is None or series.shape[0] == 0:
+    needs = history.astype(np.float64) if isinstance(history, np.ndarray) else \
+        np.asarray([math.nan if n is None else n for n in history], dtype=np.float64)
+    series = forecast_series(needs, policy, tick_seconds, reaction)
+    if series is None or series.shape[0] == 0 or not math.isfinite(series[-1]):
         return None
     return int(series[-1])

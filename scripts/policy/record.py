@@ -35,6 +35,10 @@ MAX_NAME_CHARS = 253  # a workflow's name
 MAX_DONE = 256  # runs kept as done (succeeded) per service, newest last
 MAX_UID_CHARS = 64
 
+# One tick of the look-ahead's history: (when, fractional replicas the rates took), the need None for a tick the gate
+# missed (it was down): a gap is marked, never filled with a made-up need nor a reason to forget what came before.
+Need = tuple[float, float | None]
+
 # (UID of the workflow the gate stopped and copied, its run, when it was stopped, the token its copy carries: a
 # random value recorded before the copy is made, so the copy is known as the gate's by more than its labels).
 Copy = tuple[str, str, float, str]
@@ -66,7 +70,8 @@ class ServiceRecord:
     decision: ServiceState = field(default_factory=ServiceState)
     samples: dict[str, CounterSample] = field(default_factory=dict)
     last_decision: dict[str, Any] = field(default_factory=dict)
-    needs: tuple[tuple[float, float], ...] = ()  # (time, fractional replicas the rates took): the look-ahead's history
+    # (time, fractional replicas the rates took; None: a tick the gate missed, a gap): the look-ahead's history.
+    needs: tuple[Need, ...] = ()
     # How `needs` is stored: the last `needs_exact` entries as they are, older ones (the time-of-day term's
     # days) as the maximum of each `needs_width`-second bucket of absolute time (0: all exact).
     needs_exact: int = 0
@@ -215,42 +220,53 @@ class UnrecordedWrite:
                        applying_from=self.applying_from)
 
 
-def _stored_needs(needs: tuple[tuple[float, float], ...], exact: int, width: float) -> dict[str, Any]:
+def _stored_needs(needs: tuple[Need, ...], exact: int, width: float) -> dict[str, Any]:
     """Store the history: an exact tail, and before it one (bucket, entries, maximum) per `width` seconds.
 
     A bucket's maximum stands for each of its entries: the time-of-day term reads maxima over a
     reaction time anyway, so it can only see more need, never less (lend less, reclaim earlier).
     Buckets are fixed in absolute time and a decoded entry keeps a time inside its bucket, so storing
     the same history again gives the same buckets: no maximum spreads from one tick to the next.
+    A gap is stored as one: null in the tail, a bucket of missed ticks only has a null maximum.
     """
     if width <= 0 or len(needs) <= exact:
-        return {"needs": [[round(t, 3), round(n, 4)] for t, n in needs]}
+        return {"needs": [_stored_need(t, n) for t, n in needs]}
     cut = len(needs) - exact
-    buckets: dict[int, list[float]] = {}
+    buckets: dict[int, list[Any]] = {}
     for t, n in needs[:cut]:
-        entry = buckets.setdefault(math.floor(t / width), [0, n])
+        entry = buckets.setdefault(math.floor(t / width), [0, None])
         entry[0] += 1
-        entry[1] = max(entry[1], n)
-    return {"needs": [[round(t, 3), round(n, 4)] for t, n in needs[cut:]],
+        if n is not None:
+            entry[1] = n if entry[1] is None else max(entry[1], n)
+    return {"needs": [_stored_need(t, n) for t, n in needs[cut:]],
             # Rounded up, and to the same value when stored again (a maximum must not creep up tick by tick).
-            "needBuckets": [[b, int(c), math.ceil(m * 10_000 - 1e-6) / 10_000] for b, (c, m) in buckets.items()],
+            "needBuckets": [[b, int(c), None if m is None else math.ceil(m * 10_000 - 1e-6) / 10_000]
+                            for b, (c, m) in buckets.items()],
             "needsExact": exact, "needsWidth": width}
 
 
-def _read_needs(raw: dict[str, Any]) -> tuple[tuple[float, float], ...]:
-    """Read the history back: each bucket as its count of entries at its maximum, then the exact tail."""
+def _stored_need(t: float, n: float | None) -> list[Any]:
+    return [round(t, 3), None if n is None else round(n, 4)]
+
+
+def _read_need(value: Any) -> float | None:
+    return None if value is None else _finite(value)
+
+
+def _read_needs(raw: dict[str, Any]) -> tuple[Need, ...]:
+    """Read the history back: each bucket as its count of entries at its maximum, then the exact tail (gaps as gaps)."""
     width = _finite(raw.get("needsWidth", 0.0))
     stored = raw.get("needBuckets") or []
     tail = raw.get("needs") or []
     if len(stored) > 2 * MAX_NEED_BUCKETS or len(tail) > 2 * MAX_EXACT_NEEDS or (stored and not width > 0):
         raise ValueError("the look-ahead's history is larger than any the gate writes")
-    out: list[tuple[float, float]] = []
+    out: list[Need] = []
     for b, count, peak in stored:
         if isinstance(b, bool) or not isinstance(b, int) or not 1 <= _count(count) <= MAX_BUCKET_COUNT:
             raise ValueError(f"not a bucket: {b!r}, {count!r}")
-        start, value = b * width, _finite(peak)
+        start, value = b * width, _read_need(peak)
         out += [(start + (j + 0.5) * width / count, value) for j in range(count)]
-    out += [(_finite(t), _finite(n)) for t, n in tail]
+    out += [(_finite(t), _read_need(n)) for t, n in tail]
     return tuple(out)
 
 
@@ -503,15 +519,21 @@ def need_storage(keep: int, exact: int, tick_seconds: float) -> tuple[int, float
     return exact, ticks_per_bucket * tick_seconds
 
 
-def with_need(needs: tuple[tuple[float, float], ...], now: float, need: float, tick_seconds: float,
-              keep: int) -> tuple[tuple[float, float], ...]:
-    """Add this tick's need to the history the look-ahead reads: one entry per tick, contiguous, the last `keep`.
+def with_need(needs: tuple[Need, ...], now: float, need: float, tick_seconds: float, keep: int) -> tuple[Need, ...]:
+    """Add this tick's need to the history the look-ahead reads: one entry per tick, the last `keep`.
 
     A tick sooner than a tick length after the last entry (a tick woken early by a returned job)
-    replaces it, so the history stays one entry per tick length; a gap longer than two ticks starts it again.
+    replaces it, so the history stays one entry per tick length. A gap longer than two ticks (the gate
+    was down for minutes or hours) is marked: one None entry per tick missed, so what came before keeps its
+    place a day back for the time-of-day term, and the look-ahead reads the gap as no evidence. Only
+    entries more than `keep` ticks back fall out: the look-ahead never reads further.
     """
     if needs and now - needs[-1][0] > 2 * tick_seconds:
-        needs = ()
+        last = needs[-1][0]
+        slots = math.floor((now - last) / tick_seconds)  # ticks from the last entry to now, each >= a tick long
+        step = (now - last) / slots
+        shown = min(keep, slots - 1)  # the missed ticks nearest now: more than `keep` would fall out all the same
+        needs = (*needs, *((last + k * step, None) for k in range(slots - shown, slots)))
     if needs and now - needs[-1][0] < 0.9 * tick_seconds:
         needs = needs[:-1]
     return (*needs, (now, need))[-keep:]

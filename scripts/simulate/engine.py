@@ -38,10 +38,10 @@ import numpy as np
 
 from offhours.scripts.policy.capacity import Load, replicas_needed, replicas_with_headroom
 from offhours.scripts.policy.decide import Decision, ServiceState
-from offhours.scripts.policy.forecast import forecast_series
+from offhours.scripts.policy.forecast import forecast_series, return_seconds
 from offhours.scripts.policy.plan import ADMITTED, PARKED, Job, plan
 from offhours.scripts.policy.serving import Rules, ServingInput, serving_decision
-from offhours.scripts.policy.window import allowed_at_clock, lending_allowed
+from offhours.scripts.policy.window import Opening, opening, seconds_left, seconds_left_at_clock
 from offhours.scripts.simulate.fleet import Fleet, JobSpec, ServiceSpec
 from offhours.scripts.simulate.trace import Trace
 
@@ -125,17 +125,39 @@ def reaction_minutes(spec: ServiceSpec, fleet: Fleet) -> float:
     return detect_minutes(fleet) + grace_minutes(None, spec, fleet) + cold_start_minutes(spec, fleet)
 
 
-def lending_minutes(spec: ServiceSpec, fleet: Fleet, minutes: np.ndarray) -> np.ndarray | None:
-    """Whether the service's schedule lets the gate lend at each of `minutes` (None: at every minute)."""
+def return_minutes(spec: ServiceSpec, fleet: Fleet) -> float:
+    """Return the gate's return bound for the service (`forecast.return_seconds`) in minutes: grace cap, cold start.
+
+    The gate's own bound, with the fleet's cold start where the service names none (the gate measures it): the
+    simulator replays when the gate starts a window's return, and every stop it simulates exits within the cap.
+    """
+    policy = dataclasses.replace(spec.policy, cold_start_seconds=cold_start_minutes(spec, fleet) * 60.0)
+    return return_seconds(policy) / 60.0
+
+
+def window_openings(spec: ServiceSpec, fleet: Fleet, minutes: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """Return what the service's lending window allows at each of `minutes`: (keep, lend) masks; None: no window.
+
+    The gate's own `window.opening`, with the fleet's return bound and a tick between decisions: the
+    return for the window's end begins early enough that serving is whole at the end.
+    """
     schedule = spec.policy.schedule
     if schedule.mode == "continuous":
         return None
+    bound, interval = return_minutes(spec, fleet) * 60.0, fleet.tick_minutes * 60.0
     if fleet.start_time is None:  # a trace's minute 0 is a local midnight
-        return np.array([allowed_at_clock(schedule, clock(m // 60 % 24, m % 60)) for m in minutes.tolist()],
-                        dtype=np.bool_)
-    start = fleet.start_time
-    return np.array([lending_allowed(schedule, datetime.fromtimestamp(start + 60.0 * m, timezone.utc))
-                     for m in minutes.tolist()], dtype=np.bool_)
+        left = [seconds_left_at_clock(schedule, clock(m // 60 % 24, m % 60)) for m in minutes.tolist()]
+    else:
+        start = fleet.start_time
+        left = [seconds_left(schedule, datetime.fromtimestamp(start + 60.0 * m, timezone.utc)) for m in minutes.tolist()]
+    opened = [opening(x, bound, interval) for x in left]
+    return (np.array([o.keep for o in opened], dtype=np.bool_), np.array([o.lend for o in opened], dtype=np.bool_))
+
+
+def lending_minutes(spec: ServiceSpec, fleet: Fleet, minutes: np.ndarray) -> np.ndarray | None:
+    """Whether the service's schedule lets the gate keep replicas lent at each of `minutes` (None: at every minute)."""
+    openings = window_openings(spec, fleet, minutes)
+    return None if openings is None else openings[0]
 
 
 def _with_checkpoint(view: Job, checkpoint_at: float) -> Job:
@@ -505,8 +527,10 @@ class GateController:
             np.maximum(window_max, padded[span - k:len(padded) - k], out=window_max)
         baseline = sim.spec.baseline
         n = len(required)
-        allowed = lending_minutes(sim.spec, sim.fleet, sim.ticks)
-        self.allowed = [True] * n if allowed is None else allowed.tolist()
+        openings = window_openings(sim.spec, sim.fleet, sim.ticks)
+        allowed = None if openings is None else openings[0]
+        self.windows = [Opening(True, True)] * n if openings is None else [
+            Opening(bool(k), bool(m)) for k, m in zip(openings[0].tolist(), openings[1].tolist())]
         # Outside the lending window `decide` reclaims everything and forgets its window: the last closed
         # tick at or before each tick (-1: none), from which the memory fills again.
         closed = np.zeros(n, dtype=np.int64) - 1 if allowed is None else np.maximum.accumulate(
@@ -515,6 +539,8 @@ class GateController:
         self.lo = np.maximum(0, baseline - required)  # what `decide` may keep lent (never below 0)
         lendable = baseline - np.minimum(window_max, baseline) - policy.lend_hysteresis
         self.hi = np.where(np.arange(n) >= closed + 1 + first, lendable, -1)
+        if openings is not None:  # past the window's last lend nothing more is lent
+            self.hi = np.where(openings[1], self.hi, -1)
         if allowed is not None:
             self.lo = np.where(allowed, self.lo, 0)
         self._times = (sim.ticks.astype(np.float64) * 60.0).tolist()
@@ -526,7 +552,7 @@ class GateController:
 
     def _decide(self, sim: ServiceSim, i: int) -> Decision:
         given = ServingInput(self.policy, sim.spec.baseline, sim.lent, sim.load_at(i), None, self.state,
-                             None if self.floor is None else self.floor[i], self.allowed[i])
+                             None if self.floor is None else self.floor[i], self.windows[i])
         d = serving_decision(self.rules, given, self._times[i])
         self.state, self.done = d.state, i
         return d

@@ -14,9 +14,10 @@ import pytest
 
 from offhours.scripts.cli.main import main
 from offhours.scripts.policy.config import Schedule
-from offhours.scripts.policy.decide import ServiceState, decide
+from offhours.scripts.policy.decide import ServiceState
 from offhours.scripts.policy.forecast import forecast_required, history_ticks
-from offhours.scripts.policy.window import allowed_at_clock, lending_allowed
+from offhours.scripts.policy.serving import Rules, ServingInput, serving_decision
+from offhours.scripts.policy.window import opening, seconds_left, seconds_left_at_clock
 from offhours.scripts.simulate import engine as E
 from offhours.scripts.simulate import parallel
 from offhours.scripts.simulate.fleet import (
@@ -156,16 +157,16 @@ def reference_lent(trace: Trace, fleet: Any, spec: Any, jobs: list[JobSpec]) -> 
     for i, minute in enumerate(sim.ticks.tolist()):
         sim.process_events(float(minute))
         floor = forecast_required(sim.needs[max(0, i + 1 - keep):i + 1], policy, tick_s, reaction)
-        # The gate's own reading of its schedule, at the wall time of the tick (minute 0: a local midnight).
+        # The gate's own reading of its schedule, at the wall time of the tick (minute 0: a local midnight): its
+        # end met with the fleet's return bound, a tick between decisions.
         if fleet.start_time is None:
             local = datetime(2026, 1, 1, tzinfo=ZoneInfo(policy.schedule.timezone)) + timedelta(minutes=minute)
-            allowed = policy.schedule.mode == "continuous" or allowed_at_clock(policy.schedule, local.time())
+            left = seconds_left_at_clock(policy.schedule, local.time())
         else:
-            allowed = lending_allowed(policy.schedule, datetime.fromtimestamp(fleet.start_time + minute * 60.0,
-                                                                              timezone.utc))
-        d = decide(now=minute * 60.0, policy=policy, baseline=spec.baseline, lent=sim.lent, load=sim.load_at(i),
-                   load_error=None, lending_allowed=allowed, max_age_seconds=float("inf"), failed_ticks_before_reclaim=3,
-                   state=state, forecast_required=floor, tick_seconds=tick_s)
+            left = seconds_left(policy.schedule, datetime.fromtimestamp(fleet.start_time + minute * 60.0, timezone.utc))
+        window = opening(left, E.return_minutes(spec, fleet) * 60.0, tick_s)
+        given = ServingInput(policy, spec.baseline, sim.lent, sim.load_at(i), None, state, floor, window)
+        d = serving_decision(Rules(tick_s, float("inf"), 3), given, minute * 60.0)
         state = d.state
         if d.target_lent != sim.lent:
             sim.apply(float(minute), d.target_lent, max(d.ceiling, d.target_lent))
