@@ -13,12 +13,15 @@ from typing import Any
 
 from offhours.scripts.cluster.access import Grant, ModelledAccess
 from offhours.scripts.cluster.base import (
+    MAX_NODE_PODS,
+    MAX_POOL_PODS,
     MAX_WORKFLOW_PODS,
     RAISE_TRIES,
     Autoscaler,
     ClusterError,
     ParkedCopy,
     Pod,
+    PoolReadCutShort,
     ScaleTarget,
     Serving,
     ServingWrite,
@@ -562,9 +565,24 @@ class MemoryCluster:
         self.gpu_quotas[namespace] = gpus
 
     def pool_seats(self, namespaces: Collection[str]) -> list[PodSeat]:
-        """Return the seats of `namespaces` set in `seats` (a test's pods as the scheduler counts them)."""
+        """Return the seats of `namespaces` set in `seats` that hold a node and have not ended (as the server's
+        field selectors pick them), cut short past MAX_POOL_PODS a namespace as the Kubernetes adapter is."""
         self._call(f"list-pool-pods {','.join(sorted(set(namespaces)))}")
-        return [s for s in self.seats if s.namespace in namespaces and not s.terminal]
+        out: list[PodSeat] = []
+        for namespace in sorted(set(namespaces)):
+            held = [s for s in self.seats if s.namespace == namespace and s.node and not s.terminal]
+            if len(held) > MAX_POOL_PODS:
+                raise PoolReadCutShort(f"list pods {namespace}: more than {MAX_POOL_PODS} pods holding a node")
+            out.extend(held)
+        return out
+
+    def node_seats(self, namespace: str, node: str) -> list[PodSeat]:
+        """Return the seats of `namespace` bound or nominated to `node`, not ended; cut short past MAX_NODE_PODS."""
+        self._call(f"list-node-pods {namespace} {node}")
+        held = [s for s in self.seats if s.namespace == namespace and node and s.node == node and not s.terminal]
+        if len(held) > MAX_NODE_PODS:
+            raise PoolReadCutShort(f"list pods {namespace} on {node}: more than {MAX_NODE_PODS} pods")
+        return held
 
     def delete_pod(self, namespace: str, name: str, uid: str, grace_seconds: int) -> None:
         """Delete a pod's seat: it is terminating (its GPUs stay counted) until a test removes it."""

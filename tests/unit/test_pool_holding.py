@@ -122,7 +122,7 @@ def test_no_label_annotation_or_owner_a_tenant_writes_lowers_the_pools_count(raw
 
 
 def test_a_pod_nothing_explains_is_a_squatter_and_a_terminating_one_is_counted_but_left_to_end() -> None:
-    docs = [pod("srv", "serving", "n1", 4), pod("job", "research", "n1", 4), pod("bare", "research", "n1", 4),
+    docs = [pod("srv", "serving", "n1", 4), pod("wf-main", "research", "n1", 4), pod("bare", "research", "n1", 4),
             pod("leaving", "research", "n1", 4, deleting=True), pod("done", "research", "n1", 4, phase="Succeeded"),
             pod("elsewhere", "research", "n9", 4)]
     docs[1]["metadata"]["labels"] = {"workflows.argoproj.io/workflow": "wf"}
@@ -130,11 +130,14 @@ def test_a_pod_nothing_explains_is_a_squatter_and_a_terminating_one_is_counted_b
     seats = [pod_seat(d, GPU) for d in docs]
     held = pool_holding(seats, pool_nodes([seats[0]]), "serving")
     assert (held.serving_gpus, held.other_gpus) == (4, 12)
-    assert unexplained_gpus(held, 4) == 8 and unexplained_gpus(held, 16) == 0
-    assert lent_floor(1, unexplained_gpus(held, 4), 4) == 3 and lent_floor(1, 8, 5) == 3 and lent_floor(2, 0, 4) == 2
+    loan = {("wf", "wf-uid"): 4}
+    # The admission explains its pod; what else holds the pool is squatted, however much was lent to others.
+    assert unexplained_gpus(held, loan) == 8 and unexplained_gpus(held, {**loan, ("other", "u"): 16}) == 8
+    assert unexplained_gpus(held, {}) == 12 and unexplained_gpus(held, {("wf", "wf-uid"): 2}) == 10
+    assert lent_floor(1, unexplained_gpus(held, loan), 4) == 3 and lent_floor(1, 8, 5) == 3 and lent_floor(2, 0, 4) == 2
     assert [s.name for s in squatters(held, "research", {("wf", "wf-uid")})] == ["bare"]
     # The label alone (a tenant's) explains nothing: the owner's uid must be the listed workflow's too.
-    assert [s.name for s in squatters(held, "research", {("wf", "other")})] == ["job", "bare"]
+    assert [s.name for s in squatters(held, "research", {("wf", "other")})] == ["wf-main", "bare"]
 
 
 def decision(lent: int, target: int, ceiling: int = 0) -> Decision:
