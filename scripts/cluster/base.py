@@ -51,6 +51,7 @@ class ClusterError(RuntimeError):
 # pods a tenant creates; past these bounds a read is cut short, and the gate then lends nothing new (policy/holding).
 MAX_POOL_PODS = 20_000  # pods holding a node read per namespace, at most (40 pages)
 MAX_NODE_PODS = 2_000  # pods holding one node read, at most: far past any kubelet's max-pods (110 by default)
+MAX_POOL_NODES = 5_000  # nodes a configured pool node selector picks, read at most (Kubernetes' tested fleet size)
 
 
 class PoolReadCutShort(ClusterError):
@@ -352,8 +353,14 @@ class Cluster(Protocol):
         ...
 
     def pool_seats(self, namespaces: Collection[str]) -> list[PodSeat]:
-        """Return the not-ended pods of `namespaces` bound or nominated to a node, as the scheduler counts them
-        (policy/holding.py); PoolReadCutShort past MAX_POOL_PODS in a namespace."""
+        """Return the not-ended pods of `namespaces` bound or nominated to a node, as the scheduler counts them.
+
+        As policy/holding.py reads them; PoolReadCutShort past MAX_POOL_PODS in a namespace.
+        """
+        ...
+
+    def nodes_selected(self, labels: Collection[tuple[str, str]]) -> list[str]:
+        """Return the names of the nodes carrying every one of `labels`; PoolReadCutShort past MAX_POOL_NODES."""
         ...
 
     def node_seats(self, namespace: str, node: str) -> list[PodSeat]:

@@ -21,6 +21,7 @@ from offhours.scripts.cluster import placement_pods
 from offhours.scripts.cluster.base import (
     GPU_QUOTA_KEY,
     MAX_NODE_PODS,
+    MAX_POOL_NODES,
     MAX_POOL_PODS,
     MAX_WORKFLOW_PODS,
     RAISE_TRIES,
@@ -747,6 +748,28 @@ class KubeCluster:
         for namespace in sorted(set(namespaces)):
             seats.extend(self._seats(f"list pods {namespace}", namespace, (BOUND, NOMINATED), MAX_POOL_PODS))
         return seats
+
+    def nodes_selected(self, labels: Collection[tuple[str, str]]) -> list[str]:
+        """Return the names of the nodes carrying every one of `labels` (a label selector; names only, in pages).
+
+        Past MAX_POOL_NODES: PoolReadCutShort (the pool's nodes not all known: the gate lends nothing new).
+        """
+        selector = ",".join(f"{k}={v}" for k, v in labels)
+        names: list[str] = []
+        token: str | None = None
+        while True:  # metadata only: a node's status (its images) is large, and only its name is used
+            query: list[tuple[str, Any]] = [("labelSelector", selector), ("limit", PAGE_SIZE)]
+            if token:
+                query.append(("continue", token))
+            page = self._call(f"list nodes {selector} (metadata only)", partial(self._metadata_page, "/api/v1/nodes",
+                                                                                 query))
+            for item in page.get("items") or []:
+                if len(names) >= MAX_POOL_NODES:
+                    raise PoolReadCutShort(f"list nodes {selector}: more than {MAX_POOL_NODES}")
+                names.append(str((item.get("metadata") or {}).get("name") or ""))
+            token = (page.get("metadata") or {}).get("continue") or None
+            if not token:
+                return [n for n in names if n]
 
     def node_seats(self, namespace: str, node: str) -> list[PodSeat]:
         """Return the pods of `namespace` bound or nominated to `node`, not ended; PoolReadCutShort past MAX_NODE_PODS."""

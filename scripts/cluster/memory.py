@@ -14,6 +14,7 @@ from typing import Any
 from offhours.scripts.cluster.access import Grant, ModelledAccess
 from offhours.scripts.cluster.base import (
     MAX_NODE_PODS,
+    MAX_POOL_NODES,
     MAX_POOL_PODS,
     MAX_WORKFLOW_PODS,
     RAISE_TRIES,
@@ -111,6 +112,7 @@ class MemoryCluster:
     states: dict[tuple[str, str], str] = field(default_factory=dict)  # the state ConfigMaps' text by (ns, service)
     gpu_quotas: dict[str, int] = field(default_factory=dict)  # the ResourceQuota offhours-gpus by namespace
     seats: list[PodSeat] = field(default_factory=list)  # pods as the scheduler counts them (pool_seats)
+    node_labels: dict[str, dict[str, str]] = field(default_factory=dict)  # node -> its labels (nodes_selected)
     lease_holder: str | None = None
     lease_until: float = 0.0
     lease_annotations: dict[str, str] = field(default_factory=dict)
@@ -565,8 +567,10 @@ class MemoryCluster:
         self.gpu_quotas[namespace] = gpus
 
     def pool_seats(self, namespaces: Collection[str]) -> list[PodSeat]:
-        """Return the seats of `namespaces` set in `seats` that hold a node and have not ended (as the server's
-        field selectors pick them), cut short past MAX_POOL_PODS a namespace as the Kubernetes adapter is."""
+        """Return the seats of `namespaces` set in `seats` that hold a node and have not ended.
+
+        As the server's field selectors pick them; cut short past MAX_POOL_PODS a namespace, as the adapter is.
+        """
         self._call(f"list-pool-pods {','.join(sorted(set(namespaces)))}")
         out: list[PodSeat] = []
         for namespace in sorted(set(namespaces)):
@@ -575,6 +579,14 @@ class MemoryCluster:
                 raise PoolReadCutShort(f"list pods {namespace}: more than {MAX_POOL_PODS} pods holding a node")
             out.extend(held)
         return out
+
+    def nodes_selected(self, labels: Collection[tuple[str, str]]) -> list[str]:
+        """Return the nodes of `node_labels` carrying every one of `labels`."""
+        self._call("list-nodes " + ",".join(f"{k}={v}" for k, v in labels))
+        picked = sorted(n for n, have in self.node_labels.items() if all(have.get(k) == v for k, v in labels))
+        if len(picked) > MAX_POOL_NODES:
+            raise PoolReadCutShort(f"list nodes: more than {MAX_POOL_NODES}")
+        return picked
 
     def node_seats(self, namespace: str, node: str) -> list[PodSeat]:
         """Return the seats of `namespace` bound or nominated to `node`, not ended; cut short past MAX_NODE_PODS."""

@@ -8,8 +8,10 @@ capacity with it. A research pod that no running workflow explains (a pod made d
 elsewhere, one named as Argo never names that workflow's pods) is a squatter: after every serving write it is deleted
 (within the grace cap) and an Event names it.
 
-A read cut short (more pods holding nodes than its bound) or failed is never taken as the whole: the research pods
-are then read node by node on the pool's known nodes (serving's), within a budget, so a squatter there is still
+The pool's nodes are those serving's pods run on, those a configured `pool.nodeSelector` picks, and those research's
+GPU pods run on (research holds GPUs only by the gate's loans). A read cut short (more pods holding nodes than its
+bound) or failed is never taken as the whole: the research pods are then read node by node on the pool's known
+nodes (serving's and the selected ones), within a budget, so a squatter there is still
 counted and stopped, and the tick lends nothing new (`PoolHolding.whole`); a reclaim stands.
 """
 
@@ -65,18 +67,36 @@ def read_pool(gate: Any, t: Any, observed: Sequence[Any], counted_jobs: Callable
         return PoolRead(pool_holding((), (), serving, whole=False), 0, {})
     by_pod = {p.name: obs for obs in observed for p in obs.pods}
     serving_seats = [s for s in serving_all if s.name in by_pod]
-    known = pool_nodes(serving_seats)
+    selected, whole = _selected_nodes(gate)
+    known = pool_nodes(serving_seats, selected)
     try:
-        research_seats, whole = gate.cluster.pool_seats((research,)), True
+        research_seats = gate.cluster.pool_seats((research,))
     except Exception as err:  # noqa: BLE001 - read again where it matters most, and lend nothing new
         gate.log.warning(f"could not count the pool's pods: {type(err).__name__}: {err}: the pool's known nodes "
                          "are read one by one, and nothing more is lent")
         research_seats, whole = _node_by_node(gate, research, known, getattr(t, "turn", 0)), False
-    nodes = pool_nodes(serving_seats, {s.node for s in research_seats if holds(s)})
+    nodes = pool_nodes(serving_seats, known | {s.node for s in research_seats if holds(s)})
     held = pool_holding([*serving_all, *research_seats], nodes, serving, whole)
     loans = {(j.name, j.uid): obs.policy.gpus_per_replica * j.replicas
              for obs in observed for j in counted_jobs(obs.jobs, obs.record, obs.dep.uid) if j.state == ADMITTED}
     return PoolRead(held, unexplained_gpus(held, loans), {s.node: by_pod[s.name] for s in serving_seats})
+
+
+def _selected_nodes(gate: Any) -> tuple[frozenset[str], bool]:
+    """Return the nodes the configured pool node selector picks, and whether they are all known.
+
+    None configured: none, all known. A read that fails (no ClusterRole to list nodes, a fleet past the bound) is
+    logged and leaves the view partial: the pool's nodes are not all known, so nothing new is lent.
+    """
+    labels = gate.config.pool_node_selector
+    if not labels:
+        return frozenset(), True
+    try:
+        return frozenset(gate.cluster.nodes_selected(labels)), True
+    except Exception as err:  # noqa: BLE001 - the pool's nodes unknown: a partial view
+        gate.log.warning(f"could not list the pool's nodes (pool.nodeSelector): {type(err).__name__}: {err}: "
+                         "nothing more is lent")
+        return frozenset(), False
 
 
 def _node_by_node(gate: Any, namespace: str, nodes: frozenset[str], turn: int) -> list[PodSeat]:
