@@ -24,6 +24,7 @@ from offhours.scripts.names import EVENT_POOL_SQUATTER, LABEL_SERVICE
 from offhours.scripts.policy.holding import (
     PodSeat,
     PoolHolding,
+    explained_by,
     holds,
     pool_holding,
     pool_nodes,
@@ -141,9 +142,10 @@ def stop_squatters(gate: Any, t: Any, observed: Sequence[Any]) -> None:
     for seat in squatters(pool.holding, gate.config.workflow_namespace, running):
         if stops >= MAX_SQUATTER_STOPS or len(released) > MAX_SQUATTER_STOPS:
             break
-        if seat.claims not in released:
-            released[seat.claims] = _offhours_job_elsewhere(gate, seat, recorded, unobserved)
-        if released[seat.claims]:
+        claims = explained_by(seat) or ("", "")  # one answer per workflow its pods can be (never a stranger's)
+        if claims not in released:
+            released[claims] = _offhours_job_elsewhere(gate, seat, recorded, unobserved)
+        if released[claims]:
             continue
         stops += 1
         grace = max(0, min(cap, seat.grace_seconds if seat.grace_seconds is not None else cap))
@@ -172,9 +174,10 @@ def _offhours_job_elsewhere(gate: Any, seat: PodSeat, recorded: list[frozenset[s
     its pods would hold the pool's GPUs for ever. `recorded`: the records' services, listed once a tick.
     The pod stays counted either way.
     """
-    name, uid = seat.claims
-    if not name or not uid:
+    claims = explained_by(seat)  # a pod named as Argo never names that workflow's pods is not one of its jobs
+    if claims is None:
         return False
+    name, uid = claims
     try:
         wf = gate.cluster.workflow(seat.namespace, name)
     except Exception:  # noqa: BLE001 - unreadable: judged a squatter (it holds GPUs nothing explains)

@@ -98,10 +98,11 @@ def test_a_pod_of_an_offhours_job_no_service_lists_is_left_to_the_release_and_a_
     w.wf("orphan")["spec"]["suspend"] = False
     uid = w.wf("orphan")["metadata"]["uid"]
     w.cluster.seats = [*serving_seats(w), seat("orphan-main", "research", "node-0", 4, ("orphan", uid)),
-                       seat("claims-orphan", "research", "node-1", 4, ("orphan", "not-its-uid"))]
+                       seat("claims-orphan", "research", "node-1", 4, ("orphan", "not-its-uid")),
+                       seat("copies-orphan", "research", "node-1", 4, ("orphan", uid))]  # a name Argo never gives
     w.tick()
     deleted = [c for c in w.cluster.calls if c.startswith("delete-pod")]
-    assert deleted == ["delete-pod research/claims-orphan 30"]
+    assert deleted == ["delete-pod research/claims-orphan 30", "delete-pod research/copies-orphan 30"]
 
 
 def test_a_tenants_workflow_labelled_with_a_service_the_gate_never_lent_from_explains_no_pod() -> None:
