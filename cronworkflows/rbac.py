@@ -118,6 +118,27 @@ RESEARCH_RULES: list[dict[str, Any]] = [_EXECUTOR_RULE]
 """The rights of research pods: what Argo's executor needs, nothing else."""
 
 
+POOL_NODES_ROLE = "offhours-gate-pool-nodes"
+
+
+def pool_nodes_rbac(config: GateConfig) -> list[dict[str, Any]]:
+    """Return the ClusterRole and its binding that let the gate list nodes: only with a `pool.nodeSelector`.
+
+    Nodes are cluster-scoped; without a selector the gate reads none (the pool is the nodes its pods run on).
+    """
+    if not config.pool_node_selector:
+        return []
+    return [
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+         "metadata": {"name": POOL_NODES_ROLE, **_META},
+         "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+         "metadata": {"name": POOL_NODES_ROLE, **_META},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": POOL_NODES_ROLE},
+         "subjects": [{"kind": "ServiceAccount", "name": GATE_SERVICE_ACCOUNT, "namespace": config.namespace}]},
+    ]
+
+
 def rbac_manifests(config: GateConfig) -> list[dict[str, Any]]:
     """Return the ServiceAccounts, Roles and RoleBindings for a gate configuration.
 

@@ -17,7 +17,7 @@ import yaml
 
 from offhours.cronworkflows.admission import admission_manifests
 from offhours.cronworkflows.gate import gate_cron_workflow
-from offhours.cronworkflows.rbac import rbac_manifests
+from offhours.cronworkflows.rbac import pool_nodes_rbac, rbac_manifests
 from offhours.scripts.backstop.manifests import backstop_manifests
 from offhours.scripts.config.loader import parse_config_text
 from offhours.scripts.inputs.text import package_text
@@ -73,6 +73,7 @@ def manifests(config_text: str | None = None, image: str = OFFHOURS_IMAGE,
     boundary = admission_manifests(config)  # first: a configuration it would leave unbounded is refused
     rbac = {f"{m['kind'].lower()}-{m['metadata']['namespace']}-{m['metadata']['name']}.yaml": m
             for m in rbac_manifests(config)}
+    rbac.update({f"{m['kind'].lower()}-{m['metadata']['name']}.yaml": m for m in pool_nodes_rbac(config)})
     research_templates = {
         "workflowtemplate-offhours-steps.yaml": steps_workflow_template(image).to_dict(),
         "workflowtemplate-offhours-llm-pipeline.yaml": llm_pipeline.workflow_template().to_dict(),

@@ -46,6 +46,18 @@ class ClusterError(RuntimeError):
     """The API answered with an error that retries did not cure; names the call and the answer."""
 
 
+# The pool's reads (`pool_seats`, `node_seats`) take only pods that hold a node (bound or nominated: a pending pod
+# costs a tenant nothing and holds nothing), so what they read is bounded by what nodes can hold, not by how many
+# pods a tenant creates; past these bounds a read is cut short, and the gate then lends nothing new (policy/holding).
+MAX_POOL_PODS = 20_000  # pods holding a node read per namespace, at most (40 pages)
+MAX_NODE_PODS = 2_000  # pods holding one node read, at most: far past any kubelet's max-pods (110 by default)
+MAX_POOL_NODES = 5_000  # nodes a configured pool node selector picks, read at most (Kubernetes' tested fleet size)
+
+
+class PoolReadCutShort(ClusterError):
+    """A read of the pods holding nodes found more than its bound: what it read is not the whole (never the count)."""
+
+
 class ParkedCopy(NamedTuple):
     """The parked copy a park made or found: its name, and its UID (the API server's: the gate records it)."""
 
@@ -341,7 +353,18 @@ class Cluster(Protocol):
         ...
 
     def pool_seats(self, namespaces: Collection[str]) -> list[PodSeat]:
-        """Return the not-ended pods of `namespaces` as the scheduler counts them (policy/holding.py)."""
+        """Return the not-ended pods of `namespaces` bound or nominated to a node, as the scheduler counts them.
+
+        As policy/holding.py reads them; PoolReadCutShort past MAX_POOL_PODS in a namespace.
+        """
+        ...
+
+    def nodes_selected(self, labels: Collection[tuple[str, str]]) -> list[str]:
+        """Return the names of the nodes carrying every one of `labels`; PoolReadCutShort past MAX_POOL_NODES."""
+        ...
+
+    def node_seats(self, namespace: str, node: str) -> list[PodSeat]:
+        """Return the not-ended pods of `namespace` bound or nominated to `node`; PoolReadCutShort past MAX_NODE_PODS."""
         ...
 
     def delete_pod(self, namespace: str, name: str, uid: str, grace_seconds: int) -> None:

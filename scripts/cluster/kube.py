@@ -20,12 +20,16 @@ from kubernetes.client.exceptions import ApiException
 from offhours.scripts.cluster import placement_pods
 from offhours.scripts.cluster.base import (
     GPU_QUOTA_KEY,
+    MAX_NODE_PODS,
+    MAX_POOL_NODES,
+    MAX_POOL_PODS,
     MAX_WORKFLOW_PODS,
     RAISE_TRIES,
     Autoscaler,
     ClusterError,
     ParkedCopy,
     Pod,
+    PoolReadCutShort,
     ScaleTarget,
     Serving,
     ServingWrite,
@@ -95,8 +99,10 @@ from offhours.scripts.runtime.provenance import reported_digest
 T = TypeVar("T")
 # Kubernetes' metadata-only answer to a list (as kube-controller-manager's metadata informers ask for it).
 METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
-MAX_POOL_PODS = 20_000  # pods not ended per namespace the pool's count reads, at most (40 pages)
 NOT_TERMINAL = "status.phase!=Succeeded,status.phase!=Failed"
+# The pods that hold a node as the scheduler counts them: bound, or nominated and not yet bound (server-side).
+BOUND = f"spec.nodeName!=,{NOT_TERMINAL}"
+NOMINATED = f"spec.nodeName=,status.nominatedNodeName!=,{NOT_TERMINAL}"
 PAGE_SIZE = 500  # items per list page: a list's answer stays bounded however many objects there are
 UNSCHEDULABLE_CHUNK = 100  # workflow names per label selector of one pending-pods read (the selector stays short)
 MAX_PLACEMENT_NODES = 2000  # nodes read for one service's placement: a bound on the tick's reads, not a fleet's limit
@@ -734,18 +740,50 @@ class KubeCluster:
     def pool_seats(self, namespaces: Collection[str]) -> list[PodSeat]:
         """Return the pods of `namespaces` the scheduler charges a node with, as `holding.pod_seat` reads them.
 
-        Terminal pods are left out by the server (a field selector); the rest is read in pages, so the answer
-        stays bounded per page whatever tenants create; past MAX_POOL_PODS a namespace is an error (a count cut
-        short would be lower than the truth).
+        Only pods bound or nominated to a node and not ended are read (field selectors, server-side): a tenant's
+        pending pods, however many, are never read. The rest is read in pages; past MAX_POOL_PODS a namespace is
+        PoolReadCutShort (a count cut short would be lower than the truth: the gate then lends nothing new).
         """
         seats: list[PodSeat] = []
         for namespace in sorted(set(namespaces)):
-            listed = 0
-            for pod in self._pages(f"list pods {namespace}", partial(
-                    self.core.list_namespaced_pod, namespace, field_selector=NOT_TERMINAL)):
-                listed += 1
-                if listed > MAX_POOL_PODS:
-                    raise ClusterError(f"list pods {namespace}: more than {MAX_POOL_PODS} pods not ended")
+            seats.extend(self._seats(f"list pods {namespace}", namespace, (BOUND, NOMINATED), MAX_POOL_PODS))
+        return seats
+
+    def nodes_selected(self, labels: Collection[tuple[str, str]]) -> list[str]:
+        """Return the names of the nodes carrying every one of `labels` (a label selector; names only, in pages).
+
+        Past MAX_POOL_NODES: PoolReadCutShort (the pool's nodes not all known: the gate lends nothing new).
+        """
+        selector = ",".join(f"{k}={v}" for k, v in labels)
+        names: list[str] = []
+        token: str | None = None
+        while True:  # metadata only: a node's status (its images) is large, and only its name is used
+            query: list[tuple[str, Any]] = [("labelSelector", selector), ("limit", PAGE_SIZE)]
+            if token:
+                query.append(("continue", token))
+            page = self._call(f"list nodes {selector} (metadata only)", partial(self._metadata_page, "/api/v1/nodes",
+                                                                                 query))
+            for item in page.get("items") or []:
+                if len(names) >= MAX_POOL_NODES:
+                    raise PoolReadCutShort(f"list nodes {selector}: more than {MAX_POOL_NODES}")
+                names.append(str((item.get("metadata") or {}).get("name") or ""))
+            token = (page.get("metadata") or {}).get("continue") or None
+            if not token:
+                return [n for n in names if n]
+
+    def node_seats(self, namespace: str, node: str) -> list[PodSeat]:
+        """Return the pods of `namespace` bound or nominated to `node`, not ended; PoolReadCutShort past MAX_NODE_PODS."""
+        return self._seats(f"list pods {namespace} on {node}", namespace,
+                           (f"spec.nodeName={node},{NOT_TERMINAL}",
+                            f"spec.nodeName=,status.nominatedNodeName={node},{NOT_TERMINAL}"), MAX_NODE_PODS)
+
+    def _seats(self, what: str, namespace: str, selectors: Collection[str], most: int) -> list[PodSeat]:
+        """Read the pods each field selector picks, `most` of them in all (past that: PoolReadCutShort)."""
+        seats: list[PodSeat] = []
+        for selector in selectors:
+            for pod in self._pages(what, partial(self.core.list_namespaced_pod, namespace, field_selector=selector)):
+                if len(seats) >= most:
+                    raise PoolReadCutShort(f"{what}: more than {most} pods holding a node")
                 seats.append(pod_seat(self.api.sanitize_for_serialization(pod), GPU_RESOURCE))
         return seats
 

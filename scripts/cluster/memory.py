@@ -13,12 +13,16 @@ from typing import Any
 
 from offhours.scripts.cluster.access import Grant, ModelledAccess
 from offhours.scripts.cluster.base import (
+    MAX_NODE_PODS,
+    MAX_POOL_NODES,
+    MAX_POOL_PODS,
     MAX_WORKFLOW_PODS,
     RAISE_TRIES,
     Autoscaler,
     ClusterError,
     ParkedCopy,
     Pod,
+    PoolReadCutShort,
     ScaleTarget,
     Serving,
     ServingWrite,
@@ -108,6 +112,7 @@ class MemoryCluster:
     states: dict[tuple[str, str], str] = field(default_factory=dict)  # the state ConfigMaps' text by (ns, service)
     gpu_quotas: dict[str, int] = field(default_factory=dict)  # the ResourceQuota offhours-gpus by namespace
     seats: list[PodSeat] = field(default_factory=list)  # pods as the scheduler counts them (pool_seats)
+    node_labels: dict[str, dict[str, str]] = field(default_factory=dict)  # node -> its labels (nodes_selected)
     lease_holder: str | None = None
     lease_until: float = 0.0
     lease_annotations: dict[str, str] = field(default_factory=dict)
@@ -562,9 +567,34 @@ class MemoryCluster:
         self.gpu_quotas[namespace] = gpus
 
     def pool_seats(self, namespaces: Collection[str]) -> list[PodSeat]:
-        """Return the seats of `namespaces` set in `seats` (a test's pods as the scheduler counts them)."""
+        """Return the seats of `namespaces` set in `seats` that hold a node and have not ended.
+
+        As the server's field selectors pick them; cut short past MAX_POOL_PODS a namespace, as the adapter is.
+        """
         self._call(f"list-pool-pods {','.join(sorted(set(namespaces)))}")
-        return [s for s in self.seats if s.namespace in namespaces and not s.terminal]
+        out: list[PodSeat] = []
+        for namespace in sorted(set(namespaces)):
+            held = [s for s in self.seats if s.namespace == namespace and s.node and not s.terminal]
+            if len(held) > MAX_POOL_PODS:
+                raise PoolReadCutShort(f"list pods {namespace}: more than {MAX_POOL_PODS} pods holding a node")
+            out.extend(held)
+        return out
+
+    def nodes_selected(self, labels: Collection[tuple[str, str]]) -> list[str]:
+        """Return the nodes of `node_labels` carrying every one of `labels`."""
+        self._call("list-nodes " + ",".join(f"{k}={v}" for k, v in labels))
+        picked = sorted(n for n, have in self.node_labels.items() if all(have.get(k) == v for k, v in labels))
+        if len(picked) > MAX_POOL_NODES:
+            raise PoolReadCutShort(f"list nodes: more than {MAX_POOL_NODES}")
+        return picked
+
+    def node_seats(self, namespace: str, node: str) -> list[PodSeat]:
+        """Return the seats of `namespace` bound or nominated to `node`, not ended; cut short past MAX_NODE_PODS."""
+        self._call(f"list-node-pods {namespace} {node}")
+        held = [s for s in self.seats if s.namespace == namespace and node and s.node == node and not s.terminal]
+        if len(held) > MAX_NODE_PODS:
+            raise PoolReadCutShort(f"list pods {namespace} on {node}: more than {MAX_NODE_PODS} pods")
+        return held
 
     def delete_pod(self, namespace: str, name: str, uid: str, grace_seconds: int) -> None:
         """Delete a pod's seat: it is terminating (its GPUs stay counted) until a test removes it."""

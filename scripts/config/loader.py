@@ -192,6 +192,7 @@ def parse_config(raw: Any) -> GateConfig:
         lease_ticks=raw.get("failSafe", {}).get("leaseTicks", 3),
         reclaim_check_seconds=check,
         research=_research(raw.get("research", {})),
+        pool_node_selector=tuple(sorted(raw.get("pool", {}).get("nodeSelector", {}).items())),
     )
 
 

@@ -255,7 +255,8 @@ class Gate:
         admission needs, the plan and the record; then the research side.
         """
         squatted = t.pool.unexplained_gpus if t.pool is not None else 0  # hook: pool holding
-        intent = reconcile_serving(self.config, obs, reading, now, t.view, squatted)
+        whole = t.pool.whole if t.pool is not None else True  # hook: pool holding (a reclaim pass never lends)
+        intent = reconcile_serving(self.config, obs, reading, now, t.view, squatted, whole)
         policy, dep, jobs, record, decision = intent.policy, obs.dep, intent.jobs, intent.record, intent.decision
         outcome.baseline, outcome.adopted, outcome.decision = intent.baseline, intent.adopted, decision
         if t.dry_run or (t.reclaim_only and decision.target_lent >= decision.lent):

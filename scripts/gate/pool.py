@@ -1,11 +1,18 @@
 """The gate's read of what holds the serving pool's GPUs, and its stop of squatters (decisions in policy/holding.py).
 
-Once per tick the pods of the serving and research namespaces are read as the scheduler counts them. What research
-pods hold on the pool beyond everything the gate lent (by its own record, never by a workflow's labels or status) is
-squatted: each service decides with it counted as lent, so none lends onto it and none judges its serving capacity
-with it. A research pod that no running workflow explains (a pod made directly, one whose labels point elsewhere) is
-a squatter: after every serving write it is deleted (within the grace cap) and an Event names it. A read that fails
-changes nothing (the gate decides as before, on its own record).
+Once per tick the pods of the serving and research namespaces that hold a node (bound or nominated: a pending pod
+holds nothing, so a tenant's flood of them is never read) are read as the scheduler counts them. What research pods
+hold on the pool beyond what each admission was lent (by the gate's own record, never by a workflow's labels or
+status) is squatted: each service decides with it counted as lent, so none lends onto it and none judges its serving
+capacity with it. A research pod that no running workflow explains (a pod made directly, one whose labels point
+elsewhere, one named as Argo never names that workflow's pods) is a squatter: after every serving write it is deleted
+(within the grace cap) and an Event names it.
+
+The pool's nodes are those serving's pods run on, those a configured `pool.nodeSelector` picks, and those research's
+GPU pods run on (research holds GPUs only by the gate's loans). A read cut short (more pods holding nodes than its
+bound) or failed is never taken as the whole: the research pods are then read node by node on the pool's known
+nodes (serving's and the selected ones), within a budget, so a squatter there is still
+counted and stopped, and the tick lends nothing new (`PoolHolding.whole`); a reclaim stands.
 """
 
 from collections.abc import Callable, Mapping, Sequence
@@ -17,6 +24,7 @@ from offhours.scripts.names import EVENT_POOL_SQUATTER, LABEL_SERVICE
 from offhours.scripts.policy.holding import (
     PodSeat,
     PoolHolding,
+    explained_by,
     holds,
     pool_holding,
     pool_nodes,
@@ -29,6 +37,8 @@ SQUATTER_GRACE_SECONDS = 30
 """A squatter's deletion grace when no service caps it lower (its own grace may be anything: a tenant wrote it)."""
 MAX_SQUATTER_STOPS = 20
 """Squatters looked up and stopped per tick at most (the rest next tick; all of them stay counted meanwhile)."""
+MAX_NODE_READS = 100
+"""Nodes read one by one per tick when the research namespace's read was cut short (a rotating window of them)."""
 
 
 @dataclass(frozen=True)
@@ -39,25 +49,75 @@ class PoolRead:
     unexplained_gpus: int
     services_on: Mapping[str, Any]  # node -> the observed service whose ready pods run there
 
+    @property
+    def whole(self) -> bool:
+        """Whether every pod that can hold a pool node was read (if not, nothing new is lent this tick)."""
+        return self.holding.whole
 
-def read_pool(gate: Any, t: Any, observed: Sequence[Any], counted_jobs: Callable[..., list[Job]]) -> PoolRead | None:
-    """Read the pods once a tick; None (logged) when they cannot be read: nothing is then counted from them.
+
+def read_pool(gate: Any, t: Any, observed: Sequence[Any], counted_jobs: Callable[..., list[Job]]) -> PoolRead:
+    """Read the pods once a tick; a read cut short or failed is logged and counted as a partial view (`whole` false).
 
     `counted_jobs`: the controller's reading of each service's jobs by its own record (what it lent).
     """
     serving, research = gate.config.namespace, gate.config.workflow_namespace
     try:
-        seats = gate.cluster.pool_seats((serving, research))
-    except Exception as err:  # noqa: BLE001 - a failed read only leaves the count at what the gate admitted
-        gate.log.warning(f"could not count the pool's pods: {type(err).__name__}: {err}")
-        return None
+        serving_all = gate.cluster.pool_seats((serving,))
+    except Exception as err:  # noqa: BLE001 - nothing known of the pool: nothing new lent, nothing stopped
+        gate.log.warning(f"could not count the pool's pods: {type(err).__name__}: {err}: nothing more is lent")
+        return PoolRead(pool_holding((), (), serving, whole=False), 0, {})
     by_pod = {p.name: obs for obs in observed for p in obs.pods}
-    serving_seats = [s for s in seats if s.namespace == serving and s.name in by_pod]
-    nodes = pool_nodes(serving_seats, {s.node for s in seats if s.namespace == research and holds(s)})
-    held = pool_holding(seats, nodes, serving)
-    lent = sum(obs.policy.gpus_per_replica * j.replicas
-               for obs in observed for j in counted_jobs(obs.jobs, obs.record, obs.dep.uid) if j.state == ADMITTED)
-    return PoolRead(held, unexplained_gpus(held, lent), {s.node: by_pod[s.name] for s in serving_seats})
+    serving_seats = [s for s in serving_all if s.name in by_pod]
+    selected, whole = _selected_nodes(gate)
+    known = pool_nodes(serving_seats, selected)
+    try:
+        research_seats = gate.cluster.pool_seats((research,))
+    except Exception as err:  # noqa: BLE001 - read again where it matters most, and lend nothing new
+        gate.log.warning(f"could not count the pool's pods: {type(err).__name__}: {err}: the pool's known nodes "
+                         "are read one by one, and nothing more is lent")
+        research_seats, whole = _node_by_node(gate, research, known, getattr(t, "turn", 0)), False
+    nodes = pool_nodes(serving_seats, known | {s.node for s in research_seats if holds(s)})
+    held = pool_holding([*serving_all, *research_seats], nodes, serving, whole)
+    loans = {(j.name, j.uid): obs.policy.gpus_per_replica * j.replicas
+             for obs in observed for j in counted_jobs(obs.jobs, obs.record, obs.dep.uid) if j.state == ADMITTED}
+    return PoolRead(held, unexplained_gpus(held, loans), {s.node: by_pod[s.name] for s in serving_seats})
+
+
+def _selected_nodes(gate: Any) -> tuple[frozenset[str], bool]:
+    """Return the nodes the configured pool node selector picks, and whether they are all known.
+
+    None configured: none, all known. A read that fails (no ClusterRole to list nodes, a fleet past the bound) is
+    logged and leaves the view partial: the pool's nodes are not all known, so nothing new is lent.
+    """
+    labels = gate.config.pool_node_selector
+    if not labels:
+        return frozenset(), True
+    try:
+        return frozenset(gate.cluster.nodes_selected(labels)), True
+    except Exception as err:  # noqa: BLE001 - the pool's nodes unknown: a partial view
+        gate.log.warning(f"could not list the pool's nodes (pool.nodeSelector): {type(err).__name__}: {err}: "
+                         "nothing more is lent")
+        return frozenset(), False
+
+
+def _node_by_node(gate: Any, namespace: str, nodes: frozenset[str], turn: int) -> list[PodSeat]:
+    """Read `namespace`'s pods on each of `nodes` (MAX_NODE_READS of them, from a window that moves each tick).
+
+    Each node's read is bounded by what a node can hold, not by what a tenant creates; one that fails leaves its
+    node unread (the tick lends nothing new either way).
+    """
+    ordered = sorted(nodes)
+    if len(ordered) > MAX_NODE_READS:
+        start = (turn * MAX_NODE_READS) % len(ordered)
+        ordered = (ordered[start:] + ordered[:start])[:MAX_NODE_READS]
+    seats: dict[str, PodSeat] = {}
+    for node in ordered:
+        try:
+            for seat in gate.cluster.node_seats(namespace, node):
+                seats.setdefault(seat.uid or f"{seat.namespace}/{seat.name}", seat)
+        except Exception as err:  # noqa: BLE001 - that node unread this tick
+            gate.log.warning(f"could not read the pods on node {node}: {type(err).__name__}: {err}")
+    return list(seats.values())
 
 
 def stop_squatters(gate: Any, t: Any, observed: Sequence[Any]) -> None:
@@ -82,9 +142,10 @@ def stop_squatters(gate: Any, t: Any, observed: Sequence[Any]) -> None:
     for seat in squatters(pool.holding, gate.config.workflow_namespace, running):
         if stops >= MAX_SQUATTER_STOPS or len(released) > MAX_SQUATTER_STOPS:
             break
-        if seat.claims not in released:
-            released[seat.claims] = _offhours_job_elsewhere(gate, seat, recorded, unobserved)
-        if released[seat.claims]:
+        claims = explained_by(seat) or ("", "")  # one answer per workflow its pods can be (never a stranger's)
+        if claims not in released:
+            released[claims] = _offhours_job_elsewhere(gate, seat, recorded, unobserved)
+        if released[claims]:
             continue
         stops += 1
         grace = max(0, min(cap, seat.grace_seconds if seat.grace_seconds is not None else cap))
@@ -113,9 +174,10 @@ def _offhours_job_elsewhere(gate: Any, seat: PodSeat, recorded: list[frozenset[s
     its pods would hold the pool's GPUs for ever. `recorded`: the records' services, listed once a tick.
     The pod stays counted either way.
     """
-    name, uid = seat.claims
-    if not name or not uid:
+    claims = explained_by(seat)  # a pod named as Argo never names that workflow's pods is not one of its jobs
+    if claims is None:
         return False
+    name, uid = claims
     try:
         wf = gate.cluster.workflow(seat.namespace, name)
     except Exception:  # noqa: BLE001 - unreadable: judged a squatter (it holds GPUs nothing explains)

@@ -78,6 +78,7 @@ class ServingIntent:
     adopted: str | None  # what another writer set that the gate adopted as the owner's, said once
     given: ServingInput
     decision: Decision
+    pool_whole: bool = True  # every pod holding the pool was read: if not, nothing new is lent (policy/holding)
 
     @property
     def raise_to(self) -> int | None:
@@ -88,11 +89,12 @@ class ServingIntent:
 
 
 def reconcile_serving(config: GateConfig, obs: Observed, reading: Reading, now: float, view: TickView,
-                      squatted_gpus: int = 0) -> ServingIntent:
+                      squatted_gpus: int = 0, pool_whole: bool = True) -> ServingIntent:
     """Decide a service's tick from its snapshot, the load read, the tick's time and the tick's joined view.
 
     `squatted_gpus`: what research pods hold on the pool beyond everything the gate lent (policy/holding.py):
     decided as lent from this service, so none lends onto it; the plan is made over the gate's own jobs.
+    `pool_whole`: whether every pod holding the pool was read; if not, a lend holds (a reclaim stands).
     """
     policy, dep = obs.policy, obs.dep
     # A job's exit time: what its run's recent stops measured, else its declared grace, within the service's cap.
@@ -114,7 +116,7 @@ def reconcile_serving(config: GateConfig, obs: Observed, reading: Reading, now: 
     decided_lent = lent_floor(lent, squatted_gpus, policy.gpus_per_replica) if squatted_gpus > 0 else lent
     given = ServingInput(policy, owned.baseline, decided_lent, reading.load, reading.error, record.decision, floor)
     return ServingIntent(policy, jobs, over_cap, lent, owned.baseline, record, owned.adopted, given,
-                         for_plan(serving_decision(Rules.of(config), given, now), lent))
+                         for_plan(serving_decision(Rules.of(config), given, now), lent, pool_whole), pool_whole)
 
 
 def readopt(config: GateConfig, intent: ServingIntent, obs: Observed, found: ServiceRecord, changed: str,
@@ -126,7 +128,7 @@ def readopt(config: GateConfig, intent: ServingIntent, obs: Observed, found: Ser
     """
     owned = own_baseline(found, obs.dep.uid, obs.writes_to, obs.current, intent.lent)
     given = replace(intent.given, baseline=owned.baseline)
-    decision = for_plan(serving_decision(Rules.of(config), given, now), intent.lent)
+    decision = for_plan(serving_decision(Rules.of(config), given, now), intent.lent, intent.pool_whole)
     if last_try and decision.target_lent > decision.lent:
         decision = replace(decision, action="hold", target_lent=decision.lent,
                            reason=f"{decision.reason}; serving changed by another writer at each try: "

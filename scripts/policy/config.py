@@ -123,6 +123,8 @@ class GateConfig:
     # Between full ticks (which lend, admit and write state), how often the gate checks for a reclaim; 0: never.
     reclaim_check_seconds: int = 15
     research: ResearchBoundary = ResearchBoundary()
+    # The pool's nodes by label (label, value), all to match; (): the nodes serving's and research's GPU pods run on.
+    pool_node_selector: tuple[tuple[str, str], ...] = ()
 
     def service(self, name: str) -> ServicePolicy:
         """Return the policy of service `name`."""

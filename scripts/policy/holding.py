@@ -28,6 +28,10 @@ from typing import Any
 from offhours.scripts.names import ARGO_WORKFLOW_LABEL
 from offhours.scripts.policy.decide import Decision
 
+ARGO_POD_PREFIX_MAX = 253 - 10 - 1
+"""Argo's pod names: `<workflow>-<template>` cut to this length, '-', a hash (or the workflow's name, for a pod
+that is the workflow's root; or `<workflow>-<hash>`, POD_NAMES=v1): every one starts with this much of
+`<workflow>-`."""
 MAX_GPUS = 1 << 20
 """A request larger than this is read as this (a bound: a tenant's quantity cannot overflow a sum)."""
 _QUANTITY = re.compile(r"^\+?([0-9]+)(\.[0-9]+)?([numkMGTPE]|[KMGTPE]i|e[0-9]+)?\Z")
@@ -128,14 +132,32 @@ def holds(seat: PodSeat) -> bool:
     return bool(seat.node) and not seat.terminal and seat.gpus > 0
 
 
+def argo_pod_name_of(pod: str, workflow: str) -> bool:
+    """Whether Argo's controller could have given a pod of `workflow` this name (its names start with the workflow's)."""
+    return bool(workflow) and (pod == workflow or pod.startswith(f"{workflow}-"[:ARGO_POD_PREFIX_MAX]))
+
+
+def explained_by(seat: PodSeat) -> tuple[str, str] | None:
+    """Return the (workflow, uid) a pod's claims name, or None: no claim, or a name Argo never gives that workflow."""
+    workflow, uid = seat.claims
+    if not workflow or not uid or not argo_pod_name_of(seat.name, workflow):
+        return None
+    return seat.claims
+
+
 @dataclass(frozen=True)
 class PoolHolding:
-    """The GPUs held on one pool's nodes: serving's pods, and everything else's (each such pod listed)."""
+    """The GPUs held on one pool's nodes: serving's pods, and everything else's (each such pod listed).
+
+    `whole`: every pod that can hold a pool node was read. When not (a read cut short, or failed), the count is
+    what was read, a floor: the GPUs of what was not read are unknown, so nothing new is lent on it (`for_plan`).
+    """
 
     nodes: frozenset[str]
     serving_gpus: int
     other_gpus: int
     others: tuple[PodSeat, ...]
+    whole: bool = True
 
 
 def pool_nodes(serving_pods: Iterable[PodSeat], selected: Collection[str] = ()) -> frozenset[str]:
@@ -143,8 +165,12 @@ def pool_nodes(serving_pods: Iterable[PodSeat], selected: Collection[str] = ()) 
     return frozenset({s.node for s in serving_pods if s.node and not s.terminal} | set(selected))
 
 
-def pool_holding(seats: Iterable[PodSeat], nodes: Collection[str], serving_namespace: str) -> PoolHolding:
-    """Count what holds the pool's GPUs: serving's namespace on one side, every other pod on the other."""
+def pool_holding(seats: Iterable[PodSeat], nodes: Collection[str], serving_namespace: str,
+                 whole: bool = True) -> PoolHolding:
+    """Count what holds the pool's GPUs: serving's namespace on one side, every other pod on the other.
+
+    `whole`: whether `seats` are every pod that can hold a pool node (False: a partial read's floor).
+    """
     serving = other = 0
     others: list[PodSeat] = []
     for seat in seats:
@@ -155,12 +181,24 @@ def pool_holding(seats: Iterable[PodSeat], nodes: Collection[str], serving_names
         else:
             other += seat.gpus
             others.append(seat)
-    return PoolHolding(frozenset(nodes), serving, other, tuple(others))
+    return PoolHolding(frozenset(nodes), serving, other, tuple(others), whole)
 
 
-def unexplained_gpus(holding: PoolHolding, lent_gpus: int) -> int:
-    """Return the GPUs the pool's other pods hold beyond all the gate has lent (by its own record): squatted."""
-    return max(0, holding.other_gpus - max(0, lent_gpus))
+def unexplained_gpus(holding: PoolHolding, loans: Mapping[tuple[str, str], int]) -> int:
+    """Return the GPUs the pool's other pods hold beyond what each admission was lent: squatted.
+
+    `loans`: (workflow, uid) of each admission the gate holds (by its own record) -> the GPUs it was lent. An
+    admission explains its pods' GPUs up to its loan and no further: pods copying its claims beyond it are
+    squatted, and an admission not using all of its loan yet leaves no room for another's extra pods (its own
+    pods come to claim it).
+    """
+    claimed: dict[tuple[str, str], int] = {}
+    for seat in holding.others:
+        claims = explained_by(seat)
+        if claims is not None and claims in loans:
+            claimed[claims] = claimed.get(claims, 0) + seat.gpus
+    explained = sum(min(gpus, max(0, loans[claims])) for claims, gpus in claimed.items())
+    return max(0, holding.other_gpus - explained)
 
 
 def lent_floor(lent: int, unexplained: int, gpus_per_replica: int) -> int:
@@ -172,13 +210,18 @@ def lent_floor(lent: int, unexplained: int, gpus_per_replica: int) -> int:
     return lent + math.ceil(max(0, unexplained) / max(1, gpus_per_replica))
 
 
-def for_plan(decision: Decision, jobs_lent: int) -> Decision:
+def for_plan(decision: Decision, jobs_lent: int, whole: bool = True) -> Decision:
     """Return a decision made with lent at least `lent_floor` in the terms of the gate's own admissions.
 
     Decided on what the pool holds (`decision.lent`, at least `jobs_lent`), the plan admits and stops the gate's
     jobs: a lend gives them only the step the decision took (nothing on a squatter's GPUs), a hold or a reclaim
-    never admits, and a reclaim stops at most down to the decision's target.
+    never admits, and a reclaim stops at most down to the decision's target. Decided on a partial read of the
+    pool (`whole` false), a lend holds instead: what was not read may hold the GPUs it would lend (a reclaim stands).
     """
+    if not whole and decision.target_lent > decision.lent:
+        decision = replace(decision, action="hold", target_lent=decision.lent,
+                           reason=f"{decision.reason}; the pool's pods were not all read: nothing more is lent "
+                                  "until they are")
     excess = max(0, decision.lent - jobs_lent)
     if excess == 0:
         return decision
@@ -197,4 +240,4 @@ def squatters(holding: PoolHolding, research_namespace: str, running: Collection
     its pods end with it). A pod already terminating is on its way out; its GPUs stay counted until it is gone.
     """
     return [s for s in holding.others
-            if s.namespace == research_namespace and not s.terminating and s.claims not in running]
+            if s.namespace == research_namespace and not s.terminating and explained_by(s) not in running]

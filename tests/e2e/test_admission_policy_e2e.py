@@ -249,6 +249,10 @@ def test_a_pod_beyond_the_lent_gpus_is_refused_and_created_once_the_gate_lends_m
         running = core.read_namespaced_pod("e2e-gpu", RESEARCH)
         assert (seat.gpus, seat.node, seat.uid, seat.terminating) == (4, running.spec.node_name, running.metadata.uid,
                                                                        False)
+        # The read node by node (a cut-short read's fallback) and the pool's nodes by label, on the real server too.
+        node = running.spec.node_name
+        assert [s.uid for s in gate.node_seats(RESEARCH, node) if s.name == "e2e-gpu"] == [running.metadata.uid]
+        assert gate.nodes_selected([("kubernetes.io/hostname", node)]) == [node]
         gate.delete_pod(RESEARCH, "e2e-gpu", "another-incarnation", 0)  # a UID precondition: not this pod
         assert core.read_namespaced_pod("e2e-gpu", RESEARCH).metadata.deletion_timestamp is None
     finally:

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from offhours.scripts.policy.decide import Decision, ServiceState
 from offhours.scripts.policy.holding import (
+    PodSeat,
     effective_request,
     for_plan,
     lent_floor,
@@ -122,7 +123,7 @@ def test_no_label_annotation_or_owner_a_tenant_writes_lowers_the_pools_count(raw
 
 
 def test_a_pod_nothing_explains_is_a_squatter_and_a_terminating_one_is_counted_but_left_to_end() -> None:
-    docs = [pod("srv", "serving", "n1", 4), pod("job", "research", "n1", 4), pod("bare", "research", "n1", 4),
+    docs = [pod("srv", "serving", "n1", 4), pod("wf-main", "research", "n1", 4), pod("bare", "research", "n1", 4),
             pod("leaving", "research", "n1", 4, deleting=True), pod("done", "research", "n1", 4, phase="Succeeded"),
             pod("elsewhere", "research", "n9", 4)]
     docs[1]["metadata"]["labels"] = {"workflows.argoproj.io/workflow": "wf"}
@@ -130,11 +131,14 @@ def test_a_pod_nothing_explains_is_a_squatter_and_a_terminating_one_is_counted_b
     seats = [pod_seat(d, GPU) for d in docs]
     held = pool_holding(seats, pool_nodes([seats[0]]), "serving")
     assert (held.serving_gpus, held.other_gpus) == (4, 12)
-    assert unexplained_gpus(held, 4) == 8 and unexplained_gpus(held, 16) == 0
-    assert lent_floor(1, unexplained_gpus(held, 4), 4) == 3 and lent_floor(1, 8, 5) == 3 and lent_floor(2, 0, 4) == 2
+    loan = {("wf", "wf-uid"): 4}
+    # The admission explains its pod; what else holds the pool is squatted, however much was lent to others.
+    assert unexplained_gpus(held, loan) == 8 and unexplained_gpus(held, {**loan, ("other", "u"): 16}) == 8
+    assert unexplained_gpus(held, {}) == 12 and unexplained_gpus(held, {("wf", "wf-uid"): 2}) == 10
+    assert lent_floor(1, unexplained_gpus(held, loan), 4) == 3 and lent_floor(1, 8, 5) == 3 and lent_floor(2, 0, 4) == 2
     assert [s.name for s in squatters(held, "research", {("wf", "wf-uid")})] == ["bare"]
     # The label alone (a tenant's) explains nothing: the owner's uid must be the listed workflow's too.
-    assert [s.name for s in squatters(held, "research", {("wf", "other")})] == ["job", "bare"]
+    assert [s.name for s in squatters(held, "research", {("wf", "other")})] == ["wf-main", "bare"]
 
 
 def decision(lent: int, target: int, ceiling: int = 0) -> Decision:
@@ -155,3 +159,46 @@ def test_a_decision_on_the_pools_count_admits_only_its_step_and_never_stops_belo
     assert planned.ceiling >= planned.target_lent
     if excess == 0:
         assert planned == made
+
+
+def _seat(name: str, claims: tuple[str, str], gpus: int) -> PodSeat:
+    return PodSeat("research", name, f"uid-{name}", "n1", False, False, gpus, None, claims)
+
+
+admissions = st.dictionaries(st.sampled_from([("wf", "u1"), ("job", "u2"), ("run", "u3")]), st.integers(0, 16),
+                             max_size=3)
+claimed_pods = st.lists(st.tuples(st.sampled_from(["wf-main-1", "job-a-2", "run", "copycat", "wf", "jobx"]),
+                                  st.sampled_from([("wf", "u1"), ("job", "u2"), ("run", "u3"), ("wf", "u9"),
+                                                   ("", "")]),
+                                  st.integers(0, 8)), max_size=8)
+
+
+@given(admissions, claimed_pods, st.tuples(st.sampled_from(["wf-copy", "copy", "job-x"]),
+                                           st.sampled_from([("wf", "u1"), ("job", "u2")]), st.integers(1, 8)))
+def test_copied_claims_never_lower_the_squatted_count_and_no_admission_explains_beyond_its_loan(
+        loans: dict[tuple[str, str], int], raw: list[tuple[str, tuple[str, str], int]],
+        copy: tuple[str, tuple[str, str], int]) -> None:
+    """Generated admissions (their loans) and pods claiming them, or others, under any name, then one more copy.
+
+    Invariants: what is squatted is exactly what the pods hold beyond each admission's loan (a pod explains
+    nothing under a name Argo never gives that workflow's pods); adding a pod, whatever it claims, never lowers it;
+    all admissions together never explain more than they were lent.
+    """
+    seats = [_seat(f"{name}-{i}" if name != "wf" else name, claims, gpus) for i, (name, claims, gpus) in enumerate(raw)]
+    held = pool_holding(seats, {"n1"}, "serving")
+    squatted = unexplained_gpus(held, loans)
+    by_claim: dict[tuple[str, str], int] = {}
+    for s in seats:
+        workflow = s.claims[0]
+        if workflow and (s.name == workflow or s.name.startswith(f"{workflow}-")) and s.claims in loans:
+            by_claim[s.claims] = by_claim.get(s.claims, 0) + s.gpus
+    assert squatted == held.other_gpus - sum(min(g, loans[c]) for c, g in by_claim.items())
+    assert squatted >= held.other_gpus - sum(loans.values())
+    name, claims, gpus = copy
+    more = pool_holding([*seats, _seat(name, claims, gpus)], {"n1"}, "serving")
+    assert unexplained_gpus(more, loans) >= squatted
+    # A pod whose name Argo never gives its claimed workflow's pods is a squatter, whatever is running.
+    strangers = [s.name for s in squatters(more, "research", set(loans))
+                 if s.claims[0] and not s.name.startswith(f"{s.claims[0]}-") and s.name != s.claims[0]]
+    assert strangers == [s.name for s in more.others
+                         if s.claims[0] and not s.name.startswith(f"{s.claims[0]}-") and s.name != s.claims[0]]
