@@ -11,7 +11,6 @@ import csv
 import dataclasses
 import io
 import json
-import os
 import re
 import sys
 import time
@@ -24,6 +23,7 @@ from offhours.scripts.cli.text import printable
 from offhours.scripts.cluster.access import CANCEL_JOB, READ_JOBS, READ_LOGS, AccessReviewer, Action
 from offhours.scripts.cluster.resolve import Unresolved, permitted, resolve
 from offhours.scripts.pool.model import WAITING, Pool, RunView, gpus_of
+from offhours.scripts.pool.store_progress import STORE_READ_SECONDS, store_progress  # noqa: F401 - `why`'s, re-exported
 from offhours.scripts.pool.usage import UsageRow, usage_lines
 from offhours.scripts.pool.views import (
     CANCEL_ROUNDS,
@@ -100,29 +100,6 @@ def no_jobs(where: Namespaces, service: str | None, include_finished: bool, fini
         return (f"no unfinished offhours jobs{of} in {where.described()}; {finished} finished one(s): "
                 "use --all to list them")
     return f"no offhours jobs{of} in {where.described()} (use --all to include finished ones; -n names another namespace)"
-
-
-STORE_READ_SECONDS = 5.0  # the whole progress read of `why` (the gate's advisory read has the same bound)
-
-
-def store_progress(run: RunView) -> tuple[datetime | None, str | None] | None:
-    """Return the newest progress record of the run's checkpoint store and why it could not be read (bounded).
-
-    The place is the gate's reading of the newest copy (`<checkpoint-uri>/<run-id>`); None when the run names
-    no store the gate reads (no checkpoint-uri, or not file:// or s3://).
-    """
-    from offhours.scripts.runtime.checkpoint import CheckpointError, latest_progress_time
-
-    prefix = run.current.checkpoint_prefix
-    if not prefix or not prefix.startswith(("file://", "s3://")):
-        return None
-    try:
-        at = latest_progress_time(prefix, os.environ.get("OFFHOURS_S3_ENDPOINT_URL"), timeout=STORE_READ_SECONDS)
-    except CheckpointError as err:
-        return None, str(err).splitlines()[0][:300]
-    except Exception as err:  # noqa: BLE001 - advisory: credentials or a client library missing is one line, not a trace
-        return None, f"{type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}"
-    return (datetime.fromtimestamp(at, timezone.utc) if at is not None else None), None
 
 
 def why_text(run: RunView, pool: Pool, stored: tuple[datetime | None, str | None] | None = None) -> str:
