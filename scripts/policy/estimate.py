@@ -11,6 +11,8 @@ from typing import Literal
 
 import numpy as np
 
+from offhours.scripts.policy.partial import Missing
+
 MAX_DAYS = 14  # outcomes: one per past day
 MAX_HOURS = 48.0  # a request longer than this is estimated over its first 48 hours
 # A hole in a service's history (no pod sampled) this long at most is bridged by a straight line; before a
@@ -69,6 +71,7 @@ class Estimate:
     lost_gpu_hours: float  # mean over the days
     outcomes: tuple[Outcome, ...]
     assumptions: tuple[str, ...] = ASSUMPTIONS
+    missing: tuple[Missing, ...] = ()  # inputs it was made without (policy/partial.py says them); () when whole
     kind: Literal["estimate"] = "estimate"
 
 
