@@ -13,7 +13,7 @@ import sys
 from typing import Any
 
 from offhours.scripts.cli.jobs import CommandError, _common, _guarded, _namespaces, _reader, find_run, read_pool
-from offhours.scripts.cli.log_stream import CHUNK_BYTES, LOG_BYTES, Copied, bounded_chunks, copy_log
+from offhours.scripts.cli.log_stream import CHUNK_BYTES, LOG_BYTES, LOG_SECONDS, Copied, bounded_chunks, copy_log
 from offhours.scripts.cli.text import printable
 from offhours.scripts.cluster.access import READ_LOGS
 from offhours.scripts.cluster.log_archive import Archived, ArchiveError, ArchiveReader, archive_of
@@ -82,7 +82,7 @@ def _copy(chunks: Any, follow: bool = False) -> Copied:
 
     if follow:  # a person stops it: no cap, no deadline, still one chunk at a time
         return copy_log(bounded_chunks(chunks), write, cap=None, seconds=None)
-    return copy_log(bounded_chunks(chunks), write)
+    return copy_log(bounded_chunks(chunks), write, cap=LOG_BYTES, seconds=LOG_SECONDS)
 
 
 def _say_cut(copied: Copied) -> None:

@@ -136,3 +136,23 @@ def test_a_pod_labelled_with_the_run_s_workflow_but_not_owned_by_it_is_not_shown
     out = capsys.readouterr().out
     assert "forged output" not in out and "decoy-pod-1" not in out
     assert "start at step 450 of 900" in out  # the run's own pod is still shown
+
+
+def test_a_pod_log_past_the_cap_is_cut_said_and_asked_no_further(monkeypatch: pytest.MonkeyPatch,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """The API server is asked for the cap and one byte (limitBytes); what it sends past the cap is never printed."""
+    asked: list[dict[str, Any]] = []
+    real = _Core.read_namespaced_pod_log
+
+    def recording(self: _Core, name: str, namespace: str, container: str, _preload_content: bool = True,
+                  **bounds: Any) -> Any:
+        asked.append(bounds)
+        return real(self, name, namespace, container, _preload_content)
+
+    monkeypatch.setattr(_Core, "read_namespaced_pod_log", recording)
+    monkeypatch.setattr(r, "LOG_BYTES", 100)
+    assert _run(monkeypatch, {"train-z-job-1": b"a" * 99 + b"\n" + b"b" * 5000,
+                              "train-z-p1-job-2": b"start at step 450 of 900\n"}) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1:3] == ["a" * 99, "(log longer than 100 bytes: cut there: 100 bytes shown)"]
+    assert all(b["limit_bytes"] == 101 and b["_request_timeout"] for b in asked)
