@@ -17,6 +17,7 @@ remaining time is nobody's to know); the fleet's timing (cold start, grace, chec
 gate configuration's.
 """
 
+import dataclasses
 import math
 import threading
 import time
@@ -144,14 +145,16 @@ class HistoryEstimator:
 
     def __init__(self, config: GateConfig, load: Callable[[str], Loaded], source: str,
                  keep_seconds: float = 600.0, clock: Callable[[], float] = time.monotonic,
-                 retry_seconds: float = 60.0) -> None:
-        self.config, self.load, self.source = config, load, source
+                 retry_seconds: float = 60.0, speed: float = 1.0) -> None:
+        self.config, self.load, self.source, self.speed = config, load, source, speed
         self.keep_seconds, self.clock, self.retry_seconds = keep_seconds, clock, retry_seconds
         self._kept: dict[str, tuple[float, Loaded]] = {}
         self._failed: dict[str, tuple[float, EstimateError]] = {}
         self._lock = threading.Lock()
-        self.fleet = Fleet(services=(), tick_minutes=max(1, round(config.tick_seconds / 60.0)),
-                           reclaim_check_seconds=float(config.reclaim_check_seconds))
+        # `speed`: history minutes per wall minute (a sandbox replays its trace faster than the clock, and its gate
+        # configuration's durations are wall seconds): the replay runs in the history's time, the answer is in wall time.
+        self.fleet = Fleet(services=(), tick_minutes=max(1, round(config.tick_seconds * speed / 60.0)),
+                           reclaim_check_seconds=float(config.reclaim_check_seconds) * speed)
 
     def history(self, service: str) -> Loaded:
         """Return the service's history (kept for a while): its trace, "now" in it, and what it could not read."""
@@ -183,7 +186,33 @@ class HistoryEstimator:
         except KeyError:
             raise EstimateError(f"{service} is not a service of the gate configuration") from None
         trace, now, *gaps = self.history(service)  # a loader may say what it could not read exactly
-        return estimate(trace, now, policy, baseline, self.fleet, request, ahead, gaps=tuple(gaps[0]) if gaps else ())
+        if self.speed == 1.0:
+            return estimate(trace, now, policy, baseline, self.fleet, request, ahead, gaps=tuple(gaps[0]) if gaps else ())
+        return in_wall_time(estimate(trace, now, in_history_time(policy, self.speed), baseline, self.fleet,
+                                     dataclasses.replace(request, hours=request.hours * self.speed,  # a replay's
+                                                         # checkpoints a history day apart at most (_check's bound)
+                                                         checkpoint_minutes=min(DAY, request.checkpoint_minutes
+                                                                                * self.speed)),
+                                     ahead, gaps=tuple(gaps[0]) if gaps else ()), self.speed)
+
+
+def in_history_time(policy: ServicePolicy, speed: float) -> ServicePolicy:
+    """Return `policy` with its durations in history time: a wall second is `speed` seconds of a sped-up history."""
+    cold = policy.cold_start_seconds
+    return dataclasses.replace(policy, stabilization_seconds=policy.stabilization_seconds * speed,
+                               cold_start_seconds=None if cold is None else cold * speed,
+                               max_grace_seconds=policy.max_grace_seconds * speed,
+                               volatility_lookback_seconds=policy.volatility_lookback_seconds * speed)
+
+
+def in_wall_time(made: Estimate, speed: float) -> Estimate:
+    """Return an estimate replayed in history time with its minutes and GPU-hours in wall time."""
+    return dataclasses.replace(
+        made, horizon_minutes=max(1, round(made.horizon_minutes / speed)),
+        start_median_minutes=made.start_median_minutes / speed, start_p90_minutes=made.start_p90_minutes / speed,
+        lost_gpu_hours=made.lost_gpu_hours / speed,
+        outcomes=tuple(dataclasses.replace(o, start_minutes=o.start_minutes / speed,
+                                           lost_gpu_hours=o.lost_gpu_hours / speed) for o in made.outcomes))
 
 
 def trace_history(trace: Trace, clock: Callable[[], float] = time.time) -> Callable[[str], tuple[Trace, int]]:
@@ -191,6 +220,23 @@ def trace_history(trace: Trace, clock: Callable[[], float] = time.time) -> Calla
     def load(service: str) -> tuple[Trace, int]:
         minute_of_day = int(clock() // 60) % DAY
         return trace, max(0, trace.minutes - DAY) + minute_of_day
+
+    return load
+
+
+def sped_up_history(trace: Trace, scale: float, speed: float, start_minute: int, began: float,
+                    clock: Callable[[], float] = time.time) -> Callable[[str], tuple[Trace, int]]:
+    """Return a loader of the load a sandbox's emulated servers serve: `trace` times `scale`, `speed` times faster.
+
+    The sandbox began replaying at `start_minute` at unix time `began`; "now" is the minute it serves now.
+    The recent days replayed are the trace's own at the sandbox's time of day (it replays the trace on and on).
+    """
+    scaled = Trace(trace.requests * scale, trace.input_tokens * scale, trace.output_tokens * scale, trace.name)
+
+    def load(service: str) -> tuple[Trace, int]:
+        minute = int(start_minute + max(0.0, clock() - began) * speed / 60.0) % trace.minutes
+        # "now" at the sandbox's time of day on the trace's last day: the trace's days before it are the recent days.
+        return scaled, max(0, trace.minutes - DAY) + minute % DAY
 
     return load
 
