@@ -242,7 +242,7 @@ def sped_up_history(trace: Trace, scale: float, speed: float, start_minute: int,
 
 
 def prometheus_history(config: GateConfig, url: str, days: int = MAX_DAYS,
-                       clock: Callable[[], float] = time.time) -> Callable[[str], tuple[Trace, int]]:
+                       clock: Callable[[], float] = time.time) -> Callable[[str], Loaded]:
     """Return a loader of a service's last `days` days of vLLM counters from Prometheus, per minute, "now" at the end.
 
     Only the history after its last stretch of more than MAX_BRIDGED_MINUTES without a sample of any
@@ -252,7 +252,7 @@ def prometheus_history(config: GateConfig, url: str, days: int = MAX_DAYS,
     from offhours.scripts.history.read import read_history
     from offhours.scripts.simulate.history import traces_from_history
 
-    def load(service: str) -> tuple[Trace, int]:
+    def load(service: str) -> Loaded:
         end = math.floor(clock() / 60.0) * 60.0
         steps = days * DAY
         history = read_history(url, config.metrics.service_label, [service], end - steps * 60.0, steps, 60.0,
