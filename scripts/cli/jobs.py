@@ -339,7 +339,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def register(subparsers: Any) -> None:
-    """Add `jobs`, `why`, `cancel`, `usage` to the `offhours` command (`logs` is logs.py's)."""
+    """Add `jobs`, `why`, `logs` (logs.py), `cancel`, `usage` to the `offhours` command, in this order."""
     jobs = subparsers.add_parser("jobs", help="list research jobs: state, queue position, GPUs, preemptions, GPU-hours")
     _common(jobs)
     jobs.add_argument("--service", help="only jobs that borrow from this service")
@@ -351,6 +351,10 @@ def register(subparsers: Any) -> None:
     _common(why)
     why.add_argument("name", help="workflow name or run id")
     why.set_defaults(func=_guarded(_cmd_why))
+
+    from offhours.scripts.cli import logs as logs_verb  # its own module, which imports this one: added here, in order
+
+    logs_verb.register(subparsers)
 
     cancel = subparsers.add_parser("cancel", help="stop a run and all its copies gracefully (exit handlers run)")
     _common(cancel)

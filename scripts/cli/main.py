@@ -18,7 +18,6 @@ from offhours.scripts.cli import (
     demo,
     gate,
     jobs,
-    logs,
     render,
     report,
     rerun,
@@ -53,7 +52,6 @@ def parser() -> argparse.ArgumentParser:
     demo.register(sub)
     backstop.register(sub)
     jobs.register(sub)
-    logs.register(sub)
     console.register(sub)
     schedule.register(sub)
     trace.register(sub)
