@@ -19,13 +19,17 @@ from offhours.cronworkflows.admission import admission_manifests
 from offhours.cronworkflows.gate import gate_cron_workflow
 from offhours.cronworkflows.rbac import pool_nodes_rbac, rbac_manifests
 from offhours.scripts.backstop.manifests import backstop_manifests
+from offhours.scripts.cluster.log_archive import archiving, repository_configmap
 from offhours.scripts.config.loader import parse_config_text
 from offhours.scripts.inputs.text import package_text
-from offhours.scripts.names import GATE_CONFIG_KEY, GATE_CONFIG_MAP, LABEL_MANAGED, OFFHOURS_IMAGE
+from offhours.scripts.names import GATE_CONFIG_KEY, GATE_CONFIG_MAP, LABEL_MANAGED, LOG_ARCHIVE_CONFIGMAP, OFFHOURS_IMAGE
 from offhours.scripts.policy.config import GateConfig
 from offhours.steps.library import steps_workflow_template
 from offhours.workflows import llm_pipeline, single_job
 from offhours.workflows.priority_class import priority_class
+
+# `render --log-archive`: (s3://BUCKET/PREFIX, endpoint host[:port] or "", Secret name or "", plain HTTP)
+LogArchiveFlags = tuple[str, str, str, bool]
 
 
 def example_gate_config_text() -> str:
@@ -59,13 +63,14 @@ def _namespaced(manifest: dict[str, Any], namespace: str) -> dict[str, Any]:
 
 
 def manifests(config_text: str | None = None, image: str = OFFHOURS_IMAGE,
-              console: bool = False) -> dict[str, dict[str, Any]]:
+              console: bool = False, log_archive: LogArchiveFlags | None = None) -> dict[str, dict[str, Any]]:
     """Return each manifest of an install by its file name, in install order.
 
     `config_text` is the gate configuration (YAML text; default: the bundled example): its
     namespaces, Deployments and services shape the RBAC, and it is installed as the gate's
     ConfigMap. `image` is the offhours image. With `console`, the web console's manifests come
-    last. A bad configuration raises ConfigError.
+    last. With `log_archive`, Argo keeps every research pod's main log in that S3 location (a stopped attempt's
+    too, read back by `offhours logs`). A bad configuration raises ConfigError; a bad archive, ArchiveError.
     """
     text = example_gate_config_text() if config_text is None else config_text
     config = parse_gate_config_text(text)
@@ -93,6 +98,11 @@ def manifests(config_text: str | None = None, image: str = OFFHOURS_IMAGE,
         # The tenant boundary kube-apiserver enforces: admission policies, their bindings, the workflow quota.
         **boundary,
     }
+    if log_archive is not None:  # Argo's log archiving: the research templates name offhours' artifact repository
+        archive = repository_configmap(research, *log_archive)
+        for name in ("workflowtemplate-offhours-llm-pipeline.yaml", "workflowtemplate-offhours-job.yaml"):
+            docs[name]["spec"] = archiving(docs[name]["spec"])
+        docs[f"configmap-{research}-{LOG_ARCHIVE_CONFIGMAP}.yaml"] = archive
     if console:
         from offhours.scripts.console.manifests import console_manifests
 
@@ -111,18 +121,18 @@ def kustomization(files: list[str]) -> dict[str, Any]:
 
 
 def rendered_files(config_text: str | None = None, image: str = OFFHOURS_IMAGE,
-                   console: bool = False) -> dict[str, str]:
+                   console: bool = False, log_archive: LogArchiveFlags | None = None) -> dict[str, str]:
     """Return the text of every file `offhours render` writes, by file name."""
-    docs = manifests(config_text, image, console)
+    docs = manifests(config_text, image, console, log_archive)
     files = {name: to_yaml(doc) for name, doc in docs.items()}
     files["kustomization.yaml"] = to_yaml(kustomization(list(docs)))
     return files
 
 
 def write(out: Path, config_text: str | None = None, image: str = OFFHOURS_IMAGE,
-          console: bool = False) -> list[Path]:
+          console: bool = False, log_archive: LogArchiveFlags | None = None) -> list[Path]:
     """Write the manifests and kustomization.yaml into `out`; return the paths written."""
-    files = rendered_files(config_text, image, console)  # before mkdir: a bad configuration writes nothing
+    files = rendered_files(config_text, image, console, log_archive)  # before mkdir: a bad configuration writes nothing
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for name, text in files.items():

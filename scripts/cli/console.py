@@ -78,6 +78,16 @@ def _estimator(args: argparse.Namespace, config: Any) -> Any:
         return None
     from offhours.scripts.simulate.estimate import HistoryEstimator, prometheus_history, trace_history
 
+    if args.history_sandbox:
+        from offhours.scripts.cli.demo import DEMO_DIR
+        from offhours.scripts.cli.jobs import InputError
+        from offhours.scripts.cli.sandbox_history import sandbox_estimator
+        from offhours.scripts.inputs.errors import InputError as Unreadable
+
+        try:
+            return sandbox_estimator(DEMO_DIR, config)
+        except Unreadable as err:
+            raise InputError(f"--history-sandbox: {err}") from None
     if args.history_trace:
         from offhours.scripts.simulate.trace import load_trace
 
@@ -165,6 +175,9 @@ def register(subparsers: Any) -> None:
                          help="estimate a request's start by replaying this per-minute trace (a bundled trace's name "
                          "or a file of `offhours trace export`) as the service's load, instead of the last 14 days "
                          "in the gate configuration's Prometheus")
+    console.add_argument("--history-sandbox", action="store_true",
+                         help="estimate a request's start by replaying the load the running sandbox (`make sandbox`) "
+                         "serves, at its speed, answering in wall time")
     console.add_argument("--auth", choices=[KUBERNETES, LOCAL],
                          help="kubernetes: every page needs a bearer token (TokenReview) and shows what its identity "
                          "may list (SubjectAccessReview); local: no authentication, loopback only, for an operator's "

@@ -41,6 +41,7 @@ from offhours.scripts.cli.demo_text import (
     summarize,
     summary_lines,
 )
+from offhours.scripts.cli.sandbox_history import write_replay
 from offhours.scripts.cli.text import printable
 from offhours.scripts.cluster.connection import client_of
 from offhours.scripts.cluster.handles import ApiError, handles
@@ -545,6 +546,8 @@ def demo(args: argparse.Namespace, say: Callable[[str], None] = print) -> DemoRe
         shutil.rmtree(DEMO_DIR / kept / run_id, ignore_errors=True)
     install(env, raw, args.replicas, say)
     clock = TraceClock(start, args.speed, period_minutes=trace.minutes)
+    # What it replays, for `offhours console --history-sandbox` (cli/sandbox_history.py): the estimate's load.
+    write_replay(DEMO_DIR, scale, args.speed, start, time.time())
     replay = Replay(api, port, trace, clock, scale).start()
     began = time.monotonic()
     say(f"replaying the bundled trace from trace {clock.label()} at {args.speed:g}x ({minutes} trace minutes in "
@@ -624,7 +627,8 @@ def sandbox_hint() -> str:
     return (f"the sandbox stays live until Ctrl-C or `make sandbox-stop`. In another shell: "
             f'eval "$(python3 scripts/controlplane/lifecycle.py env)"; then `offhours submit offhours-job -n '
             f"{RESEARCH} ...` or `argo submit -n {RESEARCH} --from workflowtemplate/offhours-job ...` (README: "
-            f"Try it locally), and watch with `offhours jobs -n {RESEARCH}` and `offhours why NAME -n {RESEARCH}`")
+            f"Try it locally), and watch with `offhours jobs -n {RESEARCH}` and `offhours why NAME -n {RESEARCH}`; "
+            f"`offhours console --history-sandbox` estimates a request's start from the sandbox's own load")
 
 
 def stop_gate(env: dict[str, str], api: Any, baseline: int) -> list[str]:

@@ -1,4 +1,4 @@
-"""The researcher's commands: `offhours jobs`, `why`, `logs`, `cancel`, `usage`.
+"""The researcher's commands: `offhours jobs`, `why`, `cancel`, `usage` (and the helpers `logs` shares).
 
 Each command reads the pool through the read model (offhours.scripts.pool.model) and prints it;
 the formatting functions are pure (a `Pool` in, text out) so they are tested on fixtures, and the
@@ -11,7 +11,6 @@ import csv
 import dataclasses
 import io
 import json
-import os
 import re
 import sys
 import time
@@ -21,9 +20,10 @@ from typing import Any
 
 from offhours.scripts.cli.namespaces import Namespaces, add_flags, of_args
 from offhours.scripts.cli.text import printable
-from offhours.scripts.cluster.access import CANCEL_JOB, READ_JOBS, READ_LOGS, AccessReviewer, Action
+from offhours.scripts.cluster.access import CANCEL_JOB, READ_JOBS, AccessReviewer, Action
 from offhours.scripts.cluster.resolve import Unresolved, permitted, resolve
 from offhours.scripts.pool.model import WAITING, Pool, RunView, gpus_of
+from offhours.scripts.pool.store_progress import STORE_READ_SECONDS, store_progress  # noqa: F401 - `why`'s, re-exported
 from offhours.scripts.pool.usage import UsageRow, usage_lines
 from offhours.scripts.pool.views import (
     CANCEL_ROUNDS,
@@ -102,29 +102,6 @@ def no_jobs(where: Namespaces, service: str | None, include_finished: bool, fini
     return f"no offhours jobs{of} in {where.described()} (use --all to include finished ones; -n names another namespace)"
 
 
-STORE_READ_SECONDS = 5.0  # the whole progress read of `why` (the gate's advisory read has the same bound)
-
-
-def store_progress(run: RunView) -> tuple[datetime | None, str | None] | None:
-    """Return the newest progress record of the run's checkpoint store and why it could not be read (bounded).
-
-    The place is the gate's reading of the newest copy (`<checkpoint-uri>/<run-id>`); None when the run names
-    no store the gate reads (no checkpoint-uri, or not file:// or s3://).
-    """
-    from offhours.scripts.runtime.checkpoint import CheckpointError, latest_progress_time
-
-    prefix = run.current.checkpoint_prefix
-    if not prefix or not prefix.startswith(("file://", "s3://")):
-        return None
-    try:
-        at = latest_progress_time(prefix, os.environ.get("OFFHOURS_S3_ENDPOINT_URL"), timeout=STORE_READ_SECONDS)
-    except CheckpointError as err:
-        return None, str(err).splitlines()[0][:300]
-    except Exception as err:  # noqa: BLE001 - advisory: credentials or a client library missing is one line, not a trace
-        return None, f"{type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}"
-    return (datetime.fromtimestamp(at, timezone.utc) if at is not None else None), None
-
-
 def why_text(run: RunView, pool: Pool, stored: tuple[datetime | None, str | None] | None = None) -> str:
     """Render the sentence, the timeline, the last checkpoint (the recorded one, or the store's if newer)."""
     lines = [printable(sentence(run, pool)), "", "timeline:"]
@@ -174,18 +151,6 @@ def parse_since(text: str, now: datetime) -> datetime:
         raise InputError(f"--since {printable(text)!r}: expected a duration (30m, 12h, 7d, 2w) or a date "
                          "(2025-03-01)") from None
     return at if at.tzinfo else at.replace(tzinfo=timezone.utc)
-
-
-# -- logs --------------------------------------------------------------------------------------
-def step_matches(pod: dict[str, Any], step: str | None) -> bool:
-    """Whether a workflow pod belongs to step `step` (its node name ends with it, or its template is it)."""
-    if not step:
-        return True
-    meta = pod.get("metadata") or {}
-    node = str((meta.get("annotations") or {}).get("workflows.argoproj.io/node-name", ""))
-    template = str((meta.get("annotations") or {}).get("workflows.argoproj.io/template", ""))
-    last = node.rsplit(".", 1)[-1].split("(", 1)[0]
-    return step in (last, node) or f'"name":"{step}"' in template.replace(" ", "")
 
 
 # -- I/O wrappers --------------------------------------------------------------------------------
@@ -355,79 +320,6 @@ def _cmd_cancel(args: argparse.Namespace) -> int:
                        f"({printable(', '.join(c.name for c in live))}): run the cancel again")
 
 
-def attempt_header(workflow: str, pod: str | None, attempt: int, attempts: int, state: str) -> str:
-    """Return the line above a pod's log: the workflow and pod, and which attempt of the run it is.
-
-    A run stopped for reclaim goes on as a parked copy that resumes from the checkpoint: each copy
-    is an attempt, and marking them lets a person see the resume. A run of one attempt needs no mark.
-    """
-    where = f"{workflow} / {pod}" if pod else workflow
-    if attempts == 1:
-        return f"==> {where} <=="
-    mark = f"attempt {attempt} of {attempts}, {state}"
-    if attempt > 1:
-        mark += ", resumed from the last checkpoint"
-    gone = "" if pod else ": no pods left (deleted when it was stopped; their logs went with them)"
-    return f"==> {where} ({mark}){gone} <=="
-
-
-def _cmd_logs(args: argparse.Namespace) -> int:
-    from offhours.scripts.cluster.errors import describe_api_error
-    from offhours.scripts.cluster.kube import owned_by_workflow
-
-    reader = _reader(args)
-    pool = read_pool(args, reader=reader)
-    run = find_run(pool, args.name, _namespaces(args), READ_LOGS, _access(reader))
-    attempts: list[tuple[Any, list[dict[str, Any]]]] = []
-    for copy in run.copies:
-        try:
-            found = reader.core.list_namespaced_pod(copy.namespace,
-                                                    label_selector=f"workflows.argoproj.io/workflow={copy.name}")
-        except Exception as err:  # noqa: BLE001
-            raise CommandError(describe_api_error(f"list pods of {copy.name}", err)) from None
-        # The label is anyone's to set on a pod of theirs: only the pods the copy owns (as the gate counts them) are its.
-        items = sorted((reader.api.sanitize_for_serialization(p) for p in found.items
-                        if owned_by_workflow(p, copy.name, copy.uid)),
-                       key=lambda p: (p.get("metadata") or {}).get("creationTimestamp") or "")
-        attempts.append((copy, [p for p in items if step_matches(p, args.step)]))
-    newest = next(((c, ps[-1]) for c, ps in reversed(attempts) if ps), None)
-    if newest is None:
-        what = f" for step {args.step!r}" if args.step else ""
-        raise CommandError(f"{printable(run.run_id)} has no pods{printable(what)} yet (it is {run.state})")
-    unread: list[str] = []
-    for number, (copy, pods) in enumerate(attempts, 1):
-        if not pods:
-            print(printable(attempt_header(copy.name, None, number, len(attempts), copy.state)), flush=True)
-        for pod in pods:
-            name = pod["metadata"]["name"]
-            print(printable(attempt_header(copy.name, name, number, len(attempts), copy.state)), flush=True)
-            if (pod.get("status") or {}).get("phase") == "Pending" and not (args.follow and pod is newest[1]):
-                # Not started (unschedulable, or waiting for its node): it has no log yet, which is no failure.
-                print("(not started yet: no log)")
-                continue
-            try:
-                if args.follow and pod is newest[1]:
-                    stream = reader.core.read_namespaced_pod_log(name, copy.namespace, container="main",
-                                                                 follow=True, _preload_content=False)
-                    for chunk in stream.stream():
-                        sys.stdout.write(chunk.decode(errors="replace"))
-                        sys.stdout.flush()
-                else:
-                    # The log as the API server sent it: the client's own decoding would print a bytes repr (b'...').
-                    answer = reader.core.read_namespaced_pod_log(name, copy.namespace, container="main",
-                                                                 _preload_content=False)
-                    text = answer.data.decode(errors="replace")
-                    sys.stdout.write(text if not text or text.endswith("\n") else text + "\n")
-            except Exception as err:  # noqa: BLE001 - one pod's unreadable log does not hide the others
-                problem = describe_api_error(f"log of {name}", err)
-                print(printable(f"({problem})"))
-                unread.append(problem)
-    if unread:
-        # Every log that could be read is printed above; a missing one still fails the command.
-        raise CommandError(f"{len(unread)} pod log(s) could not be read; the first: {unread[0]}")
-    return 0
-
-
 def _guarded(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
         try:
@@ -447,7 +339,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def register(subparsers: Any) -> None:
-    """Add `jobs`, `why`, `logs`, `cancel`, `usage` to the `offhours` command."""
+    """Add `jobs`, `why`, `logs` (logs.py), `cancel`, `usage` to the `offhours` command, in this order."""
     jobs = subparsers.add_parser("jobs", help="list research jobs: state, queue position, GPUs, preemptions, GPU-hours")
     _common(jobs)
     jobs.add_argument("--service", help="only jobs that borrow from this service")
@@ -460,12 +352,9 @@ def register(subparsers: Any) -> None:
     why.add_argument("name", help="workflow name or run id")
     why.set_defaults(func=_guarded(_cmd_why))
 
-    logs = subparsers.add_parser("logs", help="pod logs of a job, across its parked copies")
-    _common(logs)
-    logs.add_argument("name", help="workflow name or run id")
-    logs.add_argument("-f", "--follow", action="store_true", help="follow the newest pod")
-    logs.add_argument("--step", help="only pods of this step")
-    logs.set_defaults(func=_guarded(_cmd_logs))
+    from offhours.scripts.cli import logs as logs_verb  # its own module, which imports this one: added here, in order
+
+    logs_verb.register(subparsers)
 
     cancel = subparsers.add_parser("cancel", help="stop a run and all its copies gracefully (exit handlers run)")
     _common(cancel)

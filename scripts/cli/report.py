@@ -22,6 +22,7 @@ from typing import Any
 from offhours.scripts.cli.namespaces import add_flags
 from offhours.scripts.cli.replay_source import positive_int
 from offhours.scripts.cli.text import printable
+from offhours.scripts.policy.partial import Missing, partial_note
 from offhours.scripts.pool.usage import UsageRow, render_table, unknown_gpus, usage_by_month
 
 
@@ -39,14 +40,14 @@ def lower_bound_note(unknown: list[str], skipped: int, unread: int) -> str | Non
     A figure made without an input it needs (a Deployment the caller may not read, a workflow that could not be
     counted) is not the figure: the table's sums are then at least what it shows, and it says so.
     """
-    reasons = []
+    missing = []
     if unknown:
-        reasons.append(f"the GPU-hours lent of {', '.join(unknown)} are not counted (GPUs per replica unknown)")
+        missing.append(Missing(f"the GPU-hours lent of {', '.join(unknown)} are not counted (GPUs per replica unknown)"))
     if skipped:
-        reasons.append(f"{skipped} workflow(s) could not be counted")
+        missing.append(Missing(f"{skipped} workflow(s) could not be counted"))
     if unread:
-        reasons.append(f"{unread} read(s) failed (see the warnings)")
-    return f"note: at least these figures: {'; '.join(reasons)}" if reasons else None
+        missing.append(Missing(f"{unread} read(s) failed (see the warnings)"))
+    return partial_note(missing)  # the one wording (policy/partial.py), the console's estimate's too
 
 
 def _namespaces(args: argparse.Namespace, config: Any) -> Any:

@@ -8,7 +8,7 @@ With an authenticator (`offhours console --auth kubernetes`, the in-cluster inst
 import dataclasses
 import ipaddress
 import os
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from flask import Flask, Response, abort, g, redirect, render_template, request
@@ -28,6 +28,7 @@ from offhours.scripts.policy.config import GateConfig
 from offhours.scripts.pool import usage
 from offhours.scripts.pool.model import WAITING, Pool, RunView, gpus_of, names_a_workflow
 from offhours.scripts.pool.operator_metrics import exposition
+from offhours.scripts.pool.store_progress import Stored, store_progress, stored_checkpoint_text
 from offhours.scripts.pool.views import age, cancellable, select_runs, sentence, stamp, unfinished
 from offhours.scripts.runtime.provenance import describe
 
@@ -106,7 +107,8 @@ def create_app(source: PoolSource, gpus_per_replica: Mapping[str, int] | None = 
                person_api: PersonApi | None = None, estimator: Estimator | None = None, local_user: str = "",
                looked: str = "", admits_from: tuple[str, str] | None = None, secure_cookies: bool | None = None,
                gate_config: GateConfig | None = None, local_access: AccessReviewer | None = None,
-               return_path: ReturnPathReader | None = None) -> Flask:
+               return_path: ReturnPathReader | None = None,
+               progress: Callable[[RunView], Stored | None] = store_progress) -> Flask:
     """Build the console over `source`.
 
     `gpus_per_replica`: the gate configuration's, for services whose Deployment says none; `services`:
@@ -123,6 +125,8 @@ def create_app(source: PoolSource, gpus_per_replica: Mapping[str, int] | None = 
     `local_access`: without authentication, what the console's own credentials may do to a job (default: the
     pool reader's access reviews); a job page, cancel or resubmit resolves its name through it (cluster/resolve.py).
     `return_path`: where /return-path reads the gate's return-path histograms (None: the page says there is no Prometheus).
+    `progress`: a run's newest progress read from its own checkpoint store (bounded): the job page's last checkpoint,
+    never the progress annotation, which anyone who may patch the workflow can write.
     """
     app = Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = FORM_BYTES  # a larger body is refused (413) before any of it is read
@@ -246,6 +250,7 @@ def create_app(source: PoolSource, gpus_per_replica: Mapping[str, int] | None = 
         run = find_job(pool, name, READ_JOBS)
         who = Person(g.access.user, bearer_token()) if g.access is not None else Person(local_user, None)
         return render_template("job.html", pool=pool, run=run, page="queue",
+                               last_checkpoint=stored_checkpoint_text(progress(run)),
                                kept=kept_estimate(person_api, who, run), can_cancel=bool(cancellable(run)),
                                can_resubmit=not unfinished(run))  # from what Argo says now, not what was asked
 

@@ -7,6 +7,7 @@ token): a page of another site cannot post a request in the person's name, not e
 without authentication, and one person's key never posts as another (with the token it was made for).
 """
 
+import dataclasses
 import hashlib
 import hmac
 import math
@@ -44,7 +45,8 @@ from offhours.scripts.policy.estimate import (
     estimate_record,
     parse_estimate_record,
 )
-from offhours.scripts.pool.model import ADMITTED, FINISHED, RUNNING, WAITING, Pool, RunView
+from offhours.scripts.policy.partial import Missing, partial_note
+from offhours.scripts.pool.model import ADMITTED, FINISHED, RUNNING, WAITING, Pool, RunView, names_a_workflow
 from offhours.scripts.pool.views import (
     CANCEL_ROUNDS,
     CANCEL_SETTLE_SECONDS,
@@ -87,6 +89,18 @@ def queue_ahead(pool: Pool, service: str, priority: int) -> list[JobAhead]:
         elif job.state == WAITING and job.priority >= priority:
             ahead.append(JobAhead(job.replicas, job.priority))
     return ahead
+
+
+def queue_unknown(pool: Pool, hidden_from: str | None) -> tuple[Missing, ...]:
+    """Return what of the queue a request is replayed behind is not known: jobs hidden from `hidden_from`, or unread."""
+    if hidden_from is not None:
+        return (Missing(f"the jobs ahead of it are not known: {hidden_from} may not list the research workflows "
+                        "(replayed as if none were ahead)", lower_bound=False),)
+    unread = sum(1 for p in pool.problems if names_a_workflow(p))
+    if unread:
+        return (Missing(f"{unread} workflow(s) could not be read: jobs ahead of it may be left out",
+                        lower_bound=False),)
+    return ()
 
 
 def _number(text: str, low: float, high: float) -> float | None:
@@ -144,7 +158,7 @@ def add_request_routes(app: Flask, person_api: PersonApi, pool: Callable[[], Poo
                                                                      admits_from[1], "console")
     # One check-then-create at a time: a double click's second POST reads the pool after the first created.
     creating = threading.Lock()
-    app.jinja_env.globals.update(CSRF_FIELD=CSRF_FIELD, minutes_text=minutes_text)
+    app.jinja_env.globals.update(CSRF_FIELD=CSRF_FIELD, minutes_text=minutes_text, partial_note=partial_note)
 
     def form_key() -> str:
         """Return the request's identity's form key: one person's page never holds a key that posts as another."""
@@ -235,10 +249,14 @@ def add_request_routes(app: Flask, person_api: PersonApi, pool: Callable[[], Poo
         if baseline is None:
             return None, f"no estimate: the console knows no baseline for service {service!r}", {}, None
         job = JobRequest(int(replicas), hours, checkpoint, priority)
+        seen = pool()
         try:
-            return estimator.estimate(service, baseline, job, queue_ahead(pool(), service, priority)), None, {}, job
+            made = estimator.estimate(service, baseline, job, queue_ahead(seen, service, priority))
         except EstimateError as err:
             return None, f"no estimate: {err}", {}, None
+        unknown = queue_unknown(seen, g.access.user or "this identity" if g.access is not None and not g.access.jobs
+                                else None)
+        return (dataclasses.replace(made, missing=(*unknown, *made.missing)) if unknown else made), None, {}, job
 
     @app.route("/request/<name>", methods=["GET", "POST"])
     def request_form(name: str) -> Any:

@@ -11,6 +11,8 @@ from typing import Literal
 
 import numpy as np
 
+from offhours.scripts.policy.partial import Missing
+
 MAX_DAYS = 14  # outcomes: one per past day
 MAX_HOURS = 48.0  # a request longer than this is estimated over its first 48 hours
 # A hole in a service's history (no pod sampled) this long at most is bridged by a straight line; before a
@@ -69,6 +71,7 @@ class Estimate:
     lost_gpu_hours: float  # mean over the days
     outcomes: tuple[Outcome, ...]
     assumptions: tuple[str, ...] = ASSUMPTIONS
+    missing: tuple[Missing, ...] = ()  # inputs it was made without (policy/partial.py says them); () when whole
     kind: Literal["estimate"] = "estimate"
 
 
@@ -114,7 +117,8 @@ def estimate_record(estimate: Estimate, request: JobRequest, made_at: str) -> st
                        "startP90Minutes": minutes(estimate.start_p90_minutes),
                        "preemptionChance": round(estimate.preemption_chance, 3),
                        "lostGpuHours": round(estimate.lost_gpu_hours, 2), "hours": request.hours,
-                       "checkpointMinutes": request.checkpoint_minutes}, separators=(",", ":"))
+                       "checkpointMinutes": request.checkpoint_minutes, "partial": bool(estimate.missing)},
+                      separators=(",", ":"))
 
 
 _RECORD_NUMBERS = ("days", "horizonMinutes", "preemptionChance", "lostGpuHours", "hours", "checkpointMinutes")
@@ -141,4 +145,6 @@ def parse_estimate_record(text: object) -> dict[str, object] | None:
             return None
     if raw["preemptionChance"] > 1:
         return None
-    return {k: raw[k] for k in ("madeAt", "startMedianMinutes", "startP90Minutes", *_RECORD_NUMBERS)}
+    # Made without part of its inputs (policy/partial.py): the job page says so beside it. Absent in older records.
+    return {**{k: raw[k] for k in ("madeAt", "startMedianMinutes", "startP90Minutes", *_RECORD_NUMBERS)},
+            "partial": raw.get("partial") is True}

@@ -32,7 +32,8 @@ import pytest
 from offhours.scripts.runtime import store_file
 from offhours.scripts.runtime.checkpoint import CheckpointError, CheckpointStore, RetryPolicy, StaleWriterError
 from offhours.scripts.runtime.checkpoint_log import LOG, LOG_NAME, decode
-from tests.support.s3_fixture import IGNORES_CONDITIONAL_PUTS, running_s3proxy, s3_env
+from tests.support.s3_fixture import IGNORES_CONDITIONAL_PUTS, running_s3proxy, s3_env, s3proxy_with_bucket
+from tests.support.s3_fixture import s3_client as client
 
 FAST = RetryPolicy(connect_timeout=2, read_timeout=5, attempts=3, deadline=30, backoff=0.05)
 
@@ -43,21 +44,10 @@ def payload(step: int, tag: str, size: int) -> bytes:
     return (seed * (size // len(seed) + 1))[:size]
 
 
-def client(env: dict[str, str]) -> Any:
-    import boto3
-    from botocore.config import Config
-
-    return boto3.client("s3", endpoint_url=env["OFFHOURS_S3_ENDPOINT_URL"], aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
-                        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"], region_name="us-east-1",
-                        config=Config(request_checksum_calculation="when_required",
-                                      response_checksum_validation="when_required"))
-
 
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    with running_s3proxy(tmp_path_factory.mktemp("s3proxy")) as endpoint:
-        env = s3_env(endpoint)
-        client(env).create_bucket(Bucket="lab")
+    with s3proxy_with_bucket(tmp_path_factory.mktemp("s3proxy")) as env:
         yield env
 
 

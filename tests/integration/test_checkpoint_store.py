@@ -30,7 +30,8 @@ from offhours.scripts.runtime.checkpoint import (
     latest_progress_time,
 )
 from tests.support.fault_proxy import Fault, FaultProxy, fault_proxy
-from tests.support.s3_fixture import running_s3proxy, s3_env
+from tests.support.s3_fixture import s3_client as client
+from tests.support.s3_fixture import s3proxy_with_bucket
 
 FAST = RetryPolicy(connect_timeout=1, read_timeout=1, attempts=3, deadline=20, backoff=0.05)
 # What a test of which records count passes: the gate's 5 s read deadline is not what it tests, and a loaded
@@ -40,19 +41,9 @@ LOGIC_TIMEOUT = 60.0
 
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    with running_s3proxy(tmp_path_factory.mktemp("s3proxy")) as endpoint:
-        env = s3_env(endpoint)
-        client(env).create_bucket(Bucket="lab")
+    with s3proxy_with_bucket(tmp_path_factory.mktemp("s3proxy")) as env:
         yield env
 
-
-def client(env: dict[str, str]) -> Any:
-    import boto3
-    from botocore.config import Config
-
-    return boto3.client("s3", endpoint_url=env["OFFHOURS_S3_ENDPOINT_URL"], aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
-                        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"], region_name="us-east-1",
-                        config=Config(request_checksum_calculation="when_required"))
 
 
 def keys(env: dict[str, str], prefix: str) -> list[str]:

@@ -9,7 +9,7 @@ from offhours.scripts.cli.main import parser
 VERBS = ["render", "validate", "gate", "submit", "rerun", "simulate", "report", "check", "demo", "backstop", "jobs", "why",
          "logs", "cancel", "usage", "console", "schedule", "trace", "tune", "calibrate"]
 IN_POD = ["check-parameters", "return-gpus"]  # they parse and run, out of a person's help
-# The verbs whose module is named after them (jobs.py holds jobs, why, logs, cancel and usage).
+# The verbs whose module is named after them (jobs.py holds jobs, why, cancel and usage, and adds logs.py's logs).
 OWN_MODULE = {"render": "render", "validate": "validate", "gate": "gate", "submit": "submit", "rerun": "rerun",
               "simulate": "simulate",
               "check": "check", "demo": "demo", "check-parameters": "check_parameters", "return-gpus": "return_gpus",

@@ -76,7 +76,9 @@ def test_pages_in_chromium_show_the_read_model(tmp_path):
         assert text(browser, "#sentence").startswith("preempted 1 time(s), parked to resume from its last checkpoint;")
         items = [li.text for li in browser.find_elements(By.CSS_SELECTOR, "#timeline li")]
         assert items[0] == "2025-03-14 07:00:00Z submitted rl-d-x7" and len(items) == 7
-        assert text(browser, "td[data-field='last_checkpoint']") == "2025-03-14 11:15:00Z"
+        # Its progress annotation says 11:15, but the run names no store: what the page says comes from a store only.
+        assert text(browser, "td[data-field='last_checkpoint']") == \
+            "unknown: the run names no checkpoint store offhours reads (file:// or s3://)"
         browser.save_screenshot(str(shots / "job.png"))
 
         browser.get(url + "/usage")
@@ -120,3 +122,36 @@ def test_usage_by_month_of_the_fixture():
 def test_every_page_answers_200_over_the_fixture(path):
     client = create_app(source(build_pool(*lending_pool(), SERVING, NOW))).test_client()
     assert client.get(path).status_code == 200
+
+
+def test_the_job_page_s_last_checkpoint_is_the_store_s_never_a_forged_annotation(tmp_path):
+    """A tenant who may patch the workflow writes any progress annotation; the page reads the run's own store.
+
+    Real: the checkpoint store on the file system (a save of step 600), the console in Chromium.
+    """
+    from datetime import datetime, timezone
+
+    from offhours.scripts.runtime.checkpoint import CheckpointStore
+    from tests.support.pool_fixture import workflow
+
+    uri = f"file://{tmp_path}/ckpt"
+    before = datetime.now(timezone.utc).replace(microsecond=0)
+    CheckpointStore(uri, run_id="st-run").save(600, b"weights")
+    forged = {"offhours.io/admitted-at": "2025-03-14T11:35:00Z", "offhours.io/last-checkpoint": "2099-01-01T00:00:00Z"}
+
+    def run(name: str, annotations: dict[str, str]) -> dict:
+        wf = workflow(name, "chat", 1, "admitted", "Running", created=30, started=20, run_id=name,
+                      annotations=annotations)
+        wf["spec"]["arguments"] = {"parameters": [{"name": "checkpoint-uri", "value": uri},
+                                                  {"name": "run-id", "value": name}]}
+        return wf
+
+    configmaps, deployments, _ = lending_pool()
+    pool = build_pool(configmaps, deployments, [run("st-run", forged), run("none-run", forged)], SERVING, NOW)
+    with serving(create_app(source(pool))) as url, chromium() as browser:
+        browser.get(url + "/jobs/st-run")
+        shown = text(browser, "td[data-field='last_checkpoint']")
+        assert shown.endswith("Z (read from its checkpoint store)") and "2099" not in shown, shown
+        assert datetime.strptime(shown[:20], "%Y-%m-%d %H:%M:%SZ").replace(tzinfo=timezone.utc) >= before
+        browser.get(url + "/jobs/none-run")  # the same forged annotation, an empty store
+        assert text(browser, "td[data-field='last_checkpoint']") == "none in its checkpoint store"

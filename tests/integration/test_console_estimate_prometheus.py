@@ -25,6 +25,7 @@ from offhours.scripts.metrics import vllm
 from offhours.scripts.names import ANNOTATION_ESTIMATE
 from offhours.scripts.policy.config import GateConfig
 from offhours.scripts.policy.estimate import Estimate, EstimateError, JobRequest
+from offhours.scripts.policy.partial import PARTIAL, partial_note
 from offhours.scripts.simulate.estimate import HistoryEstimator, prometheus_history
 from offhours.scripts.simulate.trace import Trace, days_of, load_trace
 from tests.support.backfill import RenderedService, backfill
@@ -93,8 +94,15 @@ def test_the_estimate_from_prometheus_is_the_estimate_of_the_history_it_holds(pr
 
 
 def test_a_short_hole_is_bridged_and_still_estimated(prometheus: str) -> None:
-    """Ten minutes without a sample are drawn across (the counters' total stays exact): still an estimate of 2 days."""
-    assert estimator_of(prometheus).estimate("blip", BASELINE, REQUEST, []).days == 2
+    """Ten minutes without a sample are drawn across (the counters' total stays exact): still an estimate of 2 days,
+    which says that ten minutes of its history were drawn, not read, and that it made 2 of the 4 replays it asks."""
+    blip = estimator_of(prometheus).estimate("blip", BASELINE, REQUEST, [])
+    assert blip.days == 2
+    note = partial_note(blip.missing)
+    assert note is not None and note.startswith(PARTIAL), note
+    assert "10 minute(s) of its history had no sample of any pod" in note and "2 of the 14 days" in note
+    whole = estimator_of(prometheus).estimate("chat", BASELINE, REQUEST, [])
+    assert [m.why for m in whole.missing] == ["2 of the 14 days an estimate replays: the history holds 96.0 h before now"]
 
 
 @pytest.mark.parametrize("service,why", [
@@ -142,6 +150,9 @@ def test_the_form_shows_prometheus_numbers(prometheus: str) -> None:
     assert 'id="no-estimate"' not in page
     median = re.search(r'data-field="start-median">([^<]*)<', page)
     assert median and median.group(1) == minutes_text(in_memory(BUNDLED).start_median_minutes)
+    # Four days held, fourteen replayed when they are there: the numbers are shown as partial, saying why.
+    said = re.search(r'id="estimate-partial">([^<]*)<', page)
+    assert said and said.group(1) == partial_note(in_memory(BUNDLED).missing)
 
 
 def test_prometheus_down_is_no_estimate_and_the_job_is_still_submitted(prometheus: str) -> None:

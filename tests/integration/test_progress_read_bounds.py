@@ -15,18 +15,16 @@ from urllib.parse import unquote
 import pytest
 
 from offhours.scripts.runtime.checkpoint import CheckpointError, CheckpointStore, RetryPolicy, latest_progress_time
-from tests.integration.test_checkpoint_store import client
 from tests.support.fault_proxy import Fault, FaultProxy, fault_proxy
-from tests.support.s3_fixture import running_s3proxy, s3_env
+from tests.support.s3_fixture import s3_client as client
+from tests.support.s3_fixture import s3proxy_with_bucket
 
 FAST = RetryPolicy(connect_timeout=1, read_timeout=1, attempts=2, deadline=20, backoff=0.05)
 
 
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    with running_s3proxy(tmp_path_factory.mktemp("s3proxy")) as endpoint:
-        env = s3_env(endpoint)
-        client(env).create_bucket(Bucket="lab")
+    with s3proxy_with_bucket(tmp_path_factory.mktemp("s3proxy")) as env:
         yield env
 
 

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from offhours.scripts.runtime.checkpoint import PREEMPTED_EXIT_CODE, CheckpointError, CheckpointStore
-from tests.support.s3_fixture import running_s3proxy, s3_env
+from tests.support.s3_fixture import s3proxy_with_bucket
 
 JOB = Path(__file__).resolve().parents[2] / "examples" / "reference-job" / "train.py"
 STEPS, EVERY = 1500, 100
@@ -181,13 +181,7 @@ def test_store_refuses_unusable_uris() -> None:
 
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    with running_s3proxy(tmp_path_factory.mktemp("s3proxy")) as endpoint:
-        env = s3_env(endpoint)
-        import boto3
-
-        boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
-                     aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"], region_name="us-east-1"
-                     ).create_bucket(Bucket="lab")
+    with s3proxy_with_bucket(tmp_path_factory.mktemp("s3proxy")) as env:
         yield env
 
 

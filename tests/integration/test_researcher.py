@@ -85,7 +85,9 @@ def test_since_parsing():
 
 def test_step_matches_the_node_name():
     pod = {"metadata": {"annotations": {"workflows.argoproj.io/node-name": "run-x.train(0)"}}}
-    assert (r.step_matches(pod, "train"), r.step_matches(pod, "eval"), r.step_matches(pod, None)) == (True, False, True)
+    from offhours.scripts.cli.logs import step_matches
+
+    assert (step_matches(pod, "train"), step_matches(pod, "eval"), step_matches(pod, None)) == (True, False, True)
 
 
 def test_an_unknown_job_is_named(pool):

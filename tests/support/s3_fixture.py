@@ -11,6 +11,7 @@ import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from tests.support.fleet import free_port, wait_until_serving
 
@@ -57,3 +58,23 @@ def running_s3proxy(workdir: Path, version: str = S3PROXY_VERSION) -> Iterator[s
 def s3_env(endpoint: str) -> dict[str, str]:
     return {**os.environ, "AWS_ACCESS_KEY_ID": IDENTITY, "AWS_SECRET_ACCESS_KEY": CREDENTIAL,
             "AWS_DEFAULT_REGION": "us-east-1", "OFFHOURS_S3_ENDPOINT_URL": endpoint}
+
+
+def s3_client(env: dict[str, str]) -> Any:
+    """A boto3 client of the server `env` names (s3_env), checksums only where S3 requires them (as the store's)."""
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client("s3", endpoint_url=env["OFFHOURS_S3_ENDPOINT_URL"], aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+                        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"], region_name="us-east-1",
+                        config=Config(request_checksum_calculation="when_required",
+                                      response_checksum_validation="when_required"))
+
+
+@contextmanager
+def s3proxy_with_bucket(workdir: Path, bucket: str = "lab") -> Iterator[dict[str, str]]:
+    """Start s3proxy, make `bucket`; yield the environment that reaches it (s3_env): every S3 test's module fixture."""
+    with running_s3proxy(workdir) as endpoint:
+        env = s3_env(endpoint)
+        s3_client(env).create_bucket(Bucket=bucket)
+        yield env

@@ -14,7 +14,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from offhours.scripts.cli import jobs as r
+from offhours.scripts.cli import logs as r
 from offhours.scripts.names import ANNOTATION_ADMITTED_AT
 from offhours.scripts.pool.model import build_pool
 from tests.support.access import may_all
@@ -22,8 +22,13 @@ from tests.support.pool_fixture import NOW, SERVING, chat_state, deployment, sta
 
 
 class _Answer:
+    """A log answer as the client gives it unread (`_preload_content=False`): streamed in chunks of at most `amt`."""
+
     def __init__(self, data: bytes) -> None:
         self.data = data
+
+    def stream(self, amt: int) -> Any:
+        return (self.data[i:i + amt] for i in range(0, len(self.data), amt))
 
 
 def _owner(workflow_name: str) -> client.V1OwnerReference:
@@ -56,7 +61,11 @@ class _Core:
                 status=client.V1PodStatus(phase="Pending" if n in self.pending else "Running")))
         return SimpleNamespace(items=items)
 
-    def read_namespaced_pod_log(self, name: str, namespace: str, container: str, _preload_content: bool = True) -> Any:
+    def read_namespaced_config_map(self, name: str, namespace: str, **_: Any) -> Any:
+        raise ApiException(status=404, reason="Not Found")  # no log archive configured
+
+    def read_namespaced_pod_log(self, name: str, namespace: str, container: str, _preload_content: bool = True,
+                                **bounds: Any) -> Any:
         text = self.logs[name]
         if name in self.pending:  # as the API server answers for a container that never started
             raise ApiException(status=400, reason="Bad Request")
@@ -96,7 +105,7 @@ def test_an_attempt_whose_pods_are_gone_is_named(monkeypatch: pytest.MonkeyPatch
     assert _run(monkeypatch, {"train-z-p1-job-2": b"start at step 450 of 900\n"}) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0] == ("==> train-z (attempt 1 of 2, preempted): no pods left (deleted when it was stopped; "
-                      "their logs went with them) <==")
+                      "no log archive is configured: `offhours render --log-archive` keeps them) <==")
     assert out[1].startswith("==> train-z-p1 / train-z-p1-job-2 (attempt 2 of 2")
 
 
@@ -127,3 +136,23 @@ def test_a_pod_labelled_with_the_run_s_workflow_but_not_owned_by_it_is_not_shown
     out = capsys.readouterr().out
     assert "forged output" not in out and "decoy-pod-1" not in out
     assert "start at step 450 of 900" in out  # the run's own pod is still shown
+
+
+def test_a_pod_log_past_the_cap_is_cut_said_and_asked_no_further(monkeypatch: pytest.MonkeyPatch,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """The API server is asked for the cap and one byte (limitBytes); what it sends past the cap is never printed."""
+    asked: list[dict[str, Any]] = []
+    real = _Core.read_namespaced_pod_log
+
+    def recording(self: _Core, name: str, namespace: str, container: str, _preload_content: bool = True,
+                  **bounds: Any) -> Any:
+        asked.append(bounds)
+        return real(self, name, namespace, container, _preload_content)
+
+    monkeypatch.setattr(_Core, "read_namespaced_pod_log", recording)
+    monkeypatch.setattr(r, "LOG_BYTES", 100)
+    assert _run(monkeypatch, {"train-z-job-1": b"a" * 99 + b"\n" + b"b" * 5000,
+                              "train-z-p1-job-2": b"start at step 450 of 900\n"}) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1:3] == ["a" * 99, "(log longer than 100 bytes: cut there: 100 bytes shown)"]
+    assert all(b["limit_bytes"] == 101 and b["_request_timeout"] for b in asked)

@@ -6,6 +6,7 @@ days before t only (what the console would have said). The predicted median star
 simulated start's 10-minute bucket in most cases: at least THRESHOLD of them.
 """
 
+import dataclasses
 import math
 
 import pytest
@@ -19,6 +20,7 @@ from offhours.scripts.policy.estimate import (
     estimate_record,
     parse_estimate_record,
 )
+from offhours.scripts.policy.partial import Missing
 from offhours.scripts.simulate.estimate import DAY, estimate, replay_day
 from offhours.scripts.simulate.fleet import default_fleet
 from offhours.scripts.simulate.trace import Trace, load_trace
@@ -99,6 +101,9 @@ def test_a_kept_estimate_reads_back_and_a_tampered_one_is_no_estimate() -> None:
     e = estimate(trace, 10 * DAY + 600, policy, baseline, fleet, request, days=3)
     kept = parse_estimate_record(estimate_record(e, request, "2026-12-01T10:00:00Z"))
     assert kept is not None and kept["days"] == 3 and kept["hours"] == 4.0
+    assert kept["partial"] is False  # the 3 days asked for: whole
+    short = dataclasses.replace(e, missing=(Missing("2 of the 3 days an estimate replays", lower_bound=False),))
+    assert parse_estimate_record(estimate_record(short, request, "2026-12-01T10:00:00Z"))["partial"] is True  # type: ignore[index]
     for hostile in ('{"madeAt": 1}', "[]", "x" * 5000, '{"madeAt":"t","days":-1}', "[" * 10000, None, 7,
                     '{"madeAt":"t","days":1,"horizonMinutes":1,"preemptionChance":2,"lostGpuHours":0,"hours":1,'
                     '"checkpointMinutes":1}'):

@@ -19,6 +19,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from offhours.scripts.cli import jobs as r
+from offhours.scripts.cli import logs
 from offhours.scripts.cluster.errors import describe_api_error
 from offhours.scripts.pool.model import build_pool, job_view, parse_time
 from tests.support.access import may_all
@@ -81,8 +82,13 @@ def test_a_parked_job_runs_from_its_first_pod_not_from_when_argo_first_saw_it() 
 
 
 class _Answer:
+    """A log answer as the client gives it unread (`_preload_content=False`): streamed in chunks of at most `amt`."""
+
     def __init__(self, data: bytes) -> None:
         self.data = data
+
+    def stream(self, amt: int) -> Any:
+        return (self.data[i:i + amt] for i in range(0, len(self.data), amt))
 
 
 class _Core:
@@ -97,7 +103,11 @@ class _Core:
             name=n, creation_timestamp=ts(10 - i), owner_references=[owner]))
             for i, n in enumerate(sorted(self.logs)) if n.startswith(workflow_name)])
 
-    def read_namespaced_pod_log(self, name: str, namespace: str, container: str, _preload_content: bool = True) -> Any:
+    def read_namespaced_config_map(self, name: str, namespace: str, **_: Any) -> Any:
+        raise ApiException(status=404, reason="Not Found")  # no log archive configured
+
+    def read_namespaced_pod_log(self, name: str, namespace: str, container: str, _preload_content: bool = True,
+                                **bounds: Any) -> Any:
         assert container == "main" and not _preload_content  # preloaded, the client would hand back str(bytes)
         return _Answer(self.logs[name])
 
@@ -109,9 +119,9 @@ def test_logs_prints_each_pods_text_under_its_header(monkeypatch: pytest.MonkeyP
     reader = SimpleNamespace(research_namespace="research", core=_Core({
         "train-z-check-1": b"check-parameters: 18 parameter(s) ok\n", "train-z-job-2": b"started\nready \xe2\x9c\x93"}),
         api=client.ApiClient(), access=may_all())
-    monkeypatch.setattr(r, "_reader", lambda args: reader)
-    monkeypatch.setattr(r, "read_pool", lambda args, reader=None: pool)
+    monkeypatch.setattr(logs, "_reader", lambda args: reader)
+    monkeypatch.setattr(logs, "read_pool", lambda args, reader=None: pool)
     args = argparse.Namespace(name="train-z", step=None, follow=False)
-    assert r._cmd_logs(args) == 0
+    assert logs._cmd_logs(args) == 0
     assert capsys.readouterr().out == ("==> train-z / train-z-check-1 <==\ncheck-parameters: 18 parameter(s) ok\n"
                                        "==> train-z / train-z-job-2 <==\nstarted\nready ✓\n")
