@@ -5,6 +5,8 @@
 service owns any more (`owned_by_tick`): a service renamed, moved to another scale target or removed.
 """
 
+from collections.abc import Mapping
+
 from offhours.scripts.gate.observe import describe
 from offhours.scripts.gate.snapshot import Observed
 from offhours.scripts.gate.tick_state import GateParts
@@ -51,10 +53,15 @@ def after_write(gate: GateParts, obs: Observed, baseline: int | None, now_at: in
         gate.log.warning(f"could not settle the ledger's entry of {obs.dep.ref}: {describe(err)}", obs.policy.name)
 
 
-def owned_by_tick(gate: GateParts, entry: Lent) -> bool:
-    """Whether a configured service's tick owns this entry: the service it was lent for still names this object."""
-    for policy in gate.config.services:
-        if policy.name == entry.service and entry.namespace == gate.config.namespace:
-            # A service without a named target lends from the Deployment labelled with it: the tick reads it.
-            return policy.deployment is None or policy.deployment == entry.target
-    return False
+def owned_by_tick(gate: GateParts, entry: Lent, observed: Mapping[str, tuple[str, str]]) -> bool:
+    """Whether a configured service's tick owns this entry: the service it was lent for still names this object.
+
+    `observed`: service -> (target text, UID) as this tick read it. A configured service whose read failed
+    owns the entry while its configuration may still name the object (a labelled Deployment, or that name):
+    its fail-safe gives back what its record says, and the next tick that reads it decides.
+    """
+    if entry.namespace != gate.config.namespace:
+        return False
+    if entry.service in observed:
+        return observed[entry.service] == (entry.target, entry.uid)
+    return any(p.name == entry.service and p.deployment in (None, entry.target) for p in gate.config.services)

@@ -169,7 +169,7 @@ def adopt_unledgered(gate: GateParts, t: TickState, observed: list[Observed]) ->
             gate.log.error(f"could not adopt the earlier lend of {rec.deployment}: {describe(err)}", obs.policy.name)
 
 
-def return_stranded(gate: GateParts, t: TickState) -> None:
+def return_stranded(gate: GateParts, t: TickState, observed: list[Observed]) -> None:
     """Give back what the gate lowered of every object no configured service owns any more (serving first: a raise).
 
     Only raises, to `ownership.owed` (never above the recorded baseline), only the incarnation recorded (its
@@ -186,11 +186,15 @@ def return_stranded(gate: GateParts, t: TickState) -> None:
         return
     for reason in refused.values():
         gate.log.error(f"{reason}: nothing raised on its word (an operator must check the object)")
+    targets = {obs.policy.name: (obs.dep.text, obs.dep.uid) for obs in observed}
+    # An object a configured service now reads (renamed onto it): raised through the tick's own copy, so that
+    # service's tick decides from the value given back, not from the one read before.
+    read = {obs.dep.uid: obs.dep for obs in observed}
     for uid, entry in entries.items():
-        if owned_by_tick(gate, entry):
+        if owned_by_tick(gate, entry, targets):
             continue
         try:
-            return_one(gate, t, entry)
+            return_one(gate, t, entry, read.get(uid))
         except LeaseLost:
             raise
         except Exception as err:  # noqa: BLE001 - that object's fault: its entry stays for the next tick
@@ -198,10 +202,11 @@ def return_stranded(gate: GateParts, t: TickState) -> None:
                            f"{entry.service}): {describe(err)}", entry.service)
 
 
-def return_one(gate: GateParts, t: TickState, entry: Lent) -> None:
+def return_one(gate: GateParts, t: TickState, entry: Lent, dep: ScaleTarget | None = None) -> None:
     """Raise one stranded object to what it is owed, settle the old service's record on it, then drop the entry."""
     ns = gate.config.namespace
-    dep = gate.cluster.find_deployment(ns, entry.target)
+    if dep is None or dep.text != entry.target:
+        dep = gate.cluster.find_deployment(ns, entry.target)
     if dep is None or dep.uid != entry.uid:
         actuate.fence(gate, t)
         gate.cluster.write_ledger_entry(ns, entry.uid, None)
