@@ -154,3 +154,25 @@ def test_an_entry_claiming_an_absurd_baseline_raises_nothing() -> None:
                                           '"baseline":1000000,"applied":0}' % uid}
     w.tick()
     assert w.at("decoy") == BASELINE and "baseline is 1000000" in w.log.getvalue()
+
+
+def test_a_lower_whose_ledger_entry_was_never_settled_is_still_given_back_exactly() -> None:
+    """Fault: every write that settles the ledger after a lower fails (the gate died between the lower and the
+    settling). The entry written before the lower (with the value it lowered from) still names the object, and
+    after a rename it comes back to exactly its baseline, not one replica more or less."""
+    w = Edited()
+    real = w.cluster.write_ledger_entry
+
+    def settle_fails(namespace: str, uid: str, text: str | None) -> None:
+        if text is None or "applyingFrom" not in text:
+            raise RuntimeError("the gate died before this write")
+        real(namespace, uid, text)
+
+    w.cluster.write_ledger_entry = settle_fails  # type: ignore[method-assign]
+    w.lend(2)
+    check_ledger_complete(w)
+    w.cluster.write_ledger_entry = real  # type: ignore[method-assign]
+    w.services = {"chat-renamed": "chat", "code": "code"}
+    w.configure()
+    w.tick()
+    assert w.at("chat") == BASELINE and not w.ledger(), w.log.getvalue()[-3000:]
