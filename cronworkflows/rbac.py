@@ -24,8 +24,8 @@ from offhours.scripts.names import (
     KEDA_GROUP,
     LABEL_MANAGED,
     LEASE_NAME,
-    RESEARCH_SERVICE_ACCOUNT,
     LEDGER_CONFIGMAP,
+    RESEARCH_SERVICE_ACCOUNT,
     aggregated_event_name,
     state_configmap_name,
 )

@@ -1,5 +1,8 @@
-"""What the gate took under an earlier configuration comes back: a removed service's lend and admissions, and
-every object in the gate's ledger (`gate.ledger`) that no configured service names any more."""
+"""What the gate took under an earlier configuration comes back, whatever the configuration says now.
+
+A removed service's lend and admissions; every object in the gate's ledger (`gate.ledger`) that no
+configured service names any more.
+"""
 
 from dataclasses import replace
 

@@ -1,4 +1,5 @@
-"""The ledger's entries, decoded in one place (policy.ownership): bounded, refused with one reason, never a raise past the baseline.
+"""The ledger's entries, decoded in one place (policy.ownership): bounded, refused with one reason, raising
+nothing past the baseline.
 
 Invariants, generated: any text under any key either decodes to an entry within the bounds (counts 0 to
 MAX_OWED_REPLICAS, applied at most the baseline, the UID its key) or is refused with a LedgerRefusal naming
