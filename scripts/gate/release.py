@@ -206,21 +206,46 @@ def return_stranded(gate: GateParts, t: TickState, observed: list[Observed]) -> 
 
 
 def return_one(gate: GateParts, t: TickState, entry: Lent, dep: ScaleTarget | None = None) -> None:
-    """Raise one stranded object to what it is owed, settle the old service's record on it, then drop the entry."""
+    """Raise one stranded object to what it is owed, settle the old service's record on it, then drop the entry.
+
+    What is owed is the ledger's (`ownership.owed`), bounded by the record of the service it was lent for where
+    that record names this object: the record hears of raises the ledger does not (the backstop's), so the
+    smaller of the two is never a raise given back twice.
+    """
     ns = gate.config.namespace
     if dep is None or dep.text != entry.target:
         dep = gate.cluster.find_deployment(ns, entry.target)
     if dep is None or dep.uid != entry.uid:
         actuate.fence(gate, t)
         gate.cluster.write_ledger_entry(ns, entry.uid, None)
-        gate.log.info(f"{entry.target} (uid {entry.uid}) is gone: nothing to give back", entry.service)
+        gate.log.info(f"{entry.target} (uid {entry.uid}) is gone (deleted, or made again as a new incarnation): "
+                      f"nothing to give back", entry.service)
         return
     current = dep.replicas
+    text = gate.cluster.read_state(ns, entry.service)
+    record = ServiceRecord.from_json(text)
     value = owed(entry, current)
+    if record.deployment_uid == dep.uid and record.writes_to == "replicas" and record.baseline is not None:
+        value = min(value, max(current, own_baseline(record, dep.uid, "replicas", current, 0).baseline))
     if value > current:
+        # The give-back written first, as the value applied (from `current`): a fault after the raise (the
+        # record's write, the entry's removal) leaves an entry that owes nothing more, never the raise again.
+        actuate.fence(gate, t)
+        try:
+            gate.cluster.write_ledger_entry(ns, entry.uid, replace(entry, baseline=value, applied=value,
+                                                                   applying_from=current).to_json())
+        except Exception as err:  # noqa: BLE001 - serving first: the raise goes ahead
+            gate.log.warning(f"could not write the give-back of {dep.ref} into the ledger first: {describe(err)}",
+                             entry.service)
         actuate.fence(gate, t)
         value = gate.cluster.raise_serving(dep, current, value).value
-    settle_record(gate, t, entry, dep, value)
+    if text is not None and record.deployment_uid in (dep.uid, ""):
+        # Marked in the old service's record (no second raise from its release). An unreadable record (read as
+        # none) would have the release measure a baseline from the marks on top: written as this object's.
+        actuate.fence(gate, t)
+        gate.cluster.write_state(ns, entry.service, replace(
+            record, deployment_uid=dep.uid, writes_to="replicas", deployment=record.deployment or entry.target,
+            baseline=value, applied=value, applying_from=None).to_json())
     actuate.fence(gate, t)
     gate.cluster.write_ledger_entry(ns, entry.uid, None)
     message = (f"{dep.ref} was lowered for service {entry.service}, which no longer names it: "
@@ -230,18 +255,3 @@ def return_one(gate: GateParts, t: TickState, entry: Lent, dep: ScaleTarget | No
         gate.cluster.record_event(ns, dep.kind, dep.name, EVENT_SERVICE_RELEASED, message, True)
     except Exception as err:  # noqa: BLE001 - an event is a record, not an action
         gate.log.warning(f"could not record event {EVENT_SERVICE_RELEASED}: {describe(err)}", entry.service)
-
-
-def settle_record(gate: GateParts, t: TickState, entry: Lent, dep: ScaleTarget, value: int) -> None:
-    """Mark the give-back in the old service's record, where it still names this object: no second raise from it."""
-    ns = gate.config.namespace
-    text = gate.cluster.read_state(ns, entry.service)
-    record = ServiceRecord.from_json(text)
-    if text is None or record.deployment_uid not in (dep.uid, ""):
-        return
-    # An unreadable record (read as none) would have the release measure a baseline from the marks, on top
-    # of what was just given back: it is written as this object's, at the value given back.
-    actuate.fence(gate, t)
-    gate.cluster.write_state(ns, entry.service, replace(record, deployment_uid=dep.uid, writes_to="replicas",
-                                                        deployment=record.deployment or entry.target, baseline=value,
-                                                        applied=value, applying_from=None).to_json())

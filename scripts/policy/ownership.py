@@ -106,14 +106,14 @@ def owed(lent: Lent, current: int) -> int:
     landed, what was lent before it is still owed): its baseline. At any other value someone else set it
     after the gate: the gate owns only its delta, so it gives back the replicas it took on top of that value
     (as `record.own_baseline` adopts another writer's change). A lower in flight with a third value is
-    ambiguous (did it land?): the larger delta, the side that leaves serving whole. Never above the recorded
-    baseline: a raise the ledger did not hear of (the backstop's, a write whose settling failed) must not
-    read as someone else's change and be given back a second time.
+    ambiguous (did it land?): the larger delta, the side that leaves serving whole. Never more than the
+    entry's own bound (MAX_OWED_REPLICAS). A raise the ledger did not hear of (the backstop's) would read as
+    someone else's change: the caller also bounds this by the service's record, where it names the object.
     """
     if current in (lent.applied, lent.applying_from):
         return max(current, lent.baseline)
     taken = lent.baseline - (lent.applied if lent.applying_from is None else min(lent.applied, lent.applying_from))
-    return max(current, min(current + taken, lent.baseline))
+    return max(current, min(current + taken, MAX_OWED_REPLICAS))
 
 
 def _text(raw: dict[str, Any], name: str, most: int) -> str:

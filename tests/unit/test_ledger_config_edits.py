@@ -176,3 +176,33 @@ def test_a_lower_whose_ledger_entry_was_never_settled_is_still_given_back_exactl
     w.configure()
     w.tick()
     assert w.at("chat") == BASELINE and not w.ledger(), w.log.getvalue()[-3000:]
+
+
+def test_a_raise_the_ledger_did_not_hear_of_is_not_given_back_twice() -> None:
+    """The gate stops ticking while lent; the backstop restores chat by its record (the ledger still says 4 of 8
+    applied). Then chat is renamed: the ledger alone would read the backstop's raise as an owner's change and give
+    back 4 more (12); bounded by the record, which heard of the raise, it stays at exactly 8."""
+    from offhours.scripts.backstop.restore import run_backstop
+
+    w = Edited()
+    w.lend(2)
+    w.now += 3600.0  # the lending lease long run out
+    w.cluster.clock = w.now
+    run_backstop(w.cluster, "serving", clock=lambda: w.now, out=w.log)
+    assert w.at("chat") == BASELINE and w.ledger(), w.log.getvalue()[-3000:]
+    w.services = {"chat-renamed": "chat", "code": "code"}
+    w.configure()
+    w.tick()
+    assert w.at("chat") == BASELINE and not w.ledger(), w.log.getvalue()[-3000:]
+    check_never_above(w)
+
+
+def test_an_owners_scale_while_lent_is_kept_when_the_object_is_given_back() -> None:
+    """Own only your delta: on-call adds one replica to chat while 4 are lent; chat is moved: 5 + the 4 taken = 9."""
+    w = Edited()
+    w.lend(2)
+    w.cluster.deployments[("serving", "chat")].replicas = 5
+    w.services["chat"] = "chat-b"
+    w.configure()
+    w.tick()
+    assert w.at("chat") == BASELINE + 1 and not w.ledger().get(w.cluster.deployments[("serving", "chat")].uid)
