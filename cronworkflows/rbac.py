@@ -24,6 +24,7 @@ from offhours.scripts.names import (
     KEDA_GROUP,
     LABEL_MANAGED,
     LEASE_NAME,
+    LEDGER_CONFIGMAP,
     RESEARCH_SERVICE_ACCOUNT,
     aggregated_event_name,
     state_configmap_name,
@@ -62,7 +63,8 @@ def gate_serving_rules(config: GateConfig) -> list[dict[str, Any]]:
     """
     targets = [s.scale_target for s in config.services]
     deployments = sorted({t.name for t in targets})
-    state = sorted(state_configmap_name(s.name) for s in config.services)
+    # offhours-lent: the ledger of what the gate lowered, by object (`policy.ownership`), whatever the config names.
+    state = sorted([*(state_configmap_name(s.name) for s in config.services), LEDGER_CONFIGMAP])
     return [
         {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "list", "watch"]},
         *[r for r in target_rules(targets, ["get", "list", "watch"], ["get", "patch", "update"])

@@ -240,6 +240,14 @@ class Cluster(Protocol):
         """Remove the gate's memory of `service`; a missing one is success."""
         ...
 
+    def ledger(self, namespace: str) -> dict[str, str]:
+        """Return the gate's ledger of what it lowered (`policy.ownership`): object UID -> entry text; none: {}."""
+        ...
+
+    def write_ledger_entry(self, namespace: str, uid: str, text: str | None) -> None:
+        """Write (None: remove) the ledger's entry of the object `uid`, creating the ledger if missing; only that key changes."""
+        ...
+
     def find_deployment(self, namespace: str, name: str) -> ScaleTarget | None:
         """Return the scale target of text `name` (as `deployment`), or None if there is none (any other failure raises)."""
         ...

@@ -80,6 +80,7 @@ from offhours.scripts.names import (
     LABEL_STATE,
     LEASE_NAME,
     LEASE_NOTE_PREFIX,
+    LEDGER_CONFIGMAP,
     POD_ENDED_PHASES,
     STATE_ADMITTED,
     STATE_CONFIGMAP_PREFIX,
@@ -388,6 +389,24 @@ class KubeCluster:
         name = state_configmap_name(service)
         self._call(f"delete configmap {namespace}/{name}", lambda: self.core.delete_namespaced_config_map(name, namespace),
                    accept={404: None})
+
+    def ledger(self, namespace: str) -> dict[str, str]:
+        """Return the data of the ConfigMap offhours-lent (object UID -> entry), or {} if there is none."""
+        absent: dict[int, Any] = {404: None}
+        cm = self._call(f"read configmap {namespace}/{LEDGER_CONFIGMAP}", lambda: self.core.read_namespaced_config_map(
+            LEDGER_CONFIGMAP, namespace), accept=absent)
+        return {} if cm is None else {str(k): str(v) for k, v in (cm.data or {}).items()}
+
+    def write_ledger_entry(self, namespace: str, uid: str, text: str | None) -> None:
+        """Merge-patch one key of offhours-lent (None: remove it); create the ConfigMap the first time."""
+        missing: dict[int, bool] = {404: False}
+        patched = self._call(f"write configmap {namespace}/{LEDGER_CONFIGMAP}", lambda: bool(
+            self.core.patch_namespaced_config_map(LEDGER_CONFIGMAP, namespace, {"data": {uid: text}})), accept=missing)
+        if not patched and text is not None:
+            body = client.V1ConfigMap(metadata=client.V1ObjectMeta(name=LEDGER_CONFIGMAP, labels={LABEL_MANAGED: "true"}),
+                                      data={uid: text})
+            self._call(f"create configmap {namespace}/{LEDGER_CONFIGMAP}",
+                       lambda: self.core.create_namespaced_config_map(namespace, body))
 
     # -- serving writes: conditional on the one field they change ------------------------------
     def lower_serving(self, target: Serving, expected: int, value: int) -> ServingWrite:

@@ -110,6 +110,7 @@ class MemoryCluster:
     unscalable_kinds: set[str] = field(default_factory=set)  # kinds this API server serves no /scale for
     controllers: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)  # target -> its controller owner
     states: dict[tuple[str, str], str] = field(default_factory=dict)  # the state ConfigMaps' text by (ns, service)
+    ledgers: dict[str, dict[str, str]] = field(default_factory=dict)  # the ConfigMap offhours-lent's data by namespace
     gpu_quotas: dict[str, int] = field(default_factory=dict)  # the ResourceQuota offhours-gpus by namespace
     seats: list[PodSeat] = field(default_factory=list)  # pods as the scheduler counts them (pool_seats)
     node_labels: dict[str, dict[str, str]] = field(default_factory=dict)  # node -> its labels (nodes_selected)
@@ -374,6 +375,19 @@ class MemoryCluster:
         """Remove a service's stored state."""
         self._call(f"delete-state {service}")
         self.states.pop((namespace, service), None)
+
+    def ledger(self, namespace: str) -> dict[str, str]:
+        """Return the ledger's entries (object UID -> text); none: {}."""
+        self._call("read-ledger")
+        return dict(self.ledgers.get(namespace, {}))
+
+    def write_ledger_entry(self, namespace: str, uid: str, text: str | None) -> None:
+        """Write (None: remove) one ledger entry; the ledger is made when first written."""
+        self._call(f"write-ledger {uid}")
+        if text is None:
+            self.ledgers.get(namespace, {}).pop(uid, None)
+        else:
+            self.ledgers.setdefault(namespace, {})[uid] = text
 
     def find_deployment(self, namespace: str, name: str) -> ScaleTarget | None:
         """Return the scale target of text `name`, or None."""

@@ -14,6 +14,7 @@ from typing import Any
 from offhours.scripts.cluster.base import Deployment, ParkedCopy
 from offhours.scripts.cluster.scale_target import writer_of  # hook: scale target
 from offhours.scripts.cluster.workflow import CancelledWorkflow
+from offhours.scripts.gate import ledger  # hook: ledger
 from offhours.scripts.gate.admissions import (
     copy_tokens,
 )
@@ -111,6 +112,11 @@ def write_serving(gate: GateParts, t: TickState, obs: Observed, record: ServiceR
     t.written[obs.policy.name] = intent  # what a failure later in this tick records (not the record as read)
     fence(gate, t)
     target = obs.scaler if obs.scaler is not None else obs.dep
+    ledgered = obs.scaler is None and intent.baseline is not None  # hook: ledger (what is owed, by object)
+    if ledgered and value < read:  # hook: ledger: written before the lower, as the record is
+        assert intent.baseline is not None
+        ledger.before_lower(gate, obs, intent.baseline, read, value)
+        fence(gate, t)
     if value < read:
         marked = mark_removals(gate.cluster, obs.dep, read - value, gate.config.workflow_namespace)  # hook: placement
         if marked:  # hook: placement
@@ -122,14 +128,20 @@ def write_serving(gate: GateParts, t: TickState, obs: Observed, record: ServiceR
             raise
         if answer.conflict:
             unmark(gate, obs, marked)  # hook: placement
+            if ledgered:  # hook: ledger: nothing was lowered
+                ledger.after_write(gate, obs, intent.baseline, read)
             found = t.written[obs.policy.name] = replace(intent, applied=read, applying_from=None)  # unwritten
             raise ServingChanged(f"{obs.writes_to} set to {answer.value} by {writer_of(obs.dep)} after the gate read "
                                  f"{read} (its lower to {value} not written)", found)
-    elif gate.cluster.raise_serving(target, read, value).value != value:
+    elif (raised := gate.cluster.raise_serving(target, read, value).value) != value:
         # Another writer raised it past `value` meanwhile: the gate wrote nothing, and adopts that value as
         # theirs (measured from what it read) at its next read.
+        if ledgered:  # hook: ledger
+            ledger.after_write(gate, obs, intent.baseline, raised)
         t.written[obs.policy.name] = replace(intent, applied=read, applying_from=None)
         return t.written[obs.policy.name]
+    if ledgered:  # hook: ledger: at its baseline the entry goes; below it, the value applied
+        ledger.after_write(gate, obs, intent.baseline, value)
     t.written[obs.policy.name] = replace(intent, applying_from=None)
     return t.written[obs.policy.name]
 

@@ -172,6 +172,8 @@ class Gate:
             except Exception as err:  # noqa: BLE001 - any fault of one service is that service's failed tick
                 failsafe.fail(self, t, policy, outcomes[policy.name], f"observe: {describe(err)}", now)
         observed = self._refuse_shared_deployments(t, observed, outcomes, now)
+        release.adopt_unledgered(self, t, observed)  # hook: ledger (an older gate's lend, kept in a record only)
+        release.return_stranded(self, t, observed)  # hook: ledger: a raise, before any other write of the tick
         t.view = tick_view(observed)
         t.runs_running = {run: set(names) for run, names in t.view.runs_running.items()}
         # What holds the pool's GPUs (pods as the scheduler counts them), read once a tick. Not in a reclaim check's

@@ -1,7 +1,12 @@
-"""A service removed from the configuration: what the gate lent of it comes back, what it admitted is stopped."""
+"""What the gate took under an earlier configuration comes back, whatever the configuration says now.
+
+A removed service's lend and admissions; every object in the gate's ledger (`gate.ledger`) that no
+configured service names any more.
+"""
 
 from dataclasses import replace
 
+from offhours.scripts.cluster.base import ScaleTarget
 from offhours.scripts.gate import actuate
 from offhours.scripts.gate.admissions import (
     NO_RUN,
@@ -11,6 +16,7 @@ from offhours.scripts.gate.admissions import (
     linked_uids,
     returned_by_record,
 )
+from offhours.scripts.gate.ledger import owned_by_tick
 from offhours.scripts.gate.observe import describe
 from offhours.scripts.gate.snapshot import Observed, writes_to
 from offhours.scripts.gate.tick_state import GateParts, LeaseLost, ServiceOutcome, TickState
@@ -19,6 +25,7 @@ from offhours.scripts.names import (
     state_configmap_name,
 )
 from offhours.scripts.policy.config import Capacity, ServicePolicy
+from offhours.scripts.policy.ownership import Lent, decode_ledger, owed
 from offhours.scripts.policy.plan import ADMITTED, PARKED
 from offhours.scripts.policy.record import (
     MAX_COPIES,
@@ -74,7 +81,9 @@ def release(gate: GateParts, t: TickState, service: str) -> None:
         # What the gate lent of this incarnation (by its record; by the marks if the record is unreadable).
         lent = sum(j.replicas for j in counted_jobs(listed, record, dep.uid) if j.state == ADMITTED)
         owned = own_baseline(record, dep.uid, obs.writes_to, obs.current, lent)
-        if obs.current < owned.baseline:
+        if dep.uid in gate.cluster.ledger(ns):
+            what = f"{obs.writes_to} given back by the gate's ledger (what it took of {dep.ref})"  # `return_stranded`
+        elif obs.current < owned.baseline:
             what = f"{obs.writes_to} restored from {obs.current} to its baseline {owned.baseline}"
             record = actuate.write_serving(gate, t, obs, owned.record, owned.baseline)  # as applied: what later writes build on
         elif lent:
@@ -130,3 +139,119 @@ def release(gate: GateParts, t: TickState, service: str) -> None:
         gate.cluster.record_event(ns, kind, name, EVENT_SERVICE_RELEASED, message, True)
     except Exception as err:  # noqa: BLE001 - an event is a record, not an action
         gate.log.warning(f"could not record event {EVENT_SERVICE_RELEASED}: {describe(err)}", service)
+
+
+def adopt_unledgered(gate: GateParts, t: TickState, observed: list[Observed]) -> None:
+    """Write into the ledger a lend an older gate recorded only in a service's record, before the record forgets it.
+
+    An older gate kept what it lowered in the state record alone. When the service now names another
+    object (another Deployment, a new incarnation), the tick starts that record afresh: first the lend it
+    holds goes into the ledger, and the stranded return gives it back (in this tick).
+    """
+    if t.dry_run or t.reclaim_only:
+        return
+    ns = gate.config.namespace
+    for obs in observed:
+        rec = obs.record
+        if (not rec.deployment_uid or rec.deployment_uid == obs.dep.uid or rec.writes_to != "replicas"
+                or rec.baseline is None or rec.applied is None or rec.applied >= rec.baseline):
+            continue
+        try:
+            if rec.deployment_uid in gate.cluster.ledger(ns):
+                continue
+            entry = Lent(ns, rec.deployment or obs.policy.name, rec.deployment_uid, obs.policy.name, rec.baseline,
+                         rec.applied, rec.applying_from if rec.applying_from is not None and
+                         rec.applying_from <= rec.baseline else None)
+            actuate.fence(gate, t)
+            gate.cluster.write_ledger_entry(ns, rec.deployment_uid, entry.to_json())
+            gate.log.info(f"adopted into the ledger: {entry.target} (uid {entry.uid}) owes baseline {entry.baseline}, "
+                          f"lent by an earlier version of the gate", obs.policy.name)
+        except LeaseLost:
+            raise
+        except Exception as err:  # noqa: BLE001 - the record still holds it: tried again next tick
+            gate.log.error(f"could not adopt the earlier lend of {rec.deployment}: {describe(err)}", obs.policy.name)
+
+
+def return_stranded(gate: GateParts, t: TickState, observed: list[Observed]) -> None:
+    """Give back what the gate lowered of every object no configured service owns any more (serving first: a raise).
+
+    Only raises, to `ownership.owed` (never above the recorded baseline), only the incarnation recorded (its
+    UID). An object gone, or replaced by a new incarnation, owes nothing: its entry goes. A refused entry is
+    left, named once a tick in the log: nothing is raised on its word.
+    """
+    if t.dry_run or t.reclaim_only:
+        return
+    ns = gate.config.namespace
+    try:
+        entries, refused = decode_ledger(gate.cluster.ledger(ns))
+    except Exception as err:  # noqa: BLE001 - the next tick reads it again
+        gate.log.error(f"the gate's ledger of what it lowered is unreadable: {describe(err)}")
+        return
+    for reason in refused.values():
+        gate.log.error(f"{reason}: nothing raised on its word (an operator must check the object)")
+    targets = {obs.policy.name: (obs.dep.text, obs.dep.uid) for obs in observed}
+    # An object a configured service now reads (renamed onto it): raised through the tick's own copy, so that
+    # service's tick decides from the value given back, not from the one read before.
+    read = {obs.dep.uid: obs.dep for obs in observed}
+    for uid, entry in entries.items():
+        if owned_by_tick(gate, entry, targets):
+            continue
+        try:
+            return_one(gate, t, entry, read.get(uid))
+        except LeaseLost:
+            raise
+        except Exception as err:  # noqa: BLE001 - that object's fault: its entry stays for the next tick
+            gate.log.error(f"could not give back what was lent of {entry.target} (uid {uid}, lent for "
+                           f"{entry.service}): {describe(err)}", entry.service)
+
+
+def return_one(gate: GateParts, t: TickState, entry: Lent, dep: ScaleTarget | None = None) -> None:
+    """Raise one stranded object to what it is owed, settle the old service's record on it, then drop the entry.
+
+    What is owed is the ledger's (`ownership.owed`), bounded by the record of the service it was lent for where
+    that record names this object: the record hears of raises the ledger does not (the backstop's), so the
+    smaller of the two is never a raise given back twice.
+    """
+    ns = gate.config.namespace
+    if dep is None or dep.text != entry.target:
+        dep = gate.cluster.find_deployment(ns, entry.target)
+    if dep is None or dep.uid != entry.uid:
+        actuate.fence(gate, t)
+        gate.cluster.write_ledger_entry(ns, entry.uid, None)
+        gate.log.info(f"{entry.target} (uid {entry.uid}) is gone (deleted, or made again as a new incarnation): "
+                      f"nothing to give back", entry.service)
+        return
+    current = dep.replicas
+    text = gate.cluster.read_state(ns, entry.service)
+    record = ServiceRecord.from_json(text)
+    value = owed(entry, current)
+    if record.deployment_uid == dep.uid and record.writes_to == "replicas" and record.baseline is not None:
+        value = min(value, max(current, own_baseline(record, dep.uid, "replicas", current, 0).baseline))
+    if value > current:
+        # The give-back written first, as the value applied (from `current`): a fault after the raise (the
+        # record's write, the entry's removal) leaves an entry that owes nothing more, never the raise again.
+        actuate.fence(gate, t)
+        try:
+            gate.cluster.write_ledger_entry(ns, entry.uid, replace(entry, baseline=value, applied=value,
+                                                                   applying_from=current).to_json())
+        except Exception as err:  # noqa: BLE001 - serving first: the raise goes ahead
+            gate.log.warning(f"could not write the give-back of {dep.ref} into the ledger first: {describe(err)}",
+                             entry.service)
+        actuate.fence(gate, t)
+        value = gate.cluster.raise_serving(dep, current, value).value
+    if text is not None and record.deployment_uid in (dep.uid, ""):
+        # Marked in the old service's record (no second raise from its release). An unreadable record (read as
+        # none) would have the release measure a baseline from the marks on top: written as this object's.
+        actuate.fence(gate, t)
+        gate.cluster.write_state(ns, entry.service, replace(
+            record, deployment_uid=dep.uid, writes_to="replicas", deployment=record.deployment or entry.target,
+            baseline=value, applied=value, applying_from=None).to_json())
+    actuate.fence(gate, t)
+    gate.cluster.write_ledger_entry(ns, entry.uid, None)
+    message = (f"{dep.ref} was lowered for service {entry.service}, which no longer names it: "
+               f"given back from {current} to {value} (its baseline {entry.baseline})")
+    gate.log.warning(message, entry.service)
+    try:
+        gate.cluster.record_event(ns, dep.kind, dep.name, EVENT_SERVICE_RELEASED, message, True)
+    except Exception as err:  # noqa: BLE001 - an event is a record, not an action
+        gate.log.warning(f"could not record event {EVENT_SERVICE_RELEASED}: {describe(err)}", entry.service)

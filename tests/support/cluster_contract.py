@@ -237,6 +237,23 @@ def a_target_the_gate_must_not_scale_is_refused_naming_it(h: Harness) -> None:
         h.cluster.find_deployment(h.serving, "apps/v1/Bad_Kind/x")
 
 
+def the_ledger_keeps_one_entry_per_object_and_changes_only_that_key(h: Harness) -> None:
+    """The gate's ledger (`policy.ownership`): made by its first write, one key written or removed at a time."""
+    a, b = "contract-ledger-a", "contract-ledger-b"
+    assert a not in h.cluster.ledger(h.serving)
+    h.cluster.write_ledger_entry(h.serving, a, '{"v":1}')
+    h.cluster.write_ledger_entry(h.serving, b, '{"v":1,"b":2}')
+    h.cluster.write_ledger_entry(h.serving, a, '{"v":1,"a":1}')
+    ledger = h.cluster.ledger(h.serving)
+    assert (ledger[a], ledger[b]) == ('{"v":1,"a":1}', '{"v":1,"b":2}')
+    h.cluster.write_ledger_entry(h.serving, a, None)
+    h.cluster.write_ledger_entry(h.serving, a, None)  # a missing key: success, nothing else changes
+    ledger = h.cluster.ledger(h.serving)
+    assert a not in ledger and ledger[b] == '{"v":1,"b":2}'
+    h.cluster.write_ledger_entry(h.serving, b, None)
+    assert b not in h.cluster.ledger(h.serving)
+
+
 CONTRACT: list[Callable[[Harness], None]] = [
     deployment_found_by_label_scaled_and_its_state_kept,
     serving_writes_test_the_value_they_read,
@@ -251,4 +268,5 @@ CONTRACT: list[Callable[[Harness], None]] = [
     lease_notes_are_written_only_by_the_holder_and_survive_renewals,
     a_stateful_set_is_scaled_through_its_scale_and_its_pods_found_by_its_selector,
     a_target_the_gate_must_not_scale_is_refused_naming_it,
+    the_ledger_keeps_one_entry_per_object_and_changes_only_that_key,
 ]

@@ -93,17 +93,20 @@ def test_a_service_removed_from_the_config_while_lending_gets_its_replicas_back(
                               "metrics": {"source": "direct", "maxAgeSeconds": 180},
                               "services": {"code": {"capacity": {"requestsPerSecond": 10}}}})
     w.gate = Gate(only_code, w.cluster, w.source, clock=lambda: w.now, out=w.log, monotonic=lambda: w.now)
-    w.cluster.fail_next["find-deployment"] = [ClusterError("HTTP 503 Service Unavailable")]
+    # The ledger's return of chat (what was lowered, by object) and the release of its record both fail once.
+    w.cluster.fail_next["find-deployment"] = [ClusterError("HTTP 503 Service Unavailable")] * 2
     w.tick()
     assert w.replicas() == 4 and ("serving", "chat") in w.cluster.states  # a failure keeps the record for the next tick
+    assert w.cluster.ledgers["serving"]  # and the ledger's entry
     w.tick()
-    assert w.replicas() == 8 and ("serving", "chat") not in w.cluster.states
+    assert w.replicas() == 8 and ("serving", "chat") not in w.cluster.states and not w.cluster.ledgers["serving"]
     events = [e for e in w.cluster.events if e.reason == EVENT_SERVICE_RELEASED]
-    assert [(e.kind, e.name, e.warning) for e in events] == [("Deployment", "chat", True)]
-    assert "restored from 4 to its baseline 8" in events[0].message
+    assert [(e.kind, e.name, e.warning) for e in events] == [("Deployment", "chat", True)] * 2
+    assert "given back from 4 to 8 (its baseline 8)" in events[0].message, events[0].message
+    assert "no longer in the gate configuration" in events[1].message, events[1].message
     assert [w.state(j) for j in ("job-0", "job-1", "job-0-p1", "job-1-p1")] == ["preempted"] * 2 + ["parked"] * 2
     w.tick()
-    assert [e.reason for e in w.cluster.events].count(EVENT_SERVICE_RELEASED) == 1  # forgotten once given back
+    assert [e.reason for e in w.cluster.events].count(EVENT_SERVICE_RELEASED) == 2  # forgotten once given back
 
 
 def test_a_service_removed_after_an_owner_scaled_it_keeps_the_owners_change() -> None:
