@@ -22,7 +22,7 @@ from offhours.scripts.gate.observe import describe
 from offhours.scripts.gate.placement import mark_removals, unmark_removals  # hook: placement
 from offhours.scripts.gate.reconcile import changed_waiting, tick_event, waiting_annotations
 from offhours.scripts.gate.snapshot import Observed
-from offhours.scripts.gate.tick_state import GateParts, LeaseLost, ServiceOutcome, ServingChanged, TickState
+from offhours.scripts.gate.tick_state import GateParts, LeaseLost, ServiceOutcome, ServingChanged, TickState, after_serving
 from offhours.scripts.names import (
     AGGREGATED_EVENT_REASONS,
     EVENT_RUN_ID_MISMATCH,
@@ -136,12 +136,17 @@ def write_serving(gate: GateParts, t: TickState, obs: Observed, record: ServiceR
     elif (raised := gate.cluster.raise_serving(target, read, value).value) != value:
         # Another writer raised it past `value` meanwhile: the gate wrote nothing, and adopts that value as
         # theirs (measured from what it read) at its next read.
-        if ledgered:  # hook: ledger
-            ledger.after_write(gate, obs, intent.baseline, raised)
+        if ledgered:  # hook: ledger: bookkeeping waits for every service's raise
+            after_serving(t, partial(ledger.after_write, gate, obs, intent.baseline, raised))
         t.written[obs.policy.name] = replace(intent, applied=read, applying_from=None)
         return t.written[obs.policy.name]
-    if ledgered:  # hook: ledger: at its baseline the entry goes; below it, the value applied
-        ledger.after_write(gate, obs, intent.baseline, value)
+    if ledgered:  # hook: ledger: at its baseline the entry goes; below it, the value applied (a raise's, after
+        # every service's raise: bookkeeping never stands between one service's raise and another's)
+        settle = partial(ledger.after_write, gate, obs, intent.baseline, value)
+        if value < read:
+            settle()
+        else:
+            after_serving(t, settle)
     t.written[obs.policy.name] = replace(intent, applying_from=None)
     return t.written[obs.policy.name]
 

@@ -1,6 +1,5 @@
 """The fail-safe: a service whose tick failed counts it; after enough in a row its whole baseline comes back."""
 
-from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 
@@ -11,7 +10,7 @@ from offhours.scripts.gate.admissions import (
 from offhours.scripts.gate.observe import describe
 from offhours.scripts.gate.reconcile import REASON_CHARS
 from offhours.scripts.gate.snapshot import Observed, writes_to
-from offhours.scripts.gate.tick_state import GateParts, LeaseLost, ServiceOutcome, TickState
+from offhours.scripts.gate.tick_state import GateParts, LeaseLost, ServiceOutcome, TickState, after_serving
 from offhours.scripts.names import (
     EVENT_GATE_TICK_FAILED,
 )
@@ -70,14 +69,6 @@ def record_failure(gate: GateParts, t: TickState, service: str, deployment: str,
         except Exception as err:  # noqa: BLE001 - the record is best effort; the Event below still says why
             outcome.error = f"{error}; could not record the failed tick: {describe(err)}"
     actuate.event_on(gate, service, ns, deployment, EVENT_GATE_TICK_FAILED, outcome.error or error, warning=True)
-
-
-def after_serving(t: TickState, write: Callable[[], None]) -> None:
-    """Run a record or advisory write now, or, while the tick's serving writes are still to come, after them."""
-    if t.deferred is None:
-        write()
-    else:
-        t.deferred.append(write)
 
 
 def restore_baseline(gate: GateParts, t: TickState, policy: ServicePolicy, record: ServiceRecord, obs: Observed | None,

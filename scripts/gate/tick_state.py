@@ -148,3 +148,11 @@ class GateParts(Protocol):
 
     def note_of(self, t: "TickState", service: str) -> UnrecordedWrite | None:
         """Return the gate's unrecorded raise of a service: this process's, or one noted on the Lease."""
+
+
+def after_serving(t: TickState, write: Callable[[], None]) -> None:
+    """Run a record or bookkeeping write now, or, while the tick's serving writes are still to come, after them."""
+    if t.deferred is None:
+        write()
+    else:
+        t.deferred.append(write)
