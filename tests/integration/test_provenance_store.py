@@ -148,6 +148,11 @@ def test_the_check_parameters_step_keeps_the_workflows_record_in_the_runs_store(
     assert stored_record("s3://lab/ck/mine", "mine", s3["OFFHOURS_S3_ENDPOINT_URL"], policy=FAST) is None
 
 
+def test_the_image_that_runs_the_step_has_the_s3_client() -> None:
+    text = (Path(__file__).resolve().parents[2] / "Dockerfile").read_text()
+    assert 'pip install --no-cache-dir ".[s3]"' in text
+
+
 def _workflow_without_record(run: str, base: str) -> dict[str, Any]:
     wf = workflow(run, "chat", 1, "succeeded", "Succeeded", run_id=run)
     wf["spec"]["arguments"] = {"parameters": [{"name": "run-id", "value": run}, {"name": "checkpoint-uri",
