@@ -14,7 +14,8 @@ COPY workflows/ workflows/
 COPY cronworkflows/ cronworkflows/
 COPY scripts/ scripts/
 COPY schemas/ schemas/
-RUN pip install --no-cache-dir . && rm -rf /src
+# The s3 extra (boto3): the check-parameters step keeps a run's provenance in an s3:// store, the gate reads progress there.
+RUN pip install --no-cache-dir ".[s3]" && rm -rf /src
 WORKDIR /
 USER 65532:65532
 # No ENTRYPOINT: each template names its command (offhours ..., python -m hera.workflows.runner ...).

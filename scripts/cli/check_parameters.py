@@ -3,15 +3,19 @@
 It gets the calling template's parameter schema and the workflow's values (both JSON objects),
 prints one line per bad value naming the parameter, and exits 64 (EX_USAGE) if there is any,
 so the workflow fails before a GPU is used. Argo shows the last line (the termination message)
-as the step's message.
+as the step's message. When the values pass and the step is handed its workflow's annotations
+(`OFFHOURS_WORKFLOW_ANNOTATIONS`), it then keeps the run's provenance record in the run's store
+(`offhours.scripts.runtime.provenance_store`); a record it cannot keep is a warning, never the check's failure.
 """
 
 import argparse
 import json
+import os
 import sys
 
 from offhours.scripts.runtime.exit_codes import CHECK_FAILED_EXIT_CODE
 from offhours.scripts.runtime.parameters import SchemaError, check_values, parse_schema
+from offhours.scripts.runtime.provenance_store import ANNOTATIONS_ENV, record_from_step
 
 
 def run(schema_text: str, values_text: str) -> tuple[int, list[str]]:
@@ -39,6 +43,10 @@ def run(schema_text: str, values_text: str) -> tuple[int, list[str]]:
 
 def _main(args: argparse.Namespace) -> int:
     code, lines = run(args.schema, args.values)
+    annotations = os.environ.get(ANNOTATIONS_ENV)
+    if code == 0 and annotations is not None:
+        # Before the summary line: the last line stays the check's (the termination message Argo shows).
+        lines.insert(0, f"check-parameters: {record_from_step(args.values, annotations, os.environ)}")
     for line in lines:
         print(line, file=sys.stderr if code else sys.stdout)
     return code

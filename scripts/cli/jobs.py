@@ -102,14 +102,21 @@ def no_jobs(where: Namespaces, service: str | None, include_finished: bool, fini
     return f"no offhours jobs{of} in {where.described()} (use --all to include finished ones; -n names another namespace)"
 
 
-def why_text(run: RunView, pool: Pool, stored: tuple[datetime | None, str | None] | None = None) -> str:
-    """Render the sentence, the timeline, the last checkpoint (the recorded one, or the store's if newer)."""
+def why_text(run: RunView, pool: Pool, stored: tuple[datetime | None, str | None] | None = None,
+             provenance: tuple[Sequence[str | None], str | None] | None = None) -> str:
+    """Render the sentence, the timeline, the last checkpoint (the recorded one, or the store's if newer).
+
+    `provenance`: the records to show and a line on a store that could not be read (cli/provenance_source.py);
+    by default the workflows' own records.
+    """
     lines = [printable(sentence(run, pool)), "", "timeline:"]
     lines += [f"  {stamp(e.at)}  {printable(e.what)}  [{printable(e.workflow)}]" for e in run.timeline()]
     lines.append("")
     lines.append(printable(checkpoint_line(run.last_checkpoint, stored, pool.read_at)))
     lines.append(f"GPU-hours: {run.gpu_seconds / 3600:.2f} over {len(run.copies)} workflow(s)")
-    lines += ["", *(printable(line) for line in describe(run.run_id, [c.provenance for c in run.copies]))]
+    texts, problem = provenance or ([c.provenance for c in run.copies], None)
+    lines += ["", *(printable(line) for line in describe(run.run_id, texts))]
+    lines += [printable(problem)] if problem else []
     return "\n".join(lines)
 
 
@@ -238,7 +245,9 @@ def _cmd_why(args: argparse.Namespace) -> int:
     reader = _reader(args)
     pool = read_pool(args, reader=reader)
     run = find_run(pool, args.name, _namespaces(args), READ_JOBS, _access(reader))
-    print(why_text(run, pool, store_progress(run)))
+    from offhours.scripts.cli.provenance_source import texts_for_why
+
+    print(why_text(run, pool, store_progress(run), texts_for_why(run)))
     return 0
 
 

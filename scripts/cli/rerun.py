@@ -1,60 +1,85 @@
 """`offhours rerun RUN`: submit a new run with exactly the parameters and image references RUN ran with.
 
-Read from RUN's provenance record (`offhours.scripts.runtime.provenance`), the one its first workflow
-carries: every parameter as submitted (defaults included), each image by the digest its pods first
-reported where one was. Only the run id is new. A run without a record, or whose record is not its own
-(oversized, malformed, another run's), is refused with one line and nothing is created; so is anything
-`offhours submit` refuses (the same checks, the same words).
+RUN is found by the one resolver of a job name (`offhours.scripts.cluster.resolve`), among the runs of
+namespaces where the caller may create workflows (an access review, never a submitter label), as `cancel`,
+`why` and `logs` find theirs. Read from RUN's provenance record (`offhours.scripts.runtime.provenance`): the
+one its first workflow carries, or, when that workflow carries none (deleted, its copies left), the copy the
+run's first step kept in its checkpoint store (`cli/provenance_source.py`): every parameter as submitted
+(defaults included), each image by the digest its pods first reported where one was. Only the run id is new.
+A run without a record, or whose record is not its own (oversized, malformed, another run's), is refused with
+one line and nothing is created; so is anything `offhours submit` refuses (the same checks, the same words).
 """
 
 import argparse
-import re
 import secrets
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from offhours.scripts.cli.namespaces import add_flags
-from offhours.scripts.cluster.workflow import run_identity
-from offhours.scripts.names import ANNOTATION_PROVENANCE, LABEL_RUN_ID
+from offhours.scripts.cli.jobs import find_run
+from offhours.scripts.cli.namespaces import Namespaces, add_flags
+from offhours.scripts.cli.provenance_source import store_text, workflow_records
+from offhours.scripts.cluster.access import RESUBMIT_JOB, AccessReviewer
+from offhours.scripts.pool.model import Pool, RunView
 from offhours.scripts.runtime.provenance import Provenance, ProvenanceError, decode
 
 MAX_RUN_ID = 50
-_LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?\Z")
 
 
 class RerunError(ValueError):
     """The run cannot be run again; says why and that nothing was created."""
 
 
-def run_record(workflows: Sequence[dict[str, Any]], run: str) -> Provenance:
+def _none() -> tuple[str | None, str | None]:
+    return None, None
+
+
+def run_record(run: str, workflows: Sequence[tuple[str, str | None]],
+               stored: Callable[[], tuple[str | None, str | None]] = _none) -> Provenance:
     """Return the provenance of `run`: its first workflow's record, with the digests its copies' records add.
 
-    `workflows`: those labelled with the run (or named so). Refused: none found, no record, a record that is
-    not this run's: a run never reads another run's provenance.
+    `workflows`: the run's workflows (name, provenance annotation or None), oldest first, as the resolver found
+    them. `stored`: reads the record its store keeps (text or None, and why it could not be read), asked only
+    when the first workflow carries none. Refused: no workflow, no record, a record that is not this run's: a
+    run never reads another run's provenance.
     """
     if not workflows:
         raise RerunError(f"no workflow of run {run}: nothing to run again (`offhours jobs --all` lists them)")
-    ordered = sorted(workflows, key=lambda w: (str(w["metadata"].get("creationTimestamp") or ""), w["metadata"]["name"]))
-    first = ordered[0]
-    own = run_identity(first).run_id or run
-    text = (first["metadata"].get("annotations") or {}).get(ANNOTATION_PROVENANCE)
-    if not text:
-        raise RerunError(f"run {own} has no provenance record on its first workflow {first['metadata']['name']} "
-                         "(submitted otherwise than by `offhours submit`, or before it recorded one): its parameters "
-                         "cannot be known exactly; nothing was created")
+    first, text = workflows[0]
+    where = f"its first workflow {first}"
+    if text is None:
+        text, problem = stored()
+        where = "its checkpoint store"
+        if text is None and problem:
+            raise RerunError(f"run {run} has no provenance record on its first workflow {first}, and its checkpoint "
+                             f"store could not be read ({problem}): try again where the store is reachable; nothing "
+                             "was created")
+        if text is None:
+            raise RerunError(f"run {run} has no provenance record on its first workflow {first} nor in its checkpoint "
+                             "store (submitted otherwise than by `offhours submit`, or before it recorded one): its "
+                             "parameters cannot be known exactly; nothing was created")
     try:
-        record = decode(str(text), own)
+        record = decode(text, run)
     except ProvenanceError as err:
-        raise RerunError(f"{err}; nothing was created") from None
+        raise RerunError(f"{err} (read from {where}); nothing was created") from None
     # The digests its pods reported are on its copies' records (a copy's first report is the run's first).
-    for wf in ordered[1:]:
+    for _, later_text in workflows[1:]:
         try:
-            later = decode(str((wf["metadata"].get("annotations") or {}).get(ANNOTATION_PROVENANCE)), own)
+            later = decode(str(later_text), run)
         except ProvenanceError:
-            continue  # a copy without a record of its own adds nothing; the first workflow's stays
+            continue  # a copy without a record of its own adds nothing; the first record stays
         record = record.with_digests(later.digests)
     return record
+
+
+def resolved_record(pool: Pool, name: str, where: Namespaces, access: AccessReviewer,
+                    stored: Callable[[RunView], tuple[str | None, str | None]] = store_text) -> Provenance:
+    """Return the record of the run `name` names, found by the one resolver among runs the caller may create in.
+
+    CommandError (from `find_run`): no such run the caller may create workflows beside, or more than one.
+    """
+    run = find_run(pool, name, where, RESUBMIT_JOB, access)
+    return run_record(run.run_id, workflow_records(run), lambda: stored(run))
 
 
 def rerun_parameters(record: Provenance, run_id: str) -> dict[str, str]:
@@ -72,19 +97,9 @@ def new_run_id(run: str) -> str:
     return f"{run[:MAX_RUN_ID - len(suffix)].rstrip('-')}{suffix}"
 
 
-def _workflows_of(cluster: Any, namespace: str, name: str) -> list[dict[str, Any]]:
-    """Return the workflows of run `name`, or of the run of the workflow named `name`."""
-    found: list[dict[str, Any]] = cluster.list_workflows(namespace, f"{LABEL_RUN_ID}={name}") \
-        if _LABEL_VALUE.fullmatch(name) else []
-    if found:
-        return found
-    wf = cluster.workflow(namespace, name)
-    run = run_identity(wf).run_id if wf is not None else None
-    return cluster.list_workflows(namespace, f"{LABEL_RUN_ID}={run}") if run else ([wf] if wf is not None else [])
-
-
 def _rerun(args: argparse.Namespace) -> int:
     from offhours.scripts.cli.connect import connect
+    from offhours.scripts.cli.jobs import CommandError, _reader, read_pool
     from offhours.scripts.cli.namespaces import of_args
     from offhours.scripts.cli.submit import _gate, _refuse_a_live_run, _refuse_what_the_gate_never_admits
     from offhours.scripts.cli.text import printable
@@ -95,8 +110,9 @@ def _rerun(args: argparse.Namespace) -> int:
 
     try:
         where = of_args(args)
+        reader = _reader(args)
+        record = resolved_record(read_pool(args, reader=reader), args.run, where, reader.access)
         cluster = KubeCluster(connect())
-        record = run_record(_workflows_of(cluster, where.research, args.run), args.run)
         params = rerun_parameters(record, args.run_id or new_run_id(record.run))
         services, admits_from, said = _gate(args, cluster.core, where.serving)
         misplaced = misplaced_namespace(where.described(), where.research, admits_from, said, "rerun")
@@ -111,7 +127,7 @@ def _rerun(args: argparse.Namespace) -> int:
         body = parked_workflow(template, params, where.research, args.priority, services)
         _refuse_a_live_run(params["run-id"], where, cluster.api)
         _refuse_what_the_gate_never_admits(args, cluster, where, body)
-    except (RerunError, SubmitError, ConfigError) as err:
+    except (RerunError, SubmitError, ConfigError, CommandError) as err:
         print(f"rerun: {printable(str(err))}", file=sys.stderr)
         return 2
     created = cluster.custom.create_namespaced_custom_object(ARGO_GROUP, ARGO_VERSION, where.research, "workflows", body)

@@ -86,6 +86,9 @@ class ScaleTarget:
     current_replicas: int = 0  # the scale's status.replicas: the replicas its pods make up now
     # Read from its pods by `ready_pods` (all pods of a multi-node replica); None: not read (the configuration's).
     gpus_per_replica: int | None = None
+    # What one replica's group of pods requests by the object's templates, for a kind whose scale selects only some
+    # of a replica's pods (a LeaderWorkerSet's leaders: `scale_target.group_gpus`); None for every other kind.
+    group_gpus: int | None = None
 
     @property
     def ref(self) -> ScaleTargetRef:

@@ -42,7 +42,13 @@ from offhours.scripts.cluster.base import (
 from offhours.scripts.cluster.clock import ServerClock, parse_http_date
 from offhours.scripts.cluster.errors import failed_call
 from offhours.scripts.cluster.lease import LeaseObserver
-from offhours.scripts.cluster.scale_target import controller_owner, gpus_per_replica, target_refusal
+from offhours.scripts.cluster.scale_target import (
+    controller_owner,
+    gpus_per_replica,
+    group_gpus,
+    group_selector,
+    target_refusal,
+)
 from offhours.scripts.cluster.template_grace import MAX_TEMPLATES
 from offhours.scripts.cluster.workflow import (
     PLURAL,
@@ -248,7 +254,8 @@ class KubeCluster:
             namespace=namespace, name=ref.name, service=service if service is not None else labels.get(LABEL_SERVICE, ""),
             replicas=replicas, annotations={str(k): str(v) for k, v in (meta.get("annotations") or {}).items()},
             selector=selector, uid=str(meta.get("uid") or ""), api_version=ref.api_version, kind=ref.kind,
-            labels=labels, current_replicas=int((scale.get("status") or {}).get("replicas") or 0))
+            labels=labels, current_replicas=int((scale.get("status") or {}).get("replicas") or 0),
+            group_gpus=group_gpus(ref, obj.get("spec") if isinstance(obj.get("spec"), dict) else {}))
 
     def _object_path(self, namespace: str, ref: ScaleTargetRef) -> tuple[str, bool]:
         """Return the object's API path and whether its kind has a scale subresource, from the API's discovery."""
@@ -519,10 +526,14 @@ class KubeCluster:
             raise ClusterError(f"{dep.ref}: no selector to find its pods by")
         pods = self._call(f"list pods {selector}", lambda: self.core.list_namespaced_pod(
             dep.namespace, label_selector=selector)).items
-        # The same list gives the GPUs a replica holds (a multi-node replica: all its pods').
-        dep.gpus_per_replica = gpus_per_replica([_gpus_requested(p) for p in pods if p.metadata.deletion_timestamp is None
-                                                 and (p.status is None or p.status.phase not in POD_ENDED_PHASES)],
-                                                dep.current_replicas)
+        # The same list gives the GPUs a replica holds (a multi-node replica: all its pods'); a kind whose scale
+        # selects only a replica's leader has every pod of its groups listed by its group label too.
+        whole = group_selector(dep.ref)
+        counted = pods if whole is None else self._call(f"list pods {whole}", lambda: self.core.list_namespaced_pod(
+            dep.namespace, label_selector=whole)).items
+        dep.gpus_per_replica = gpus_per_replica([_gpus_requested(p) for p in counted if p.metadata.deletion_timestamp
+                                                 is None and (p.status is None or p.status.phase not in POD_ENDED_PHASES)],
+                                                dep.current_replicas, dep.group_gpus)
         ready = []
         for pod in pods:
             conditions = {c.type: c for c in (pod.status.conditions or [])}

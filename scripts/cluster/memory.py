@@ -415,7 +415,7 @@ class MemoryCluster:
         self._call(f"list-pods {dep.name}")
         if (dep.namespace, dep.name) in self.pod_gpus:
             dep.gpus_per_replica = gpus_per_replica(self.pod_gpus[(dep.namespace, dep.name)],
-                                                    self.deployments[(dep.namespace, dep.name)].replicas)
+                                                    self.deployments[(dep.namespace, dep.name)].replicas, dep.group_gpus)
         return list(self.pods.get((dep.namespace, dep.name), []))[: self.deployments[(dep.namespace, dep.name)].replicas]
 
     def jobs(self, namespace: str, service: str) -> list[Job]:

@@ -7,8 +7,10 @@ target the gate refuses is the one `check` names, with the same line.
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 from offhours.scripts.cluster.base import ScaleTarget
+from offhours.scripts.names import GPU_RESOURCE
 from offhours.scripts.policy.config import ServicePolicy
 from offhours.scripts.policy.target import ScaleTargetRef
 
@@ -70,16 +72,76 @@ def another_writer(tool: str | None) -> str:
     return f"another writer ({tool}'s sync, most likely)" if tool else "another writer"
 
 
-def gpus_per_replica(pod_gpus: Sequence[int], replicas: int) -> int | None:
+def gpus_per_replica(pod_gpus: Sequence[int], replicas: int, group: int | None = None) -> int | None:
     """GPUs one replica holds: the target's pods' GPUs over its replicas (a multi-node replica: all its pods').
 
     None when it cannot be read (no replica, no pod, or pods holding no GPU). Rounded up: lending counts what
-    a replica gives back, and a replica mid-rollout holding more never counts as holding less.
+    a replica gives back, and a replica mid-rollout holding more never counts as holding less. `group`: what one
+    replica's whole group of pods requests by its kind's templates (`group_gpus`), for a kind whose scale
+    selects only some of a replica's pods: the count is then never below it.
     """
     total = sum(g for g in pod_gpus if g > 0)
-    if replicas <= 0 or not pod_gpus or total == 0:
+    measured = math.ceil(total / replicas) if replicas > 0 and pod_gpus and total > 0 else None
+    if group is None or group <= 0:
+        return measured
+    return max(group, measured or 0)
+
+
+# A LeaderWorkerSet's replica is a group of `size` pods (one leader, size - 1 workers), but its scale's selector
+# (status.hpaPodSelector) selects the leaders only: the leaders' GPUs alone would read a group as holding less.
+LWS_GROUP = "leaderworkerset.x-k8s.io"
+LWS_KIND = "LeaderWorkerSet"
+LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
+"""The label the LWS controller puts on every pod of a set, leaders and workers."""
+
+
+def group_selector(ref: ScaleTargetRef) -> str | None:
+    """Return the label selector of every pod of every group of `ref`, for a kind whose scale selects fewer; else None."""
+    return f"{LWS_NAME_LABEL}={ref.name}" if (ref.group, ref.kind) == (LWS_GROUP, LWS_KIND) else None
+
+
+def group_gpus(ref: ScaleTargetRef, spec: Mapping[str, Any]) -> int | None:
+    """GPUs one replica's group of pods requests by its templates, for a LeaderWorkerSet; None for any other kind.
+
+    `spec.leaderWorkerTemplate`: `size` pods a group (default 1), the leader made from `leaderTemplate` (or, without
+    one, from `workerTemplate`), the size - 1 others from `workerTemplate`.
+    """
+    if group_selector(ref) is None:
         return None
-    return math.ceil(total / replicas)
+    lwt = _map(spec.get("leaderWorkerTemplate"))
+    size = lwt.get("size", 1)
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        return None  # the API server refuses such a size: no reading, the measured count stands
+    worker = _map(lwt.get("workerTemplate"))
+    leader = _map(lwt.get("leaderTemplate")) or worker
+    return template_gpus(leader) + (size - 1) * template_gpus(worker)
+
+
+def template_gpus(template: Mapping[str, Any]) -> int:
+    """GPUs a pod made from `template` requests, as the scheduler counts it, or more, never less.
+
+    Its containers and sidecars (init containers that keep running), or its largest other init container beside
+    the sidecars if that is more; of each, the larger of request and limit.
+    """
+    spec = _map(template.get("spec"))
+    inits = _list(spec.get("initContainers"))
+    sidecars = sum(_container_gpus(c) for c in inits if _map(c).get("restartPolicy") == "Always")
+    main = sum(_container_gpus(c) for c in _list(spec.get("containers"))) + sidecars
+    return max([main, *(_container_gpus(c) + sidecars for c in inits if _map(c).get("restartPolicy") != "Always")])
+
+
+def _container_gpus(container: Any) -> int:
+    resources = _map(_map(container).get("resources"))
+    amounts = [_map(resources.get(k)).get(GPU_RESOURCE) for k in ("requests", "limits")]
+    return max([int(str(a).strip()) for a in amounts if str(a).strip().isdigit()] or [0])
+
+
+def _map(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
 
 
 def measured_policy(policy: ServicePolicy, target: ScaleTarget) -> ServicePolicy:

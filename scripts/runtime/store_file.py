@@ -192,6 +192,10 @@ class FileBackend:
         """Return the bytes of `name`, or None when it does not exist."""
         return self._call(f"reading {name}", lambda: _read(self.root / name))
 
+    def read_small(self, name: str, limit: int) -> bytes | None:
+        """Return the bytes of `name` if it is a regular file of at most `limit` bytes, else None (links not followed)."""
+        return self._call(f"reading {name}", lambda: _read_small_regular(self.root / name, limit))
+
     def names(self, folder: str, after: str = "") -> list[str]:
         """Return the names of the files directly in `folder` (after `after`, sorted); temporary ones left out."""
         def scan() -> list[str]:

@@ -185,6 +185,10 @@ class S3Backend:
         """Return the bytes of `name`, or None when it does not exist."""
         return self._get(self._dir + name)
 
+    def read_small(self, name: str, limit: int) -> bytes | None:
+        """Return the bytes of `name`, or None when it does not exist or is over `limit` bytes (never read whole)."""
+        return self._call(f"reading {name}", lambda: self._get_once(self._dir + name, limit))
+
     def names(self, folder: str, after: str = "") -> list[str]:
         """Return the names of the objects directly in `folder` (after `after`, sorted)."""
         prefix = f"{self._dir}{folder}/"

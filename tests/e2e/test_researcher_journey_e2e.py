@@ -27,7 +27,10 @@ import pytest
 import yaml
 from kubernetes import client
 
+from offhours.scripts.names import ANNOTATION_PROVENANCE
 from offhours.scripts.policy.plan import lends_nothing_now
+from offhours.scripts.runtime.provenance import decode
+from offhours.scripts.runtime.provenance_store import stored_record
 from offhours.workflows.render import write
 
 from .conftest import RESEARCH, SERVING, gate_config_raw, wait
@@ -223,8 +226,14 @@ def test_researcher_submits_waits_runs_reads_logs_cancels_and_counts_gpu_hours(
     check_pod, job_pod = [p.metadata.name for p in pods]
     out, err = cli("logs", name_a, *NS)
     assert err == ""
-    assert out.splitlines()[:6] == [f"==> {name_a} / {check_pod} <==", "check-parameters: 19 parameter(s) ok",
+    kept = f"file://{tmp_path}/ckpt/journey-a/provenance.json"
+    assert out.splitlines()[:7] == [f"==> {name_a} / {check_pod} <==",
+                                    f"check-parameters: provenance of run journey-a recorded at {kept}",
+                                    "check-parameters: 19 parameter(s) ok",
                                     f"==> {name_a} / {job_pod} <==", "started", "ready", "start at step 0 of 100000"]
+    # The check pod kept, in the run's store, the record the workflow carries (handed to it by Argo as a value).
+    assert stored_record(f"file://{tmp_path}/ckpt/journey-a", "journey-a") == \
+        decode(wf_a["metadata"]["annotations"][ANNOTATION_PROVENANCE], "journey-a")
     out, _ = cli("logs", name_a, "--step", "job", *NS)
     assert out.splitlines()[:2] == [f"==> {name_a} / {job_pod} <==", "started"]
 

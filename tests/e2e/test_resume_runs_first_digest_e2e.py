@@ -4,7 +4,8 @@
 digest it runs (`imageID`, as a kubelet does; the local pod runner reports one for its images) → load
 rises: the gate stops the job and parks a copy → the copy's image argument is that digest and its
 provenance record carries it → load falls: the copy is admitted and its pod's spec names the digest →
-`offhours rerun` of the run submits a new run with the same parameters and the same digest.
+`offhours rerun` of the run submits a new run with the same parameters and the same digest; so does it once
+the run's workflows carry no record (the original deleted), from the record its check pods kept in its store.
 
 Real: API server, scheduler, Argo controller, the gate (its ServiceAccount's token), the reference job
 (a local process of the pod runner). Stand-ins: kwok nodes, the vLLM servers (emulated metrics).
@@ -18,10 +19,12 @@ from typing import Any
 from kubernetes import client
 
 from offhours.scripts.runtime.provenance import decode, reported_digest
+from offhours.scripts.runtime.provenance_store import stored_record
 
 from .conftest import RESEARCH, wait
 from .runner import LocalPodRunner
 from .test_gate_e2e import _tick, gate_setup  # noqa: F401 - gate_setup is a fixture used here
+from .test_pipeline_e2e import GROUP, VERSION
 from .test_preempt_resume_journey_e2e import ended, train_output
 from .test_researcher_journey_e2e import LOCAL_IMAGE, NS, Cli, cli, get_wf, job_params  # noqa: F401 - cli: a fixture
 
@@ -88,3 +91,20 @@ def test_a_preempted_jobs_copy_runs_the_digest_its_first_run_reported(
     assert rerun.parameters == {**record.parameters, "run-id": "pinned-again", "image": pinned}, (out, err)
     assert json.loads(rerun.parameters["args"]) == json.loads(record.parameters["args"])
     assert cli("cancel", "pinned-again", "--yes", *NS)[1] == ""
+
+    # The run's store kept its first start's record (the check pods ran for real, handed the workflow's annotations),
+    # with the digest the copy's start added: what a rerun reads once the workflows' records are gone.
+    store = f"file://{tmp_path}/ckpt/pinned"
+    assert stored_record(store, "pinned") == record.with_digests({LOCAL_IMAGE: digest})
+    custom = client.CustomObjectsApi(api)
+    custom.delete_namespaced_custom_object(GROUP, VERSION, RESEARCH, "workflows", name)
+    custom.patch_namespaced_custom_object(GROUP, VERSION, RESEARCH, "workflows", copy,
+                                          {"metadata": {"annotations": {"offhours.io/provenance": None}}})
+    wait(f"{name} to be deleted", lambda: name not in [w["metadata"]["name"] for w in custom.list_namespaced_custom_object(
+        GROUP, VERSION, RESEARCH, "workflows")["items"]], timeout=60)
+    out, _ = cli("why", "pinned", *NS)
+    assert f"  image: {LOCAL_IMAGE} (runs as {pinned})" in out.splitlines(), out
+    out, err = cli("rerun", "pinned", "--run-id", "pinned-stored", "-n", RESEARCH)
+    from_store = decode(get_wf(api, out.split()[0])["metadata"]["annotations"]["offhours.io/provenance"], "pinned-stored")
+    assert from_store.parameters == {**record.parameters, "run-id": "pinned-stored", "image": pinned}, (out, err)
+    assert cli("cancel", "pinned-stored", "--yes", *NS)[1] == ""

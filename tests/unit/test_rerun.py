@@ -7,7 +7,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from offhours.scripts.cli import rerun
 from offhours.scripts.cli.main import main
 from offhours.scripts.cli.rerun import RerunError, new_run_id, rerun_parameters, run_record
 from offhours.scripts.cluster.parked import parked_workflow
@@ -28,6 +27,12 @@ def submitted(params: dict[str, str] = REQUIRED, name: str = "train-abcde", at: 
     return wf
 
 
+def records(*wfs: dict[str, Any]) -> list[tuple[str, str | None]]:
+    """The workflows as the resolver hands a run's to `run_record`: oldest first, each with its record."""
+    ordered = sorted(wfs, key=lambda w: (w["metadata"]["creationTimestamp"], w["metadata"]["name"]))
+    return [(w["metadata"]["name"], w["metadata"]["annotations"].get(ANNOTATION_PROVENANCE)) for w in ordered]
+
+
 def with_digest(wf: dict[str, Any]) -> dict[str, Any]:
     note = wf["metadata"]["annotations"]
     note[ANNOTATION_PROVENANCE] = encode(decode(note[ANNOTATION_PROVENANCE], "train").with_digests(
@@ -45,7 +50,7 @@ cli_values = st.fixed_dictionaries({
 def test_a_rerun_submits_every_parameter_as_the_first_run_had_it_with_images_by_digest_under_a_new_run_id(
         given_values: dict[str, str]) -> None:
     first = with_digest(submitted({**REQUIRED, **given_values}))
-    record = run_record([first], "train")
+    record = run_record("train", records(first))
     params = rerun_parameters(record, "train-again")
     again = parked_workflow(TEMPLATE, params, "research")
     new = decode(again["metadata"]["annotations"][ANNOTATION_PROVENANCE], "train-again")
@@ -60,14 +65,14 @@ def test_a_rerun_submits_every_parameter_as_the_first_run_had_it_with_images_by_
 def test_the_record_is_the_first_workflows_with_the_digests_its_copies_recorded() -> None:
     first = submitted()
     copied = with_digest(submitted(name="train-p1", at="2026-01-02T00:00:00Z"))  # the copy carries the digest
-    assert run_record([copied, first], "train").digests == {"ghcr.io/lab/t:1": DIGEST}
+    assert run_record("train", records(copied, first)).digests == {"ghcr.io/lab/t:1": DIGEST}
     # A later copy's record of other parameters never changes the run's: only digests of its own images are added.
     forged = submitted({**REQUIRED, "image": "evil/x:1"}, name="train-p2", at="2026-01-03T00:00:00Z")
-    assert run_record([forged, first], "train").parameters["image"] == "ghcr.io/lab/t:1"
+    assert run_record("train", records(forged, first)).parameters["image"] == "ghcr.io/lab/t:1"
     # A copy without a record (or with another run's) adds nothing.
     bare = submitted(name="train-p3", at="2026-01-04T00:00:00Z")
     bare["metadata"]["annotations"][ANNOTATION_PROVENANCE] = "{"
-    assert run_record([first, bare, copied], "train").digests == {"ghcr.io/lab/t:1": DIGEST}
+    assert run_record("train", records(first, bare, copied)).digests == {"ghcr.io/lab/t:1": DIGEST}
 
 
 @pytest.mark.parametrize("annotation, message", [
@@ -82,43 +87,21 @@ def test_a_missing_or_unreadable_record_is_refused_and_nothing_is_created(annota
     if annotation is not None:
         wf["metadata"]["annotations"][ANNOTATION_PROVENANCE] = annotation
     with pytest.raises(RerunError, match=message) as caught:
-        run_record([wf], "train")
+        run_record("train", records(wf))
     assert "nothing was created" in str(caught.value)
 
 
 def test_no_workflow_and_the_same_run_id_are_refused() -> None:
     with pytest.raises(RerunError, match="no workflow of run train"):
-        run_record([], "train")
+        run_record("train", [])
     with pytest.raises(RerunError, match="a rerun is a new run"):
-        rerun_parameters(run_record([submitted()], "train"), "train")
+        rerun_parameters(run_record("train", records(submitted())), "train")
 
 
 @given(st.from_regex(r"[a-z0-9]([-a-z0-9]{0,48}[a-z0-9])?", fullmatch=True))
 def test_a_new_run_id_is_a_label_of_at_most_50_characters_and_another_run(run: str) -> None:
     new = new_run_id(run)
     assert len(new) <= 50 and new != run and new[0].isalnum() and new[-1].isalnum() and "--" not in new[-8:]
-
-
-class Cluster:
-    """What `rerun` reads: workflows by the run label, or by name."""
-
-    def __init__(self, *wfs: dict[str, Any]) -> None:
-        self.wfs = {w["metadata"]["name"]: w for w in wfs}
-
-    def list_workflows(self, namespace: str, selector: str) -> list[dict[str, Any]]:
-        key, _, value = selector.partition("=")
-        return [w for w in self.wfs.values() if w["metadata"]["labels"].get(key) == value]
-
-    def workflow(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return self.wfs.get(name)
-
-
-def test_a_run_is_found_by_its_id_or_by_a_workflows_name() -> None:
-    wf = submitted()
-    cluster = Cluster(wf)
-    assert rerun._workflows_of(cluster, "research", "train") == [wf]
-    assert rerun._workflows_of(cluster, "research", "train-abcde") == [wf]
-    assert rerun._workflows_of(cluster, "research", "nope") == []
 
 
 def test_rerun_is_a_verb_of_the_command_line(capsys: Any) -> None:

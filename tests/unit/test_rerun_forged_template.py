@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from offhours.scripts.cli.rerun import RerunError, run_record
 from offhours.scripts.names import ANNOTATION_PROVENANCE
 from offhours.scripts.runtime.provenance import ProvenanceError, decode
-from tests.unit.test_rerun import submitted
+from tests.unit.test_rerun import records, submitted
 
 _NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 NOT_A_NAME = st.one_of(st.sampled_from(["", "a/b", "..", "A", "-a", "a" * 254, "a b", "a\n"]),
@@ -33,7 +33,7 @@ def test_a_record_naming_no_template_is_refused(name: str) -> None:
     with pytest.raises(ProvenanceError, match="template"):
         decode(wf["metadata"]["annotations"][ANNOTATION_PROVENANCE], "train")
     with pytest.raises(RerunError, match="nothing was created"):
-        run_record([wf], "train")
+        run_record("train", records(wf))
 
 
 def test_a_template_name_is_read() -> None:
