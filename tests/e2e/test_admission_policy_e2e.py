@@ -21,6 +21,7 @@ from offhours.scripts.names import GPU_QUOTA
 from .conftest import RESEARCH, SERVING, wait
 
 RESEARCHER = f"system:serviceaccount:{RESEARCH}:e2e-researcher"
+ARGO_CONTROLLER = "system:serviceaccount:argo:argo"
 GATE = f"system:serviceaccount:{SERVING}:offhours-gate"
 HOOK = f"system:serviceaccount:{RESEARCH}:offhours-exit-hook"
 Run = Callable[..., tuple[int, str]]
@@ -34,11 +35,23 @@ def as_user(cluster_env: dict[str, str], installed: Path, kubectl: Callable[...,
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
          "metadata": {"name": "e2e-researcher", "namespace": RESEARCH},
          "rules": [{"apiGroups": ["argoproj.io"], "resources": ["workflows"], "verbs": ["*"]},
-                   {"apiGroups": [""], "resources": ["pods", "resourcequotas"], "verbs": ["*"]}]},
+                   {"apiGroups": [""], "resources": ["pods", "resourcequotas", "secrets"], "verbs": ["*"]},
+                   # RBAC would refuse these first; granted so that offhours-exit-hook-pods is what answers.
+                   {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["*"]},
+                   {"apiGroups": [""], "resources": ["serviceaccounts/token"], "verbs": ["create"]}]},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
          "metadata": {"name": "e2e-researcher", "namespace": RESEARCH},
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "e2e-researcher"},
          "subjects": [{"kind": "ServiceAccount", "name": "e2e-researcher", "namespace": RESEARCH}]},
+        # Argo's workflow controller as Argo's install names it (research.argoController's default): the local
+        # controller runs as a cluster admin, so its identity is impersonated, with the right to create pods.
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+         "metadata": {"name": "e2e-argo-controller", "namespace": RESEARCH},
+         "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["create"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+         "metadata": {"name": "e2e-argo-controller", "namespace": RESEARCH},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "e2e-argo-controller"},
+         "subjects": [{"kind": "ServiceAccount", "name": "argo", "namespace": "argo"}]},
         # RBAC would refuse these first; granted here so that the policy, the second lock, is what answers.
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
          "metadata": {"name": "e2e-researcher", "namespace": SERVING},
@@ -363,3 +376,73 @@ def test_the_gate_marks_a_serving_pods_deletion_cost_and_changes_nothing_else_of
         assert pod.annotations == {"note": "kept"} and not pod.labels
     finally:
         core.delete_namespaced_pod("e2e-replica", SERVING, grace_period_seconds=0)
+
+
+def _hooked(name: str) -> dict[str, Any]:
+    """A workflow whose exit hook is offhours' own (offhours-steps' return-gpus), as every offhours workflow's is."""
+    return {"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow", "metadata": {"name": name, "namespace": RESEARCH},
+            "spec": {"entrypoint": "main", "podPriorityClassName": "offhours-best-effort",
+                     "hooks": {"exit": {"templateRef": {"name": "offhours-steps", "template": "return-gpus"}}},
+                     "templates": [{"name": "main", "container": {"image": "busybox"}}]}}
+
+
+def _as_created(pod: client.V1Pod, api: client.ApiClient, workflow: str, suffix: str) -> dict[str, Any]:
+    """Argo's pod as its controller sent it (before the scheduler and the ServiceAccount plugin), for `workflow`."""
+    doc = api.sanitize_for_serialization(pod)
+    spec = doc["spec"]
+    spec.pop("nodeName", None)  # the scheduler's, after creation
+    injected = {v["name"] for v in spec.get("volumes", []) if v["name"].startswith("kube-api-access-")}
+    spec["volumes"] = [v for v in spec.get("volumes", []) if v["name"] not in injected]
+    for container in spec.get("initContainers", []) + spec["containers"]:
+        container["volumeMounts"] = [m for m in container.get("volumeMounts", []) if m["name"] not in injected]
+    owners = [{**o, "name": workflow} for o in doc["metadata"]["ownerReferences"]]
+    return {"apiVersion": "v1", "kind": "Pod", "spec": spec,
+            "metadata": {"name": f"{workflow}-{suffix}", "namespace": RESEARCH, "labels": doc["metadata"]["labels"],
+                         "annotations": doc["metadata"].get("annotations") or {}, "ownerReferences": owners}}
+
+
+def test_only_argos_controller_creates_a_pod_running_as_the_exit_hook_and_a_real_exit_hook_passes(
+        as_user: Run, api: client.ApiClient, kubectl: Callable[..., str]) -> None:
+    """The exit hook's token marks the workflow its pod is named for: who creates such a pod, under which name,
+    is the API server's to refuse. Argo's real exit hook pod (its name, owner and spec as the controller made it)
+    passes as Argo's controller; as a researcher, or named for another workflow, it is refused; so are a Job, a
+    Secret token and a TokenRequest that would run as or mint the exit hook's ServiceAccount."""
+    core = client.CoreV1Api(api)
+    kubectl("create", "-f", "-", stdin=json.dumps(_hooked("e2e-hooked")))
+    try:
+        def hook_pod() -> Any:
+            pods = core.list_namespaced_pod(RESEARCH, label_selector="workflows.argoproj.io/workflow=e2e-hooked").items
+            return next((p for p in pods if p.spec.service_account_name == "offhours-exit-hook"), None)
+        real = wait("the workflow's exit hook pod", hook_pod, timeout=120)
+        # What the policy and the marks' binding rely on, as Argo v4.0.5 makes it: pod names v2, its Workflow the
+        # controller owner.
+        suffix = real.metadata.name.removeprefix("e2e-hooked-")
+        assert suffix.startswith("return-gpus-") and suffix.removeprefix("return-gpus-").isdigit(), real.metadata.name
+        assert [(o.kind, o.name, o.controller) for o in real.metadata.owner_references] == [
+            ("Workflow", "e2e-hooked", True)]
+        copy = json.dumps(_as_created(real, api, "e2e-hookcopy", suffix))
+        code, out = as_user(ARGO_CONTROLLER, "create", "--dry-run=server", "-f", "-", stdin=copy)
+        assert code == 0, out
+        code, out = as_user(RESEARCHER, "create", "--dry-run=server", "-f", "-", stdin=copy)
+        assert code != 0 and "offhours-exit-hook-pods" in out and ("only Argo's workflow controller "
+                                                                   f"({ARGO_CONTROLLER}) creates pods running as it") in out, out
+        # Workflow e2e-vic's template named tim-return-gpus: Argo would name its pod as workflow e2e-vic-tim's hook.
+        other = _as_created(real, api, "e2e-vic", f"tim-{suffix}")
+        code, out = as_user(ARGO_CONTROLLER, "create", "--dry-run=server", "-f", "-", stdin=json.dumps(other))
+        assert code != 0 and "its name ends as the exit hook pod of another workflow" in out, out
+    finally:
+        kubectl("-n", RESEARCH, "delete", "workflow", "e2e-hooked", "--ignore-not-found", "--wait=false")
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "e2e-hook-job", "namespace": RESEARCH},
+           "spec": {"template": {"spec": {"serviceAccountName": "offhours-exit-hook", "restartPolicy": "Never",
+                                          "containers": [{"name": "main", "image": "busybox"}]}}}}
+    code, out = as_user(RESEARCHER, "create", "--dry-run=server", "-f", "-", stdin=json.dumps(job))
+    assert code != 0 and "jobs e2e-hook-job: its pods would run as offhours-exit-hook" in out, out
+    secret = {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
+              "metadata": {"name": "e2e-hook-token", "namespace": RESEARCH,
+                           "annotations": {"kubernetes.io/service-account.name": "offhours-exit-hook"}}}
+    code, out = as_user(RESEARCHER, "create", "--dry-run=server", "-f", "-", stdin=json.dumps(secret))
+    assert code != 0 and "a long-lived token of offhours-exit-hook" in out, out
+    code, out = as_user(RESEARCHER, "-n", RESEARCH, "create", "token", "offhours-exit-hook")
+    assert code != 0 and "is issued to the kubelet of its own pods only" in out, out
+    code, out = as_user(RESEARCHER, "-n", RESEARCH, "create", "token", "e2e-researcher")
+    assert code == 0 and out.strip(), out  # a token of one's own account: not this policy's
