@@ -14,6 +14,9 @@ no webhook to run or to fail open. Every policy has `failurePolicy: Fail` and a 
   and changes only `controller.kubernetes.io/pod-deletion-cost` with it; any other change of a pod is refused.
 - serving objects: research namespace ServiceAccounts write no Deployment, HPA, ConfigMap, quota or Lease
   there (RBAC already refuses; this is the second lock, and it says why).
+- exit hook pods: only Argo's workflow controller (research.argoController) creates a pod running as the exit
+  hook's ServiceAccount, controlled by a Workflow and named as the exit hook of that workflow only; no workload,
+  Secret or TokenRequest (but a kubelet's) gets a token of it. The marks' tie to the pod name rests on this.
 
 `system:masters` is exempt from every policy: that group bypasses authorization and can delete these policies,
 so a policy does not bound it; exempting it keeps an operator's repair path (kubectl edit of a stuck workflow, a
@@ -38,6 +41,7 @@ from offhours.scripts.names import (
     LABEL_MANAGED,
     LABEL_STATE,
     POLICY_BEST_EFFORT_PODS,
+    POLICY_EXIT_HOOK_PODS,
     POLICY_GATE_ADMITS,
     POLICY_GATE_MARKS,
     POLICY_GATE_POD_MARK,
@@ -68,6 +72,16 @@ POD_NAME_EXTRA = "authentication.kubernetes.io/pod-name"
 """The key under which kube-apiserver puts the pod a bound ServiceAccount token was issued for (userInfo.extra)."""
 
 
+def hook_pod_of(pod: str, workflow: str) -> str:
+    """Return the CEL of "pod name `pod` is Argo's name for the exit hook pod of workflow `workflow`".
+
+    The one test of that name, shared by the marks' binding (gate_marks) and the pods that may bear it
+    (exit_hook_pods): the two cannot drift apart.
+    """
+    return (f"{pod}.startsWith({workflow} + '-') && {pod}.substring(size({workflow}) + 1)"
+            f".matches('^{RETURN_GPUS}-[0-9]+$')")
+
+
 def _lit(values: tuple[str, ...] | list[str]) -> str:
     """Return a CEL list literal of strings (single-quoted; the values are checked names, no quote can occur)."""
     return "[" + ", ".join(f"'{v}'" for v in values) + "]"
@@ -89,6 +103,12 @@ def refuse_unbounded(config: GateConfig) -> None:
         raise ConfigError(f"gate config: workflowNamespace: {config.workflow_namespace!r} is shared with the "
                           "cluster's own objects: the research policies would judge everything there; give research "
                           "a namespace of its own")
+    controller_ns = config.research.argo_controller.partition("/")[0]
+    if controller_ns == config.workflow_namespace:
+        # A research workflow may run as any ServiceAccount of its namespace: it would be "Argo's controller".
+        raise ConfigError(f"gate config: research.argoController: {config.research.argo_controller!r} is a "
+                          "ServiceAccount of the research namespace, which research workflows can run as: name the "
+                          "ServiceAccount of Argo's workflow controller (argo/argo in Argo's own install)")
     for key in config.research.toleration_keys:
         if not _QUALIFIED.match(key) or len(key) > 316:
             raise ConfigError(f"gate config: research.tolerationKeys: {key!r} is not a taint key: it would tolerate "
@@ -214,10 +234,8 @@ def gate_marks(config: GateConfig) -> dict[str, Any]:
                                           f"&& size(request.userInfo.extra['{POD_NAME_EXTRA}']) == 1 ? "
                                           f"request.userInfo.extra['{POD_NAME_EXTRA}'][0] : ''"},
         # Argo names the exit hook's pod <workflow>-{RETURN_GPUS}-<hash of the node name> (pod names v2): with the
-        # rest all digits, no other workflow's hook pod has this name.
-        {"name": "ownHookPod", "expression": "variables.hookPod.startsWith(object.metadata.name + '-') && "
-                                             "variables.hookPod.substring(size(object.metadata.name) + 1)"
-                                             f".matches('^{RETURN_GPUS}-[0-9]+$')"},
+        # rest all digits, no other workflow's hook pod has this name (exit_hook_pods keeps it so).
+        {"name": "ownHookPod", "expression": hook_pod_of("variables.hookPod", "object.metadata.name")},
         {"name": "hookAccount", "expression": f"request.userInfo.username == '{hook}'"},
         {"name": "isExitHook", "expression": "variables.hookAccount && variables.ownHookPod"},
     ]
@@ -307,6 +325,89 @@ def gate_pod_mark(config: GateConfig) -> dict[str, Any]:
         match_conditions=[{"name": "the-gate", "expression": f"request.userInfo.username == '{gate}'"}])
 
 
+_WORKLOADS = {"apps": ["deployments", "replicasets", "statefulsets", "daemonsets"], "batch": ["jobs", "cronjobs"],
+              "": ["replicationcontrollers"]}
+"""The kinds whose controllers (kube-controller-manager's) create pods from a template a tenant writes."""
+SERVICE_ACCOUNT_NAME_ANNOTATION = "kubernetes.io/service-account.name"
+"""On a Secret of type kubernetes.io/service-account-token: the ServiceAccount whose long-lived token it gets."""
+
+
+def _pod_account(spec: str) -> str:
+    """Return the CEL of the ServiceAccount a pod spec runs as ('' for the namespace's default).
+
+    serviceAccountName wins over the deprecated serviceAccount, as the API server's conversion does.
+    """
+    return (f"(has({spec}.serviceAccountName) && {spec}.serviceAccountName != '' ? {spec}.serviceAccountName : "
+            f"(has({spec}.serviceAccount) ? {spec}.serviceAccount : ''))")
+
+
+def exit_hook_pods(config: GateConfig) -> dict[str, Any]:
+    """Only Argo's workflow controller runs pods as the exit hook's ServiceAccount, each named for its own workflow.
+
+    gate_marks ties the exit hook's token to the workflow its pod is named for; a pod's name is its creator's
+    choice, so who may create a pod running as that ServiceAccount, and under which name, is the whole of that
+    tie. A pod: created by Argo's controller (the configured identity), controlled by a Workflow, and named as
+    an exit hook pod (`W-return-gpus-<digits>`) only of the workflow W that controls it (a tenant's own workflow
+    may name a template `x-return-gpus`, which Argo's controller would otherwise create as `W-x-return-gpus-N`,
+    the hook pod name of workflow `W-x`). Every other way to hold such a token is refused at its own door: a
+    workload whose pod template runs as it (its controller, kube-controller-manager, is not Argo's), a Secret
+    minting a long-lived token of it, a TokenRequest for it by anyone but a node's kubelet.
+    """
+    hook, controller = EXIT_HOOK_SERVICE_ACCOUNT, config.research.argo_controller_user
+    resource = "request.resource.resource"
+    workloads = _lit(sorted(r for rs in _WORKLOADS.values() for r in rs if r != "cronjobs"))
+    annotation = f"'{SERVICE_ACCOUNT_NAME_ANNOTATION}'"
+    variables = [
+        # The ServiceAccount what is written runs as (a pod, a workload's pods) or mints a token of (a Secret, a
+        # TokenRequest, whose request.name is the ServiceAccount's).
+        {"name": "account", "expression":
+         f"{resource} == 'serviceaccounts' ? request.name : "
+         f"{resource} == 'secrets' ? (has(object.type) && object.type == 'kubernetes.io/service-account-token' && "
+         f"has(object.metadata.annotations) && {annotation} in object.metadata.annotations ? "
+         f"object.metadata.annotations[{annotation}] : '') : "
+         f"{resource} == 'pods' ? {_pod_account('object.spec')} : "
+         f"{resource} == 'cronjobs' ? {_pod_account('object.spec.jobTemplate.spec.template.spec')} : "
+         f"{_pod_account('object.spec.template.spec')}"},
+        {"name": "asHook", "expression": f"variables.account == '{hook}'"},
+        {"name": "pod", "expression": f"{resource} == 'pods' && variables.asHook"},
+        {"name": "owners", "expression": "has(object.metadata.ownerReferences) ? object.metadata.ownerReferences : []"},
+        # Argo's controller makes each pod's one controller reference its Workflow's.
+        {"name": "workflowOwners", "expression": f"variables.owners.filter(o, o.apiVersion.startsWith('{ARGO_GROUP}/') "
+                                                 "&& o.kind == 'Workflow' && has(o.controller) && o.controller)"},
+    ]
+    pod = "'pod ' + object.metadata.name + ' runs as " + hook + ", the ServiceAccount of the exit hook that gives a " \
+          "workflow\\'s GPUs back: '"
+    written = f"{resource} + ' ' + (has(object.metadata.name) ? object.metadata.name : request.name) + ': '"
+    return _policy(POLICY_EXIT_HOOK_PODS, [
+        {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]},
+        *[{"apiGroups": [group], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"], "resources": resources}
+          for group, resources in _WORKLOADS.items()],
+        {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["secrets"]},
+        {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["serviceaccounts/token"]},
+    ], [
+        _check(f"!variables.pod || request.userInfo.username == '{controller}'",
+               f"{pod} + 'only Argo\\'s workflow controller ({controller}) creates pods running as it; run yours as "
+               "your own ServiceAccount'"),
+        _check("!variables.pod || size(variables.workflowOwners) == 1",
+               f"{pod} + 'only a Workflow\\'s own pods run as it, and no Workflow controls this one'"),
+        # The name that gate_marks reads as "the exit hook of workflow W" is borne only by a pod W controls.
+        _check(f"!variables.pod || !object.metadata.name.matches('-{RETURN_GPUS}-[0-9]+$') || "
+               f"variables.workflowOwners.exists(o, {hook_pod_of('object.metadata.name', 'o.name')})",
+               f"{pod} + 'its name ends as the exit hook pod of another workflow (<workflow>-{RETURN_GPUS}-<digits>) "
+               "than the one that owns it: name the template otherwise'"),
+        _check(f"!variables.asHook || !({resource} in {workloads} || {resource} == 'cronjobs')",
+               f"{written} + 'its pods would run as {hook}, the ServiceAccount of the exit hook that gives a "
+               f"workflow\\'s GPUs back; only Argo\\'s workflow controller runs pods as it: name your own "
+               "ServiceAccount'"),
+        _check(f"!variables.asHook || {resource} != 'secrets'",
+               f"{written} + 'a long-lived token of {hook} (the exit hook that gives a workflow\\'s GPUs back) is "
+               "never made: its tokens are bound to its own pods'"),
+        _check(f"!variables.asHook || {resource} != 'serviceaccounts' || 'system:nodes' in request.userInfo.groups",
+               f"'a token of {hook} (the exit hook that gives a workflow\\'s GPUs back) is issued to the kubelet of "
+               "its own pods only'"),
+    ], variables=variables, match_conditions=[NOT_MASTERS])
+
+
 def workflow_quota(config: GateConfig) -> dict[str, Any]:
     """Bound the count of Workflows in the research namespace: a flood is refused at creation."""
     return {"apiVersion": "v1", "kind": "ResourceQuota",
@@ -319,10 +420,11 @@ def admission_manifests(config: GateConfig) -> dict[str, dict[str, Any]]:
     refuse_unbounded(config)
     serving, research = config.namespace, config.workflow_namespace
     policies = [best_effort_pods(config), gate_admits(config), gate_marks(config), serving_objects(config),
-                gate_pod_mark(config)]
+                gate_pod_mark(config), exit_hook_pods(config)]
     assert [p["metadata"]["name"] for p in policies] == list(ADMISSION_POLICIES)
     bound = {POLICY_BEST_EFFORT_PODS: [research], POLICY_GATE_ADMITS: [research], POLICY_GATE_MARKS: [research],
-             POLICY_SERVING_OBJECTS: sorted({serving, research}), POLICY_GATE_POD_MARK: [serving]}
+             POLICY_SERVING_OBJECTS: sorted({serving, research}), POLICY_GATE_POD_MARK: [serving],
+             POLICY_EXIT_HOOK_PODS: [research]}
     docs: dict[str, dict[str, Any]] = {}
     for policy in policies:
         name = policy["metadata"]["name"]

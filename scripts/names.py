@@ -121,8 +121,10 @@ POLICY_SERVING_OBJECTS = "offhours-serving-objects"
 """Research namespace ServiceAccounts cannot write serving's Deployments, HPAs, the gate's ConfigMaps, quotas, Lease."""
 POLICY_GATE_POD_MARK = "offhours-gate-pod-mark"
 """The gate's ServiceAccount changes a serving pod's pod-deletion-cost annotation only (RBAC cannot name one field)."""
+POLICY_EXIT_HOOK_PODS = "offhours-exit-hook-pods"
+"""Only Argo's workflow controller runs pods as the exit hook's ServiceAccount, each named for the workflow it owns."""
 ADMISSION_POLICIES = (POLICY_BEST_EFFORT_PODS, POLICY_GATE_ADMITS, POLICY_GATE_MARKS, POLICY_SERVING_OBJECTS,
-                      POLICY_GATE_POD_MARK)
+                      POLICY_GATE_POD_MARK, POLICY_EXIT_HOOK_PODS)
 
 
 def state_configmap_name(service: str) -> str:

@@ -74,12 +74,26 @@ def boundary_checks(api: Any, config: GateConfig, install: str) -> Iterator[Line
                         install)
             continue
         where = difference(doc["spec"], installed.get("spec"))
-        if where is None:
-            yield Line(name, True, "installed as rendered")
-        else:
+        uncounted = _uncounted(doc, installed)
+        if where is not None:
             yield Line(name, False, f"differs from the rendered one at {where}", install)
+        elif uncounted:
+            yield Line(name, False, f"not counted yet: kube-controller-manager has no usage of {uncounted}, so the "
+                                    "API server refuses every such creation ('status unknown for quota')",
+                       "wait: kube-controller-manager counts it at its next full resync (--resource-quota-sync-period, "
+                       "5 min by default) once its discovery (every 30 s) has seen Argo's CRDs")
+        else:
+            yield Line(name, True, "installed as rendered")
     if config.research.gpu_quota:
         yield from _gpu_quota(core, config, install)
+
+
+def _uncounted(rendered: dict[str, Any], installed: dict[str, Any]) -> str:
+    """Return the resources of an installed quota its status has no usage of, comma-separated ('' for none)."""
+    if rendered["kind"] != "ResourceQuota":
+        return ""
+    used = (installed.get("status") or {}).get("used") or {}
+    return ", ".join(sorted(k for k in rendered["spec"]["hard"] if k not in used))
 
 
 def _gpu_quota(core: Any, config: GateConfig, install: str) -> Iterator[Line]:

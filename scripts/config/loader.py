@@ -204,6 +204,7 @@ def _research(raw: dict[str, Any]) -> ResearchBoundary:
         runtime_classes=tuple(raw.get("runtimeClassNames", default.runtime_classes)),
         gpu_quota=raw.get("gpuQuota", default.gpu_quota),
         require_image_digests=raw.get("requireImageDigests", default.require_image_digests),
+        argo_controller=raw.get("argoController", default.argo_controller),
     )
 
 

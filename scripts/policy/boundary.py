@@ -135,6 +135,10 @@ def pod_problems(pod: Mapping[str, Any], boundary: ResearchBoundary) -> Iterator
         yield ("spec.priorityClassName", f"no priorityClassName: the pod would run at the default priority 0; "
                f"research pods run at most at {PRIORITY_CLASS} ({BEST_EFFORT_PRIORITY}): set {PRIORITY_CLASS}")
     yield from _priority_class_problem(cls, "spec.priorityClassName", account)
+    if (spec.get("serviceAccountName") or spec.get("serviceAccount")) == EXIT_HOOK_SERVICE_ACCOUNT:
+        # A Pod manifest is created by its submitter, never by Argo's controller (exit_hook_pods refuses it).
+        yield ("spec.serviceAccountName", f"{EXIT_HOOK_SERVICE_ACCOUNT} is the exit hook's ServiceAccount: only "
+               "Argo's workflow controller creates pods running as it; run yours as your own ServiceAccount")
 
 
 def _holds_gpu(spec: Mapping[str, Any]) -> bool:

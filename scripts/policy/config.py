@@ -9,6 +9,9 @@ from datetime import time as clock
 from offhours.scripts.names import GPU_RESOURCE
 from offhours.scripts.policy.target import ScaleTargetRef, parse_target_text
 
+DEFAULT_ARGO_CONTROLLER = "argo/argo"
+"""The ServiceAccount of Argo's workflow controller as Argo's install makes it (namespace argo, name argo)."""
+
 
 class ConfigError(ValueError):
     """The gate configuration is invalid; the message names the field."""
@@ -107,6 +110,16 @@ class ResearchBoundary:
     gpu_quota: bool = True
     # Admit only jobs whose images are named by digest: a tag could point at other code when a copy resumes.
     require_image_digests: bool = False
+    # Argo's workflow controller's ServiceAccount, NAMESPACE/NAME: the only identity that may create a pod running
+    # as the exit hook's ServiceAccount (whose token marks the workflow its pod is named for). Argo's own install
+    # (manifests/cluster-install) runs it as argo/argo.
+    argo_controller: str = DEFAULT_ARGO_CONTROLLER
+
+    @property
+    def argo_controller_user(self) -> str:
+        """The username the API server gives the requests of Argo's controller (its ServiceAccount's)."""
+        namespace, _, name = self.argo_controller.partition("/")
+        return f"system:serviceaccount:{namespace}:{name}"
 
 
 @dataclass(frozen=True)

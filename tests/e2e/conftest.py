@@ -66,10 +66,9 @@ def gate_config_raw(port: int) -> dict[str, Any]:
         "services": {"chat": {"deployment": "chat", "gpusPerReplica": 4, "capacity": {"requestsPerSecond": 10},
                               "headroom": 0.25, "stabilizationSeconds": 1, "maxLendStep": 4, "minReplicas": 1,
                               "lendHysteresis": 0, "volatilityHeadroomMax": 0.0}},
-        # No workflow quota: on this control plane kube-controller-manager has been seen not to count workflows
-        # for minutes after an install, and the quota refuses every creation until it has. No GPU quota: the
-        # journeys start research pods outside the gate's loans (tests/e2e/test_admission_policy_e2e.py keeps it).
-        "research": {"maxWorkflows": None, "gpuQuota": False},
+        # The workflow quota as shipped (500). No GPU quota: the journeys start research pods outside the gate's
+        # loans (tests/e2e/test_admission_policy_e2e.py keeps it).
+        "research": {"gpuQuota": False},
     }
 
 
@@ -91,6 +90,11 @@ def installed(kubectl: Callable[..., str], tmp_path_factory: pytest.TempPathFact
             kubectl("-n", ns, "delete", "serviceaccount,role,rolebinding,cronworkflow,cronjob", "-l", "offhours.io/managed=true",
                     "--ignore-not-found", "--wait=true")
     kubectl("apply", "--server-side", "--force-conflicts", "-k", str(out))
+    # The workflow quota refuses every creation ("status unknown for quota") until kube-controller-manager has
+    # counted it: at once on a control plane that counts workflows already (cluster-up waits for that).
+    wait("kube-controller-manager to count the workflow quota", lambda: "count/workflows.argoproj.io" in (json.loads(
+        kubectl("-n", RESEARCH, "get", "resourcequota", "offhours-workflows", "-o", "json")).get("status") or {})
+        .get("used", {}), timeout=120)
     # A GPU quota an earlier file's gate (or the quota test) left would refuse this file's research pods.
     kubectl("-n", RESEARCH, "delete", "resourcequota", "offhours-gpus", "--ignore-not-found")
     # The tests drive the gate tick by tick; the CronWorkflow's own schedule would race them.

@@ -21,6 +21,7 @@ from offhours.scripts.names import GPU_QUOTA
 from .conftest import RESEARCH, SERVING, wait
 
 RESEARCHER = f"system:serviceaccount:{RESEARCH}:e2e-researcher"
+ARGO_CONTROLLER = "system:serviceaccount:argo:argo"
 GATE = f"system:serviceaccount:{SERVING}:offhours-gate"
 HOOK = f"system:serviceaccount:{RESEARCH}:offhours-exit-hook"
 Run = Callable[..., tuple[int, str]]
@@ -34,11 +35,23 @@ def as_user(cluster_env: dict[str, str], installed: Path, kubectl: Callable[...,
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
          "metadata": {"name": "e2e-researcher", "namespace": RESEARCH},
          "rules": [{"apiGroups": ["argoproj.io"], "resources": ["workflows"], "verbs": ["*"]},
-                   {"apiGroups": [""], "resources": ["pods", "resourcequotas"], "verbs": ["*"]}]},
+                   {"apiGroups": [""], "resources": ["pods", "resourcequotas", "secrets"], "verbs": ["*"]},
+                   # RBAC would refuse these first; granted so that offhours-exit-hook-pods is what answers.
+                   {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["*"]},
+                   {"apiGroups": [""], "resources": ["serviceaccounts/token"], "verbs": ["create"]}]},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
          "metadata": {"name": "e2e-researcher", "namespace": RESEARCH},
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "e2e-researcher"},
          "subjects": [{"kind": "ServiceAccount", "name": "e2e-researcher", "namespace": RESEARCH}]},
+        # Argo's workflow controller as Argo's install names it (research.argoController's default): the local
+        # controller runs as a cluster admin, so its identity is impersonated, with the right to create pods.
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+         "metadata": {"name": "e2e-argo-controller", "namespace": RESEARCH},
+         "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["create"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+         "metadata": {"name": "e2e-argo-controller", "namespace": RESEARCH},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "e2e-argo-controller"},
+         "subjects": [{"kind": "ServiceAccount", "name": "argo", "namespace": "argo"}]},
         # RBAC would refuse these first; granted here so that the policy, the second lock, is what answers.
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
          "metadata": {"name": "e2e-researcher", "namespace": SERVING},
@@ -367,3 +380,47 @@ def test_the_gate_marks_a_serving_pods_deletion_cost_and_changes_nothing_else_of
         assert pod.annotations == {"note": "kept"} and not pod.labels
     finally:
         core.delete_namespaced_pod("e2e-replica", SERVING, grace_period_seconds=0)
+
+
+def _hook_pod(workflow: str, suffix: str) -> dict[str, Any]:
+    """A pod shaped as Argo v4.0.5 creates a workflow's exit hook pod: pod names v2, its Workflow the controller."""
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"{workflow}-{suffix}", "namespace": RESEARCH,
+                         "labels": {"workflows.argoproj.io/workflow": workflow, "offhours.io/role": "exit-hook"},
+                         "ownerReferences": [{"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow",
+                                              "name": workflow, "uid": "00000000-0000-0000-0000-000000000001",
+                                              "controller": True, "blockOwnerDeletion": True}]},
+            "spec": {"serviceAccountName": "offhours-exit-hook", "restartPolicy": "Never",
+                     "containers": [{"name": "main", "image": "busybox"}]}}
+
+
+def test_only_argos_controller_creates_a_pod_running_as_the_exit_hook(as_user: Run) -> None:
+    """The exit hook's token marks the workflow its pod is named for: who creates such a pod, under which name,
+    is the API server's to refuse. An exit hook pod passes as Argo's controller (server dry run); as a researcher,
+    or named for another workflow, it is refused; so are a Job, a Secret token and a TokenRequest that would run
+    as or mint the exit hook's ServiceAccount. (A real workflow's exit hook runs and returns its GPUs under these
+    policies in test_argo_submit_e2e.py.)"""
+    hook = json.dumps(_hook_pod("e2e-hookcopy", "return-gpus-3141592653"))
+    code, out = as_user(ARGO_CONTROLLER, "create", "--dry-run=server", "-f", "-", stdin=hook)
+    assert code == 0, out
+    code, out = as_user(RESEARCHER, "create", "--dry-run=server", "-f", "-", stdin=hook)
+    assert code != 0 and "offhours-exit-hook-pods" in out and ("only Argo's workflow controller "
+                                                               f"({ARGO_CONTROLLER}) creates pods running as it") in out, out
+    # Workflow e2e-vic's template named tim-return-gpus: Argo would name its pod as workflow e2e-vic-tim's hook.
+    other = json.dumps(_hook_pod("e2e-vic", "tim-return-gpus-77"))
+    code, out = as_user(ARGO_CONTROLLER, "create", "--dry-run=server", "-f", "-", stdin=other)
+    assert code != 0 and "its name ends as the exit hook pod of another workflow" in out, out
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "e2e-hook-job", "namespace": RESEARCH},
+           "spec": {"template": {"spec": {"serviceAccountName": "offhours-exit-hook", "restartPolicy": "Never",
+                                          "containers": [{"name": "main", "image": "busybox"}]}}}}
+    code, out = as_user(RESEARCHER, "create", "--dry-run=server", "-f", "-", stdin=json.dumps(job))
+    assert code != 0 and "jobs e2e-hook-job: its pods would run as offhours-exit-hook" in out, out
+    secret = {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
+              "metadata": {"name": "e2e-hook-token", "namespace": RESEARCH,
+                           "annotations": {"kubernetes.io/service-account.name": "offhours-exit-hook"}}}
+    code, out = as_user(RESEARCHER, "create", "--dry-run=server", "-f", "-", stdin=json.dumps(secret))
+    assert code != 0 and "a long-lived token of offhours-exit-hook" in out, out
+    code, out = as_user(RESEARCHER, "-n", RESEARCH, "create", "token", "offhours-exit-hook")
+    assert code != 0 and "is issued to the kubelet of its own pods only" in out, out
+    code, out = as_user(RESEARCHER, "-n", RESEARCH, "create", "token", "e2e-researcher")
+    assert code == 0 and out.strip(), out  # a token of one's own account: not this policy's

@@ -53,3 +53,16 @@ def test_a_missing_field_and_an_extra_list_item_are_differences() -> None:
     assert difference(spec, installed) == "spec.validations"
     del installed["validations"]
     assert difference(spec, installed) == "spec.validations"
+
+
+def test_a_quota_kube_controller_manager_has_not_counted_is_named_by_its_resources() -> None:
+    from offhours.scripts.cli.check_boundary import _uncounted
+
+    quota = next(d for d in admission_manifests(example_gate_config()).values() if d["kind"] == "ResourceQuota")
+    (resource,) = quota["spec"]["hard"]
+    assert _uncounted(quota, {"spec": quota["spec"]}) == resource  # synced without usage, or never synced
+    assert _uncounted(quota, {"spec": quota["spec"], "status": {"hard": quota["spec"]["hard"], "used": {}}}) == resource
+    assert _uncounted(quota, {"spec": quota["spec"], "status": {"used": {resource: "3"}}}) == ""
+    policy = next(d for d in admission_manifests(example_gate_config()).values()
+                  if d["kind"] == "ValidatingAdmissionPolicy")
+    assert _uncounted(policy, policy) == ""
