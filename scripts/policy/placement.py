@@ -151,11 +151,6 @@ def _removals_to_empty(node: Node, free: int, on_node: Sequence[Replica]) -> int
     return node.gpus - free - sum(r.gpus for r in on_node)
 
 
-def _can_empty(node: Node | None, free: Mapping[str, int], on_node: Sequence[Replica]) -> bool:
-    """Whether removing replicas of the services being lowered could ever empty `node` (nothing else holds it)."""
-    return node is not None and _removals_to_empty(node, free.get(node.name, 0), on_node) == 0
-
-
 def choose_removals(nodes: Sequence[Node], replicas: Sequence[Replica], counts: Mapping[str, int],
                     free: Mapping[str, int], avoid: frozenset[str] = frozenset()) -> tuple[Replica, ...]:
     """Choose `counts[service]` replicas of each service to remove, so that the GPUs freed form whole nodes.
@@ -198,14 +193,13 @@ def choose_removals(nodes: Sequence[Node], replicas: Sequence[Replica], counts: 
                 left[r.service] -= 1
                 now_free[name] += r.gpus
             on_node[name] = []
-    # The rest: one replica at a time onto a node that later removals can still empty (nothing else holds its
-    # GPUs), then the one with the most free GPUs so far (a node of unknown size counts as none free), so
-    # partial frees pile up on few nodes, and never first on a node that something else keeps from being whole.
+    # The rest: one replica at a time onto the node with the most free GPUs so far (a node of unknown
+    # size counts as none free), so partial frees pile up on few nodes.
     for service in sorted(left):
         for _ in range(left[service]):
             pool = [r for rs in on_node.values() for r in rs if r.service == service]
-            best = min(pool, key=lambda r: (r.node in avoid, not _can_empty(node_of.get(r.node), now_free, on_node[r.node]),
-                                            -(now_free.get(r.node, 0) + r.gpus), len(on_node[r.node]), r.node, r.name))
+            best = min(pool, key=lambda r: (r.node in avoid, -(now_free.get(r.node, 0) + r.gpus), len(on_node[r.node]),
+                                            r.node, r.name))
             chosen.append(best)
             on_node[best.node].remove(best)
             now_free[best.node] = now_free.get(best.node, 0) + best.gpus

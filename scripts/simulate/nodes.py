@@ -118,7 +118,12 @@ def replay(layout: Layout, lent: Mapping[str, np.ndarray], chooser: str,
     serving = {r.name: r for r in layout.replicas}
     removed: dict[str, list[Replica]] = {s: [] for s in lent}
     created = {r.name: 0 for r in layout.replicas}
-    free = {n.name: 0 for n in layout.nodes}
+    # What the layout leaves unallocated is free from the start, as the gate reads it (allocatable less what the
+    # node's pods request): a node half filled by one replica can be emptied by lowering that one. What the
+    # lend is worth is measured beyond what was free before it (`initial`), and never above what was lent.
+    free = {n.name: n.gpus - sum(r.gpus for r in layout.replicas if r.node == n.name) for n in layout.nodes}
+    initial_whole = sum(n.gpus for n in layout.nodes if n.gpus and free[n.name] >= n.gpus)
+    initial_worth = {name: usable_gpus(shape, layout.nodes, free) for name, shape in shapes.items()}
     report = PlacementReport(chooser, shapes={name: ShapeReport() for name in shapes})
     worth: dict[str, int] = {}
     rng = random.Random(seed)
@@ -152,7 +157,9 @@ def replay(layout: Layout, lent: Mapping[str, np.ndarray], chooser: str,
         if changed:
             lent_gpus = sum(r.gpus for rs in removed.values() for r in rs)
             whole = sum(n.gpus for n in layout.nodes if n.gpus and free[n.name] >= n.gpus)
-            worth = {name: usable_gpus(shape, layout.nodes, free) for name, shape in shapes.items()}
+            whole = max(0, whole - initial_whole)
+            worth = {name: min(lent_gpus, max(0, usable_gpus(shape, layout.nodes, free) - initial_worth[name]))
+                     for name, shape in shapes.items()}
             changed = False
         report.gpu_hours_lent += lent_gpus / 60.0
         report.whole_node_gpu_hours += whole / 60.0

@@ -127,18 +127,6 @@ def test_two_replicas_per_8_gpu_node_free_whole_nodes_where_the_replicaset_would
     assert usable_gpus(Shape(2, 8), nodes, after) == 16
 
 
-def test_a_single_removal_goes_to_a_node_it_can_help_empty_not_one_something_else_keeps_half_held():
-    # n1 has one replica and 4 GPUs held by something else: removing its replica never makes it whole.
-    nodes = [Node("n0", 8), Node("n1", 8)]
-    replicas = [Replica("r0", "chat", "n0", 4), Replica("r1", "chat", "n0", 4), Replica("r2", "chat", "n1", 4)]
-    free = {"n0": 0, "n1": 0}
-    first = choose_removals(nodes, replicas, {"chat": 1}, free)
-    assert [r.node for r in first] == ["n0"]
-    after = _after(free, first)
-    second = choose_removals(nodes, [r for r in replicas if r not in first], {"chat": 1}, after)
-    assert whole_nodes(nodes, _after(after, second)) == 1  # one tick after the other, a whole node
-
-
 shapes = st.builds(Shape, pods=st.integers(1, 3), gpus_per_pod=st.sampled_from((1, 2, 4, 8)),
                    node_selector=st.sampled_from(((), (("pool", "a"),))),
                    tolerations=st.sampled_from(((), (Toleration("gpu", "Exists"),))))

@@ -32,6 +32,16 @@ def test_two_replicas_per_node_lent_one_by_one_free_whole_nodes_only_under_the_g
     assert rs.shapes["1x4"].unused_gpu_minutes == 0.0
 
 
+def test_a_half_filled_node_is_emptied_by_lowering_its_one_replica():
+    # 3 replicas on two 8-GPU nodes: the second holds one replica and 4 unallocated GPUs, free as the gate reads it.
+    layout = pack(_fleet([3]))
+    lent = {"s0": np.array([1, 2])}
+    gate, rs = replay(layout, lent, "gate"), replay(layout, lent, "replicaset")
+    assert gate.whole_node_gpu_hours == 2 * 8 / 60  # the lone replica first: a whole node from the first minute
+    assert gate.whole_node_gpu_hours >= rs.whole_node_gpu_hours
+    assert gate.shapes["1x8"].usable_gpu_hours <= gate.gpu_hours_lent  # worth only what was lent
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.integers(1, 9), min_size=1, max_size=3), st.data())
 def test_lent_is_usable_plus_unused_and_the_gate_frees_at_least_as_many_whole_nodes(baselines, data):  # type: ignore[no-untyped-def]
