@@ -457,7 +457,7 @@ class World:
                 # A suspended one a tenant tampered with may be counted too: its label or status may say it ran, and
                 # the gate counts what a tenant claims rather than risk GPUs held uncounted (counting more is safe).
                 return sum(record.admitted.get(wf["metadata"]["uid"], 0) for wf in self.workflows()
-                           if holds_lent(wf) or run_of(wf) in self.tampered and live_or_paused(wf))
+                           if self.holds(wf))
         total = 0
         runs: set[str] = set()  # without its memory the gate counts one marked workflow per run, the oldest
         # Every workflow, whatever service its label names now (a tenant's to write): the Deployment's UID ties it.
@@ -468,7 +468,7 @@ class World:
             first = re.match(r"^[a-z]+-job\d+", meta["name"])
             size = self.submitted.get(first.group(0), 0) if first else 0
             # The truth is the gate's admission, whatever state label a tenant wrote since; the marks need it.
-            if ((meta["labels"].get(LABEL_STATE) == ADMITTED or not readable) and holds_lent(wf)
+            if ((meta["labels"].get(LABEL_STATE) == ADMITTED or not readable) and self.holds(wf)
                     # The truth: the gate admitted it against this incarnation; without its memory, the mark says so.
                     and (self.cluster.admitted_by_gate.get(meta["name"]) == uid if not readable
                          else meta.get("annotations", {}).get(ANNOTATION_BORROWED_FROM) == uid)):
@@ -480,6 +480,14 @@ class World:
                 label = meta["labels"].get(LABEL_REPLICAS, "")
                 total += (int(label) if label.isdigit() else 0) if forged else size
         return total
+
+    def holds(self, wf: dict[str, Any]) -> bool:
+        """Whether an admitted workflow holds what it was lent. One a tenant tampered with is judged by the truth,
+        not by its status (Argo has not ended it), and suspended may still hold (its owner's pause, or its label
+        or status says it ran): the gate counts what a tenant claims rather than risk GPUs held uncounted."""
+        if run_of(wf) in self.tampered:
+            return wf["metadata"]["uid"] not in self.cluster.ended and not wf["spec"].get("shutdown")
+        return holds_lent(wf)
 
     def finishing(self, service: str) -> bool:
         return any(wf.get("status", {}).get("nodes") and wf.get("status", {}).get("phase") not in FINISHED_PHASES
@@ -653,11 +661,6 @@ def holds_lent(wf: dict[str, Any]) -> bool:
     done: an admitted workflow in this shape holds what it was lent."""
     return (wf.get("status", {}).get("phase") not in FINISHED_PHASES and not wf["spec"].get("shutdown")
             and not wf["spec"].get("suspend") and not wf.get("status", {}).get("nodes"))
-
-
-def live_or_paused(wf: dict[str, Any]) -> bool:
-    """Not finished, not stopped: its pods run, or it is suspended (parked, or paused by its owner)."""
-    return wf.get("status", {}).get("phase") not in FINISHED_PHASES and not wf["spec"].get("shutdown")
 
 
 def live(wf: dict[str, Any]) -> bool:
