@@ -341,3 +341,45 @@ def test_a_service_given_another_workflow_namespace_still_counts_and_stops_what_
     wf = w.cluster.workflows[(NS, "code-job1")]
     assert w.value(FAULTY) + (3 if not wf["spec"].get("shutdown") else 0) <= 8, (
         f"serving back at {w.value(FAULTY)} while code-job1, admitted under the old namespace, still runs uncounted")
+
+
+# -- named regressions: what the campaign's counterexamples were, one each ----------------------------------------
+
+def _lent(replicas: int = 3) -> World:
+    w = World((FAULTY,))
+    w.cluster.add_workflow(NS, "code-job1", FAULTY, replicas, created=0.0)
+    w.submitted["code-job1"] = replicas
+    w.source.demand = {FAULTY: 0.0}
+    for _ in range(6):
+        w.tick()
+    assert (w.lent(FAULTY), w.value(FAULTY)) == (replicas, 8 - replicas), w.log.getvalue()
+    return w
+
+
+def test_a_tenants_preempted_label_on_an_admitted_running_job_keeps_it_counted() -> None:
+    # Found by the campaign (the model counted by the label): the gate's count is its record, so a tenant who labels
+    # its admitted, running workflow `preempted` neither frees its replicas for another loan nor gets serving raised
+    # over GPUs it still holds.
+    w = _lent()
+    uid = w.cluster.workflows[(NS, "code-job1")]["metadata"]["uid"]
+    w.cluster.workflows[(NS, "code-job1")]["metadata"]["labels"]["offhours.io/state"] = "preempted"
+    for _ in range(3):
+        w.tick()
+        assert (w.record(FAULTY).admitted or {}).get(uid) == 3 and w.value(FAULTY) == 5, w.log.getvalue()[-1200:]
+
+
+def test_a_tenants_write_inside_a_tick_after_the_list_changes_nothing_the_tick_counted() -> None:
+    # Found by the campaign: a tenant's `preempted` label written between the gate's list and its record write (the
+    # tick judged the workflow as listed) left the admission recorded, and the next tick, which lists the label,
+    # keeps it counted (the record, not the label, says what was lent).
+    w = _lent()
+    uid = w.cluster.workflows[(NS, "code-job1")]["metadata"]["uid"]
+    listed = next(i for i, c in enumerate(w.cluster.calls) if c.startswith("list-workflows")) + 1
+
+    def meddle() -> None:
+        w.cluster.workflows[(NS, "code-job1")]["metadata"]["labels"]["offhours.io/state"] = "preempted"
+
+    w.cluster.meddle_at = (listed, meddle)
+    w.tick()
+    w.tick()
+    assert (w.record(FAULTY).admitted or {}).get(uid) == 3 and w.value(FAULTY) == 5, w.log.getvalue()[-1200:]
