@@ -23,8 +23,9 @@ Invariants, in words (each beside its code; the inherited ones are in tests/supp
 - no run id runs twice at once (`no_work_lost_or_duplicated`);
 - a tick's API calls stay within the bound of tests/support/tick_bound.py (services, admissions and budgets).
 
-CI runs a fixed budget, derandomized (profile "ci"); `make campaign` runs the long one (profile "long", or
-OFFHOURS_CAMPAIGN_EXAMPLES / OFFHOURS_CAMPAIGN_STEPS). A failure prints its reproduction blob.
+CI runs a fixed budget, derandomized (60 examples x 40 steps: about a minute on two shared cores); `make campaign`
+runs the long one (randomized, 2,000 x 60 by default; OFFHOURS_CAMPAIGN_EXAMPLES / OFFHOURS_CAMPAIGN_STEPS).
+A failure prints its reproduction blob.
 """
 
 import os
