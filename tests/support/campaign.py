@@ -946,9 +946,11 @@ class GateCampaign(RuleBasedStateMachine):
         if not admitted or not parked:
             return
         source, forger = admitted[pick % len(admitted)], parked[other % len(parked)]
+        mark = source["metadata"].get("annotations", {}).get(ANNOTATION_BORROWED_FROM)
+        if mark is None:  # labelled admitted by someone else (a tenant, `argo submit`): no mark to copy
+            return
         forger["metadata"]["labels"][LABEL_STATE] = ADMITTED
-        forger["metadata"]["annotations"][ANNOTATION_BORROWED_FROM] = source["metadata"]["annotations"][
-            ANNOTATION_BORROWED_FROM]
+        forger["metadata"].setdefault("annotations", {})[ANNOTATION_BORROWED_FROM] = mark
         forger["spec"].pop("suspend", None)
         self.main.tampered.add(run_of(forger))
 
