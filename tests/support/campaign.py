@@ -706,6 +706,10 @@ class GateCampaign(RuleBasedStateMachine):
         self.twin_marks = 0
         self.jobs = 0
 
+    def config_for(self, services: tuple[str, ...]) -> GateConfig:
+        """The configuration of `services` (a subclass that edits the configuration keeps its edits here)."""
+        return campaign_config(services)
+
     def worlds(self, service: str) -> list[World]:
         return [self.main, self.twin] if service == CLEAN else [self.main]
 
@@ -1024,14 +1028,14 @@ class GateCampaign(RuleBasedStateMachine):
         gate lent of it is given back (its baseline restored on the first tick its calls take no fault)."""
         self._step()
         w = self.main
-        w.config, w.removed = campaign_config((CLEAN,)), True
+        w.config, w.removed = self.config_for((CLEAN,)), True
         w.gate = w.new_gate()
         for _ in range(ticks):
             self._tick(chat, code)
             if FAULTY not in w.cluster.faulted and (NS, FAULTY) not in w.cluster.states:
                 assert w.value(FAULTY) >= w.baseline[FAULTY], (
                     f"{FAULTY} removed from the config: left at {w.value(FAULTY)} of its baseline {w.baseline[FAULTY]}")
-        w.config, w.removed = campaign_config((CLEAN, FAULTY)), False
+        w.config, w.removed = self.config_for((CLEAN, FAULTY)), False
         w.gate = w.new_gate()
         w.clean[FAULTY] = []
         if (NS, FAULTY) not in w.cluster.states:

@@ -134,12 +134,14 @@ class WholeCampaign(GateCampaign):
         for w in (self.main, self.twin):
             self.writers[id(w)].lands = {}
 
+    def config_for(self, services: tuple[str, ...]) -> Any:
+        """The configuration as edited so far, for `services` (the inherited removal of a service keeps the edits)."""
+        return campaign_config(services, self.edits, {s: e for s, e in self.service_edits.items() if s in services})
+
     def _configure(self) -> None:
         """The configuration as edited so far, in both worlds (a gate edit is the neighbour's too); the gate reloads."""
         for w in (self.main, self.twin):
-            services = (CLEAN, FAULTY) if FAULTY in w.services and not w.removed else (CLEAN,)
-            edits = {s: e for s, e in self.service_edits.items() if s in services}
-            w.config = campaign_config(services, self.edits, edits)
+            w.config = self.config_for((CLEAN, FAULTY) if FAULTY in w.services and not w.removed else (CLEAN,))
             w.gate = w.new_gate()
 
     # -- the actors it lacked -----------------------------------------------------------------
@@ -242,7 +244,7 @@ class WholeCampaign(GateCampaign):
         self._step()
         w = self.main
         renamed = {RENAMED: {"deployment": FAULTY, **self.service_edits.get(FAULTY, {})}}
-        w.config = campaign_config((CLEAN, RENAMED), self.edits, {**self.service_edits, **renamed})
+        w.config = campaign_config((CLEAN, RENAMED), self.edits, {**self.service_edits, **renamed})  # the rename
         w.removed = True
         w.gate = w.new_gate()
         for _ in range(ticks):
