@@ -38,6 +38,11 @@ test: ## Run every tier but e2e: unit, integration (Prometheus, s3proxy, Chromiu
 unit: ## The fast tier: no sockets, no subprocesses (tests/unit)
 	$(PYTEST) -q tests/unit
 
+.PHONY: campaign
+campaign: ## The gate's whole campaign (issue 31 §7) long and randomized: EXAMPLES=2000 STEPS=60 by default
+	OFFHOURS_CAMPAIGN=long OFFHOURS_CAMPAIGN_EXAMPLES=$(or $(EXAMPLES),2000) OFFHOURS_CAMPAIGN_STEPS=$(or $(STEPS),60) \
+		$(PYTEST) -q -p no:randomly tests/unit/test_gate_campaign.py
+
 .PHONY: golden
 golden: ## Regenerate tests/golden from the templates (review the diff!)
 	@# A rewritten golden fails the regenerating run (it compared nothing); the second run compares every file.

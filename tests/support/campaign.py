@@ -20,12 +20,15 @@ start), so the gate's reaction time to a load rise is the tick that sees it plus
 """
 
 import copy
+import functools
 import io
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
+from unittest import mock
 
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -119,14 +122,18 @@ def required(rps: float, floor: int) -> int:
     return max(math.ceil(rps / RPS_PER_REPLICA * (1 + HEADROOM) - 1e-9), floor)
 
 
-def campaign_config(services: Iterable[str]) -> GateConfig:
+def campaign_config(services: Iterable[str], edits: dict[str, Any] | None = None,
+                    service_edits: dict[str, dict[str, Any]] | None = None) -> GateConfig:
+    """The campaign's configuration; `edits` replace top-level fields, `service_edits` a service's fields."""
+    service_edits = service_edits or {}
     return parse_config({
         "namespace": NS, "tickSeconds": TICK,
         "metrics": {"source": "direct", "maxAgeSeconds": 600, "direct": {"port": 8000}},
         "failSafe": {"failedTicksBeforeReclaim": 3},
         "services": {s: {"capacity": {"requestsPerSecond": RPS_PER_REPLICA}, "headroom": HEADROOM,
                          "minReplicas": MIN_REPLICAS, "stabilizationSeconds": 2 * TICK, "maxLendStep": 2,
-                         "gpusPerReplica": 4} for s in services},
+                         "gpusPerReplica": 4, **service_edits.get(s, {})} for s in services},
+        **(edits or {}),
     })
 
 
@@ -158,12 +165,27 @@ class SimCluster(MemoryCluster):
     # Workflow UIDs the gate decided to lend to: added to its record's admissions (written before the admit or
     # adopt call, which a fault may then stop), or, where its record was lost, read from the marks.
     decided: set[str] = field(default_factory=set)
+    # Each process's node clock, as seconds off the API server's (`clock`): see `node`.
+    skews: dict[str, float] = field(default_factory=dict)
+    # Writes (by verb) to the faulty service whose effect lands but whose answer is lost (a timeout after the write).
+    lose_next: dict[str, int] = field(default_factory=dict)
+    losing: str | None = None  # the call in progress whose answer will be lost
+    # Another actor (a tenant, on-call) whose write lands at the gate's `at`-th call of the next tick.
+    meddle_at: tuple[int, Callable[[], None]] | None = None
+    refused: set[int] = field(default_factory=set)  # indices in `calls` of lowers whose test failed: not written
+    ended: set[str] = field(default_factory=set)  # UIDs of the workflows Argo ended (the truth: not their status)
 
     def _call(self, what: str) -> None:
         verb, _, rest = what.partition(" ")
         target = rest.split(" ")[0]
         self.calls.append(what)
         self.calls_seen += 1
+        if self.meddle_at is not None and self.calls_seen > self.meddle_at[0]:
+            meddle, self.meddle_at = self.meddle_at[1], None
+            meddle()
+        if verb in WRITES and self.lose_next.get(verb) and service_of(target) == FAULTY:
+            self.lose_next[verb] -= 1
+            self.losing = what
         if self.lease_taken_at is not None and self.calls_seen > self.lease_taken_at:
             self.lease_taken_at = None
             self.lease_holder, self.lease_until = "gate/other-host/7/intruder", self.clock + 2 * TICK
@@ -202,12 +224,56 @@ class SimCluster(MemoryCluster):
         super().adopt(namespace, job, deployment_uid, max_grace_seconds)
         self.admitted_by_gate[job.name] = deployment_uid
 
+    def finish(self, namespace: str, name: str, phase: str = "Succeeded") -> None:
+        super().finish(namespace, name, phase)
+        self.ended.add(self.workflows[(namespace, name)]["metadata"]["uid"])
+
     def lower_serving(self, target: Any, expected: int, value: int) -> ServingWrite:
+        at = len(self.calls)  # where its call is logged
         answer = super().lower_serving(target, expected, value)
+        if answer.conflict:  # another writer's value was there: nothing written (the logged call wrote nothing)
+            self.refused.add(at)
         if not answer.conflict:
             self.lowered.append(service_of(target.name) or target.name if isinstance(target, Autoscaler)
                                 else target.service)
         return answer
+
+
+# The Cluster methods behind the write verbs of `WRITES`: a lost answer is raised after the method's effect landed.
+LOSABLE = ("lower_serving", "raise_serving", "write_state", "note_on_lease", "admit", "adopt", "stop", "park_copy",
+           "delete_workflow", "annotate_workflow")
+
+
+def _answer_lost(method: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(method)
+    def call(self: SimCluster, *args: Any, **kwargs: Any) -> Any:
+        try:
+            result = method(self, *args, **kwargs)
+        except BaseException:
+            self.losing = None
+            raise
+        if self.losing is not None:
+            what, self.losing = self.losing, None
+            self.faulted.add(FAULTY)
+            raise ClusterError(f"{what}: read timed out after 10 s (the write landed; its answer was lost)")
+        return result
+    return call
+
+
+for _name in LOSABLE:
+    setattr(SimCluster, _name, _answer_lost(getattr(SimCluster, _name)))
+
+
+@contextmanager
+def node(cluster: "SimCluster", process: str) -> Iterator[None]:
+    """Run the block as `process` on its node: `time.time` is the API server's clock plus that node's skew.
+
+    Deterministic (never the real time), so a generated run replays exactly; offhours dates nothing by it (issue
+    31 §4), which is what skewing it per process tests.
+    """
+    skew = cluster.skews.get(process, 0.0)
+    with mock.patch("time.time", lambda: cluster.clock + skew):
+        yield
 
 
 def complete(cluster: MemoryCluster, name: str, phase: str) -> None:
@@ -220,8 +286,12 @@ def complete(cluster: MemoryCluster, name: str, phase: str) -> None:
     wf["status"]["nodes"] = {f"{name}-x": {"name": f"{name}.onExit", "phase": "Running"}}
     mark = len(cluster.calls)
     try:
-        return_gpus(cluster, workflow_namespace=NS, workflow_name=name, status=phase, clock=lambda: cluster.clock,
-                    out=io.StringIO())
+        if isinstance(cluster, SimCluster):
+            with node(cluster, "hook"):  # the exit hook dates its mark by its own node's clock
+                return_gpus(cluster, workflow_namespace=NS, workflow_name=name, status=phase, out=io.StringIO())
+        else:
+            return_gpus(cluster, workflow_namespace=NS, workflow_name=name, status=phase, clock=lambda: cluster.clock,
+                        out=io.StringIO())
     except Exception:  # noqa: BLE001 - an exit hook can fail on the API like anything else; Argo still ends the job
         pass
     finally:  # the hook's calls are the workflow's, not the gate's: a job ending mid-tick adds none to the tick's
@@ -309,8 +379,8 @@ class World:
             self.baseline[s] = START_REPLICAS
 
     def new_gate(self) -> Gate:
-        """A gate process (a new one has a new Lease holder)."""
-        return Gate(self.config, self.cluster, self.source, clock=lambda: self.cluster.clock, out=self.log,
+        """A gate process (a new one has a new Lease holder); it dates by the API server's clock, as deployed."""
+        return Gate(self.config, self.cluster, self.source, out=self.log,
                     monotonic=lambda: self.cluster.calls_seen * 5.0)
 
     # -- the fleet around the gate ------------------------------------------------------------
@@ -320,9 +390,15 @@ class World:
     def scaler(self, service: str) -> Autoscaler | None:
         return self.cluster.autoscalers.get((NS, service))
 
+    def policy(self, service: str) -> Any:
+        """The service's configuration as the gate has it now (as shipped, while it is out of the configuration)."""
+        configured = {p.name: p for p in self.config.services}
+        return configured.get(service) or campaign_config([service]).service(service)
+
     def floor(self, service: str) -> int:
         scaler = self.scaler(service)
-        return max(MIN_REPLICAS, scaler.min_replicas) if scaler else MIN_REPLICAS
+        least = self.policy(service).min_replicas
+        return max(least, scaler.min_replicas) if scaler else least
 
     def value(self, service: str) -> int:
         """What the gate writes for the service: replicas, or the autoscaler's maxReplicas."""
@@ -378,17 +454,21 @@ class World:
             # reads, whatever a tenant later wrote on the workflow; the marks only where it has no such record.
             record = self.record(service)
             if record.deployment_uid == uid and record.admitted is not None:
-                return sum(record.admitted.get(wf["metadata"]["uid"], 0) for wf in self.workflows(service)
-                           if wf["metadata"]["labels"].get(LABEL_STATE) == ADMITTED and holds_lent(wf))
+                # A suspended one a tenant tampered with may be counted too: its label or status may say it ran, and
+                # the gate counts what a tenant claims rather than risk GPUs held uncounted (counting more is safe).
+                return sum(record.admitted.get(wf["metadata"]["uid"], 0) for wf in self.workflows()
+                           if self.holds(wf))
         total = 0
         runs: set[str] = set()  # without its memory the gate counts one marked workflow per run, the oldest
-        for wf in sorted(self.workflows(service), key=lambda wf: (wf["metadata"].get("creationTimestamp") or 0,
+        # Every workflow, whatever service its label names now (a tenant's to write): the Deployment's UID ties it.
+        for wf in sorted(self.workflows(), key=lambda wf: (wf["metadata"].get("creationTimestamp") or 0,
                                                                  wf["metadata"]["name"])):
             meta = wf["metadata"]
             # What a workflow was submitted with: its first workflow's (copies, resubmits and reruns are named after it).
             first = re.match(r"^[a-z]+-job\d+", meta["name"])
             size = self.submitted.get(first.group(0), 0) if first else 0
-            if (meta["labels"].get(LABEL_STATE) == ADMITTED and holds_lent(wf)
+            # The truth is the gate's admission, whatever state label a tenant wrote since; the marks need it.
+            if ((meta["labels"].get(LABEL_STATE) == ADMITTED or not readable) and self.holds(wf)
                     # The truth: the gate admitted it against this incarnation; without its memory, the mark says so.
                     and (self.cluster.admitted_by_gate.get(meta["name"]) == uid if not readable
                          else meta.get("annotations", {}).get(ANNOTATION_BORROWED_FROM) == uid)):
@@ -400,6 +480,14 @@ class World:
                 label = meta["labels"].get(LABEL_REPLICAS, "")
                 total += (int(label) if label.isdigit() else 0) if forged else size
         return total
+
+    def holds(self, wf: dict[str, Any]) -> bool:
+        """Whether an admitted workflow holds what it was lent. One a tenant tampered with is judged by the truth,
+        not by its status (Argo has not ended it), and suspended may still hold (its owner's pause, or its label
+        or status says it ran): the gate counts what a tenant claims rather than risk GPUs held uncounted."""
+        if run_of(wf) in self.tampered:
+            return wf["metadata"]["uid"] not in self.cluster.ended and not wf["spec"].get("shutdown")
+        return holds_lent(wf)
 
     def finishing(self, service: str) -> bool:
         return any(wf.get("status", {}).get("nodes") and wf.get("status", {}).get("phase") not in FINISHED_PHASES
@@ -417,7 +505,8 @@ class World:
         c.lowered = []
         start = len(c.calls)
         try:
-            outcomes = {o.service: o for o in gate.tick()}
+            with node(c, "second-gate" if second else "gate"):
+                outcomes = {o.service: o for o in gate.tick()}
         except Killed:
             killed, outcomes = True, {}
             if c.dead_lease is not None:
@@ -428,8 +517,12 @@ class World:
         if not killed:  # no write lowers serving except a lend
             for s in c.lowered:
                 o = outcomes.get(s)
-                assert o is not None and o.decision is not None and o.decision.action == "lend", (
-                    f"{s}: serving lowered by a tick that did not lend: {o.detail() if o else 'no outcome'}")
+                if o is None:  # the tick stopped after its writes (the Lease lost): what it did is in the record
+                    action = (self.record(s).last_decision or {}).get("action")
+                    assert action == "lend", f"{s}: serving lowered by a tick whose record says {action}"
+                    continue
+                assert o.decision is not None and o.decision.action == "lend", (
+                    f"{s}: serving lowered by a tick that did not lend: {o.detail()}")
         self.run_autoscalers()
         self.sync_pods()
         for s in list(self.pending):
@@ -521,6 +614,46 @@ class World:
         self.baseline[service] = self.value(service) + self.lent(service, readable=True)  # until then
 
 
+@dataclass
+class InsideWriter:
+    """On-call (or an HPA's owner) whose write lands inside the gate's serving writes: after the gate read the value,
+    before its write arrives (installed as `MemoryCluster.serving_writer`).
+
+    `lands`: what it does at each of the next serving writes, per service (key "*": whichever service the write is
+    for): nothing (None), or set this value. The model follows: a change the gate must adopt moves the owner's
+    baseline; a lower landing inside a raise is overridden by the raise (serving first), so the baseline stays.
+    """
+
+    world: "World"
+    lands: dict[str, list[int | None]] = field(default_factory=dict)
+    moved: set[str] = field(default_factory=set)  # services whose owner's baseline a landed write moved
+
+    def __call__(self, target: Any) -> None:
+        w = self.world
+        service = target.service if not isinstance(target, Autoscaler) else service_of(target.name)
+        assert service is not None
+        queue = self.lands.get(service, self.lands.get("*"))
+        if not queue:
+            return
+        value = queue.pop(0)
+        if value is None:
+            return
+        scaler = w.scaler(service)
+        if scaler is not None:
+            value = max(value, scaler.min_replicas)
+        writing = int(w.cluster.calls[-1].split(" ")[-1])  # the value the gate's call writes (its raise's floor)
+        current = w.value(service)
+        if not (writing > current and value < writing):
+            w.owner_sets_inside_a_write(service, value)
+            w.clean[service] = []
+            self.moved.add(service)
+        if scaler is not None:
+            scaler.max_replicas = value
+        else:
+            w.dep(service).replicas = value
+        w.run_autoscalers()
+
+
 def run_of(wf: dict[str, Any]) -> str:
     meta = wf["metadata"]
     return str(meta.get("labels", {}).get(LABEL_RUN_ID) or meta.get("annotations", {}).get(ANNOTATION_ROOT)
@@ -572,6 +705,10 @@ class GateCampaign(RuleBasedStateMachine):
         self.write_marks = 0  # calls of main already checked by the write invariant
         self.twin_marks = 0
         self.jobs = 0
+
+    def config_for(self, services: tuple[str, ...]) -> GateConfig:
+        """The configuration of `services` (a subclass that edits the configuration keeps its edits here)."""
+        return campaign_config(services)
 
     def worlds(self, service: str) -> list[World]:
         return [self.main, self.twin] if service == CLEAN else [self.main]
@@ -813,9 +950,11 @@ class GateCampaign(RuleBasedStateMachine):
         if not admitted or not parked:
             return
         source, forger = admitted[pick % len(admitted)], parked[other % len(parked)]
+        mark = source["metadata"].get("annotations", {}).get(ANNOTATION_BORROWED_FROM)
+        if mark is None:  # labelled admitted by someone else (a tenant, `argo submit`): no mark to copy
+            return
         forger["metadata"]["labels"][LABEL_STATE] = ADMITTED
-        forger["metadata"]["annotations"][ANNOTATION_BORROWED_FROM] = source["metadata"]["annotations"][
-            ANNOTATION_BORROWED_FROM]
+        forger["metadata"].setdefault("annotations", {})[ANNOTATION_BORROWED_FROM] = mark
         forger["spec"].pop("suspend", None)
         self.main.tampered.add(run_of(forger))
 
@@ -866,8 +1005,8 @@ class GateCampaign(RuleBasedStateMachine):
                 c = w.cluster
                 c.clock += TICK
                 c.faulted, c.writes_seen, c.calls_seen = set(), 0, 0
-                clock = c.clock
-                run_backstop(c, NS, clock=lambda: clock, out=w.log, holder="backstop/campaign")
+                with node(c, "backstop"):
+                    run_backstop(c, NS, out=w.log, holder="backstop/campaign")
                 w.run_autoscalers()
                 w.sync_pods()
         for w in (self.main, self.twin):
@@ -889,14 +1028,14 @@ class GateCampaign(RuleBasedStateMachine):
         gate lent of it is given back (its baseline restored on the first tick its calls take no fault)."""
         self._step()
         w = self.main
-        w.config, w.removed = campaign_config((CLEAN,)), True
+        w.config, w.removed = self.config_for((CLEAN,)), True
         w.gate = w.new_gate()
         for _ in range(ticks):
             self._tick(chat, code)
             if FAULTY not in w.cluster.faulted and (NS, FAULTY) not in w.cluster.states:
                 assert w.value(FAULTY) >= w.baseline[FAULTY], (
                     f"{FAULTY} removed from the config: left at {w.value(FAULTY)} of its baseline {w.baseline[FAULTY]}")
-        w.config, w.removed = campaign_config((CLEAN, FAULTY)), False
+        w.config, w.removed = self.config_for((CLEAN, FAULTY)), False
         w.gate = w.new_gate()
         w.clean[FAULTY] = []
         if (NS, FAULTY) not in w.cluster.states:
@@ -947,9 +1086,10 @@ class GateCampaign(RuleBasedStateMachine):
         plus what research holds is at least the owner's baseline (it lowered serving only by what it lent)."""
         for w in (self.main, self.twin):
             calls = w.cluster.calls
-            for call in calls[self.write_marks if w is self.main else self.twin_marks:]:
+            start = self.write_marks if w is self.main else self.twin_marks
+            for at, call in enumerate(calls[start:], start):
                 verb, *rest = call.split(" ")
-                if verb in ("scale", "set-max"):
+                if verb in ("scale", "set-max") and at not in w.cluster.refused:
                     s = service_of(rest[0])
                     assert s is not None
                     value = int(rest[1])
@@ -1020,7 +1160,7 @@ def drain(machine: GateCampaign, ticks: int = 60) -> None:
     w.source.malformed.clear()
     w.cluster.race_at = None
     # Room for any job (up to 3 replicas) above the floor, plus the spare replicas the policy keeps before lending.
-    spare = {s: campaign_config([s]).service(s).lend_hysteresis for s in w.services}
+    spare = {s: w.policy(s).lend_hysteresis for s in w.services}
     for _ in range(ticks):
         for s in w.services:
             scaler = w.scaler(s)

@@ -176,6 +176,40 @@ def a_stop_is_of_the_workflow_listed_never_of_one_made_again_under_its_name(h: H
     h.cluster.delete_workflow(h.research, "contract-r")
 
 
+def a_workflow_is_adopted_and_its_waiting_reason_written(h: Harness) -> None:
+    """Adopting marks the workflow admitted against the Deployment and drops its waiting reason; annotating merges."""
+    h.add_parked("contract-d", "contract-svc6", 1)
+    [job] = [j for j in h.cluster.jobs(h.research, "contract-svc6") if j.name == "contract-d"]
+    h.cluster.annotate_workflow(h.research, "contract-d", {"offhours.io/waiting-reason": "serving needs it"},
+                                {"offhours.io/contract": "kept"})
+    wf = h.read_workflow("contract-d")
+    assert wf["metadata"]["annotations"]["offhours.io/waiting-reason"] == "serving needs it"
+    assert wf["metadata"]["labels"]["offhours.io/contract"] == "kept"
+    assert wf["metadata"]["labels"]["offhours.io/service"] == "contract-svc6"  # a merge: the rest kept
+    h.cluster.adopt(h.research, job, "uid-of-the-deployment")
+    wf = h.read_workflow("contract-d")
+    assert wf["metadata"]["labels"]["offhours.io/state"] == "admitted"
+    assert wf["metadata"]["annotations"]["offhours.io/borrowed-from"] == "uid-of-the-deployment"
+    assert "offhours.io/waiting-reason" not in wf["metadata"]["annotations"]
+    assert wf["metadata"]["labels"]["offhours.io/contract"] == "kept"
+    h.cluster.delete_workflow(h.research, "contract-d")
+
+
+def the_gates_records_are_listed_and_deleted(h: Harness) -> None:
+    """Every record is listed by its service (with and without its text); a deleted one is gone, deleting it again
+    is success."""
+    h.cluster.write_state(h.serving, "contract-rec1", '{"baseline":5}')
+    h.cluster.write_state(h.serving, "contract-rec2", '{"baseline":6}')
+    assert {"contract-rec1", "contract-rec2"} <= set(h.cluster.state_services(h.serving))
+    records = h.cluster.state_records(h.serving)
+    assert (records["contract-rec1"], records["contract-rec2"]) == ('{"baseline":5}', '{"baseline":6}')
+    h.cluster.delete_state(h.serving, "contract-rec1")
+    h.cluster.delete_state(h.serving, "contract-rec1")
+    assert "contract-rec1" not in h.cluster.state_services(h.serving)
+    assert h.cluster.read_state(h.serving, "contract-rec1") is None
+    h.cluster.delete_state(h.serving, "contract-rec2")
+
+
 def missing_workflow_is_none(h: Harness) -> None:
     assert h.cluster.workflow(h.research, "contract-no-such-workflow") is None
 
@@ -263,6 +297,8 @@ CONTRACT: list[Callable[[Harness], None]] = [
     admission_caps_the_grace_in_the_same_write,
     parking_a_copy_is_idempotent,
     a_stop_is_of_the_workflow_listed_never_of_one_made_again_under_its_name,
+    a_workflow_is_adopted_and_its_waiting_reason_written,
+    the_gates_records_are_listed_and_deleted,
     missing_workflow_is_none,
     lease_admits_one_writer_at_a_time,
     lease_notes_are_written_only_by_the_holder_and_survive_renewals,

@@ -31,7 +31,7 @@ from offhours.scripts.backstop.restore import HELD_LEASES, run_backstop
 from offhours.scripts.cluster.base import Autoscaler, Serving, serving_value
 from offhours.scripts.gate.controller import LOWER_TRIES, ServiceOutcome
 from offhours.scripts.gate.reclaim import ReclaimCheck
-from tests.support.campaign import CLEAN, FAULTY, NS, TICK, World, campaign_config, live, service_of
+from tests.support.campaign import CLEAN, FAULTY, NS, TICK, InsideWriter, World, campaign_config, live
 
 SERVICE = st.sampled_from((CLEAN, FAULTY))
 RPS = st.sampled_from([0.0, 5.0, 20.0, 45.0, 70.0, 120.0])
@@ -45,8 +45,8 @@ class ServingRaces(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.w = World((CLEAN, FAULTY))
-        self.w.cluster.serving_writer = self._other_writer
-        self.lands: list[int | None] = []
+        self.writer = InsideWriter(self.w)
+        self.w.cluster.serving_writer = self.writer
         self.outcomes: list[ServiceOutcome] = []
         self._capture(self.w)
         self.checks = ReclaimCheck(self.w.gate)
@@ -63,32 +63,6 @@ class ServingRaces(RuleBasedStateMachine):
             return self.outcomes
 
         w.gate.tick = captured  # type: ignore[method-assign]
-
-    def _other_writer(self, target: Serving) -> None:
-        """On-call (or an HPA's owner) sets serving just before the gate's write arrives, after the gate read it."""
-        if not self.lands:
-            return
-        value = self.lands.pop(0)
-        if value is None:
-            return
-        w = self.w
-        service = target.service if not isinstance(target, Autoscaler) else service_of(target.name)
-        assert service is not None
-        scaler = w.scaler(service)
-        if scaler is not None:
-            value = max(value, scaler.min_replicas)
-        writing = int(w.cluster.calls[-1].split(" ")[-1])  # the value the gate's call writes (its raise's floor)
-        current = w.value(service)
-        if not (writing > current and value < writing):
-            # A raise overrides a lower that lands inside it (serving first): the owner's baseline stays. Any other
-            # change is the owner's: the baseline moves by as much (the gate must adopt it).
-            w.owner_sets_inside_a_write(service, value)
-            w.clean[service] = []
-        if scaler is not None:
-            scaler.max_replicas = value
-        else:
-            w.dep(service).replicas = value
-        w.run_autoscalers()
 
     def _step(self) -> None:
         self.ticked = False
@@ -137,9 +111,9 @@ class ServingRaces(RuleBasedStateMachine):
         self._step()
         w = self.w
         w.source.demand.update({CLEAN: chat, FAULTY: code})
-        self.lands = list(lands)
+        self.writer.lands = {"*": list(lands)}
         self.clean = w.tick()
-        self.lands = []
+        self.writer.lands = {}
         assert all(self.clean.values()), f"a tick failed without any API fault: {w.log.getvalue()[-1500:]}"
         self._needs_met(self.outcomes)
         self.checks.remember(self.outcomes)
@@ -158,10 +132,10 @@ class ServingRaces(RuleBasedStateMachine):
         self._step()
         w = self.w
         w.source.demand.update({CLEAN: chat, FAULTY: code})
-        self.lands = list(lands)
+        self.writer.lands = {"*": list(lands)}
         w.cluster.lowered = []
         acted = self.checks.run()
-        self.lands = []
+        self.writer.lands = {}
         assert not w.cluster.lowered, f"a reclaim check lowered serving of {w.cluster.lowered}"
         assert not any(o.error for o in acted), [o.detail() for o in acted]
         self._needs_met(acted)
@@ -206,9 +180,9 @@ class ServingRaces(RuleBasedStateMachine):
         for _ in range(minutes):
             w.cluster.clock += TICK
             clock = w.cluster.clock
-            self.lands = list(lands)
+            self.writer.lands = {"*": list(lands)}
             run_backstop(w.cluster, NS, clock=lambda: clock, out=w.log, holder="backstop/races")
-            self.lands = []
+            self.writer.lands = {}
             w.run_autoscalers()
             w.sync_pods()
         for s in w.services:
@@ -231,9 +205,9 @@ class ServingRaces(RuleBasedStateMachine):
         w.gate = w.new_gate()
         self._capture(w)
         w.source.demand[CLEAN] = chat
-        self.lands = list(lands)
+        self.writer.lands = {"*": list(lands)}
         w.tick()
-        self.lands = []
+        self.writer.lands = {}
         if (NS, FAULTY) not in w.cluster.states:
             assert w.value(FAULTY) >= self._owed(FAULTY), (
                 f"{FAULTY} removed: left at {w.value(FAULTY)} of its baseline {self._owed(FAULTY)}")

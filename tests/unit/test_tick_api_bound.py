@@ -26,24 +26,19 @@ from hypothesis import strategies as st
 
 from offhours.scripts.gate.tick_state import ServiceOutcome
 from offhours.scripts.names import ANNOTATION_PARKED_FROM, LABEL_COPY_OF, STATE_ADMITTED
+from tests.support.tick_bound import tick_call_bound
 
 from .test_argo_verbs import running
 from .test_gate_controller import World
 
 SERVICES = 2
-# Per service: Deployment, autoscaler, record, workflows, pods; the record's intent, lower and final writes; the
-# serving writes; the Events; the templates list.
-PER_SERVICE = 16
-# Per admission of the gate (recorded, or made this tick): its admit or adopt, its stop and copy, how it ended.
-PER_ADMISSION = 4
-FIXED = 8  # the Lease (take, renew, release), its notes, the records' list, the GPU quota
 READS, WRITES, STOPS = 40, 30, 25  # the test's budgets: small, so that the flood exceeds them many times over
 
 RESEARCH_WRITES = ("stop", "park-copy", "admit", "adopt", "delete", "annotate-workflow")
 
 
 def bound(admissions: int) -> int:
-    return PER_SERVICE * SERVICES + PER_ADMISSION * admissions + READS + WRITES + 2 * STOPS + FIXED
+    return tick_call_bound(SERVICES, admissions, READS, WRITES, STOPS)
 
 
 def world() -> World:
