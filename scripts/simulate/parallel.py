@@ -9,6 +9,7 @@ send back each replay's outcome (its events, jobs and per-minute queueing delay)
 import multiprocessing
 import os
 import signal
+import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -43,12 +44,15 @@ def available_cpus() -> int:
 def map_replays(task: Callable[[int], T], count: int, workers: int | None = None) -> list[T]:
     """Return [task(0), ..., task(count - 1)], computed in up to `workers` forked processes.
 
-    `workers` None: one per available CPU once there are `MIN_PARALLEL_REPLAYS` replays, else one.
+    `workers` None: one per available CPU once there are `MIN_PARALLEL_REPLAYS` replays, else one. Forked only
+    from a process running one thread: a fork copies every lock another thread holds at that instant (logging's,
+    an HTTP pool's, the allocator's) but not the thread that would release it, so a child could wait for ever
+    (the console, which serves on threads, replays in its own process, one after the other).
     """
     if workers is None:
         workers = available_cpus() if count >= MIN_PARALLEL_REPLAYS else 1
     workers = min(workers, count)
-    if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+    if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods() or threading.active_count() > 1:
         return [task(i) for i in range(count)]
     global _task
     _task = task

@@ -2,7 +2,8 @@
 
 import dataclasses
 import json
-import os
+import subprocess
+import sys
 from datetime import datetime, timedelta, timezone
 from datetime import time as clock
 from pathlib import Path
@@ -19,7 +20,6 @@ from offhours.scripts.policy.forecast import forecast_required, history_ticks
 from offhours.scripts.policy.serving import Rules, ServingInput, serving_decision
 from offhours.scripts.policy.window import opening, seconds_left, seconds_left_at_clock
 from offhours.scripts.simulate import engine as E
-from offhours.scripts.simulate import parallel
 from offhours.scripts.simulate.fleet import (
     FleetError,
     JobSpec,
@@ -363,11 +363,24 @@ def test_replays_in_two_processes_give_exactly_the_one_process_result() -> None:
     assert all(np.array_equal(one.series[k], two.series[k]) for k in one.series)
 
 
-def test_the_pool_is_used_only_for_enough_replays(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(parallel, "available_cpus", lambda: 2)
-    assert parallel.map_replays(lambda i: (i, os.getpid()), 3) == [(i, os.getpid()) for i in range(3)]
-    pids = [pid for _, pid in parallel.map_replays(lambda i: (i, os.getpid()), parallel.MIN_PARALLEL_REPLAYS)]
-    assert os.getpid() not in pids and len(pids) == parallel.MIN_PARALLEL_REPLAYS
+def test_the_pool_is_used_only_for_enough_replays_and_never_from_a_threaded_process() -> None:
+    # In a process of its own: a test worker may hold threads other tests left, and then nothing forks (below).
+    code = """
+import os, threading
+from offhours.scripts.simulate import parallel
+parallel.available_cpus = lambda: 2
+me = os.getpid()
+assert parallel.map_replays(lambda i: (i, os.getpid()), 3) == [(i, me) for i in range(3)]
+pids = [pid for _, pid in parallel.map_replays(lambda i: (i, os.getpid()), parallel.MIN_PARALLEL_REPLAYS)]
+assert me not in pids and len(pids) == parallel.MIN_PARALLEL_REPLAYS, pids
+stop = threading.Event()
+threading.Thread(target=stop.wait, daemon=True).start()
+pids = [pid for _, pid in parallel.map_replays(lambda i: (i, os.getpid()), parallel.MIN_PARALLEL_REPLAYS)]
+assert pids == [me] * parallel.MIN_PARALLEL_REPLAYS, "forked beside another thread"
+print("ok")
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
 
 
 @pytest.mark.parametrize("value, problem", [("0", "0 is not 1 or more"), ("two", "'two' is not a whole number")])
