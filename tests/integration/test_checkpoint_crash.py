@@ -32,7 +32,7 @@ import pytest
 from offhours.scripts.runtime import store_file
 from offhours.scripts.runtime.checkpoint import CheckpointError, CheckpointStore, RetryPolicy, StaleWriterError
 from offhours.scripts.runtime.checkpoint_log import LOG, LOG_NAME, decode
-from tests.support.s3_fixture import IGNORES_CONDITIONAL_PUTS, running_s3proxy, s3_env, s3proxy_with_bucket
+from tests.support.s3_fixture import IGNORES_CONDITIONAL_PUTS, running_s3proxy, s3_env, s3proxy_with_bucket, with_credentials
 from tests.support.s3_fixture import s3_client as client
 
 FAST = RetryPolicy(connect_timeout=2, read_timeout=5, attempts=3, deadline=30, backoff=0.05)
@@ -53,9 +53,7 @@ def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
 
 @pytest.fixture
 def s3_creds(s3: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION"):
-        monkeypatch.setenv(key, s3[key])
-    return s3
+    return with_credentials(s3, monkeypatch)
 
 
 # --- what s3proxy does with conditional puts (measured) ----------------------------------------------

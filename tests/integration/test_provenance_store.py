@@ -33,7 +33,7 @@ from offhours.scripts.runtime.provenance import ProvenanceError, build, encode
 from offhours.scripts.runtime.provenance_store import ANNOTATIONS_ENV, RECORD, store_record, stored_record
 from tests.integration.test_checkpoint_store import client
 from tests.support.pool_fixture import NOW, SERVING, chat_state, deployment, state_configmap, workflow
-from tests.support.s3_fixture import running_s3proxy, s3_env
+from tests.support.s3_fixture import s3proxy_with_bucket, with_credentials
 
 FAST = RetryPolicy(connect_timeout=2, read_timeout=2, attempts=2, deadline=20, backoff=0.05)
 IMAGE = "ghcr.io/lab/t:1"
@@ -44,17 +44,13 @@ _runs = itertools.count()
 
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    with running_s3proxy(tmp_path_factory.mktemp("s3proxy")) as endpoint:
-        env = s3_env(endpoint)
-        client(env).create_bucket(Bucket="lab")
+    with s3proxy_with_bucket(tmp_path_factory.mktemp("s3proxy")) as env:
         yield env
 
 
 @pytest.fixture
 def creds(s3: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION"):
-        monkeypatch.setenv(key, s3[key])
-    return s3
+    return with_credentials(s3, monkeypatch)
 
 
 def record(run: str, input_uri: str = "s3://in/a", digest: str | None = None, base: str = "s3://lab/ck") -> str:

@@ -78,3 +78,10 @@ def s3proxy_with_bucket(workdir: Path, bucket: str = "lab") -> Iterator[dict[str
         env = s3_env(endpoint)
         s3_client(env).create_bucket(Bucket=bucket)
         yield env
+
+
+def with_credentials(env: dict[str, str], monkeypatch: Any) -> dict[str, str]:
+    """Put the proxy's credentials in this test's environment (as a job's pod has them); return `env`."""
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION"):
+        monkeypatch.setenv(key, env[key])
+    return env
