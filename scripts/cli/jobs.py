@@ -361,10 +361,10 @@ def register(subparsers: Any) -> None:
     why.add_argument("name", help="workflow name or run id")
     why.set_defaults(func=_guarded(_cmd_why))
 
-    from offhours.scripts.cli import logs as logs_verb  # its own module, which imports this one: added here, in order
 
-    logs_verb.register(subparsers)
 
+def register_actions(subparsers: Any) -> None:
+    """Add `cancel` and `usage` (main.py adds `logs`, its own module, between `why` and these, in help order)."""
     cancel = subparsers.add_parser("cancel", help="stop a run and all its copies gracefully (exit handlers run)")
     _common(cancel)
     cancel.add_argument("name", help="workflow name or run id")

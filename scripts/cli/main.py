@@ -18,6 +18,7 @@ from offhours.scripts.cli import (
     demo,
     gate,
     jobs,
+    logs,
     render,
     report,
     rerun,
@@ -52,6 +53,8 @@ def parser() -> argparse.ArgumentParser:
     demo.register(sub)
     backstop.register(sub)
     jobs.register(sub)
+    logs.register(sub)
+    jobs.register_actions(sub)
     console.register(sub)
     schedule.register(sub)
     trace.register(sub)

@@ -80,7 +80,9 @@ def test_rbac_is_exactly_the_contract() -> None:
             | _rows("coordination.k8s.io", "leases", "create") | _rows("coordination.k8s.io", "leases", "get update",
                                                                          LEASE_NAME)
             | _rows("", "configmaps", "create list")
-            | _rows("", "configmaps", "get update patch delete", "offhours-state-chat-llama,offhours-state-code-qwen")
+            # the records, and the ledger of what the gate lowered by object (offhours-lent)
+            | _rows("", "configmaps", "get update patch delete",
+                    "offhours-lent,offhours-state-chat-llama,offhours-state-code-qwen")
             | _rows("autoscaling", "horizontalpodautoscalers", "get list patch update")
             | _rows("keda.sh", "scaledobjects", "get list patch")
             | _rows("argoproj.io", "workflowtaskresults", "create patch")),
