@@ -35,6 +35,9 @@ from offhours.scripts.policy.record import (
     with_lineages,
 )
 
+MAX_RETURNS_PER_TICK = 64  # stranded objects one tick gives back (the rest the next): API calls bounded by a flood
+MAX_REFUSALS_NAMED = 5  # refused ledger entries named in a tick's one log line
+
 
 def release_removed(gate: GateParts, t: TickState) -> None:
     """Give back what the gate lent of services no longer configured, then forget them (one Event each).
@@ -187,15 +190,23 @@ def return_stranded(gate: GateParts, t: TickState, observed: list[Observed]) -> 
     except Exception as err:  # noqa: BLE001 - the next tick reads it again
         gate.log.error(f"the gate's ledger of what it lowered is unreadable: {describe(err)}")
         return
-    for reason in refused.values():
-        gate.log.error(f"{reason}: nothing raised on its word (an operator must check the object)")
+    if refused:  # one line a tick, however many: a flood of junk is not a flood of the log
+        named = "; ".join(list(refused.values())[:MAX_REFUSALS_NAMED])
+        more = f" (and {len(refused) - MAX_REFUSALS_NAMED} more)" if len(refused) > MAX_REFUSALS_NAMED else ""
+        gate.log.error(f"{len(refused)} ledger entries refused: {named}{more}: nothing raised on its word "
+                       f"(an operator must check the object)")
     targets = {obs.policy.name: (obs.dep.text, obs.dep.uid) for obs in observed}
     # An object a configured service now reads (renamed onto it): raised through the tick's own copy, so that
     # service's tick decides from the value given back, not from the one read before.
     read = {obs.dep.uid: obs.dep for obs in observed}
-    for uid, entry in entries.items():
-        if owned_by_tick(gate, entry, targets):
-            continue
+    stranded = [(uid, e) for uid, e in entries.items() if not owned_by_tick(gate, e, targets)]
+    # Bounded a tick (each return is a few API calls): what a configured service reads now first (its tick
+    # decides from it), then by UID; an object gone drops its entry, so a flood is worked through, never grows.
+    stranded.sort(key=lambda item: (item[0] not in read, item[0]))
+    if len(stranded) > MAX_RETURNS_PER_TICK:
+        gate.log.warning(f"{len(stranded)} ledger entries to give back: {MAX_RETURNS_PER_TICK} this tick, the "
+                         f"rest by the next ticks")
+    for uid, entry in stranded[:MAX_RETURNS_PER_TICK]:
         try:
             return_one(gate, t, entry, read.get(uid))
         except LeaseLost:

@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 
 from offhours.scripts.config.loader import parse_config
 from offhours.scripts.gate.controller import Gate
-from offhours.scripts.policy.ownership import decode_ledger
+from offhours.scripts.gate.release import MAX_RETURNS_PER_TICK
+from offhours.scripts.policy.ownership import MAX_ENTRY_CHARS, Lent, decode_ledger
 
 from .test_gate_controller import World
 
@@ -206,3 +207,38 @@ def test_an_owners_scale_while_lent_is_kept_when_the_object_is_given_back() -> N
     w.configure()
     w.tick()
     assert w.at("chat") == BASELINE + 1 and not w.ledger().get(w.cluster.deployments[("serving", "chat")].uid)
+
+
+@settings(derandomize=True, max_examples=6, deadline=None)
+@given(st.integers(0, 6000), st.sampled_from(("malformed", "stranded-gone", "oversized")))
+def test_a_flooded_ledger_never_hides_a_real_entry_and_the_work_per_tick_stays_bounded(junk: int, kind: str) -> None:
+    """Class: one bad part of a shared record stops the whole. A ledger flooded with junk entries (past the 2048
+    an earlier decoder refused the ledger whole for, or not) must not stop what a renamed service lent from coming
+    back, and the API calls a tick makes for the ledger, and its log lines, stay bounded whatever the flood."""
+    w = Edited()
+    w.lend(2)
+    flood = {
+        "malformed": lambda i: "{}",
+        "stranded-gone": lambda i: Lent("serving", f"gone-{i}", f"junk-{i}", "x", 8, 4).to_json(),
+        "oversized": lambda i: "x" * (MAX_ENTRY_CHARS + 1),
+    }[kind]
+    w.cluster.ledgers["serving"].update({f"junk-{i}": flood(i) for i in range(junk)})
+    w.services = {"chat-renamed": "chat", "code": "code"}
+    w.configure()
+    for _ in range(1 + junk // MAX_RETURNS_PER_TICK):
+        before = len(w.cluster.calls)
+        w.tick()
+        assert len(w.cluster.calls) - before <= 4 * MAX_RETURNS_PER_TICK + 200, len(w.cluster.calls) - before
+    assert w.at("chat") == BASELINE, w.log.getvalue()[-3000:]
+    assert w.log.getvalue().count("nothing raised on its word") <= 1 + junk // MAX_RETURNS_PER_TICK
+
+
+def test_a_ledger_past_2048_entries_still_gives_back_a_renamed_services_lend() -> None:
+    """Counterexample kept: 2049 malformed entries made the decoder refuse the ledger whole, and chat stayed at 4."""
+    w = Edited()
+    w.lend(2)
+    w.cluster.ledgers["serving"].update({f"junk-{i}": "{}" for i in range(2049)})
+    w.services = {"chat-renamed": "chat", "code": "code"}
+    w.configure()
+    w.tick()
+    assert w.at("chat") == BASELINE, w.log.getvalue()[-3000:]
