@@ -84,7 +84,7 @@ def release(gate: GateParts, t: TickState, service: str) -> None:
         # What the gate lent of this incarnation (by its record; by the marks if the record is unreadable).
         lent = sum(j.replicas for j in counted_jobs(listed, record, dep.uid) if j.state == ADMITTED)
         owned = own_baseline(record, dep.uid, obs.writes_to, obs.current, lent)
-        if dep.uid in gate.cluster.ledger(ns):
+        if _ledger_gives_back(gate, dep):
             what = f"{obs.writes_to} given back by the gate's ledger (what it took of {dep.ref})"  # `return_stranded`
         elif obs.current < owned.baseline:
             what = f"{obs.writes_to} restored from {obs.current} to its baseline {owned.baseline}"
@@ -142,6 +142,16 @@ def release(gate: GateParts, t: TickState, service: str) -> None:
         gate.cluster.record_event(ns, kind, name, EVENT_SERVICE_RELEASED, message, True)
     except Exception as err:  # noqa: BLE001 - an event is a record, not an action
         gate.log.warning(f"could not record event {EVENT_SERVICE_RELEASED}: {describe(err)}", service)
+
+
+def _ledger_gives_back(gate: GateParts, dep: ScaleTarget) -> bool:
+    """Whether the ledger holds an entry of this incarnation it can give back (`return_stranded` raises by it).
+
+    An entry it refuses (unreadable, a newer gate's version, another object's) gives nothing back: the record
+    then does, as before the ledger, before the release forgets it.
+    """
+    entries, _ = decode_ledger({k: v for k, v in gate.cluster.ledger(gate.config.namespace).items() if k == dep.uid})
+    return dep.uid in entries
 
 
 def adopt_unledgered(gate: GateParts, t: TickState, observed: list[Observed]) -> None:

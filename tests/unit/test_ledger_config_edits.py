@@ -263,3 +263,21 @@ def test_a_workflow_namespace_changed_while_lent_stops_what_was_admitted_before_
                       if ns == "research" and wf["metadata"]["labels"].get("offhours.io/state") == "admitted")
         assert w.at("chat") + running <= BASELINE, (w.at("chat"), running, w.log.getvalue()[-2000:])
     assert not w.cluster.gpu_quotas.get("research"), w.cluster.gpu_quotas
+
+
+@settings(derandomize=True, max_examples=8, deadline=None)
+@given(st.sampled_from(("{", '{"v":2}', "x" * (MAX_ENTRY_CHARS + 1), '{"v":1,"uid":"other"}')))
+def test_a_removed_services_lend_comes_back_when_its_ledger_entry_is_unreadable(text: str) -> None:
+    """Class: two memories of one debt, each deferring to the other. A removed service's release left the raise to
+    the ledger whenever the object's UID was a key there, readable or not; the stranded return refuses an entry it
+    cannot read. An entry a newer gate wrote (a rollback), or a hand edit: neither gave chat back, and the release
+    then removed the record, the debt's last memory. Only an entry the ledger can give back defers the release."""
+    w = Edited()
+    w.lend(2)
+    uid = w.cluster.deployments[("serving", "chat")].uid
+    w.cluster.ledgers["serving"][uid] = text
+    del w.services["chat"]
+    w.configure()
+    w.tick()
+    assert w.at("chat") == BASELINE, w.log.getvalue()[-3000:]
+    check_never_above(w)
