@@ -84,7 +84,7 @@ def release(gate: GateParts, t: TickState, service: str) -> None:
         # What the gate lent of this incarnation (by its record; by the marks if the record is unreadable).
         lent = sum(j.replicas for j in counted_jobs(listed, record, dep.uid) if j.state == ADMITTED)
         owned = own_baseline(record, dep.uid, obs.writes_to, obs.current, lent)
-        if _ledger_gives_back(gate, dep):
+        if _ledger_gives_back(gate, dep.uid):
             what = f"{obs.writes_to} given back by the gate's ledger (what it took of {dep.ref})"  # `return_stranded`
         elif obs.current < owned.baseline:
             what = f"{obs.writes_to} restored from {obs.current} to its baseline {owned.baseline}"
@@ -144,14 +144,14 @@ def release(gate: GateParts, t: TickState, service: str) -> None:
         gate.log.warning(f"could not record event {EVENT_SERVICE_RELEASED}: {describe(err)}", service)
 
 
-def _ledger_gives_back(gate: GateParts, dep: ScaleTarget) -> bool:
+def _ledger_gives_back(gate: GateParts, uid: str) -> bool:
     """Whether the ledger holds an entry of this incarnation it can give back (`return_stranded` raises by it).
 
     An entry it refuses (unreadable, a newer gate's version, another object's) gives nothing back: the record
     then does, as before the ledger, before the release forgets it.
     """
-    entries, _ = decode_ledger({k: v for k, v in gate.cluster.ledger(gate.config.namespace).items() if k == dep.uid})
-    return dep.uid in entries
+    entries, _ = decode_ledger({k: v for k, v in gate.cluster.ledger(gate.config.namespace).items() if k == uid})
+    return uid in entries
 
 
 def adopt_unledgered(gate: GateParts, t: TickState, observed: list[Observed]) -> None:
@@ -170,7 +170,7 @@ def adopt_unledgered(gate: GateParts, t: TickState, observed: list[Observed]) ->
                 or rec.baseline is None or rec.applied is None or rec.applied >= rec.baseline):
             continue
         try:
-            if rec.deployment_uid in gate.cluster.ledger(ns):
+            if _ledger_gives_back(gate, rec.deployment_uid):  # one it refuses is written over: it gives nothing back
                 continue
             entry = Lent(ns, rec.deployment or obs.policy.name, rec.deployment_uid, obs.policy.name, rec.baseline,
                          rec.applied, rec.applying_from if rec.applying_from is not None and

@@ -18,7 +18,7 @@ from collections import defaultdict
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from offhours.scripts.config.loader import parse_config
@@ -266,18 +266,21 @@ def test_a_workflow_namespace_changed_while_lent_stops_what_was_admitted_before_
 
 
 @settings(derandomize=True, max_examples=8, deadline=None)
-@given(st.sampled_from(("{", '{"v":2}', "x" * (MAX_ENTRY_CHARS + 1), '{"v":1,"uid":"other"}')))
-def test_a_removed_services_lend_comes_back_when_its_ledger_entry_is_unreadable(text: str) -> None:
+@given(st.sampled_from(("{", '{"v":2}', "x" * (MAX_ENTRY_CHARS + 1), '{"v":1,"uid":"other"}')),
+       st.sampled_from(("remove", "move", "rename")))
+@example("{", "move")
+def test_a_services_lend_comes_back_when_its_ledger_entry_is_unreadable(text: str, edit: str) -> None:
     """Class: two memories of one debt, each deferring to the other. A removed service's release left the raise to
     the ledger whenever the object's UID was a key there, readable or not; the stranded return refuses an entry it
     cannot read. An entry a newer gate wrote (a rollback), or a hand edit: neither gave chat back, and the release
-    then removed the record, the debt's last memory. Only an entry the ledger can give back defers the release."""
+    then removed the record, the debt's last memory. Only an entry the ledger can give back defers the release.
+    So too a move: the adoption of the record's lend into the ledger was skipped for an unreadable entry, and the
+    service's tick started its record afresh on the new Deployment."""
     w = Edited()
     w.lend(2)
     uid = w.cluster.deployments[("serving", "chat")].uid
     w.cluster.ledgers["serving"][uid] = text
-    del w.services["chat"]
-    w.configure()
+    w.edit(edit)
     w.tick()
     assert w.at("chat") == BASELINE, w.log.getvalue()[-3000:]
     check_never_above(w)
