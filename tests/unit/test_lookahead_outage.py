@@ -192,7 +192,7 @@ def test_a_stored_history_never_expands_past_the_longest_one_the_gate_keeps(buck
 
 
 def test_the_longest_history_a_configuration_keeps_is_read_back() -> None:
-    """The bound is the schema's: timeOfDayDays 14 at tickSeconds 10, stored and read back whole."""
+    """The bound is above the schema's longest history (timeOfDayDays 14 at tickSeconds 10): never a real one refused."""
     cfg = parse_config({"namespace": "serving", "workflowNamespace": "research", "tickSeconds": 10,
                         "metrics": {"source": "direct", "maxAgeSeconds": 180},
                         "services": {"chat": {"capacity": {"requestsPerSecond": 10}, "timeOfDayDays": 14}}})
