@@ -245,6 +245,9 @@ def return_one(gate: GateParts, t: TickState, entry: Lent, dep: ScaleTarget | No
     current = dep.replicas
     text = gate.cluster.read_state(ns, entry.service)
     record = ServiceRecord.from_json(text)
+    note = gate.note_of(t, entry.service)  # the gate's own raise its record could not keep: its, not an owner's
+    if note is not None:
+        record = note.supersede(record, text, dep.uid, "replicas")
     value = owed(entry, current)
     if record.deployment_uid == dep.uid and record.writes_to == "replicas" and record.baseline is not None:
         value = min(value, max(current, own_baseline(record, dep.uid, "replicas", current, 0).baseline))

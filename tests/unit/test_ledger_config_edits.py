@@ -21,6 +21,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from offhours.scripts.cluster.base import ClusterError
 from offhours.scripts.config.loader import parse_config
 from offhours.scripts.gate.controller import Gate
 from offhours.scripts.gate.release import MAX_RETURNS_PER_TICK
@@ -282,5 +283,26 @@ def test_a_services_lend_comes_back_when_its_ledger_entry_is_unreadable(text: st
     w.cluster.ledgers["serving"][uid] = text
     w.edit(edit)
     w.tick()
+    assert w.at("chat") == BASELINE, w.log.getvalue()[-3000:]
+    check_never_above(w)
+
+
+@settings(derandomize=True, max_examples=6, deadline=None)
+@given(st.sampled_from(("rename", "remove", "move")))
+def test_a_raise_neither_the_record_nor_the_ledger_heard_of_is_not_given_back_twice(edit: str) -> None:
+    """Class: a bound read from one memory while the gate's own memory of its last write lives in a third.
+    A reclaim raises chat 4 -> 8, and every write after it fails (the record's, the ledger's settling): the gate
+    keeps that raise as an unrecorded write (in the process, noted on the Lease), which each service's tick reads.
+    The stranded return bounded the ledger only by the stored record (applied 4): both read 8 as an owner's raise
+    of 4, and gave 4 more: 12 of a baseline of 8."""
+    w = Edited()
+    w.lend(2)
+    w.cluster.fail_next["write-state"] = [ClusterError("HTTP 500")] * 50
+    w.cluster.fail_next["write-ledger"] = [ClusterError("HTTP 500")] * 50
+    w.tick(chat=1000.0)
+    assert w.at("chat") == BASELINE, w.log.getvalue()[-2000:]
+    w.cluster.fail_next.clear()
+    w.edit(edit)
+    w.tick(chat=10.0)
     assert w.at("chat") == BASELINE, w.log.getvalue()[-3000:]
     check_never_above(w)
