@@ -84,8 +84,13 @@ def release(gate: GateParts, t: TickState, service: str) -> None:
         # What the gate lent of this incarnation (by its record; by the marks if the record is unreadable).
         lent = sum(j.replicas for j in counted_jobs(listed, record, dep.uid) if j.state == ADMITTED)
         owned = own_baseline(record, dep.uid, obs.writes_to, obs.current, lent)
-        if _ledger_gives_back(gate, dep.uid):
-            what = f"{obs.writes_to} given back by the gate's ledger (what it took of {dep.ref})"  # `return_stranded`
+        if (entry := _ledger_entry(gate, dep.uid)) is not None:
+            # Given back here, by both memories (the ledger's debt, bounded by this record), before the record is
+            # forgotten: left to a later stranded return, the entry would outlive the record that bounds it.
+            return_one(gate, t, entry, dep)
+            text = gate.cluster.read_state(ns, service)
+            record = ServiceRecord.from_json(text)  # as `return_one` settled it: what the stops below build on
+            what = f"{obs.writes_to} given back by the gate's ledger (what it took of {dep.ref})"
         elif obs.current < owned.baseline:
             what = f"{obs.writes_to} restored from {obs.current} to its baseline {owned.baseline}"
             record = actuate.write_serving(gate, t, obs, owned.record, owned.baseline)  # as applied: what later writes build on
@@ -144,14 +149,14 @@ def release(gate: GateParts, t: TickState, service: str) -> None:
         gate.log.warning(f"could not record event {EVENT_SERVICE_RELEASED}: {describe(err)}", service)
 
 
-def _ledger_gives_back(gate: GateParts, uid: str) -> bool:
-    """Whether the ledger holds an entry of this incarnation it can give back (`return_stranded` raises by it).
+def _ledger_entry(gate: GateParts, uid: str) -> Lent | None:
+    """Return the ledger's entry of this incarnation if it can give it back (`return_one` raises by it), else None.
 
     An entry it refuses (unreadable, a newer gate's version, another object's) gives nothing back: the record
     then does, as before the ledger, before the release forgets it.
     """
     entries, _ = decode_ledger({k: v for k, v in gate.cluster.ledger(gate.config.namespace).items() if k == uid})
-    return uid in entries
+    return entries.get(uid)
 
 
 def adopt_unledgered(gate: GateParts, t: TickState, observed: list[Observed]) -> None:
@@ -170,7 +175,7 @@ def adopt_unledgered(gate: GateParts, t: TickState, observed: list[Observed]) ->
                 or rec.baseline is None or rec.applied is None or rec.applied >= rec.baseline):
             continue
         try:
-            if _ledger_gives_back(gate, rec.deployment_uid):  # one it refuses is written over: it gives nothing back
+            if _ledger_entry(gate, rec.deployment_uid) is not None:  # one it refuses is written over: it gives nothing back
                 continue
             entry = Lent(ns, rec.deployment or obs.policy.name, rec.deployment_uid, obs.policy.name, rec.baseline,
                          rec.applied, rec.applying_from if rec.applying_from is not None and

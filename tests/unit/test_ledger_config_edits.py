@@ -306,3 +306,24 @@ def test_a_raise_neither_the_record_nor_the_ledger_heard_of_is_not_given_back_tw
     w.tick(chat=10.0)
     assert w.at("chat") == BASELINE, w.log.getvalue()[-3000:]
     check_never_above(w)
+
+
+def test_a_stale_entry_outliving_the_record_that_bounds_it_gives_back_nothing_twice() -> None:
+    """Class: a debt kept in one memory while the memory that bounds it is forgotten. A reclaim raises chat to 8 and
+    the ledger's settling fails (best effort): its entry still says 4 applied, the record 8. chat is removed; the
+    stranded return's read of the record fails once, so the entry stays; the release left the raise to the ledger
+    and removed the record. The next tick's stranded return, with no record to bound it, read 8 as an owner's raise
+    and gave 4 more (12 of 8). The release now gives back by both memories itself before it forgets the record."""
+    w = Edited()
+    w.lend(2)
+    w.cluster.fail_next["write-ledger"] = [ClusterError("HTTP 500")] * 50
+    w.tick(chat=1000.0)
+    w.cluster.fail_next.clear()
+    assert w.at("chat") == BASELINE and '"applied":4' in next(iter(w.cluster.ledgers["serving"].values()))
+    del w.services["chat"]
+    w.configure()
+    w.cluster.fail_next["read-state chat"] = [ClusterError("HTTP 500")]
+    for _ in range(3):
+        w.tick(chat=10.0)
+        check_never_above(w)
+    assert w.at("chat") == BASELINE and not w.ledger(), w.log.getvalue()[-3000:]
