@@ -235,8 +235,9 @@ def return_one(gate: GateParts, t: TickState, entry: Lent, dep: ScaleTarget | No
     """Raise one stranded object to what it is owed, settle the old service's record on it, then drop the entry.
 
     What is owed is the ledger's (`ownership.owed`), bounded by the record of the service it was lent for where
-    that record names this object: the record hears of raises the ledger does not (the backstop's), so the
-    smaller of the two is never a raise given back twice.
+    that record names this object: the record hears of raises the ledger does not (the backstop's, the gate's
+    own whose settling failed), so the smaller of the two is never a raise given back twice. Where no record
+    names it any more, by the entry's own baseline (an owner's raise while lent is then not added to it).
     """
     ns = gate.config.namespace
     if dep is None or dep.text != entry.target:
@@ -256,6 +257,10 @@ def return_one(gate: GateParts, t: TickState, entry: Lent, dep: ScaleTarget | No
     value = owed(entry, current)
     if record.deployment_uid == dep.uid and record.writes_to == "replicas" and record.baseline is not None:
         value = min(value, max(current, own_baseline(record, dep.uid, "replicas", current, 0).baseline))
+    else:
+        # No record of it left (removed, or started afresh on another object) to tell the gate's own raise the
+        # entry never heard of (its settling is best effort) from an owner's: never past the baseline it records.
+        value = min(value, max(current, entry.baseline))
     if value > current:
         # The give-back written first, as the value applied (from `current`): a fault after the raise (the
         # record's write, the entry's removal) leaves an entry that owes nothing more, never the raise again.

@@ -327,3 +327,25 @@ def test_a_stale_entry_outliving_the_record_that_bounds_it_gives_back_nothing_tw
         w.tick(chat=10.0)
         check_never_above(w)
     assert w.at("chat") == BASELINE and not w.ledger(), w.log.getvalue()[-3000:]
+
+
+@settings(derandomize=True, max_examples=8, deadline=None)
+@given(st.sampled_from(("move", "rename-and-move", "remove", "rename")), st.integers(1, 2))
+def test_a_stale_entry_whose_record_is_gone_never_gives_back_past_its_baseline(edit: str, failures: int) -> None:
+    """Class: a debt kept in one memory while the memory that bounds it is forgotten. A reclaim raises chat to 8
+    and the ledger's settling fails (best effort): the entry still says 4 applied. chat is moved; the stranded
+    return fails (its read of the object), and the service's own tick starts its record afresh on chat-b: the next
+    return has no record of chat to tell the gate's own raise from an owner's, read 8 as an owner's raise of 4 and
+    gave 4 more (12 of 8). With no record naming the object, the ledger never gives back past its baseline."""
+    w = Edited()
+    w.lend(2)
+    w.cluster.fail_next["write-ledger"] = [ClusterError("HTTP 500")] * 50
+    w.tick(chat=1000.0)
+    w.cluster.fail_next.clear()
+    w.edit(edit)
+    w.cluster.fail_next["find-deployment chat"] = [ClusterError("HTTP 500")] * failures
+    w.cluster.fail_next["read-state chat"] = [ClusterError("HTTP 500")] * failures
+    for _ in range(2 + failures):
+        w.tick(chat=10.0)
+        check_never_above(w)
+    assert w.at("chat") == BASELINE, w.log.getvalue()[-3000:]
