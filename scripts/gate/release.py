@@ -35,6 +35,9 @@ from offhours.scripts.policy.record import (
     with_lineages,
 )
 
+MAX_RETURNS_PER_TICK = 64  # stranded objects one tick gives back (the rest the next): API calls bounded by a flood
+MAX_REFUSALS_NAMED = 5  # refused ledger entries named in a tick's one log line
+
 
 def release_removed(gate: GateParts, t: TickState) -> None:
     """Give back what the gate lent of services no longer configured, then forget them (one Event each).
@@ -81,8 +84,13 @@ def release(gate: GateParts, t: TickState, service: str) -> None:
         # What the gate lent of this incarnation (by its record; by the marks if the record is unreadable).
         lent = sum(j.replicas for j in counted_jobs(listed, record, dep.uid) if j.state == ADMITTED)
         owned = own_baseline(record, dep.uid, obs.writes_to, obs.current, lent)
-        if dep.uid in gate.cluster.ledger(ns):
-            what = f"{obs.writes_to} given back by the gate's ledger (what it took of {dep.ref})"  # `return_stranded`
+        if (entry := _ledger_entry(gate, dep.uid)) is not None:
+            # Given back here, by both memories (the ledger's debt, bounded by this record), before the record is
+            # forgotten: left to a later stranded return, the entry would outlive the record that bounds it.
+            return_one(gate, t, entry, dep)
+            text = gate.cluster.read_state(ns, service)
+            record = ServiceRecord.from_json(text)  # as `return_one` settled it: what the stops below build on
+            what = f"{obs.writes_to} given back by the gate's ledger (what it took of {dep.ref})"
         elif obs.current < owned.baseline:
             what = f"{obs.writes_to} restored from {obs.current} to its baseline {owned.baseline}"
             record = actuate.write_serving(gate, t, obs, owned.record, owned.baseline)  # as applied: what later writes build on
@@ -141,6 +149,16 @@ def release(gate: GateParts, t: TickState, service: str) -> None:
         gate.log.warning(f"could not record event {EVENT_SERVICE_RELEASED}: {describe(err)}", service)
 
 
+def _ledger_entry(gate: GateParts, uid: str) -> Lent | None:
+    """Return the ledger's entry of this incarnation if it can give it back (`return_one` raises by it), else None.
+
+    An entry it refuses (unreadable, a newer gate's version, another object's) gives nothing back: the record
+    then does, as before the ledger, before the release forgets it.
+    """
+    entries, _ = decode_ledger({k: v for k, v in gate.cluster.ledger(gate.config.namespace).items() if k == uid})
+    return entries.get(uid)
+
+
 def adopt_unledgered(gate: GateParts, t: TickState, observed: list[Observed]) -> None:
     """Write into the ledger a lend an older gate recorded only in a service's record, before the record forgets it.
 
@@ -157,7 +175,7 @@ def adopt_unledgered(gate: GateParts, t: TickState, observed: list[Observed]) ->
                 or rec.baseline is None or rec.applied is None or rec.applied >= rec.baseline):
             continue
         try:
-            if rec.deployment_uid in gate.cluster.ledger(ns):
+            if _ledger_entry(gate, rec.deployment_uid) is not None:  # one it refuses is written over: it gives nothing back
                 continue
             entry = Lent(ns, rec.deployment or obs.policy.name, rec.deployment_uid, obs.policy.name, rec.baseline,
                          rec.applied, rec.applying_from if rec.applying_from is not None and
@@ -187,15 +205,23 @@ def return_stranded(gate: GateParts, t: TickState, observed: list[Observed]) -> 
     except Exception as err:  # noqa: BLE001 - the next tick reads it again
         gate.log.error(f"the gate's ledger of what it lowered is unreadable: {describe(err)}")
         return
-    for reason in refused.values():
-        gate.log.error(f"{reason}: nothing raised on its word (an operator must check the object)")
+    if refused:  # one line a tick, however many: a flood of junk is not a flood of the log
+        named = "; ".join(list(refused.values())[:MAX_REFUSALS_NAMED])
+        more = f" (and {len(refused) - MAX_REFUSALS_NAMED} more)" if len(refused) > MAX_REFUSALS_NAMED else ""
+        gate.log.error(f"{len(refused)} ledger entries refused: {named}{more}: nothing raised on its word "
+                       f"(an operator must check the object)")
     targets = {obs.policy.name: (obs.dep.text, obs.dep.uid) for obs in observed}
     # An object a configured service now reads (renamed onto it): raised through the tick's own copy, so that
     # service's tick decides from the value given back, not from the one read before.
     read = {obs.dep.uid: obs.dep for obs in observed}
-    for uid, entry in entries.items():
-        if owned_by_tick(gate, entry, targets):
-            continue
+    stranded = [(uid, e) for uid, e in entries.items() if not owned_by_tick(gate, e, targets)]
+    # Bounded a tick (each return is a few API calls): what a configured service reads now first (its tick
+    # decides from it), then by UID; an object gone drops its entry, so a flood is worked through, never grows.
+    stranded.sort(key=lambda item: (item[0] not in read, item[0]))
+    if len(stranded) > MAX_RETURNS_PER_TICK:
+        gate.log.warning(f"{len(stranded)} ledger entries to give back: {MAX_RETURNS_PER_TICK} this tick, the "
+                         f"rest by the next ticks")
+    for uid, entry in stranded[:MAX_RETURNS_PER_TICK]:
         try:
             return_one(gate, t, entry, read.get(uid))
         except LeaseLost:
@@ -209,8 +235,9 @@ def return_one(gate: GateParts, t: TickState, entry: Lent, dep: ScaleTarget | No
     """Raise one stranded object to what it is owed, settle the old service's record on it, then drop the entry.
 
     What is owed is the ledger's (`ownership.owed`), bounded by the record of the service it was lent for where
-    that record names this object: the record hears of raises the ledger does not (the backstop's), so the
-    smaller of the two is never a raise given back twice.
+    that record names this object: the record hears of raises the ledger does not (the backstop's, the gate's
+    own whose settling failed), so the smaller of the two is never a raise given back twice. Where no record
+    names it any more, by the entry's own baseline (an owner's raise while lent is then not added to it).
     """
     ns = gate.config.namespace
     if dep is None or dep.text != entry.target:
@@ -224,9 +251,16 @@ def return_one(gate: GateParts, t: TickState, entry: Lent, dep: ScaleTarget | No
     current = dep.replicas
     text = gate.cluster.read_state(ns, entry.service)
     record = ServiceRecord.from_json(text)
+    note = gate.note_of(t, entry.service)  # the gate's own raise its record could not keep: its, not an owner's
+    if note is not None:
+        record = note.supersede(record, text, dep.uid, "replicas")
     value = owed(entry, current)
     if record.deployment_uid == dep.uid and record.writes_to == "replicas" and record.baseline is not None:
         value = min(value, max(current, own_baseline(record, dep.uid, "replicas", current, 0).baseline))
+    else:
+        # No record of it left (removed, or started afresh on another object) to tell the gate's own raise the
+        # entry never heard of (its settling is best effort) from an owner's: never past the baseline it records.
+        value = min(value, max(current, entry.baseline))
     if value > current:
         # The give-back written first, as the value applied (from `current`): a fault after the raise (the
         # record's write, the entry's removal) leaves an entry that owes nothing more, never the raise again.

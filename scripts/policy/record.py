@@ -25,6 +25,10 @@ MAX_REPLICAS = 100_000  # a stored number beyond this is corruption, not a fleet
 MAX_NEED_BUCKETS = 4096
 MAX_EXACT_NEEDS = 20_000
 MAX_BUCKET_COUNT = 10_000  # entries one stored bucket may stand for (more is a tampered record)
+# The longest history any configuration keeps (the schema's timeOfDayDays <= 14 at tickSeconds >= 10), twice:
+# what the stored buckets stand for, read back, never more (each bucket's count alone bounded 8192 buckets of
+# 10,000, a 130 KB ConfigMap, to 82 million entries on every read).
+MAX_HISTORY_ENTRIES = 2 * (14 * 86_400 // 10 + 1)
 MAX_RELEASE_SECONDS = 86_400.0  # a stored release longer than a day is a tampered record
 # The parked copies the gate made, by their original's UID: kept while the copy (or its original) is listed,
 # or for COPY_MEMORY_SECONDS after the stop (the copy appears in the next tick's list); at most MAX_COPIES.
@@ -261,9 +265,14 @@ def _read_needs(raw: dict[str, Any]) -> tuple[Need, ...]:
     if len(stored) > 2 * MAX_NEED_BUCKETS or len(tail) > 2 * MAX_EXACT_NEEDS or (stored and not width > 0):
         raise ValueError("the look-ahead's history is larger than any the gate writes")
     out: list[Need] = []
+    total = len(tail)
     for b, count, peak in stored:
         if isinstance(b, bool) or not isinstance(b, int) or not 1 <= _count(count) <= MAX_BUCKET_COUNT:
             raise ValueError(f"not a bucket: {b!r}, {count!r}")
+        total += count  # checked before the bucket is expanded: its entries are made only within the bound
+        if total > MAX_HISTORY_ENTRIES:
+            raise ValueError(f"the look-ahead's history stands for more than the {MAX_HISTORY_ENTRIES} entries any "
+                             f"the gate keeps")
         start, value = b * width, _read_need(peak)
         out += [(start + (j + 0.5) * width / count, value) for j in range(count)]
     out += [(_finite(t), _read_need(n)) for t, n in tail]

@@ -16,7 +16,7 @@ import math
 from dataclasses import replace
 from typing import Any
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
@@ -24,7 +24,13 @@ from offhours.scripts.config.loader import parse_config
 from offhours.scripts.gate.reconcile import look_ahead
 from offhours.scripts.policy import forecast
 from offhours.scripts.policy.capacity import Load
-from offhours.scripts.policy.record import ServiceRecord, with_need
+from offhours.scripts.policy.record import (
+    MAX_BUCKET_COUNT,
+    MAX_HISTORY_ENTRIES,
+    MAX_NEED_BUCKETS,
+    ServiceRecord,
+    with_need,
+)
 
 RPS_PER_REPLICA = 8.0
 
@@ -166,3 +172,30 @@ def test_a_gap_is_no_evidence_never_zero_need() -> None:
             history: list[float | None] = [5.0] * 40
             history[start:min(39, start + length)] = [None] * len(history[start:min(39, start + length)])
             assert forecast.forecast_required(history, policy, 60.0, reaction) == steady, (start, length)
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(1, 2 * MAX_NEED_BUCKETS), st.integers(1, MAX_BUCKET_COUNT))
+def test_a_stored_history_never_expands_past_the_longest_one_the_gate_keeps(buckets: int, count: int) -> None:
+    """Class: a stored value's size bounded, its meaning not. Each bucket of the stored history stands for `count`
+    entries: within each field's bound, 8192 buckets of 10,000 (a 130 KB ConfigMap) expanded to 82 million entries
+    on every read of the record, gate's and backstop's alike (minutes and gigabytes: a gate killed for memory).
+    Read back, a history is never longer than the longest the gate keeps; past it the record is refused."""
+    if buckets * count > MAX_HISTORY_ENTRIES:
+        buckets = min(buckets, 64)  # the oversized case, kept cheap should the bound not hold
+        count = max(count, MAX_HISTORY_ENTRIES // buckets + 1)
+    raw = json.loads(ServiceRecord(deployment_uid="u", writes_to="replicas", baseline=8, applied=8).to_json())
+    raw.update({"needBuckets": [[b, count, 1.0] for b in range(buckets)], "needsWidth": 60.0, "needsExact": 0})
+    record = ServiceRecord.from_json(json.dumps(raw))
+    assert len(record.needs) <= MAX_HISTORY_ENTRIES
+    assert record.baseline == (8 if buckets * count <= MAX_HISTORY_ENTRIES else None)
+
+
+def test_the_longest_history_a_configuration_keeps_is_read_back() -> None:
+    """The bound is above the schema's longest history (timeOfDayDays 14 at tickSeconds 10): never a real one refused."""
+    cfg = parse_config({"namespace": "serving", "workflowNamespace": "research", "tickSeconds": 10,
+                        "metrics": {"source": "direct", "maxAgeSeconds": 180},
+                        "services": {"chat": {"capacity": {"requestsPerSecond": 10}, "timeOfDayDays": 14}}})
+    policy = cfg.services[0]
+    keep = forecast.history_ticks(policy, 10.0, forecast.reaction_seconds(policy, 10.0))
+    assert keep <= MAX_HISTORY_ENTRIES
