@@ -117,6 +117,7 @@ def cli(monkeypatch: pytest.MonkeyPatch) -> argparse.ArgumentParser:
     sub = root.add_subparsers(dest="command", required=True)
     report.register(sub)
     jobs.register(sub)
+    jobs.register_actions(sub)
     return root
 
 
