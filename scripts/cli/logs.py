@@ -120,7 +120,7 @@ def _cmd_logs(args: argparse.Namespace) -> int:
         live, gone, failed = {p["metadata"]["name"] for p in pods}, [], None
         if archive is not None:
             try:
-                gone = [a for a in archive.logs(copy.namespace, copy.name)
+                gone = [a for a in archive.logs(copy.namespace, copy.name, copy.created)
                         if a.pod not in live and archived_step_matches(a.pod, copy.name, args.step)]
             except ArchiveError as err:
                 note, failed = f"its archived logs could not be read: {err}", str(err)
