@@ -82,3 +82,20 @@ def test_a_researchers_step_run_as_the_exit_hook_cannot_stop_another_workflow() 
     refused = _refusals(old, new, "mine-main-99")
     assert refused and "the exit hook" in refused[0], refused
     assert not _refusals(old, new, f"victim-{RETURN_GPUS}-314")
+
+
+@pytest.mark.xfail(strict=True, reason="open: exit_hook_pods checks who creates a pod running as the exit hook and its "
+                   "name, never what it runs; a researcher's own workflow with a template named return-gpus running as "
+                   "offhours-exit-hook gets, from Argo's controller, a pod gate_marks reads as its exit hook, running "
+                   "the researcher's image: it writes its own workflow's returned-at, gpu-seconds and state "
+                   "(returned/preempted), and reads every workflow of the namespace. The fix binds such a pod's "
+                   "main container to the rendered exit hook (image and command of steps/return_gpus.py), which "
+                   "the policy needs from the gate configuration")
+def test_a_researchers_own_return_gpus_template_running_its_own_image_is_refused() -> None:
+    from tests.unit.test_admission_cel_hook_pod import CONTROLLER, _owner, refusals
+
+    pod = {"metadata": {"name": f"mine-{RETURN_GPUS}-2718281828", "ownerReferences": [_owner("Workflow", "mine")]},
+           "spec": {"serviceAccountName": "offhours-exit-hook", "priority": 0,
+                    "containers": [{"name": "main", "image": "registry.example/alice/anything:latest",
+                                    "command": ["sh", "-c", "kubectl annotate workflow mine offhours.io/gpu-seconds=0"]}]}}
+    assert refusals("pods", pod, CONTROLLER, USERS[CONTROLLER])
