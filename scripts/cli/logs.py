@@ -100,7 +100,7 @@ def _cmd_logs(args: argparse.Namespace) -> int:
     attempts: list[tuple[Any, list[dict[str, Any]]]] = []
     for copy in run.copies:
         try:
-            found = reader.core.list_namespaced_pod(copy.namespace,
+            found = reader.core.list_namespaced_pod(copy.namespace, _request_timeout=API_SECONDS,
                                                     label_selector=f"workflows.argoproj.io/workflow={copy.name}")
         except Exception as err:  # noqa: BLE001
             raise CommandError(describe_api_error(f"list pods of {copy.name}", err)) from None

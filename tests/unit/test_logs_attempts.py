@@ -47,7 +47,7 @@ class _Core:
                  forged: dict[str, str] | None = None) -> None:
         self.logs, self.pending, self.forged = logs, pending, forged or {}
 
-    def list_namespaced_pod(self, namespace: str, label_selector: str) -> Any:
+    def list_namespaced_pod(self, namespace: str, label_selector: str, **_: Any) -> Any:
         workflow_name = label_selector.split("=", 1)[1]
         items = []
         for i, n in enumerate(sorted(self.logs)):
@@ -156,3 +156,20 @@ def test_a_pod_log_past_the_cap_is_cut_said_and_asked_no_further(monkeypatch: py
     out = capsys.readouterr().out.splitlines()
     assert out[1:3] == ["a" * 99, "(log longer than 100 bytes: cut there: 100 bytes shown)"]
     assert all(b["limit_bytes"] == 101 and b["_request_timeout"] for b in asked)
+
+
+def test_every_api_request_of_logs_is_bounded_in_time(monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """A stalled API server never hangs `logs` (without --follow): every request it makes carries a timeout."""
+    asked: list[tuple[str, dict[str, Any]]] = []
+    for method in ("list_namespaced_pod", "read_namespaced_config_map", "read_namespaced_pod_log"):
+        real = getattr(_Core, method)
+
+        def recording(self: _Core, *args: Any, _real: Any = real, _name: str = method, **kwargs: Any) -> Any:
+            asked.append((_name, kwargs))
+            return _real(self, *args, **{k: v for k, v in kwargs.items() if k not in ("_request_timeout",)})
+
+        monkeypatch.setattr(_Core, method, recording)
+    assert _run(monkeypatch, {"train-z-job-1": b"x\n", "train-z-p1-job-2": b"y\n"}) == 0
+    assert {name for name, _ in asked} == {"list_namespaced_pod", "read_namespaced_config_map", "read_namespaced_pod_log"}
+    assert [name for name, kwargs in asked if not kwargs.get("_request_timeout")] == []
