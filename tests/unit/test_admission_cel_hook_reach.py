@@ -99,3 +99,15 @@ def test_a_researchers_own_return_gpus_template_running_its_own_image_is_refused
                     "containers": [{"name": "main", "image": "registry.example/alice/anything:latest",
                                     "command": ["sh", "-c", "kubectl annotate workflow mine offhours.io/gpu-seconds=0"]}]}}
     assert refusals("pods", pod, CONTROLLER, USERS[CONTROLLER])
+
+
+@pytest.mark.xfail(strict=True, reason="open: the exit hook's template names no priorityClassName, so its pod runs at "
+                   "the cluster's globalDefault PriorityClass (the Priority admission plugin sets it before the "
+                   "policies judge the pod); where that default is above 0, offhours-best-effort-pods refuses every "
+                   "exit hook pod (priority <= 0 for the hook) and no workflow's GPUs are marked returned. The fix: a "
+                   "rendered PriorityClass of value 0 for the hook, named on its template, and `check` saying a "
+                   "globalDefault above 0")
+def test_the_exit_hook_s_priority_never_comes_from_the_cluster_s_global_default() -> None:
+    from offhours.steps.return_gpus import template
+
+    assert template().priority_class_name
