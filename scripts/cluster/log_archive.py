@@ -187,7 +187,10 @@ class ArchiveReader:
             raise ArchiveError(f"log archive s3://{self.archive.bucket}/{key}: {_said(err)}") from None
         body = answer["Body"]
         try:
+            # What is read as it arrives can fail mid-way (a reset, a read timeout): one line, never a trace.
             yield from body.iter_chunks(chunk)
+        except Exception as err:  # noqa: BLE001
+            raise ArchiveError(f"log archive s3://{self.archive.bucket}/{key}: {_said(err)}") from None
         finally:
             body.close()
 

@@ -51,3 +51,39 @@ def test_a_deleted_namesake_s_log_is_not_this_workflow_s() -> None:
     new = {"Key": f"{FOLDER}train-z-abcde-job-2/main.log", "Size": 10, "LastModified": CREATED + timedelta(minutes=5)}
     reader = ArchiveReader(LogArchive("lab-logs", "logs"), None, client=_S3([old, new]))
     assert [a.pod for a in reader.logs("research", "train-z-abcde", created=CREATED)] == ["train-z-abcde-job-2"]
+
+
+class _BrokenBody:
+    """An archived log's body whose connection drops after the first chunk (a reset, a read timeout)."""
+
+    closed = False
+
+    def iter_chunks(self, size: int) -> Any:
+        yield b"first part\n"
+        raise ConnectionResetError("connection reset by peer")
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class _DroppingS3(_S3):
+    def __init__(self) -> None:
+        super().__init__([])
+        self.body = _BrokenBody()
+
+    def get_object(self, **_: Any) -> dict[str, Any]:
+        return {"Body": self.body}
+
+
+def test_a_log_body_dropped_mid_stream_is_one_archive_error() -> None:
+    import pytest
+
+    from offhours.scripts.cluster.log_archive import ArchiveError
+
+    s3 = _DroppingS3()
+    reader = ArchiveReader(LogArchive("lab-logs", "logs"), None, client=s3)
+    got = []
+    with pytest.raises(ArchiveError, match="ConnectionResetError: connection reset by peer"):
+        for chunk in reader.chunks(f"{FOLDER}p/main.log", 100, 10):
+            got.append(chunk)
+    assert got == [b"first part\n"] and s3.body.closed
