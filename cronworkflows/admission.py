@@ -245,10 +245,11 @@ def gate_marks(config: GateConfig) -> dict[str, Any]:
         _check("size(variables.gateMarks) == 0",
                f"{whose} + variables.gateMarks.join(', ') + ': written by the offhours gate only (they admit, park "
                "and copy jobs); leave them out (offhours submit writes a new job without them)'"),
-        # A borrowed exit hook ServiceAccount (a researcher's pod running as it) reaches only its own workflow.
-        _check("!variables.hookAccount || variables.ownHookPod || (size(variables.hookMarks) == 0 && "
-               "variables.state == variables.oldState)",
-               f"{whose} + 'the exit hook marks only the workflow its own pod belongs to; this request comes from "
+        # A borrowed exit hook ServiceAccount (a researcher's step running as it: Argo's controller creates that pod
+        # under a name that is no hook pod's) writes no workflow at all: its Role may patch every Workflow, so
+        # any field of another's (a stop, a suspend, its arguments) would be another researcher's work lost.
+        _check("!variables.hookAccount || variables.ownHookPod",
+               f"{whose} + 'the exit hook writes only the workflow its own pod belongs to; this request comes from "
                f"pod ' + (variables.hookPod == '' ? '(none: the token is bound to no pod)' : variables.hookPod) + "
                f"', not ' + object.metadata.name + '-{RETURN_GPUS}-<hash>'"),
         _check("variables.isExitHook || size(variables.hookMarks) == 0",

@@ -10,16 +10,19 @@ most LOG_BYTES of it (the API server and S3 are asked for no more), within LOG_S
 import argparse
 import os
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from offhours.scripts.cli.jobs import CommandError, _common, _guarded, _namespaces, _reader, find_run, read_pool
 from offhours.scripts.cli.log_stream import CHUNK_BYTES, LOG_BYTES, LOG_SECONDS, Copied, bounded_chunks, copy_log
 from offhours.scripts.cli.text import printable
 from offhours.scripts.cluster.access import READ_LOGS
+from offhours.scripts.cluster.base import MAX_WORKFLOW_PODS
 from offhours.scripts.cluster.log_archive import Archived, ArchiveError, ArchiveReader, archive_of
 from offhours.scripts.names import LOG_ARCHIVE_CONFIGMAP
 
 API_SECONDS = (10, 30)  # connect and read timeouts of one log request (the whole read is LOG_SECONDS)
+PAGE_PODS = 250  # pods per page of an attempt's pod listing (MAX_WORKFLOW_PODS at most in all)
 
 
 def step_matches(pod: dict[str, Any], step: str | None) -> bool:
@@ -75,6 +78,33 @@ def _archive(reader: Any, namespace: str) -> tuple[ArchiveReader | None, str]:
     return ArchiveReader(archive, archive.endpoint_url(os.environ.get("OFFHOURS_S3_ENDPOINT_URL"))), ""
 
 
+def _labelled_pods(core: Any, copy: Any) -> Iterator[Any]:
+    """Yield the pods labelled with the copy's workflow, a page of PAGE_PODS at a time, at most MAX_WORKFLOW_PODS.
+
+    Anyone who may create pods in the namespace can label thousands with the workflow's name: the read stops past
+    the gate's own bound of a workflow's pods, one line naming it (CommandError), never the whole flood in memory.
+    """
+    from offhours.scripts.cluster.errors import describe_api_error
+
+    selector, token, listed = f"workflows.argoproj.io/workflow={copy.name}", None, 0
+    while True:
+        try:
+            page = core.list_namespaced_pod(copy.namespace, label_selector=selector, limit=PAGE_PODS,
+                                            _request_timeout=API_SECONDS, **({"_continue": token} if token else {}))
+        except Exception as err:  # noqa: BLE001
+            raise CommandError(describe_api_error(f"list pods of {copy.name}", err)) from None
+        items = list(page.items or [])
+        listed += len(items)
+        if listed > MAX_WORKFLOW_PODS:
+            raise CommandError(f"list pods of {copy.name}: more than {MAX_WORKFLOW_PODS} pods carry its workflow "
+                               "label (someone labelled pods with its name): not read to the end")
+        yield from items
+        metadata = getattr(page, "metadata", None)
+        token = getattr(metadata, "_continue", None) if metadata is not None else None
+        if not token:
+            return
+
+
 def _copy(chunks: Any, follow: bool = False) -> Copied:
     def write(text: str) -> None:
         sys.stdout.write(text)
@@ -99,13 +129,8 @@ def _cmd_logs(args: argparse.Namespace) -> int:
     run = find_run(pool, args.name, _namespaces(args), READ_LOGS, reader.access)
     attempts: list[tuple[Any, list[dict[str, Any]]]] = []
     for copy in run.copies:
-        try:
-            found = reader.core.list_namespaced_pod(copy.namespace,
-                                                    label_selector=f"workflows.argoproj.io/workflow={copy.name}")
-        except Exception as err:  # noqa: BLE001
-            raise CommandError(describe_api_error(f"list pods of {copy.name}", err)) from None
         # The label is anyone's to set on a pod of theirs: only the pods the copy owns (as the gate counts them) are its.
-        items = sorted((reader.api.sanitize_for_serialization(p) for p in found.items
+        items = sorted((reader.api.sanitize_for_serialization(p) for p in _labelled_pods(reader.core, copy)
                         if owned_by_workflow(p, copy.name, copy.uid)),
                        key=lambda p: (p.get("metadata") or {}).get("creationTimestamp") or "")
         attempts.append((copy, [p for p in items if step_matches(p, args.step)]))
@@ -120,7 +145,7 @@ def _cmd_logs(args: argparse.Namespace) -> int:
         live, gone, failed = {p["metadata"]["name"] for p in pods}, [], None
         if archive is not None:
             try:
-                gone = [a for a in archive.logs(copy.namespace, copy.name)
+                gone = [a for a in archive.logs(copy.namespace, copy.name, copy.created)
                         if a.pod not in live and archived_step_matches(a.pod, copy.name, args.step)]
             except ArchiveError as err:
                 note, failed = f"its archived logs could not be read: {err}", str(err)

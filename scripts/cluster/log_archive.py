@@ -9,10 +9,12 @@ workflow's status, which anyone who may update the workflow can write), lists at
 a deadline, and reads each as a stream of bounded chunks, at most `cap` bytes (a ranged GET).
 """
 
+import math
 import re
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from offhours.scripts.inputs.errors import InputError
@@ -154,8 +156,13 @@ class ArchiveReader:
             self._s3 = _client(self.endpoint_url)
         return self._s3
 
-    def logs(self, namespace: str, workflow: str, seconds: float = LIST_SECONDS) -> list[Archived]:
-        """Return the workflow's archived pod logs, oldest first: at most MAX_ARCHIVED, listed within `seconds`."""
+    def logs(self, namespace: str, workflow: str, created: datetime | None, seconds: float = LIST_SECONDS) -> list[Archived]:
+        """Return the workflow's archived pod logs, oldest first: at most MAX_ARCHIVED, listed within `seconds`.
+
+        `created`: the workflow's creation. A log written before it is a namesake's (a deleted workflow of the same
+        name has its keys in the same folder, Argo's pod names being made from the workflow's name): never this one's.
+        """
+        since = None if created is None else math.floor(created.timestamp())  # both clocks count whole seconds
         folder, found, deadline = self.archive.folder(namespace, workflow), [], time.monotonic() + seconds
         try:
             pages = self.s3.get_paginator("list_objects_v2").paginate(
@@ -163,9 +170,9 @@ class ArchiveReader:
             for page in pages:
                 for obj in page.get("Contents", []):
                     pod, _, name = str(obj["Key"])[len(folder):].partition("/")
-                    if name == LOG_FILE and pod:  # a key Argo wrote: <pod>/main.log, nothing deeper
-                        found.append(Archived(pod, str(obj["Key"]), int(obj.get("Size") or 0),
-                                              obj["LastModified"].timestamp()))
+                    written = obj["LastModified"].timestamp()
+                    if name == LOG_FILE and pod and (since is None or written >= since):  # <pod>/main.log, its own
+                        found.append(Archived(pod, str(obj["Key"]), int(obj.get("Size") or 0), written))
                 if len(found) >= MAX_ARCHIVED or time.monotonic() > deadline:
                     break
         except Exception as err:  # noqa: BLE001 - one line naming the archive, never a botocore trace
@@ -180,7 +187,10 @@ class ArchiveReader:
             raise ArchiveError(f"log archive s3://{self.archive.bucket}/{key}: {_said(err)}") from None
         body = answer["Body"]
         try:
+            # What is read as it arrives can fail mid-way (a reset, a read timeout): one line, never a trace.
             yield from body.iter_chunks(chunk)
+        except Exception as err:  # noqa: BLE001
+            raise ArchiveError(f"log archive s3://{self.archive.bucket}/{key}: {_said(err)}") from None
         finally:
             body.close()
 

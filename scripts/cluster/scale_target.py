@@ -78,10 +78,13 @@ def gpus_per_replica(pod_gpus: Sequence[int], replicas: int, group: int | None =
     None when it cannot be read (no replica, no pod, or pods holding no GPU). Rounded up: lending counts what
     a replica gives back, and a replica mid-rollout holding more never counts as holding less. `group`: what one
     replica's whole group of pods requests by its kind's templates (`group_gpus`), for a kind whose scale
-    selects only some of a replica's pods: the count is then never below it.
+    selects only some of a replica's pods: the count is then never below it. The pods are divided among at most as
+    many replicas as there are pods: a scale's status read a moment before still counts replicas whose pods are
+    already terminating (not read), and a replica of fewer pods than counted would read as holding less.
     """
     total = sum(g for g in pod_gpus if g > 0)
-    measured = math.ceil(total / replicas) if replicas > 0 and pod_gpus and total > 0 else None
+    among = min(replicas, len(pod_gpus))
+    measured = math.ceil(total / among) if replicas > 0 and pod_gpus and total > 0 else None
     if group is None or group <= 0:
         return measured
     return max(group, measured or 0)

@@ -20,18 +20,22 @@ def store_progress(run: RunView, timeout: float = STORE_READ_SECONDS) -> Stored 
 
     None when the run names no store the gate reads (no checkpoint-uri, or not file:// or s3://).
     """
-    from offhours.scripts.runtime.checkpoint import CheckpointError, latest_progress_time
+    from offhours.scripts.runtime.checkpoint import CheckpointError, latest_progress
 
     prefix = run.current.checkpoint_prefix
     if not prefix or not prefix.startswith(("file://", "s3://")):
         return None
     try:
-        at = latest_progress_time(prefix, os.environ.get("OFFHOURS_S3_ENDPOINT_URL"), timeout=timeout)
+        at, cut = latest_progress(prefix, os.environ.get("OFFHOURS_S3_ENDPOINT_URL"), timeout=timeout)
     except CheckpointError as err:
         return None, str(err).splitlines()[0][:300]
     except Exception as err:  # noqa: BLE001 - advisory: credentials or a client library missing is one line, not a trace
         return None, f"{type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}"
-    return (datetime.fromtimestamp(at, timezone.utc) if at is not None else None), None
+    return (datetime.fromtimestamp(at, timezone.utc) if at is not None else None), (
+        None if cut is None else f"{CUT}{cut}")
+
+
+CUT = "its checkpoint store holds "  # a read stopped at its bound: what it found is not all there is
 
 
 def stored_checkpoint_text(stored: Stored | None) -> str:
@@ -39,6 +43,12 @@ def stored_checkpoint_text(stored: Stored | None) -> str:
     if stored is None:
         return "unknown: the run names no checkpoint store offhours reads (file:// or s3://)"
     at, problem = stored
+    if problem is not None and problem.startswith(CUT):
+        said = problem.removeprefix(CUT)
+        if at is None:
+            return f"unknown: none found, but its checkpoint store holds {said}"
+        return (f"{at.astimezone(timezone.utc).strftime('%Y-%m-%d %H:%M:%SZ')} or later (its checkpoint store holds "
+                f"{said})")
     if problem is not None:
         return f"unknown: its checkpoint store could not be read ({problem})"
     if at is None:

@@ -149,6 +149,10 @@ def checkpoint_line(recorded: datetime | None, stored: tuple[datetime | None, st
         line = f"last checkpoint: {stamp(newest)} ({age(newest, now)} ago, read from its checkpoint store)"
     else:
         line = f"last checkpoint: {stamp(newest)} ({age(newest, now)} ago)"
+    from offhours.scripts.pool.store_progress import CUT
+
+    if problem and problem.startswith(CUT):  # read, but not to the end: a newer record may be beyond its bound
+        return f"{line}; {problem}"
     return line + (f"; its checkpoint store could not be read: {problem}" if problem else "")
 
 

@@ -144,6 +144,7 @@ class _Backend(Protocol):
     def delete(self, name: str) -> None: ...
     def sweep(self, epoch: int) -> None: ...
     def find(self, name: str) -> list[tuple[StoreLocation, bytes]]: ...
+    find_cut: str | None  # why the last `find` stopped before the end (a bound), None when it read everything
 
 
 def _location(uri: str) -> StoreLocation:
@@ -193,23 +194,31 @@ def _progress_time(location: StoreLocation, text: bytes, run: str | None, now: f
 
 def latest_progress_time(prefix_uri: str, endpoint_url: str | None = None, policy: RetryPolicy | None = None,
                          timeout: float = 5.0) -> float | None:
+    """Return the newest `progress.json` time of a run's stores, or None (`latest_progress`, a cut read's best)."""
+    return latest_progress(prefix_uri, endpoint_url, policy, timeout)[0]
+
+
+def latest_progress(prefix_uri: str, endpoint_url: str | None = None, policy: RetryPolicy | None = None,
+                    timeout: float = 5.0) -> tuple[float | None, str | None]:
     """Return the newest `progress.json` time of a run's stores (`<checkpoint-uri>/<run-id>`, any step), or None.
 
     What the gate reads to choose the victims whose stop loses least work. Only records written by a
     store at the folder they lie in, for the run the prefix's last segment names, count: a run `a`
     never reads the progress of `a-1`, of a run nested below it, or a copied file. The whole read
-    is bounded by `timeout` (deadline and socket timeouts), since the gate waits no longer.
+    is bounded by `timeout` (deadline and socket timeouts), since the gate waits no longer. With it, why the read
+    stopped before the store's end (its folder or file bound; None: it read everything): a newer record may be there.
     """
     location = _location(prefix_uri)
     run = location.segments[-1] if location.segments else None
     bounded = _policy(os.environ, policy).bounded_by(timeout)
+    backend = _backend_for(location, endpoint_url, bounded)
     try:
-        found = _backend_for(location, endpoint_url, bounded).find(PROGRESS)
+        found = backend.find(PROGRESS)
     except StoreFailure as err:
         raise CheckpointError(f"{prefix_uri}: {err}", retryable=err.transient) from None
     times = [t for where, text in found if where.is_within(location)
              and (t := _progress_time(where, text, run, time.time() + 86400)) is not None]
-    return max(times) if times else None
+    return (max(times) if times else None), backend.find_cut
 
 
 class CheckpointStore:

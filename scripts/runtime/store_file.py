@@ -118,6 +118,7 @@ class FileBackend:
     def __init__(self, location: StoreLocation, policy: RetryPolicy) -> None:
         self.location, self.policy = location, policy
         self.root = Path(location.path)
+        self.find_cut: str | None = None  # why the last `find` stopped before the end (None: it read everything)
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
         return self.policy.call(what, fn, transient)  # the store names its URI in front
@@ -235,10 +236,14 @@ class FileBackend:
         """Every file `name` at or below the root, with the location of its folder (links are not followed)."""
         started = time.monotonic()
 
+        self.find_cut = None
+
         def walk() -> list[Path]:  # one deadline and a folder cap for the whole walk, as the S3 find has
             found: list[Path] = []
             for walked, (folder, dirs, files) in enumerate(os.walk(self.root)):
                 if walked >= PROGRESS_MAX_FOLDERS or len(found) >= PROGRESS_MAX_FILES:
+                    self.find_cut = (f"more than {PROGRESS_MAX_FOLDERS} folders or {PROGRESS_MAX_FILES} {name} "
+                                     "files: not read to the end")
                     break
                 if time.monotonic() - started > self.policy.deadline:
                     raise FindTooSlow(f"finding {name} took more than {self.policy.deadline:g} s")

@@ -71,6 +71,7 @@ class S3Backend:
         self.location, self.policy, self.bucket, self.endpoint_url = location, policy, location.bucket, endpoint_url
         self._dir = location.key_prefix + "/" if location.segments else ""
         self._client: Any = None
+        self.find_cut: str | None = None  # why the last `find` stopped before the end (None: it read everything)
 
     @property
     def s3(self) -> Any:
@@ -226,7 +227,12 @@ class S3Backend:
 
         out: list[tuple[StoreLocation, bytes]] = []
         folders, listed = [self._dir], 0
-        while folders and listed < PROGRESS_MAX_FOLDERS and len(out) < PROGRESS_MAX_FILES:
+        self.find_cut = None
+        while folders:
+            if listed >= PROGRESS_MAX_FOLDERS or len(out) >= PROGRESS_MAX_FILES:
+                self.find_cut = (f"more than {PROGRESS_MAX_FOLDERS} folders or {PROGRESS_MAX_FILES} {name} objects: "
+                                 "not read to the end")
+                break
             folder = folders.pop()
             listed += 1
             keys, subs = in_time(f"finding {name}", lambda f=folder: self._list(f, True))  # type: ignore[misc]

@@ -193,11 +193,11 @@ def test_the_exit_hook_tokens_name_their_pod_and_mark_only_that_pods_workflow(
         assert extra.get("authentication.kubernetes.io/pod-name") == ["e2e-mine-return-gpus-1234567"], extra
         assert _annotate(own, "e2e-mine", "offhours.io/returned-at", "2026-01-01T01:00:00Z") == ""
         refused = _annotate(own, "e2e-theirs", "offhours.io/returned-at", "2026-01-01T01:00:00Z")
-        assert "the exit hook marks only the workflow its own pod belongs to" in refused, refused
+        assert "the exit hook writes only the workflow its own pod belongs to" in refused, refused
         assert "pod e2e-mine-return-gpus-1234567, not e2e-theirs-return-gpus-<hash>" in refused, refused
         # A pod whose name only starts like the workflow's hook pod (another workflow, e2e-mine-x) reaches nothing.
         near = hook_token("e2e-mine-x-return-gpus-99")
-        assert "marks only the workflow its own pod belongs to" in _annotate(near, "e2e-mine", "offhours.io/gpu-seconds",
+        assert "writes only the workflow its own pod belongs to" in _annotate(near, "e2e-mine", "offhours.io/gpu-seconds",
                                                                             "1")
         # A token bound to no pod (the ServiceAccount impersonated) reaches no workflow's marks.
         code, out = as_user(HOOK, "-n", RESEARCH, "annotate", "workflow", "e2e-theirs", "offhours.io/gpu-seconds=1")

@@ -104,3 +104,19 @@ def test_the_file_store_find_has_the_same_bounds(tmp_path: Path, monkeypatch: py
     monkeypatch.setattr(store_file.time, "monotonic", lambda: float(next(ticks)))
     with pytest.raises(CheckpointError, match="finding progress.json took more than 1 s"):
         latest_progress_time(f"file://{tmp_path}/job/run", policy=FAST, timeout=1)
+
+
+def test_an_s3_find_cut_at_its_folder_bound_says_so(proxy: FaultProxy, s3: dict[str, str],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """What `why` and the job page show: a read stopped at the folder bound is said, never a whole read's answer."""
+    from offhours.scripts.runtime import store_s3
+    from offhours.scripts.runtime.checkpoint import latest_progress
+
+    store = CheckpointStore("s3://lab/cut/job", proxy.url, run_id="run", policy=FAST)
+    store.save(1, b"x")
+    assert latest_progress("s3://lab/cut/job/run", proxy.url, policy=FAST)[1] is None
+    monkeypatch.setattr(store_s3, "PROGRESS_MAX_FOLDERS", 1)
+    store_other = CheckpointStore("s3://lab/cut/job/run", proxy.url, run_id="step-b", policy=FAST)
+    store_other.save(1, b"x")
+    _, cut = latest_progress("s3://lab/cut/job/run", proxy.url, policy=FAST)
+    assert cut is not None and "not read to the end" in cut

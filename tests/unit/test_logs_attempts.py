@@ -47,7 +47,7 @@ class _Core:
                  forged: dict[str, str] | None = None) -> None:
         self.logs, self.pending, self.forged = logs, pending, forged or {}
 
-    def list_namespaced_pod(self, namespace: str, label_selector: str) -> Any:
+    def list_namespaced_pod(self, namespace: str, label_selector: str, **_: Any) -> Any:
         workflow_name = label_selector.split("=", 1)[1]
         items = []
         for i, n in enumerate(sorted(self.logs)):
@@ -156,3 +156,61 @@ def test_a_pod_log_past_the_cap_is_cut_said_and_asked_no_further(monkeypatch: py
     out = capsys.readouterr().out.splitlines()
     assert out[1:3] == ["a" * 99, "(log longer than 100 bytes: cut there: 100 bytes shown)"]
     assert all(b["limit_bytes"] == 101 and b["_request_timeout"] for b in asked)
+
+
+def test_every_api_request_of_logs_is_bounded_in_time(monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """A stalled API server never hangs `logs` (without --follow): every request it makes carries a timeout."""
+    asked: list[tuple[str, dict[str, Any]]] = []
+    for method in ("list_namespaced_pod", "read_namespaced_config_map", "read_namespaced_pod_log"):
+        real = getattr(_Core, method)
+
+        def recording(self: _Core, *args: Any, _real: Any = real, _name: str = method, **kwargs: Any) -> Any:
+            asked.append((_name, kwargs))
+            return _real(self, *args, **{k: v for k, v in kwargs.items() if k not in ("_request_timeout",)})
+
+        monkeypatch.setattr(_Core, method, recording)
+    assert _run(monkeypatch, {"train-z-job-1": b"x\n", "train-z-p1-job-2": b"y\n"}) == 0
+    assert {name for name, _ in asked} == {"list_namespaced_pod", "read_namespaced_config_map", "read_namespaced_pod_log"}
+    assert [name for name, kwargs in asked if not kwargs.get("_request_timeout")] == []
+
+
+class _PagedCore(_Core):
+    """As `_Core`, with the API server's pages (limit/continue), and `flood` more pods labelled with workflow train-z."""
+
+    def __init__(self, logs: dict[str, bytes | None], flood: int) -> None:
+        super().__init__(logs)
+        self.flood, self.listed = flood, 0
+
+    def list_namespaced_pod(self, namespace: str, label_selector: str, **kwargs: Any) -> Any:
+        everything = super().list_namespaced_pod(namespace, label_selector).items
+        if label_selector.endswith("=train-z"):
+            everything += [client.V1Pod(metadata=client.V1ObjectMeta(
+                name=f"decoy-{i}", owner_references=[_owner("tenants-own")],
+                labels={"workflows.argoproj.io/workflow": "train-z"})) for i in range(self.flood)]
+        start = int(kwargs.get("_continue") or 0)
+        limit = kwargs.get("limit") or len(everything)
+        page = everything[start:start + limit]
+        self.listed += len(page)
+        more = str(start + limit) if start + limit < len(everything) else None
+        return SimpleNamespace(items=page, metadata=SimpleNamespace(_continue=more))
+
+
+def test_a_flood_of_pods_labelled_with_a_run_s_workflow_is_read_in_bounded_pages(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Anyone may label pods with a workflow's name: `logs` reads them a page at a time and never past its bound."""
+    from offhours.scripts.cluster.base import MAX_WORKFLOW_PODS
+
+    core = _PagedCore({"train-z-job-1": b"x\n", "train-z-p1-job-2": b"y\n"}, flood=3 * MAX_WORKFLOW_PODS)
+    original = workflow("train-z", "chat", 1, "preempted", phase="Failed", created=60, run_id="z",
+                        annotations={ANNOTATION_ADMITTED_AT: ts(55)})
+    copy = workflow("train-z-p1", "chat", 1, "admitted", phase="Running", created=30, run_id="z")
+    pool = build_pool([state_configmap("chat", chat_state())], [deployment("chat", 10, 10)], [original, copy],
+                      SERVING, NOW)
+    reader = SimpleNamespace(research_namespace="research", core=core, api=client.ApiClient(), access=may_all())
+    monkeypatch.setattr(r, "_reader", lambda args: reader)
+    monkeypatch.setattr(r, "read_pool", lambda args, reader=None: pool)
+    code = r._guarded(r._cmd_logs)(argparse.Namespace(name="z", step=None, follow=False, command="logs"))
+    captured = capsys.readouterr()
+    assert core.listed <= 2 * MAX_WORKFLOW_PODS, core.listed
+    assert code == 1 and captured.err.count("\n") == 1 and f"more than {MAX_WORKFLOW_PODS}" in captured.err, captured

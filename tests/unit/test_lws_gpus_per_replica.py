@@ -9,7 +9,8 @@ the set's name label) as the measure; every other kind keeps the rule it had.
 Invariants (generated below), whatever group size, templates and replicas:
 - GPUs per replica counted >= what any one group's pods request (serving never undercounted);
 - with plain templates (requests equal limits, no init containers) it is exactly one group's request;
-- for any other kind, the count is today's: the selected pods' GPUs over the replicas, rounded up.
+- for any other kind, the count is today's: the selected pods' GPUs over the replicas (never more replicas than
+  pods: a scale's status may still count terminating ones), rounded up.
 """
 
 import math
@@ -122,7 +123,7 @@ def test_any_other_kind_keeps_todays_rule(world: Any, ref: ScaleTargetRef, pods:
     spec, _ = world
     assert group_gpus(ref, spec) is None and group_selector(ref) is None
     total = sum(pods)
-    today = math.ceil(total / replicas) if replicas > 0 and pods and total > 0 else None
+    today = math.ceil(total / min(replicas, len(pods))) if replicas > 0 and pods and total > 0 else None
     assert gpus_per_replica(pods, replicas, group_gpus(ref, spec)) == today
 
 

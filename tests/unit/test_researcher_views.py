@@ -95,7 +95,7 @@ class _Core:
     def __init__(self, logs: dict[str, bytes]) -> None:
         self.logs = logs
 
-    def list_namespaced_pod(self, namespace: str, label_selector: str) -> Any:
+    def list_namespaced_pod(self, namespace: str, label_selector: str, **_: Any) -> Any:
         workflow_name = label_selector.split("=", 1)[1]
         owner = client.V1OwnerReference(api_version="argoproj.io/v1alpha1", kind="Workflow", name=workflow_name,
                                         uid=f"uid-{workflow_name}")

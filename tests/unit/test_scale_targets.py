@@ -224,3 +224,12 @@ def test_the_gate_refuses_a_target_another_controller_owns_naming_it_and_writes_
     assert outcomes and "is controlled by InferenceService llama" in (outcomes[0].error or ""), w.log.getvalue()
     assert "scaleTargetRef" in (outcomes[0].error or "")
     assert w.dep(CLEAN).replicas == before and not any(c.startswith("scale") for c in w.cluster.calls)
+
+
+@given(st.integers(1, 16), st.integers(0, 15), st.integers(1, 8))
+def test_a_scale_status_that_lags_the_pods_never_undercounts_a_replica(replicas: int, gone: int, gpus: int) -> None:
+    """One pod a replica (a Deployment): the scale's status.replicas still counts pods already terminating (the gate's
+    own lowering a moment before, read on the next tick); the pods read are fewer. A replica still holds its GPUs:
+    counted lower, one lend would lower serving by more replicas than the GPUs it needs."""
+    live = [gpus] * max(1, replicas - gone)
+    assert gpus_per_replica(live, replicas) == gpus
