@@ -75,7 +75,13 @@ def _archive(reader: Any, namespace: str) -> tuple[ArchiveReader | None, str]:
         archive = archive_of(getattr(cm, "data", None), f"ConfigMap {namespace}/{LOG_ARCHIVE_CONFIGMAP}")
     except ArchiveError as err:
         return None, str(err)
-    return ArchiveReader(archive, archive.endpoint_url(os.environ.get("OFFHOURS_S3_ENDPOINT_URL"))), ""
+    # The ConfigMap lives where tenants write: its endpoint is never sent the caller's signed requests. A reader
+    # names the endpoint it trusts (OFFHOURS_S3_ENDPOINT_URL); without one, only an archive on AWS' own is read.
+    chosen = os.environ.get("OFFHOURS_S3_ENDPOINT_URL")
+    if archive.endpoint and not chosen:
+        return None, (f"the log archive names endpoint {printable(archive.endpoint[:120])}, which your credentials are "
+                      "not sent to unless you name it: set OFFHOURS_S3_ENDPOINT_URL to the endpoint you trust")
+    return ArchiveReader(archive, archive.endpoint_url(chosen)), ""
 
 
 def _labelled_pods(core: Any, copy: Any) -> Iterator[Any]:

@@ -48,10 +48,14 @@ class _ArchivedCore(_Core):
         return SimpleNamespace(data=self.repository["data"])
 
 
-def run_logs(monkeypatch: pytest.MonkeyPatch, s3: dict[str, str], live: dict[str, bytes | None]) -> int:
+def run_logs(monkeypatch: pytest.MonkeyPatch, s3: dict[str, str], live: dict[str, bytes | None],
+             trusted: bool = True) -> int:
     for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION"):
         monkeypatch.setenv(key, s3[key])
-    monkeypatch.delenv("OFFHOURS_S3_ENDPOINT_URL", raising=False)  # the ConfigMap's endpoint is the one read
+    if trusted:  # the endpoint the reader trusts with its credentials
+        monkeypatch.setenv("OFFHOURS_S3_ENDPOINT_URL", s3["OFFHOURS_S3_ENDPOINT_URL"])
+    else:
+        monkeypatch.delenv("OFFHOURS_S3_ENDPOINT_URL", raising=False)
     original = workflow("train-z", "chat", 1, "preempted", phase="Failed", created=60, run_id="z",
                         annotations={ANNOTATION_ADMITTED_AT: ts(55)})
     copy = workflow("train-z-p1", "chat", 1, "admitted", phase="Running", created=30, run_id="z")
@@ -116,3 +120,16 @@ def test_an_archive_that_cannot_be_read_fails_the_command_naming_it(
     assert captured.err.startswith("logs: 1 pod log(s) could not be read; the first: log archive s3://lab/"
                                    f"{PREFIX}/research/train-z/"), captured.err
     assert "Traceback" not in captured.err and len(captured.err.splitlines()) == 1
+
+
+
+def test_an_endpoint_named_only_by_the_archive_s_configmap_is_sent_no_request(
+        monkeypatch: pytest.MonkeyPatch, s3: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    """Fault: a tenant points the research namespace's archive ConfigMap at its own server to collect signed requests."""
+    made: list[object] = []
+    monkeypatch.setattr(logs, "ArchiveReader", lambda *a, **k: made.append(a))
+    run_logs(monkeypatch, s3, {"train-z-p1-job-2": b"live\n"}, trusted=False)  # the stopped attempt: archive only
+    seen = capsys.readouterr()
+    out = seen.out + seen.err
+    assert made == [], "an archive reader was made for the ConfigMap's endpoint"
+    assert "set OFFHOURS_S3_ENDPOINT_URL to the endpoint you trust" in out, out
