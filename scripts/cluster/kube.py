@@ -58,6 +58,7 @@ from offhours.scripts.cluster.workflow import (
     grace_capped_parameters,
     is_own_copy,
     own_grace_refusal,
+    provenance_at_stop,
     same_workflow,
     workflow_job,
 )
@@ -676,7 +677,8 @@ class KubeCluster:
         decides on the one it lists then.
         """
         metadata: dict[str, Any] = {"labels": {LABEL_STATE: STATE_PREEMPTED},
-                                    "annotations": {ANNOTATION_PREEMPTED_AT: _now(), **stop_notes(job)}}
+                                    "annotations": {ANNOTATION_PREEMPTED_AT: _now(), **stop_notes(job),
+                                                    **self._provenance_at_stop(namespace, job)}}
         if job.uid:
             metadata["uid"] = job.uid
         self._patch_workflow("stop", namespace, job.name,
@@ -685,6 +687,19 @@ class KubeCluster:
                               # one keeps its pods): the same patch unsuspends it, as `parked.stop_patch` does.
                               "spec": {"shutdown": "Stop", "suspend": None}},
                              retried=RETRIED_STATUSES - {409} if job.uid else RETRIED_STATUSES)
+
+    def _provenance_at_stop(self, namespace: str, job: Job) -> dict[str, str]:
+        """Return the run's record with the digests its pods report now (`workflow.provenance_at_stop`); {} on failure.
+
+        Best effort: a stop is never held back by it (the copy then pins what its pods still report).
+        """
+        try:
+            wf = self.workflow(namespace, job.name)
+            if wf is None or (job.uid and str((wf.get("metadata") or {}).get("uid") or "") != job.uid):
+                return {}
+            return provenance_at_stop(wf, self._reported_digests(namespace, wf))
+        except Exception:  # noqa: BLE001 - advisory: the stop goes on without it
+            return {}
 
     def park_copy(self, namespace: str, job: Job, made: Collection[str] = (), token: str = "") -> ParkedCopy:
         """Create the parked copy; an existing object of that name, or linked to the job, is success only if made by the gate."""

@@ -41,6 +41,7 @@ from offhours.scripts.cluster.workflow import (
     grace_capped_parameters,
     is_own_copy,
     own_grace_refusal,
+    provenance_at_stop,
     same_workflow,
     workflow_job,
 )
@@ -480,10 +481,12 @@ class MemoryCluster:
         # As the API server's UID precondition in the Kubernetes adapter's patch: only the workflow the tick listed.
         if (other := same_workflow(wf, job, "stop")) is not None:
             raise ClusterError(other)
+        pinned = provenance_at_stop(wf, self.image_digests.get((namespace, job.name), {}))
         wf["spec"]["shutdown"] = "Stop"
         wf["spec"].pop("suspend", None)  # as the Kubernetes adapter: Argo acts on no suspended workflow's shutdown
         wf["metadata"]["labels"][LABEL_STATE] = STATE_PREEMPTED
-        wf["metadata"].setdefault("annotations", {}).update({ANNOTATION_PREEMPTED_AT: self._stamp(), **stop_notes(job)})
+        wf["metadata"].setdefault("annotations", {}).update({ANNOTATION_PREEMPTED_AT: self._stamp(), **stop_notes(job),
+                                                             **pinned})
 
     def park_copy(self, namespace: str, job: Job, made: Collection[str] = (), token: str = "") -> ParkedCopy:
         """Create a parked copy; an existing object of that name, or linked to the job, is success only if made by the gate."""

@@ -619,6 +619,26 @@ def build_parked_copy(old: dict[str, Any], token: str = "", reported: Mapping[st
     }
 
 
+def provenance_at_stop(wf: dict[str, Any], reported: Mapping[str, str]) -> dict[str, str]:
+    """Return the annotation to write with a stop: the run's record with the digests its pods report now, or nothing.
+
+    Written in the stop's own patch, while the pods that report them still exist: once stopped they end and may be
+    deleted before the copy is made, and the copy's images are pinned by the record (its digests win). A record
+    that is not this run's, or one that gains nothing, is left as it is.
+    """
+    meta = _dict(wf.get("metadata"))
+    text = _dict(meta.get("annotations")).get(ANNOTATION_PROVENANCE)
+    run = run_identity(wf).run_id
+    if not isinstance(text, str) or not run or not reported:
+        return {}
+    try:
+        record = decode(text, run)
+    except ProvenanceError:
+        return {}
+    pinned = record.with_digests(reported)
+    return {} if pinned.digests == record.digests else {ANNOTATION_PROVENANCE: encode(pinned)}
+
+
 def _carry_provenance(annotations: dict[str, str], spec: dict[str, Any], run: str | None,
                       reported: Mapping[str, str]) -> None:
     """Pin the copy's image arguments to its run's first digests; carry the record with them, or none at all.

@@ -243,3 +243,28 @@ def test_the_consoles_job_page_shows_the_provenance() -> None:
         "provenance: template offhours-job at resourceVersion 7, offhours 0.1.0",
         f"  image: r/x:1 (runs as r/x@sha256:{'b' * 64})",
         "  rerun with the same parameters and images: offhours rerun train"]
+
+
+def test_a_stop_records_the_digests_its_pods_report_so_a_copy_made_after_they_are_gone_runs_them() -> None:
+    """Fault: the stopped job's pods end and are deleted before the copy is made (its pods' report is gone).
+
+    On the in-memory cluster (this file's Kubernetes fake has no workflow patch); the e2e file
+    test_resume_runs_first_digest_e2e runs it on the real API server, where it raced the pods' deletion."""
+    h = Memory()
+    wf = original()
+    ref, digest = "ghcr.io/lab/train:latest", "sha256:" + "a" * 64
+    wf["spec"]["arguments"]["parameters"].append({"name": "image", "value": ref})
+    record = Provenance("train", "offhours-job", "1", "0.1.0", {"run-id": "train", "image": ref}, ("image",))
+    wf["metadata"]["annotations"][ANNOTATION_PROVENANCE] = encode(record)
+    h.add(wf)
+    running = h.cluster.workflow("research", wf["metadata"]["name"])
+    assert running is not None
+    _report(h, running, ref, digest)
+    job = Job(name=running["metadata"]["name"], service="chat", replicas=2, state=ADMITTED,
+              uid=running["metadata"]["uid"])
+    h.cluster.stop("research", job)
+    h.cluster.image_digests.clear()  # the pods ended and were deleted: nothing reports any more
+    made = h.cluster.park_copy("research", job)
+    copy = h.cluster.workflow("research", made.name)
+    assert copy is not None and _image(copy) == f"ghcr.io/lab/train@{digest}"
+    assert decode(copy["metadata"]["annotations"][ANNOTATION_PROVENANCE], "train").digests == {ref: digest}
