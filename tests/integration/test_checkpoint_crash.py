@@ -23,7 +23,6 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +31,7 @@ import pytest
 from offhours.scripts.runtime import store_file
 from offhours.scripts.runtime.checkpoint import CheckpointError, CheckpointStore, RetryPolicy, StaleWriterError
 from offhours.scripts.runtime.checkpoint_log import LOG, LOG_NAME, decode
-from tests.support.s3_fixture import IGNORES_CONDITIONAL_PUTS, running_s3proxy, s3_env, s3proxy_with_bucket, with_credentials
+from tests.support.s3_fixture import IGNORES_CONDITIONAL_PUTS, running_s3proxy, s3_env, with_credentials
 from tests.support.s3_fixture import s3_client as client
 
 FAST = RetryPolicy(connect_timeout=2, read_timeout=5, attempts=3, deadline=30, backoff=0.05)
@@ -45,26 +44,13 @@ def payload(step: int, tag: str, size: int) -> bytes:
 
 
 
-@pytest.fixture(scope="module")
-def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    with s3proxy_with_bucket(tmp_path_factory.mktemp("s3proxy")) as env:
-        yield env
-
-
-@pytest.fixture
-def s3_creds(s3: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    return with_credentials(s3, monkeypatch)
-
-
 # --- what s3proxy does with conditional puts (measured) ----------------------------------------------
 
 def test_s3proxy_2_4_1_ignores_conditional_puts_and_the_store_refuses_it(tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """Fault: an S3 server that takes a second PUT with If-None-Match: * (and a PUT with a wrong If-Match)."""
     with running_s3proxy(tmp_path, IGNORES_CONDITIONAL_PUTS) as endpoint:
-        env = s3_env(endpoint)
-        for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION"):
-            monkeypatch.setenv(key, env[key])
+        env = with_credentials(s3_env(endpoint), monkeypatch)
         s3 = client(env)
         s3.create_bucket(Bucket="lab")
         s3.put_object(Bucket="lab", Key="k", Body=b"1", IfNoneMatch="*")

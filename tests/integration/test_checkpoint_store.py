@@ -31,18 +31,11 @@ from offhours.scripts.runtime.checkpoint import (
 )
 from tests.support.fault_proxy import Fault, FaultProxy, fault_proxy
 from tests.support.s3_fixture import s3_client as client
-from tests.support.s3_fixture import s3proxy_with_bucket
 
 FAST = RetryPolicy(connect_timeout=1, read_timeout=1, attempts=3, deadline=20, backoff=0.05)
 # What a test of which records count passes: the gate's 5 s read deadline is not what it tests, and a loaded
 # machine (parallel test workers) can take longer than that to answer a listing.
 LOGIC_TIMEOUT = 60.0
-
-
-@pytest.fixture(scope="module")
-def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    with s3proxy_with_bucket(tmp_path_factory.mktemp("s3proxy")) as env:
-        yield env
 
 
 
@@ -52,10 +45,8 @@ def keys(env: dict[str, str], prefix: str) -> list[str]:
 
 
 @pytest.fixture
-def proxy(s3: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Iterator[FaultProxy]:
-    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION"):
-        monkeypatch.setenv(key, s3[key])
-    with fault_proxy(s3["OFFHOURS_S3_ENDPOINT_URL"]) as running:
+def proxy(s3_creds: dict[str, str]) -> Iterator[FaultProxy]:
+    with fault_proxy(s3_creds["OFFHOURS_S3_ENDPOINT_URL"]) as running:
         yield running
 
 
@@ -262,9 +253,7 @@ def test_sigkill_at_any_point_of_a_save_leaves_only_whole_checkpoints(scheme: st
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """Fault: the saving process is killed with SIGKILL at random moments inside saves, ten times."""
     if scheme == "s3":
-        env = request.getfixturevalue("s3")
-        for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION"):
-            monkeypatch.setenv(key, env[key])
+        env = request.getfixturevalue("s3_creds")
         uri, endpoint, size = "s3://lab/killed/run/job", env["OFFHOURS_S3_ENDPOINT_URL"], 400_000
     else:
         env, uri, endpoint, size = dict(os.environ), f"file://{tmp_path}/run/job", "", 4_000_000

@@ -23,16 +23,10 @@ from offhours.scripts.pool.model import build_pool
 from tests.support.access import may_all
 from tests.support.pool_fixture import NOW, SERVING, chat_state, deployment, state_configmap, ts, workflow
 from tests.support.s3_fixture import s3_client as client
-from tests.support.s3_fixture import s3proxy_with_bucket
+from tests.support.s3_fixture import with_credentials
 from tests.unit.test_logs_attempts import _Core
 
 PREFIX = "offhours-logs"
-
-
-@pytest.fixture(scope="module")
-def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    with s3proxy_with_bucket(tmp_path_factory.mktemp("s3proxy")) as env:
-        yield env
 
 
 class _ArchivedCore(_Core):
@@ -50,8 +44,7 @@ class _ArchivedCore(_Core):
 
 def run_logs(monkeypatch: pytest.MonkeyPatch, s3: dict[str, str], live: dict[str, bytes | None],
              trusted: bool = True) -> int:
-    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION"):
-        monkeypatch.setenv(key, s3[key])
+    with_credentials(s3, monkeypatch)
     if trusted:  # the endpoint the reader trusts with its credentials
         monkeypatch.setenv("OFFHOURS_S3_ENDPOINT_URL", s3["OFFHOURS_S3_ENDPOINT_URL"])
     else:

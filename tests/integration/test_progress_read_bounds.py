@@ -17,22 +17,13 @@ import pytest
 from offhours.scripts.runtime.checkpoint import CheckpointError, CheckpointStore, RetryPolicy, latest_progress_time
 from tests.support.fault_proxy import Fault, FaultProxy, fault_proxy
 from tests.support.s3_fixture import s3_client as client
-from tests.support.s3_fixture import s3proxy_with_bucket
 
 FAST = RetryPolicy(connect_timeout=1, read_timeout=1, attempts=2, deadline=20, backoff=0.05)
 
 
-@pytest.fixture(scope="module")
-def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    with s3proxy_with_bucket(tmp_path_factory.mktemp("s3proxy")) as env:
-        yield env
-
-
 @pytest.fixture
-def proxy(s3: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Iterator[FaultProxy]:
-    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION"):
-        monkeypatch.setenv(key, s3[key])
-    with fault_proxy(s3["OFFHOURS_S3_ENDPOINT_URL"]) as running:
+def proxy(s3_creds: dict[str, str]) -> Iterator[FaultProxy]:
+    with fault_proxy(s3_creds["OFFHOURS_S3_ENDPOINT_URL"]) as running:
         yield running
 
 

@@ -16,7 +16,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,24 +32,12 @@ from offhours.scripts.runtime.provenance import ProvenanceError, build, encode
 from offhours.scripts.runtime.provenance_store import ANNOTATIONS_ENV, RECORD, store_record, stored_record
 from tests.integration.test_checkpoint_store import client
 from tests.support.pool_fixture import NOW, SERVING, chat_state, deployment, state_configmap, workflow
-from tests.support.s3_fixture import s3proxy_with_bucket, with_credentials
 
 FAST = RetryPolicy(connect_timeout=2, read_timeout=2, attempts=2, deadline=20, backoff=0.05)
 IMAGE = "ghcr.io/lab/t:1"
 KINDS = {"run-id": "run-id", "image": "image", "input-uri": "optional-uri", "checkpoint-uri": "checkpoint-uri",
          "env": "env"}
 _runs = itertools.count()
-
-
-@pytest.fixture(scope="module")
-def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    with s3proxy_with_bucket(tmp_path_factory.mktemp("s3proxy")) as env:
-        yield env
-
-
-@pytest.fixture
-def creds(s3: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    return with_credentials(s3, monkeypatch)
 
 
 def record(run: str, input_uri: str = "s3://in/a", digest: str | None = None, base: str = "s3://lab/ck") -> str:
@@ -100,14 +87,14 @@ def test_on_files_the_store_keeps_the_first_starts_parameters_and_first_digests(
 @settings(max_examples=12, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(STARTS, st.booleans())
 def test_on_s3_the_store_keeps_the_first_starts_parameters_and_first_digests(
-        creds: dict[str, str], starts: list[tuple[str, str | None]], plant_other: bool) -> None:
-    check_starts("s3://lab/ck", creds["OFFHOURS_S3_ENDPOINT_URL"], starts, plant_other)
+        s3_creds: dict[str, str], starts: list[tuple[str, str | None]], plant_other: bool) -> None:
+    check_starts("s3://lab/ck", s3_creds["OFFHOURS_S3_ENDPOINT_URL"], starts, plant_other)
 
 
-def test_a_planted_record_past_the_bound_is_not_read_whole(creds: dict[str, str]) -> None:
-    client(creds).put_object(Bucket="lab", Key=f"big/huge/{RECORD}", Body=b"{" + b" " * 5_000_000)
-    assert stored_record("s3://lab/big/huge", "huge", creds["OFFHOURS_S3_ENDPOINT_URL"], policy=FAST) is None
-    assert stored_record("s3://lab/big/absent", "absent", creds["OFFHOURS_S3_ENDPOINT_URL"], policy=FAST) is None
+def test_a_planted_record_past_the_bound_is_not_read_whole(s3_creds: dict[str, str]) -> None:
+    client(s3_creds).put_object(Bucket="lab", Key=f"big/huge/{RECORD}", Body=b"{" + b" " * 5_000_000)
+    assert stored_record("s3://lab/big/huge", "huge", s3_creds["OFFHOURS_S3_ENDPOINT_URL"], policy=FAST) is None
+    assert stored_record("s3://lab/big/absent", "absent", s3_creds["OFFHOURS_S3_ENDPOINT_URL"], policy=FAST) is None
 
 
 def check_parameters(values: dict[str, str], annotations: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -120,8 +107,8 @@ def check_parameters(values: dict[str, str], annotations: dict[str, str]) -> sub
                           text=True, timeout=120)
 
 
-def test_the_check_parameters_step_keeps_the_workflows_record_in_the_runs_store(creds: dict[str, str]) -> None:
-    s3 = creds
+def test_the_check_parameters_step_keeps_the_workflows_record_in_the_runs_store(s3_creds: dict[str, str]) -> None:
+    s3 = s3_creds
     store_env = {k: s3[k] for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION",
                                     "OFFHOURS_S3_ENDPOINT_URL")}
     values = {"run-id": "stepped", "image": IMAGE, "input-uri": "s3://in/a", "checkpoint-uri": "s3://lab/ck",
@@ -156,11 +143,11 @@ def _workflow_without_record(run: str, base: str) -> dict[str, Any]:
     return wf
 
 
-def test_why_shows_the_stores_record_when_no_workflow_carries_one(creds: dict[str, str],
+def test_why_shows_the_stores_record_when_no_workflow_carries_one(s3_creds: dict[str, str],
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("OFFHOURS_S3_ENDPOINT_URL", creds["OFFHOURS_S3_ENDPOINT_URL"])
+    monkeypatch.setenv("OFFHOURS_S3_ENDPOINT_URL", s3_creds["OFFHOURS_S3_ENDPOINT_URL"])
     store_record("s3://lab/ck", "kept", record("kept", "s3://in/kept", "sha256:" + "c" * 64),
-                 creds["OFFHOURS_S3_ENDPOINT_URL"], FAST)
+                 s3_creds["OFFHOURS_S3_ENDPOINT_URL"], FAST)
     pool = build_pool([state_configmap("chat", chat_state())], [deployment("chat", 10, 10)],
                       [_workflow_without_record("kept", "s3://lab/ck"), _workflow_without_record("lost", "s3://lab/ck")],
                       SERVING, NOW)

@@ -12,14 +12,12 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from offhours.scripts.runtime.checkpoint import PREEMPTED_EXIT_CODE, CheckpointError, CheckpointStore
-from tests.support.s3_fixture import s3proxy_with_bucket
 
 JOB = Path(__file__).resolve().parents[2] / "examples" / "reference-job" / "train.py"
 STEPS, EVERY = 1500, 100
@@ -179,12 +177,6 @@ def test_store_refuses_unusable_uris() -> None:
         CheckpointStore.from_env({})
 
 
-@pytest.fixture(scope="module")
-def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    with s3proxy_with_bucket(tmp_path_factory.mktemp("s3proxy")) as env:
-        yield env
-
-
 def test_s3_store_survives_sigterms_bit_identical(reference: np.ndarray, s3: dict[str, str], tmp_path: Path) -> None:
     weights, executed, codes = run_with_stops("s3://lab/runs/ref-1/job", tmp_path, stops=3, sig=signal.SIGTERM,
                                               seed=3, env=s3)
@@ -193,15 +185,13 @@ def test_s3_store_survives_sigterms_bit_identical(reference: np.ndarray, s3: dic
     assert sorted(set(executed)) == list(range(STEPS)) and redone(executed) == []
 
 
-def test_s3_half_written_checkpoint_is_skipped(s3: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
-    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION"):
-        monkeypatch.setenv(key, s3[key])
-    store = CheckpointStore("s3://lab/runs/partial/job", endpoint_url=s3["OFFHOURS_S3_ENDPOINT_URL"], run_id="partial")
+def test_s3_half_written_checkpoint_is_skipped(s3_creds: dict[str, str]) -> None:
+    store = CheckpointStore("s3://lab/runs/partial/job", endpoint_url=s3_creds["OFFHOURS_S3_ENDPOINT_URL"], run_id="partial")
     store.save(10, b"ten")
     import boto3
     from botocore.config import Config
 
-    client = boto3.client("s3", endpoint_url=s3["OFFHOURS_S3_ENDPOINT_URL"],
+    client = boto3.client("s3", endpoint_url=s3_creds["OFFHOURS_S3_ENDPOINT_URL"],
                           config=Config(request_checksum_calculation="when_required"))
     client.put_object(Bucket="lab", Key="runs/partial/job/partial/_data/000000000000020-000000000001-0123456789abcdef",
                       Body=b"never published")
@@ -211,7 +201,7 @@ def test_s3_half_written_checkpoint_is_skipped(s3: dict[str, str], monkeypatch: 
     from offhours.scripts.runtime.checkpoint import latest_progress_time
 
     assert store.progress()["step"] == 10
-    at = latest_progress_time("s3://lab/runs/partial", s3["OFFHOURS_S3_ENDPOINT_URL"], timeout=60.0)
+    at = latest_progress_time("s3://lab/runs/partial", s3_creds["OFFHOURS_S3_ENDPOINT_URL"], timeout=60.0)
     assert at == pytest.approx(time.time(), abs=60)
 
 
