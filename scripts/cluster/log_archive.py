@@ -20,6 +20,7 @@ from typing import Any
 from offhours.scripts.inputs.errors import InputError
 from offhours.scripts.inputs.yamldoc import load_yaml
 from offhours.scripts.names import LOG_ARCHIVE_CONFIGMAP, LOG_ARCHIVE_KEY
+from offhours.scripts.runtime.store_s3 import s3_client
 
 KEY_LAYOUT = "/{{workflow.namespace}}/{{workflow.name}}/{{pod.name}}"  # after the prefix, in Argo's keyFormat
 LOG_FILE = "main.log"  # what Argo's executor names the main container's archived log under the key
@@ -133,15 +134,6 @@ class Archived:
     written: float
 
 
-def _client(endpoint_url: str | None) -> Any:
-    import boto3
-    from botocore.config import Config
-
-    config = Config(request_checksum_calculation="when_required", response_checksum_validation="when_required",
-                    connect_timeout=5, read_timeout=30, retries={"total_max_attempts": 1, "mode": "standard"})
-    return boto3.session.Session().client("s3", endpoint_url=endpoint_url, config=config)
-
-
 class ArchiveReader:
     """Lists and streams one archive's logs (boto3; its credentials from the environment, as the checkpoint store's)."""
 
@@ -153,7 +145,7 @@ class ArchiveReader:
     def s3(self) -> Any:
         """The boto3 client, made on first use."""
         if self._s3 is None:
-            self._s3 = _client(self.endpoint_url)
+            self._s3 = s3_client(self.endpoint_url, connect_timeout=5, read_timeout=30)
         return self._s3
 
     def logs(self, namespace: str, workflow: str, created: datetime | None, seconds: float = LIST_SECONDS) -> list[Archived]:

@@ -33,6 +33,24 @@ INTERNAL = ("_log", "_data")  # the store's own folders: never searched for prog
 _PROBED: set[tuple[str | None, str]] = set()  # (endpoint, bucket) whose conditional puts were seen refused
 
 
+
+def s3_client(endpoint_url: str | None, connect_timeout: float, read_timeout: float) -> Any:
+    """Return a boto3 S3 client as every S3 reader and writer of offhours makes one.
+
+    One try per call (the caller retries by its own policy), its own timeouts, checksums only where S3 requires them.
+    """
+    import boto3
+    from botocore.config import Config
+
+    # Checksums only where S3 requires them: S3-compatible servers (MinIO, s3proxy, Ceph) do not
+    # all implement the flexible-checksum headers newer SDKs send by default.
+    config = Config(request_checksum_calculation="when_required", response_checksum_validation="when_required",
+                    connect_timeout=connect_timeout, read_timeout=read_timeout,
+                    retries={"total_max_attempts": 1, "mode": "standard"})
+    # A session of its own: boto3's default session keeps the first credentials it resolved for the
+    # whole process, so a client made after the environment changed would sign with stale ones.
+    return boto3.session.Session().client("s3", endpoint_url=endpoint_url, config=config)
+
 class _BodyTooSlow(TimeoutError):
     """A response body (or a listing's pages) still coming in at the policy's deadline."""
 
@@ -77,17 +95,7 @@ class S3Backend:
     def s3(self) -> Any:
         """The boto3 client, made on first use (making one may look up a region: a store's constructor does no I/O)."""
         if self._client is None:
-            import boto3
-            from botocore.config import Config
-
-            # Checksums only where S3 requires them: S3-compatible servers (MinIO, s3proxy, Ceph) do not
-            # all implement the flexible-checksum headers newer SDKs send by default.
-            config = Config(request_checksum_calculation="when_required",
-                            response_checksum_validation="when_required", connect_timeout=self.policy.connect_timeout,
-                            read_timeout=self.policy.read_timeout, retries={"total_max_attempts": 1, "mode": "standard"})
-            # A session of its own: boto3's default session keeps the first credentials it resolved for the
-            # whole process, so a store made after the environment changed would sign with stale ones.
-            self._client = boto3.session.Session().client("s3", endpoint_url=self.endpoint_url, config=config)
+            self._client = s3_client(self.endpoint_url, self.policy.connect_timeout, self.policy.read_timeout)
         return self._client
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
