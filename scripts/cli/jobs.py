@@ -23,7 +23,7 @@ from offhours.scripts.cli.text import printable
 from offhours.scripts.cluster.access import CANCEL_JOB, READ_JOBS, AccessReviewer, Action
 from offhours.scripts.cluster.resolve import Unresolved, permitted, resolve
 from offhours.scripts.pool.model import WAITING, Pool, RunView, gpus_of
-from offhours.scripts.pool.store_progress import STORE_READ_SECONDS, store_progress  # noqa: F401 - `why`'s, re-exported
+from offhours.scripts.pool.store_progress import STORE_READ_SECONDS, Stored, store_progress  # noqa: F401 - `why`'s, re-exported
 from offhours.scripts.pool.usage import UsageRow, usage_lines
 from offhours.scripts.pool.views import (
     CANCEL_ROUNDS,
@@ -102,7 +102,7 @@ def no_jobs(where: Namespaces, service: str | None, include_finished: bool, fini
     return f"no offhours jobs{of} in {where.described()} (use --all to include finished ones; -n names another namespace)"
 
 
-def why_text(run: RunView, pool: Pool, stored: tuple[datetime | None, str | None] | None = None,
+def why_text(run: RunView, pool: Pool, stored: Stored | None = None,
              provenance: tuple[Sequence[str | None], str | None] | None = None) -> str:
     """Render the sentence, the timeline, the last checkpoint (the recorded one, or the store's if newer).
 

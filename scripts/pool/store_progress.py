@@ -7,12 +7,19 @@ read is (one deadline for the whole read).
 
 import os
 from datetime import datetime, timezone
+from typing import NamedTuple
 
 from offhours.scripts.pool.model import RunView
 
 STORE_READ_SECONDS = 5.0  # the whole progress read (the gate's advisory read has the same bound)
 
-Stored = tuple[datetime | None, str | None]  # (newest progress record or None, why the store could not be read)
+
+class Stored(NamedTuple):
+    """What a run's store says of its progress: the newest record found, and why that may not be all."""
+
+    at: datetime | None  # the newest progress record found (None: none)
+    problem: str | None = None  # why the store could not be read (then `at` is None)
+    cut: str | None = None  # why the read stopped before the store's end: a newer record may be beyond it
 
 
 def store_progress(run: RunView, timeout: float = STORE_READ_SECONDS) -> Stored | None:
@@ -28,27 +35,22 @@ def store_progress(run: RunView, timeout: float = STORE_READ_SECONDS) -> Stored 
     try:
         at, cut = latest_progress(prefix, os.environ.get("OFFHOURS_S3_ENDPOINT_URL"), timeout=timeout)
     except CheckpointError as err:
-        return None, str(err).splitlines()[0][:300]
+        return Stored(None, str(err).splitlines()[0][:300])
     except Exception as err:  # noqa: BLE001 - advisory: credentials or a client library missing is one line, not a trace
-        return None, f"{type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}"
-    return (datetime.fromtimestamp(at, timezone.utc) if at is not None else None), (
-        None if cut is None else f"{CUT}{cut}")
-
-
-CUT = "its checkpoint store holds "  # a read stopped at its bound: what it found is not all there is
+        return Stored(None, f"{type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}")
+    return Stored(datetime.fromtimestamp(at, timezone.utc) if at is not None else None, None, cut)
 
 
 def stored_checkpoint_text(stored: Stored | None) -> str:
     """Return what a page says of the run's last checkpoint: only what its store holds, or why that is unknown."""
     if stored is None:
         return "unknown: the run names no checkpoint store offhours reads (file:// or s3://)"
-    at, problem = stored
-    if problem is not None and problem.startswith(CUT):
-        said = problem.removeprefix(CUT)
+    at, problem, cut = stored
+    if cut is not None:
         if at is None:
-            return f"unknown: none found, but its checkpoint store holds {said}"
+            return f"unknown: none found, but its checkpoint store holds {cut}"
         return (f"{at.astimezone(timezone.utc).strftime('%Y-%m-%d %H:%M:%SZ')} or later (its checkpoint store holds "
-                f"{said})")
+                f"{cut})")
     if problem is not None:
         return f"unknown: its checkpoint store could not be read ({problem})"
     if at is None:

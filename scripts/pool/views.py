@@ -19,6 +19,7 @@ from offhours.scripts.pool.model import (
     RunView,
     gpus_of,
 )
+from offhours.scripts.pool.store_progress import Stored
 
 DONE_STATES = ("succeeded", "failed", "cancelled")
 LIVE_NAMED = 5  # a refusal names at most this many of a run's live workflows
@@ -133,26 +134,23 @@ def live_run_message(run_id: str, live: list[str]) -> str:
             "cancel it first, or choose another run-id. Nothing was created")
 
 
-def checkpoint_line(recorded: datetime | None, stored: tuple[datetime | None, str | None] | None,
-                    now: datetime) -> str:
+def checkpoint_line(recorded: datetime | None, stored: Stored | None, now: datetime) -> str:
     """Return `why`'s last-checkpoint line: the newer of what the gate recorded and what the run's store holds.
 
     `stored`: None when the run names no store to read; else the store's newest progress record (None: none
     there) and why the store could not be read (then only what was recorded is known, and the line says so).
     """
-    at, problem = stored if stored is not None else (None, None)
+    at, problem, cut = stored if stored is not None else (None, None, None)
     newest = max((t for t in (recorded, at) if t is not None), default=None)
     if newest is None:
         line = "last checkpoint: none in its checkpoint store" if stored is not None and problem is None \
-            else "last checkpoint: none recorded"
+            and cut is None else "last checkpoint: none recorded"
     elif at is not None and newest == at and (recorded is None or at > recorded):
         line = f"last checkpoint: {stamp(newest)} ({age(newest, now)} ago, read from its checkpoint store)"
     else:
         line = f"last checkpoint: {stamp(newest)} ({age(newest, now)} ago)"
-    from offhours.scripts.pool.store_progress import CUT
-
-    if problem and problem.startswith(CUT):  # read, but not to the end: a newer record may be beyond its bound
-        return f"{line}; {problem}"
+    if cut is not None:  # read, but not to the end: a newer record may be beyond its bound
+        return f"{line}; its checkpoint store holds {cut}"
     return line + (f"; its checkpoint store could not be read: {problem}" if problem else "")
 
 

@@ -7,6 +7,7 @@ import pytest
 
 from offhours.scripts.cli import jobs as r
 from offhours.scripts.pool.model import build_pool
+from offhours.scripts.pool.store_progress import Stored
 from tests.support.pool_fixture import NOW, SERVING, lending_pool
 
 
@@ -147,5 +148,5 @@ def test_why_reads_the_run_s_checkpoint_store_where_the_gate_recorded_none(tmp_p
     nothing = build_pool(configmaps, deployments, [empty], SERVING, NOW).find("none-run")
     assert checkpoint_line(r.why_text(nothing, pool, r.store_progress(nothing))) == \
         "last checkpoint: none in its checkpoint store"
-    assert checkpoint_line(r.why_text(run, pool, (None, "s3://lab/x/st-run: reading failed"))) == \
+    assert checkpoint_line(r.why_text(run, pool, Stored(None, "s3://lab/x/st-run: reading failed"))) == \
         "last checkpoint: none recorded; its checkpoint store could not be read: s3://lab/x/st-run: reading failed"

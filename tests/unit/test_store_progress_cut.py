@@ -29,7 +29,7 @@ def test_a_walk_cut_at_its_folder_bound_never_says_none(tmp_path: Path, monkeypa
 def test_why_says_a_cut_read_as_such() -> None:
     from offhours.scripts.pool.views import checkpoint_line
 
-    line = checkpoint_line(None, (None, f"{sp.CUT}more than 4 folders or 1000 progress.json files: not read to the "
-                                        "end"), __import__("datetime").datetime.now())
+    line = checkpoint_line(None, sp.Stored(None, None, "more than 4 folders or 1000 progress.json files: not read to "
+                                                       "the end"), __import__("datetime").datetime.now())
     assert line == ("last checkpoint: none recorded; its checkpoint store holds more than 4 folders or 1000 "
                     "progress.json files: not read to the end"), line
